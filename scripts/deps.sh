@@ -1,0 +1,37 @@
+#!/bin/sh
+# Installs the Debian packages once needs to build and test, when missing.
+# Sourced by scripts/test and scripts/run; also runnable alone.
+# Every dependency comes from Debian 12's archive (DESIGN §8).
+set -e
+
+ONCE_DEPS="build-essential git ca-certificates autoconf automake libtool pkg-config
+autoconf-archive clang-14 clang libclang-rt-14-dev clang-format
+libuv1-dev libraft-dev liburing-dev libprotobuf-c-dev protobuf-c-compiler
+libssl-dev libjansson-dev check python3"
+
+once_install_deps()
+{
+    missing=""
+    for p in $ONCE_DEPS; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+            grep -q "install ok installed"; then
+            missing="$missing $p"
+        fi
+    done
+    if [ -z "$missing" ]; then
+        return 0
+    fi
+    echo "deps: installing:$missing"
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then
+        SUDO="sudo"
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -qq --no-install-recommends $missing
+}
+
+if [ "${0##*/}" = "deps.sh" ]; then
+    once_install_deps
+fi

@@ -1,0 +1,581 @@
+#include "fsm/command.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "once_log.pb-c.h"
+
+void command_decoder_init(struct command_decoder *d)
+{
+    arena_init(&d->batch_arena);
+    arena_init(&d->cmd_arena);
+    d->ptrs = NULL;
+    d->lens = NULL;
+    d->cap = 0;
+}
+
+void command_decoder_close(struct command_decoder *d)
+{
+    arena_close(&d->batch_arena);
+    arena_close(&d->cmd_arena);
+    free(d->ptrs);
+    free(d->lens);
+    d->ptrs = NULL;
+    d->lens = NULL;
+    d->cap = 0;
+}
+
+int command_decode_batch(struct command_decoder *d, const uint8_t *buf,
+                         size_t len, struct command_batch *out)
+{
+    Once__Log__Batch *b;
+
+    if (len > FSM_BATCH_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    arena_reset(&d->batch_arena);
+    b = once__log__batch__unpack(&d->batch_arena.pb, len, buf);
+    if (b == NULL) {
+        return FSM_E_MALFORMED;
+    }
+    if (b->n_commands > FSM_BATCH_COMMANDS_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    if (b->n_commands > d->cap) {
+        size_t cap = b->n_commands < 256 ? 256 : b->n_commands;
+        const uint8_t **ptrs = realloc(d->ptrs, cap * sizeof *ptrs);
+        size_t *lens;
+        if (ptrs == NULL) {
+            return -ENOMEM;
+        }
+        d->ptrs = ptrs;
+        lens = realloc(d->lens, cap * sizeof *lens);
+        if (lens == NULL) {
+            return -ENOMEM;
+        }
+        d->lens = lens;
+        d->cap = cap;
+    }
+    for (size_t i = 0; i < b->n_commands; i++) {
+        d->ptrs[i] = b->commands[i].data;
+        d->lens[i] = b->commands[i].len;
+    }
+    out->schema_version = b->schema_version;
+    out->leader_time_ms = b->leader_time_ms;
+    out->n_commands = b->n_commands;
+    out->commands = d->ptrs;
+    out->command_lens = d->lens;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Decoding: protobuf message -> struct fsm_cmd, with every bound checked.
+ * ---------------------------------------------------------------------- */
+
+#define INVALID(out, why)                 \
+    do {                                  \
+        (out)->type = FSM_CMD_INVALID;    \
+        (out)->invalid_reason = (why);    \
+        return;                           \
+    } while (0)
+
+static const char *ident_bounds(const ProtobufCBinaryData *scope,
+                                const ProtobufCBinaryData *key)
+{
+    if (scope->len < 1 || scope->len > FSM_SCOPE_MAX) {
+        return "scope must be 1..128 bytes";
+    }
+    if (key->len < 1 || key->len > FSM_KEY_MAX) {
+        return "key must be 1..256 bytes";
+    }
+    return NULL;
+}
+
+static void token_from_pb(const Once__Log__OwnerToken *t,
+                          struct fsm_token *out)
+{
+    if (t == NULL) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    out->group_id = t->group_id;
+    out->index = t->index;
+    out->slot = t->slot;
+}
+
+static void decode_claim(const Once__Log__Claim *m, struct fsm_cmd *out)
+{
+    struct fsm_claim *c = &out->u.claim;
+    const char *why = ident_bounds(&m->scope, &m->key);
+
+    if (why != NULL) {
+        INVALID(out, why);
+    }
+    if (m->request_id.len != FSM_REQUEST_ID_LEN) {
+        INVALID(out, "request id must be 16 bytes");
+    }
+    if (m->execution_id.len > FSM_EXECUTION_ID_MAX) {
+        INVALID(out, "execution id must be at most 128 bytes");
+    }
+    if (m->payload_hash.len > FSM_PAYLOAD_HASH_MAX) {
+        INVALID(out, "payload hash must be at most 64 bytes");
+    }
+    switch (m->kind) {
+        case ONCE__LOG__KIND__KIND_NONCE:
+            c->kind = FSM_KIND_NONCE;
+            break;
+        case ONCE__LOG__KIND__KIND_IDEMPOTENT:
+            c->kind = FSM_KIND_IDEMPOTENT;
+            break;
+        default:
+            INVALID(out, "kind must be NONCE or IDEMPOTENT");
+    }
+    out->type = FSM_CMD_CLAIM;
+    c->scope = m->scope.data;
+    c->scope_len = m->scope.len;
+    c->key = m->key.data;
+    c->key_len = m->key.len;
+    memcpy(c->request_id, m->request_id.data, FSM_REQUEST_ID_LEN);
+    c->execution_id = m->execution_id.data;
+    c->execution_id_len = m->execution_id.len;
+    c->ttl_ms = m->ttl_ms;
+    c->has_ts = m->has_ts;
+    c->ts_ms = m->ts_ms;
+    c->window_ms = m->window_ms;
+    c->payload_hash = m->payload_hash.data;
+    c->payload_hash_len = m->payload_hash.len;
+    c->lease_ms = m->lease_ms;
+}
+
+static bool settings_from_pb(const Once__Log__Settings *m,
+                             struct fsm_settings *s)
+{
+    if (m == NULL) {
+        return false;
+    }
+    s->max_window_ms = m->max_window_ms;
+    s->max_skew_ms = m->max_skew_ms;
+    s->max_ttl_ms = m->max_ttl_ms;
+    s->max_lease_ms = m->max_lease_ms;
+    s->max_records = m->max_records;
+    s->max_bytes = m->max_bytes;
+    return true;
+}
+
+static const char *member_from_pb(const Once__Log__Member *m,
+                                  struct fsm_member *out)
+{
+    size_t rl, cl;
+
+    if (m == NULL) {
+        return "member missing";
+    }
+    rl = strlen(m->raft_addr);
+    cl = strlen(m->client_addr);
+    if (rl < 1 || rl > FSM_ADDR_MAX || cl < 1 || cl > FSM_ADDR_MAX) {
+        return "member addresses must be 1..64 bytes";
+    }
+    memset(out, 0, sizeof *out);
+    out->id = m->id;
+    memcpy(out->raft_addr, m->raft_addr, rl);
+    memcpy(out->client_addr, m->client_addr, cl);
+    switch (m->role) {
+        case ONCE__LOG__ROLE__ROLE_VOTER:
+            out->role = FSM_ROLE_VOTER;
+            break;
+        case ONCE__LOG__ROLE__ROLE_STANDBY:
+            out->role = FSM_ROLE_STANDBY;
+            break;
+        case ONCE__LOG__ROLE__ROLE_SPARE:
+            out->role = FSM_ROLE_SPARE;
+            break;
+        default:
+            return "member role must be voter, standby or spare";
+    }
+    return NULL;
+}
+
+static void decode_bootstrap(struct command_decoder *d,
+                             const Once__Log__Bootstrap *m,
+                             struct fsm_cmd *out)
+{
+    struct fsm_bootstrap *b = &d->bootstrap;
+    const char *why;
+
+    if (m->cluster_id.len != FSM_CLUSTER_ID_LEN) {
+        INVALID(out, "cluster id must be 16 bytes");
+    }
+    if (m->hash_key.len != FSM_HASH_KEY_LEN) {
+        INVALID(out, "hash key must be 16 bytes");
+    }
+    if (m->n_members > FSM_MEMBERS_MAX) {
+        INVALID(out, "at most 64 members");
+    }
+    memset(b, 0, sizeof *b);
+    memcpy(b->cluster_id, m->cluster_id.data, FSM_CLUSTER_ID_LEN);
+    memcpy(b->hash_key, m->hash_key.data, FSM_HASH_KEY_LEN);
+    b->group_id = m->group_id;
+    (void)settings_from_pb(m->settings, &b->settings); /* absent: defaults */
+    b->n_members = m->n_members;
+    for (size_t i = 0; i < m->n_members; i++) {
+        why = member_from_pb(m->members[i], &b->members[i]);
+        if (why != NULL) {
+            INVALID(out, why);
+        }
+    }
+    out->type = FSM_CMD_BOOTSTRAP;
+    out->u.bootstrap = b;
+}
+
+void command_decode(struct command_decoder *d, const uint8_t *buf, size_t len,
+                    struct fsm_cmd *out)
+{
+    Once__Log__Command *m;
+    const char *why;
+
+    memset(out, 0, sizeof *out);
+    arena_reset(&d->cmd_arena);
+    m = once__log__command__unpack(&d->cmd_arena.pb, len, buf);
+    if (m == NULL) {
+        INVALID(out, "command does not decode");
+    }
+    switch (m->cmd_case) {
+        case ONCE__LOG__COMMAND__CMD_CLAIM:
+            decode_claim(m->claim, out);
+            return;
+        case ONCE__LOG__COMMAND__CMD_COMPLETE: {
+            const Once__Log__Complete *c = m->complete;
+            why = ident_bounds(&c->scope, &c->key);
+            if (why != NULL) {
+                INVALID(out, why);
+            }
+            if (c->result.len > FSM_RESULT_MAX) {
+                INVALID(out, "result must be at most 64 KiB");
+            }
+            out->type = FSM_CMD_COMPLETE;
+            out->u.complete.scope = c->scope.data;
+            out->u.complete.scope_len = c->scope.len;
+            out->u.complete.key = c->key.data;
+            out->u.complete.key_len = c->key.len;
+            token_from_pb(c->owner_token, &out->u.complete.owner_token);
+            out->u.complete.result = c->result.data;
+            out->u.complete.result_len = c->result.len;
+            return;
+        }
+        case ONCE__LOG__COMMAND__CMD_RELEASE: {
+            const Once__Log__Release *c = m->release;
+            why = ident_bounds(&c->scope, &c->key);
+            if (why != NULL) {
+                INVALID(out, why);
+            }
+            if (c->error.len > FSM_ERROR_MAX) {
+                INVALID(out, "error must be at most 1 KiB");
+            }
+            out->type = FSM_CMD_RELEASE;
+            out->u.release.scope = c->scope.data;
+            out->u.release.scope_len = c->scope.len;
+            out->u.release.key = c->key.data;
+            out->u.release.key_len = c->key.len;
+            token_from_pb(c->owner_token, &out->u.release.owner_token);
+            out->u.release.terminal = c->terminal;
+            out->u.release.error = c->error.data;
+            out->u.release.error_len = c->error.len;
+            return;
+        }
+        case ONCE__LOG__COMMAND__CMD_LOOKUP:
+        case ONCE__LOG__COMMAND__CMD_FORGET: {
+            bool lookup = m->cmd_case == ONCE__LOG__COMMAND__CMD_LOOKUP;
+            const ProtobufCBinaryData *scope =
+                lookup ? &m->lookup->scope : &m->forget->scope;
+            const ProtobufCBinaryData *key =
+                lookup ? &m->lookup->key : &m->forget->key;
+            why = ident_bounds(scope, key);
+            if (why != NULL) {
+                INVALID(out, why);
+            }
+            out->type = lookup ? FSM_CMD_LOOKUP : FSM_CMD_FORGET;
+            out->u.ident.scope = scope->data;
+            out->u.ident.scope_len = scope->len;
+            out->u.ident.key = key->data;
+            out->u.ident.key_len = key->len;
+            return;
+        }
+        case ONCE__LOG__COMMAND__CMD_BOOTSTRAP:
+            decode_bootstrap(d, m->bootstrap, out);
+            return;
+        case ONCE__LOG__COMMAND__CMD_SET_SETTINGS:
+            if (!settings_from_pb(m->set_settings->settings,
+                                  &out->u.settings)) {
+                INVALID(out, "settings missing");
+            }
+            out->type = FSM_CMD_SET_SETTINGS;
+            return;
+        case ONCE__LOG__COMMAND__CMD_SET_MEMBER:
+            why = member_from_pb(m->set_member->member, &out->u.member);
+            if (why != NULL) {
+                INVALID(out, why);
+            }
+            out->type = FSM_CMD_SET_MEMBER;
+            return;
+        case ONCE__LOG__COMMAND__CMD_RETIRE_MEMBER:
+            out->type = FSM_CMD_RETIRE_MEMBER;
+            out->u.retire_id = m->retire_member->id;
+            return;
+        case ONCE__LOG__COMMAND__CMD_SET_SCHEMA:
+            out->type = FSM_CMD_SET_SCHEMA;
+            out->u.schema_version = m->set_schema->version;
+            return;
+        default:
+            INVALID(out, "empty or unknown command");
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Encoding
+ * ---------------------------------------------------------------------- */
+
+static ProtobufCBinaryData bin(const uint8_t *p, size_t len)
+{
+    ProtobufCBinaryData b = {len, (uint8_t *)p};
+    return b;
+}
+
+static int pack(const ProtobufCMessage *m, uint8_t **out, size_t *len)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(n > 0 ? n : 1);
+
+    if (buf == NULL) {
+        return -ENOMEM;
+    }
+    *len = protobuf_c_message_pack(m, buf);
+    *out = buf;
+    return 0;
+}
+
+static void settings_to_pb(const struct fsm_settings *s,
+                           Once__Log__Settings *m)
+{
+    once__log__settings__init(m);
+    m->max_window_ms = s->max_window_ms;
+    m->max_skew_ms = s->max_skew_ms;
+    m->max_ttl_ms = s->max_ttl_ms;
+    m->max_lease_ms = s->max_lease_ms;
+    m->max_records = s->max_records;
+    m->max_bytes = s->max_bytes;
+}
+
+static int member_to_pb(const struct fsm_member *s, Once__Log__Member *m)
+{
+    size_t rl = strnlen(s->raft_addr, sizeof s->raft_addr);
+    size_t cl = strnlen(s->client_addr, sizeof s->client_addr);
+
+    if (rl > FSM_ADDR_MAX || cl > FSM_ADDR_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    once__log__member__init(m);
+    m->id = s->id;
+    m->raft_addr = (char *)s->raft_addr;
+    m->client_addr = (char *)s->client_addr;
+    m->role = (Once__Log__Role)s->role;
+    return 0;
+}
+
+static bool ident_too_big(size_t scope_len, size_t key_len)
+{
+    return scope_len > FSM_SCOPE_MAX || key_len > FSM_KEY_MAX;
+}
+
+int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
+{
+    Once__Log__Command m = ONCE__LOG__COMMAND__INIT;
+    Once__Log__Claim claim;
+    Once__Log__Complete complete;
+    Once__Log__Release release;
+    Once__Log__Lookup lookup;
+    Once__Log__Forget forget;
+    Once__Log__OwnerToken token;
+    Once__Log__Bootstrap boot;
+    Once__Log__Settings settings;
+    Once__Log__SetSettings set_settings;
+    Once__Log__Member member;
+    Once__Log__Member members[FSM_MEMBERS_MAX];
+    Once__Log__Member *member_ptrs[FSM_MEMBERS_MAX];
+    Once__Log__SetMember set_member;
+    Once__Log__RetireMember retire;
+    Once__Log__SetSchema schema;
+    int rv;
+
+    once__log__owner_token__init(&token);
+    switch (cmd->type) {
+        case FSM_CMD_CLAIM: {
+            const struct fsm_claim *c = &cmd->u.claim;
+            if (ident_too_big(c->scope_len, c->key_len) ||
+                c->execution_id_len > FSM_EXECUTION_ID_MAX ||
+                c->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
+                return FSM_E_TOOBIG;
+            }
+            once__log__claim__init(&claim);
+            claim.scope = bin(c->scope, c->scope_len);
+            claim.key = bin(c->key, c->key_len);
+            claim.request_id = bin(c->request_id, FSM_REQUEST_ID_LEN);
+            claim.execution_id = bin(c->execution_id, c->execution_id_len);
+            claim.kind = (Once__Log__Kind)c->kind;
+            claim.ttl_ms = c->ttl_ms;
+            claim.has_ts = c->has_ts;
+            claim.ts_ms = c->ts_ms;
+            claim.window_ms = c->window_ms;
+            claim.payload_hash = bin(c->payload_hash, c->payload_hash_len);
+            claim.lease_ms = c->lease_ms;
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_CLAIM;
+            m.claim = &claim;
+            break;
+        }
+        case FSM_CMD_COMPLETE: {
+            const struct fsm_complete *c = &cmd->u.complete;
+            if (ident_too_big(c->scope_len, c->key_len) ||
+                c->result_len > FSM_RESULT_MAX) {
+                return FSM_E_TOOBIG;
+            }
+            once__log__complete__init(&complete);
+            complete.scope = bin(c->scope, c->scope_len);
+            complete.key = bin(c->key, c->key_len);
+            token.group_id = c->owner_token.group_id;
+            token.index = c->owner_token.index;
+            token.slot = c->owner_token.slot;
+            complete.owner_token = &token;
+            complete.result = bin(c->result, c->result_len);
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_COMPLETE;
+            m.complete = &complete;
+            break;
+        }
+        case FSM_CMD_RELEASE: {
+            const struct fsm_release *c = &cmd->u.release;
+            if (ident_too_big(c->scope_len, c->key_len) ||
+                c->error_len > FSM_ERROR_MAX) {
+                return FSM_E_TOOBIG;
+            }
+            once__log__release__init(&release);
+            release.scope = bin(c->scope, c->scope_len);
+            release.key = bin(c->key, c->key_len);
+            token.group_id = c->owner_token.group_id;
+            token.index = c->owner_token.index;
+            token.slot = c->owner_token.slot;
+            release.owner_token = &token;
+            release.terminal = c->terminal;
+            release.error = bin(c->error, c->error_len);
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_RELEASE;
+            m.release = &release;
+            break;
+        }
+        case FSM_CMD_LOOKUP:
+        case FSM_CMD_FORGET: {
+            const struct fsm_ident *c = &cmd->u.ident;
+            if (ident_too_big(c->scope_len, c->key_len)) {
+                return FSM_E_TOOBIG;
+            }
+            if (cmd->type == FSM_CMD_LOOKUP) {
+                once__log__lookup__init(&lookup);
+                lookup.scope = bin(c->scope, c->scope_len);
+                lookup.key = bin(c->key, c->key_len);
+                m.cmd_case = ONCE__LOG__COMMAND__CMD_LOOKUP;
+                m.lookup = &lookup;
+            } else {
+                once__log__forget__init(&forget);
+                forget.scope = bin(c->scope, c->scope_len);
+                forget.key = bin(c->key, c->key_len);
+                m.cmd_case = ONCE__LOG__COMMAND__CMD_FORGET;
+                m.forget = &forget;
+            }
+            break;
+        }
+        case FSM_CMD_BOOTSTRAP: {
+            const struct fsm_bootstrap *b = cmd->u.bootstrap;
+            if (b->n_members > FSM_MEMBERS_MAX) {
+                return FSM_E_TOOBIG;
+            }
+            once__log__bootstrap__init(&boot);
+            boot.cluster_id = bin(b->cluster_id, FSM_CLUSTER_ID_LEN);
+            boot.hash_key = bin(b->hash_key, FSM_HASH_KEY_LEN);
+            boot.group_id = b->group_id;
+            settings_to_pb(&b->settings, &settings);
+            boot.settings = &settings;
+            for (size_t i = 0; i < b->n_members; i++) {
+                rv = member_to_pb(&b->members[i], &members[i]);
+                if (rv != 0) {
+                    return rv;
+                }
+                member_ptrs[i] = &members[i];
+            }
+            boot.n_members = b->n_members;
+            boot.members = member_ptrs;
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_BOOTSTRAP;
+            m.bootstrap = &boot;
+            break;
+        }
+        case FSM_CMD_SET_SETTINGS:
+            once__log__set_settings__init(&set_settings);
+            settings_to_pb(&cmd->u.settings, &settings);
+            set_settings.settings = &settings;
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_SET_SETTINGS;
+            m.set_settings = &set_settings;
+            break;
+        case FSM_CMD_SET_MEMBER:
+            once__log__set_member__init(&set_member);
+            rv = member_to_pb(&cmd->u.member, &member);
+            if (rv != 0) {
+                return rv;
+            }
+            set_member.member = &member;
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_SET_MEMBER;
+            m.set_member = &set_member;
+            break;
+        case FSM_CMD_RETIRE_MEMBER:
+            once__log__retire_member__init(&retire);
+            retire.id = cmd->u.retire_id;
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_RETIRE_MEMBER;
+            m.retire_member = &retire;
+            break;
+        case FSM_CMD_SET_SCHEMA:
+            once__log__set_schema__init(&schema);
+            schema.version = cmd->u.schema_version;
+            m.cmd_case = ONCE__LOG__COMMAND__CMD_SET_SCHEMA;
+            m.set_schema = &schema;
+            break;
+        default:
+            return -EINVAL;
+    }
+    return pack(&m.base, out, len);
+}
+
+int command_encode_batch(uint32_t schema_version, uint64_t leader_time_ms,
+                         const uint8_t *const *cmds, const size_t *cmd_lens,
+                         size_t n, uint8_t **out, size_t *len)
+{
+    Once__Log__Batch b = ONCE__LOG__BATCH__INIT;
+    ProtobufCBinaryData *bins;
+    int rv;
+
+    if (n > FSM_BATCH_COMMANDS_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    bins = malloc((n > 0 ? n : 1) * sizeof *bins);
+    if (bins == NULL) {
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bins[i] = bin(cmds[i], cmd_lens[i]);
+    }
+    b.schema_version = schema_version;
+    b.leader_time_ms = leader_time_ms;
+    b.n_commands = n;
+    b.commands = bins;
+    if (protobuf_c_message_get_packed_size(&b.base) > FSM_BATCH_MAX) {
+        free(bins);
+        return FSM_E_TOOBIG;
+    }
+    rv = pack(&b.base, out, len);
+    free(bins);
+    return rv;
+}

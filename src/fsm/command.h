@@ -1,0 +1,74 @@
+/* fsm/command.h: the log schema (proto/once_log.proto) <-> struct fsm_cmd.
+ *
+ * Decoding is bounded and validating: every byte string is checked against
+ * its limit from fsm.h, enums against their ranges, and anything wrong turns
+ * the command into FSM_CMD_INVALID with a static reason; it never fails the
+ * batch. Range checks that depend on replicated settings (ttl <= max_ttl, ...)
+ * are the state machine's, not the decoder's.
+ *
+ * Encoding is used by the leader's pipeline, tests, fuzz seeds and the
+ * benchmark. Buffers returned by the encoders are malloc'd and owned by the
+ * caller. Not thread-safe per decoder; the functions without a decoder are. */
+#ifndef ONCE_FSM_COMMAND_H_
+#define ONCE_FSM_COMMAND_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "fsm/fsm.h"
+
+/* A decoded batch envelope. Command byte strings are borrowed from the
+ * decoder's arena and valid until the next command_decode_batch or
+ * command_decoder_close on that decoder. */
+struct command_batch
+{
+    uint32_t schema_version;
+    uint64_t leader_time_ms;
+    size_t n_commands;
+    const uint8_t **commands;
+    const size_t *command_lens;
+};
+
+/* Holds the arenas protobuf-c unpacks into, so decoding never calls malloc
+ * once the arenas have grown to their working size. */
+struct command_decoder
+{
+    struct arena batch_arena;
+    struct arena cmd_arena;
+    struct fsm_bootstrap bootstrap; /* storage for FSM_CMD_BOOTSTRAP */
+    const uint8_t **ptrs;
+    size_t *lens;
+    size_t cap;
+};
+
+void command_decoder_init(struct command_decoder *d);
+void command_decoder_close(struct command_decoder *d);
+
+/* Decode the envelope of @buf (borrowed). Returns 0, FSM_E_MALFORMED or
+ * FSM_E_TOOBIG (over FSM_BATCH_MAX bytes or FSM_BATCH_COMMANDS_MAX commands).
+ * Does not look at the schema version: the caller decides. */
+int command_decode_batch(struct command_decoder *d, const uint8_t *buf,
+                         size_t len, struct command_batch *out);
+
+/* Decode one command into @out. Never fails: a bad command comes back as
+ * FSM_CMD_INVALID with out->invalid_reason set. Pointers inside @out are
+ * borrowed from @buf or the decoder and valid until the next call. */
+void command_decode(struct command_decoder *d, const uint8_t *buf, size_t len,
+                    struct fsm_cmd *out);
+
+/* Encode one command (any type but FSM_CMD_INVALID). On success returns 0
+ * and sets *out (malloc'd, owned by the caller) and *len. Returns -ENOMEM,
+ * or FSM_E_TOOBIG when a field is over its limit (the encoder refuses to
+ * write what the decoder would refuse). */
+int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len);
+
+/* Encode a batch envelope around @n already-encoded commands (borrowed).
+ * Returns 0 with *out malloc'd (owned by the caller), -ENOMEM or
+ * FSM_E_TOOBIG. Protobuf cannot skip trailing padding, so the raft adapter
+ * records the exact length in its own entry header before padding to 8. */
+int command_encode_batch(uint32_t schema_version, uint64_t leader_time_ms,
+                         const uint8_t *const *cmds, const size_t *cmd_lens,
+                         size_t n, uint8_t **out, size_t *len);
+
+#endif /* ONCE_FSM_COMMAND_H_ */

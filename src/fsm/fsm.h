@@ -1,0 +1,349 @@
+/* fsm/fsm.h: the claim state machine (DESIGN §3).
+ *
+ * The replicated table of (scope, key) records, NONCE and IDEMPOTENT, plus the
+ * replicated cluster state beside it: cluster id and hash key, settings,
+ * member directory, retired ids and the schema version in force.
+ *
+ * Pure: no I/O, no clock, no randomness, no environment. Every input comes
+ * from the log entry (struct fsm_cmd values decoded from a batch) and from
+ * the entry's index, which the raft adapter knows (last applied + 1) because
+ * raft 0.15 does not pass it to apply. Two instances fed the same batches at
+ * the same indexes end in byte-identical snapshots.
+ *
+ * Not thread-safe: one instance is used from one thread (the raft loop).
+ *
+ * Memory: an allocation failure inside apply would leave a half-applied
+ * batch, which raft would then re-apply; instead the fsm fails stop
+ * (fsm_panic) with a message. Records are bounded by max_records/max_bytes. */
+#ifndef ONCE_FSM_FSM_H_
+#define ONCE_FSM_FSM_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Highest log/snapshot schema this code applies. */
+#define FSM_SCHEMA_VERSION 1
+
+#define FSM_SCOPE_MAX        128
+#define FSM_KEY_MAX          256
+#define FSM_REQUEST_ID_LEN   16
+#define FSM_EXECUTION_ID_MAX 128
+#define FSM_PAYLOAD_HASH_MAX 64
+#define FSM_RESULT_MAX       65536
+#define FSM_ERROR_MAX        1024
+#define FSM_ADDR_MAX         64
+#define FSM_CLUSTER_ID_LEN   16
+#define FSM_HASH_KEY_LEN     16
+/* Attempts kept per record: the first, the last FSM_ATTEMPTS_LAST, a count. */
+#define FSM_ATTEMPTS_LAST 4
+#define FSM_MEMBERS_MAX   64
+#define FSM_RETIRED_MAX   65536
+/* Virtual partitions = shards: vp = top 12 bits of the keyed hash. */
+#define FSM_VP_BITS 12
+#define FSM_N_VPS   (1u << FSM_VP_BITS)
+/* Largest batch payload (DESIGN §4) and commands per batch. */
+#define FSM_BATCH_MAX          (1u << 20)
+#define FSM_BATCH_COMMANDS_MAX 65536
+
+/* Hard ceilings for settings: they keep every retention inside 49 days so a
+ * NONCE record can store its lifetime in 32 bits (see fsm.c). */
+#define FSM_MAX_TTL_CEIL    (30ull * 86400 * 1000)
+#define FSM_MAX_WINDOW_CEIL (7ull * 86400 * 1000)
+#define FSM_MAX_SKEW_CEIL   (3600ull * 1000)
+#define FSM_MAX_LEASE_CEIL  (86400ull * 1000)
+/* Lease used when a claim leaves lease_ms at 0 (capped by max_lease). */
+#define FSM_DEFAULT_LEASE_MS 30000
+
+/* Errors returned by fsm functions (0 is success). Business outcomes are
+ * never errors; they are enum fsm_outcome values in a result. */
+enum {
+    FSM_E_MALFORMED = -1101, /* batch or snapshot does not decode */
+    FSM_E_SCHEMA = -1102,    /* newer schema than this code knows: stop */
+    FSM_E_CHECKSUM = -1103,  /* snapshot checksum mismatch */
+    FSM_E_TOOBIG = -1104,    /* over a size limit */
+};
+
+enum fsm_outcome {
+    FSM_ACCEPTED = 1,
+    FSM_REPLAYED,
+    FSM_DUPLICATE,
+    FSM_IN_PROGRESS,
+    FSM_CONFLICT,
+    FSM_STALE,
+    FSM_FUTURE,
+    FSM_FAILED,
+    FSM_NOT_OWNER,
+    FSM_NOT_FOUND,
+    FSM_COMPLETED,
+    FSM_RELEASED,
+    FSM_RESOURCE_EXHAUSTED,
+    FSM_INVALID_ARGUMENT,
+    FSM_FOUND,               /* Lookup of a live record */
+    FSM_FORGOTTEN,           /* Forget removed a record */
+    FSM_OK,                  /* configuration command applied */
+    FSM_FAILED_PRECONDITION, /* configuration command refused */
+};
+
+enum fsm_kind {
+    FSM_KIND_NONCE = 1,
+    FSM_KIND_IDEMPOTENT = 2,
+};
+
+enum fsm_state {
+    FSM_STATE_SEEN = 1, /* NONCE: claimed */
+    FSM_STATE_PENDING,  /* IDEMPOTENT: owned, lease running */
+    FSM_STATE_COMPLETED,
+    FSM_STATE_RELEASED,
+    FSM_STATE_FAILED,
+};
+
+enum fsm_role {
+    FSM_ROLE_VOTER = 1,
+    FSM_ROLE_STANDBY = 2,
+    FSM_ROLE_SPARE = 3,
+};
+
+enum fsm_cmd_type {
+    FSM_CMD_INVALID = 0, /* did not decode */
+    FSM_CMD_CLAIM,
+    FSM_CMD_COMPLETE,
+    FSM_CMD_RELEASE,
+    FSM_CMD_LOOKUP,
+    FSM_CMD_FORGET,
+    FSM_CMD_BOOTSTRAP,
+    FSM_CMD_SET_SETTINGS,
+    FSM_CMD_SET_MEMBER,
+    FSM_CMD_RETIRE_MEMBER,
+    FSM_CMD_SET_SCHEMA,
+};
+
+/* Owner token of an IDEMPOTENT record: unique per accepted claim. */
+struct fsm_token
+{
+    uint32_t group_id;
+    uint64_t index;
+    uint32_t slot; /* position of the accepting claim in its batch */
+};
+
+struct fsm_settings
+{
+    uint64_t max_window_ms;
+    uint64_t max_skew_ms;
+    uint64_t max_ttl_ms;
+    uint64_t max_lease_ms;
+    uint64_t max_records;
+    uint64_t max_bytes;
+};
+
+struct fsm_member
+{
+    uint64_t id;
+    char raft_addr[FSM_ADDR_MAX + 1];
+    char client_addr[FSM_ADDR_MAX + 1];
+    enum fsm_role role;
+};
+
+/* A later claim of an existing record, kept as evidence. */
+struct fsm_attempt
+{
+    uint8_t request_id[FSM_REQUEST_ID_LEN];
+    uint64_t index;
+    uint64_t time_ms;
+    enum fsm_outcome outcome;
+    bool retry;
+    uint8_t execution_id_len;
+    uint8_t execution_id[FSM_EXECUTION_ID_MAX];
+};
+
+/* Decoded, size-checked commands. Pointers are borrowed from the decoded
+ * message (or from the caller) for the duration of one apply. */
+struct fsm_claim
+{
+    const uint8_t *scope;
+    size_t scope_len;
+    const uint8_t *key;
+    size_t key_len;
+    uint8_t request_id[FSM_REQUEST_ID_LEN];
+    const uint8_t *execution_id;
+    size_t execution_id_len;
+    enum fsm_kind kind;
+    uint64_t ttl_ms;
+    bool has_ts;
+    uint64_t ts_ms;
+    uint64_t window_ms;
+    const uint8_t *payload_hash;
+    size_t payload_hash_len;
+    uint64_t lease_ms;
+};
+
+struct fsm_complete
+{
+    const uint8_t *scope;
+    size_t scope_len;
+    const uint8_t *key;
+    size_t key_len;
+    struct fsm_token owner_token;
+    const uint8_t *result;
+    size_t result_len;
+};
+
+struct fsm_release
+{
+    const uint8_t *scope;
+    size_t scope_len;
+    const uint8_t *key;
+    size_t key_len;
+    struct fsm_token owner_token;
+    bool terminal;
+    const uint8_t *error;
+    size_t error_len;
+};
+
+/* Lookup and Forget. */
+struct fsm_ident
+{
+    const uint8_t *scope;
+    size_t scope_len;
+    const uint8_t *key;
+    size_t key_len;
+};
+
+struct fsm_bootstrap
+{
+    uint8_t cluster_id[FSM_CLUSTER_ID_LEN];
+    uint8_t hash_key[FSM_HASH_KEY_LEN];
+    uint32_t group_id;
+    struct fsm_settings settings;
+    size_t n_members;
+    struct fsm_member members[FSM_MEMBERS_MAX];
+};
+
+struct fsm_cmd
+{
+    enum fsm_cmd_type type;
+    const char *invalid_reason; /* FSM_CMD_INVALID: why (static text) */
+    union {
+        struct fsm_claim claim;
+        struct fsm_complete complete;
+        struct fsm_release release;
+        struct fsm_ident ident; /* LOOKUP, FORGET */
+        struct fsm_bootstrap *bootstrap;
+        struct fsm_settings settings;
+        struct fsm_member member;
+        uint64_t retire_id;
+        uint32_t schema_version;
+    } u;
+};
+
+/* The outcome of one command. Pointer fields are borrowed from the fsm and
+ * valid only until the next call that changes it (for apply: until the emit
+ * callback returns). */
+struct fsm_result
+{
+    enum fsm_cmd_type cmd;
+    enum fsm_outcome outcome;
+    const char *reason; /* static text for refusals, or NULL */
+    bool retry;         /* ACCEPTED/COMPLETED/...: same request repeated */
+
+    /* Record facts; valid when has_record. */
+    bool has_record;
+    enum fsm_kind kind;
+    enum fsm_state state;
+    uint8_t first_request_id[FSM_REQUEST_ID_LEN]; /* accepted request id */
+    uint64_t first_index;
+    uint64_t first_time_ms;
+    uint64_t expires_ms;
+    uint32_t attempts; /* later claims seen, total */
+
+    /* IDEMPOTENT only. */
+    struct fsm_token owner_token;
+    uint32_t owner_attempt; /* 1 for the first owner, +1 per takeover */
+    uint64_t lease_expires_ms;
+    uint64_t retry_after_ms; /* IN_PROGRESS */
+    const uint8_t *result;
+    size_t result_len;
+    const uint8_t *stored_error;
+    size_t stored_error_len;
+
+    /* Lookup only: the kept attempts, oldest first. */
+    size_t n_attempt_list;
+    const struct fsm_attempt *attempt_list[1 + FSM_ATTEMPTS_LAST];
+};
+
+struct fsm;
+
+/* Called once per command of a batch, in order; @r is borrowed. */
+typedef void (*fsm_emit_cb)(void *arg, size_t i, const struct fsm_result *r);
+
+/* Create an empty, unbootstrapped state machine. Returns NULL on OOM. */
+struct fsm *fsm_new(void);
+
+/* Release everything. NULL-safe. */
+void fsm_free(struct fsm *f);
+
+/* Apply one batch (the payload of one log entry, borrowed) at log @index.
+ * Calls @emit (may be NULL) once per command with its outcome. Returns 0, or:
+ *   FSM_E_SCHEMA    the batch is of a newer schema: nothing changed, and the
+ *                   node must stop (never apply it differently from peers);
+ *   FSM_E_MALFORMED the batch envelope does not decode: nothing changed. All
+ *                   replicas see the same bytes, so skipping is deterministic;
+ *                   the caller logs it loudly.
+ * A command that does not decode or is out of range gets INVALID_ARGUMENT and
+ * the rest of the batch applies. */
+int fsm_apply(struct fsm *f, uint64_t index, const uint8_t *buf, size_t len,
+              fsm_emit_cb emit, void *arg);
+
+/* Apply already-decoded commands (what fsm_apply does after decoding). Used
+ * by tests and benchmarks that bypass protobuf. @cmds are borrowed. */
+int fsm_apply_cmds(struct fsm *f, uint64_t index, uint32_t schema_version,
+                   uint64_t leader_time_ms, const struct fsm_cmd *cmds,
+                   size_t n_cmds, fsm_emit_cb emit, void *arg);
+
+/* Linearizable only when called after a barrier (DESIGN §4): read the record
+ * of (scope, key) as of fsm_now. Fills @out (borrowed pointers). */
+void fsm_lookup(struct fsm *f, const struct fsm_ident *id,
+                struct fsm_result *out);
+
+/* Snapshot: fsm_snapshot_size() bytes, written by fsm_snapshot_write into a
+ * caller-provided buffer of exactly that size. The encoding is canonical:
+ * equal states give equal bytes, whatever history led to them. */
+size_t fsm_snapshot_size(const struct fsm *f);
+void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len);
+
+/* Replace the whole state with the snapshot in @buf (borrowed). Validates
+ * everything first; on error the state is unchanged, @errmsg (256 bytes, may
+ * be NULL) says why, and the return is FSM_E_MALFORMED, FSM_E_CHECKSUM or
+ * FSM_E_SCHEMA. */
+int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg);
+
+/* Observers. */
+uint64_t fsm_now(const struct fsm *f);
+uint64_t fsm_last_index(const struct fsm *f);
+bool fsm_bootstrapped(const struct fsm *f);
+const uint8_t *fsm_cluster_id(const struct fsm *f); /* 16 bytes */
+uint32_t fsm_group_id(const struct fsm *f);
+uint32_t fsm_schema_version(const struct fsm *f);
+const struct fsm_settings *fsm_settings(const struct fsm *f);
+size_t fsm_n_members(const struct fsm *f);
+const struct fsm_member *fsm_member(const struct fsm *f, size_t i);
+bool fsm_is_retired(const struct fsm *f, uint64_t id);
+size_t fsm_n_retired(const struct fsm *f);
+/* Live records (including expired ones not yet pruned) and their bytes as
+ * counted against max_bytes. */
+uint64_t fsm_n_records(const struct fsm *f);
+uint64_t fsm_bytes(const struct fsm *f);
+/* Memory held by the record store: arena pages plus hash tables. */
+uint64_t fsm_memory(const struct fsm *f);
+
+/* Names for logs, JSON and tests. */
+const char *fsm_outcome_name(enum fsm_outcome o);
+const char *fsm_state_name(enum fsm_state s);
+const char *fsm_strerror(int rv);
+
+/* Settings used when a bootstrap leaves a field at 0. */
+void fsm_settings_default(struct fsm_settings *s);
+/* NULL if @s is acceptable, else static text saying why not. */
+const char *fsm_settings_check(const struct fsm_settings *s);
+
+#endif /* ONCE_FSM_FSM_H_ */

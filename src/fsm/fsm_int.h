@@ -1,0 +1,191 @@
+/* fsm/fsm_int.h: the state machine's private layout, shared by fsm.c (apply),
+ * snapshot.c (encode/restore) and table.c (identity comparison). */
+#ifndef ONCE_FSM_FSM_INT_H_
+#define ONCE_FSM_FSM_INT_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "fsm/command.h"
+#include "fsm/fsm.h"
+#include "fsm/slab.h"
+#include "fsm/table.h"
+
+/* A record: one slab object, header + scope + key. 44 bytes of header keep a
+ * NONCE record with a 32-byte key inside 80 bytes; the 48-bit index and time
+ * fields last 8900 years of milliseconds and 2.8e14 log entries.
+ * Everything IDEMPOTENT, and attempts, live in the out-of-line ext. */
+struct rec
+{
+    uint32_t next;      /* timer wheel chain (handle) */
+    uint32_t ext;       /* struct rec_ext handle, 0 if none */
+    uint32_t life_ms;   /* NONCE: expires - first_time */
+    uint8_t flags;      /* REC_F_* */
+    uint8_t scope_len;  /* 1..128 */
+    uint16_t key_len;   /* 1..256 */
+    uint8_t first_index[6];
+    uint8_t first_time[6];
+    uint8_t request_id[FSM_REQUEST_ID_LEN]; /* the first accepted one */
+    uint8_t id[];                           /* scope then key */
+};
+
+#define REC_HDR_SIZE 44
+_Static_assert(sizeof(struct rec) == REC_HDR_SIZE, "record header layout");
+
+#define REC_F_IDEMPOTENT 0x01u /* kind; clear = NONCE */
+#define REC_F_STATE_MASK 0x0eu /* enum fsm_state << 1 */
+#define REC_F_DETACHED   0x10u /* out of the table, freed by the wheel */
+
+/* Out-of-line part: IDEMPOTENT facts and attempts. */
+struct rec_ext
+{
+    uint64_t expires_ms; /* IDEMPOTENT: absolute expiry */
+    uint64_t lease_expires_ms;
+    uint64_t owner_index;
+    uint32_t owner_group;
+    uint32_t owner_slot;
+    uint32_t owner_attempt;
+    uint32_t attempts_total;
+    uint8_t owner_request_id[FSM_REQUEST_ID_LEN];
+    uint32_t att_first;                   /* attempt handle */
+    uint32_t att_last[FSM_ATTEMPTS_LAST]; /* ring */
+    uint8_t att_n_last;
+    uint8_t att_head; /* index of the oldest in the ring */
+    uint8_t stored_kind; /* 0 none, 1 result, 2 error */
+    uint8_t payload_hash_len;
+    uint32_t stored_len;
+    uint8_t *stored; /* malloc'd result or error */
+    uint8_t payload_hash[FSM_PAYLOAD_HASH_MAX];
+};
+
+/* An attempt as stored: fixed part + execution id bytes. */
+struct rec_attempt
+{
+    uint8_t request_id[FSM_REQUEST_ID_LEN];
+    uint64_t index;
+    uint64_t time_ms;
+    uint8_t outcome;
+    uint8_t retry;
+    uint8_t execution_id_len;
+    uint8_t execution_id[];
+};
+
+#define ATTEMPT_HDR_SIZE offsetof(struct rec_attempt, execution_id)
+
+static inline uint64_t get48(const uint8_t b[6])
+{
+    uint64_t v = 0;
+    for (int i = 5; i >= 0; i--) {
+        v = (v << 8) | b[i];
+    }
+    return v;
+}
+
+static inline void put48(uint8_t b[6], uint64_t v)
+{
+    for (int i = 0; i < 6; i++) {
+        b[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static inline size_t rec_size(size_t scope_len, size_t key_len)
+{
+    return REC_HDR_SIZE + scope_len + key_len;
+}
+
+static inline enum fsm_state rec_state(const struct rec *r)
+{
+    return (enum fsm_state)((r->flags & REC_F_STATE_MASK) >> 1);
+}
+
+static inline void rec_set_state(struct rec *r, enum fsm_state st)
+{
+    r->flags = (uint8_t)((r->flags & ~REC_F_STATE_MASK) | ((unsigned)st << 1));
+}
+
+static inline enum fsm_kind rec_kind(const struct rec *r)
+{
+    return (r->flags & REC_F_IDEMPOTENT) ? FSM_KIND_IDEMPOTENT
+                                          : FSM_KIND_NONCE;
+}
+
+/* Canonical total order on identities with equal hash: scope length, key
+ * length, then bytes. */
+static inline int rec_id_cmp(const struct rec *a, const struct rec *b)
+{
+    if (a->scope_len != b->scope_len) {
+        return a->scope_len < b->scope_len ? -1 : 1;
+    }
+    if (a->key_len != b->key_len) {
+        return a->key_len < b->key_len ? -1 : 1;
+    }
+    return memcmp(a->id, b->id, (size_t)a->scope_len + a->key_len);
+}
+
+/* Two-level timer wheel over 1.024 s ticks (see fsm.c). */
+#define WHEEL_TICK_SHIFT 10
+#define WHEEL_L0_BITS    16
+#define WHEEL_L0_SIZE    (1u << WHEEL_L0_BITS)
+#define WHEEL_L1_BITS    12
+#define WHEEL_L1_SIZE    (1u << WHEEL_L1_BITS)
+
+struct wheel
+{
+    uint64_t cur; /* next tick to process; ticks before it are done */
+    uint64_t n_l0;
+    uint64_t n_l1;
+    uint32_t l0[WHEEL_L0_SIZE];
+    uint32_t l1[WHEEL_L1_SIZE];
+};
+
+struct fsm
+{
+    struct slab slab;
+    struct table vps[FSM_N_VPS];
+    struct wheel wheel;
+    struct hash_keyed hash;
+    bool hash_ready;
+    struct command_decoder dec;
+
+    uint64_t now;
+    uint64_t last_index;
+    bool bootstrapped;
+    uint8_t cluster_id[FSM_CLUSTER_ID_LEN];
+    uint8_t hash_key[FSM_HASH_KEY_LEN];
+    uint32_t group_id;
+    uint32_t schema_version;
+    struct fsm_settings settings;
+
+    /* max_window raise fence (docs/state-machine.md, SetSettings). */
+    bool fence_active;
+    uint64_t fence_ts;          /* claims with ts <= this use prev window */
+    uint64_t fence_prev_window; /* max_window before the raise */
+    uint64_t fence_until;       /* fence lifts when now > this */
+
+    size_t n_members;
+    struct fsm_member members[FSM_MEMBERS_MAX];
+    size_t n_retired;
+    uint64_t *retired; /* sorted ascending */
+    size_t cap_retired;
+
+    uint64_t n_records; /* in the table */
+    uint64_t bytes;     /* counted against max_bytes */
+
+    /* Scratch for results: attempts copied out for Lookup. */
+    struct fsm_attempt att_out[1 + FSM_ATTEMPTS_LAST];
+};
+
+/* Shared helpers implemented in fsm.c. */
+_Noreturn void fsm_panic(const char *what);
+uint64_t fsm_hash(struct fsm *f, const uint8_t *scope, size_t scope_len,
+                  const uint8_t *key, size_t key_len);
+uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r);
+/* Put a record into the wheel for its current expiry. */
+void fsm_wheel_place(struct fsm *f, uint32_t h);
+/* Release every record and ext (not the struct). */
+void fsm_clear_records(struct fsm *f);
+size_t fsm_ext_bytes(const struct rec_ext *e);
+
+#endif /* ONCE_FSM_FSM_INT_H_ */

@@ -1,0 +1,754 @@
+/* Snapshot encoding of the whole state machine, and restore.
+ *
+ * Canonical: the same state gives the same bytes whatever history led to it.
+ * Records are written vp by vp, each vp in (hash, bytes) order, which is the
+ * order its ordered Robin Hood table already holds them in (table.c), so no
+ * sort is needed. Attempts are written oldest first.
+ *
+ * Layout, little-endian, no padding:
+ *   "ONCESNAP" u32 format u32 schema u64 last_index u64 now u8 bootstrapped
+ *   cluster_id[16] hash_key[16] u32 group_id settings(6 x u64)
+ *   u8 fence_active u64 fence_ts u64 fence_prev_window u64 fence_until
+ *   u32 n_members { u64 id u8 role u8 len raft_addr u8 len client_addr }
+ *   u32 n_retired { u64 id } (ascending)
+ *   u64 n_records
+ *   4096 x { u32 n { record } }
+ *   u32 crc32c of everything before it
+ * record: u8 flags(kind | state << 1) u8 scope_len u16 key_len
+ *   u64 first_index u64 first_time u64 expires req[16] scope key u8 has_ext
+ *   [ext: u64 lease_expires u32 owner_group u64 owner_index u32 owner_slot
+ *    u32 owner_attempt owner_req[16] u8 hash_len hash u8 stored_kind
+ *    u32 stored_len stored u32 attempts_total u8 n_att
+ *    { req[16] u64 index u64 time u8 outcome u8 retry u8 len exec } ]
+ *
+ * Restore parses into a fresh instance and swaps it in only when every byte
+ * checked out, so a bad snapshot leaves the running state untouched. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "fsm/fsm_int.h"
+
+#define SNAP_MAGIC   "ONCESNAP"
+#define SNAP_FORMAT  1u
+#define SNAP_HDR_MIN 8
+
+/* ------------------------------------------------------------------------
+ * Writing
+ * ---------------------------------------------------------------------- */
+
+struct wbuf
+{
+    uint8_t *p;
+};
+
+static inline void w_bytes(struct wbuf *w, const void *src, size_t n)
+{
+    memcpy(w->p, src, n);
+    w->p += n;
+}
+
+static inline void w_u8(struct wbuf *w, uint8_t v)
+{
+    *w->p++ = v;
+}
+
+static inline void w_u16(struct wbuf *w, uint16_t v)
+{
+    w->p[0] = (uint8_t)v;
+    w->p[1] = (uint8_t)(v >> 8);
+    w->p += 2;
+}
+
+static inline void w_u32(struct wbuf *w, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        *w->p++ = (uint8_t)(v >> (8 * i));
+    }
+}
+
+static inline void w_u64(struct wbuf *w, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        *w->p++ = (uint8_t)(v >> (8 * i));
+    }
+}
+
+#define REC_FIXED  (1 + 1 + 2 + 8 + 8 + 8 + FSM_REQUEST_ID_LEN + 1)
+#define EXT_FIXED  (8 + 4 + 8 + 4 + 4 + FSM_REQUEST_ID_LEN + 1 + 1 + 4 + 4 + 1)
+#define ATT_FIXED  (FSM_REQUEST_ID_LEN + 8 + 8 + 1 + 1 + 1)
+#define HEAD_FIXED (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 4)
+
+static size_t ext_attempt_count(const struct rec_ext *e)
+{
+    return (e->att_first != 0 ? 1u : 0u) + e->att_n_last;
+}
+
+static uint32_t ext_attempt(const struct rec_ext *e, size_t i)
+{
+    if (i == 0) {
+        return e->att_first;
+    }
+    return e->att_last[(e->att_head + i - 1) % FSM_ATTEMPTS_LAST];
+}
+
+static size_t record_snap_size(const struct fsm *f, const struct rec *r)
+{
+    size_t n = REC_FIXED + r->scope_len + r->key_len;
+    const struct rec_ext *e;
+
+    if (r->ext == 0) {
+        return n;
+    }
+    e = slab_ptr(&f->slab, r->ext);
+    n += EXT_FIXED + e->payload_hash_len + e->stored_len;
+    for (size_t i = 0; i < ext_attempt_count(e); i++) {
+        const struct rec_attempt *a = slab_ptr(&f->slab, ext_attempt(e, i));
+        n += ATT_FIXED + a->execution_id_len;
+    }
+    return n;
+}
+
+size_t fsm_snapshot_size(const struct fsm *f)
+{
+    size_t n = HEAD_FIXED;
+
+    for (size_t i = 0; i < f->n_members; i++) {
+        n += 8 + 1 + 1 + strlen(f->members[i].raft_addr) + 1 +
+             strlen(f->members[i].client_addr);
+    }
+    n += 4 + 8 * f->n_retired + 8;
+    for (size_t v = 0; v < FSM_N_VPS; v++) {
+        const struct table *t = &f->vps[v];
+        n += 4;
+        for (uint32_t i = 0; t->n > 0 && i < t->cap; i++) {
+            if (t->slots[i] != 0) {
+                n += record_snap_size(f, slab_ptr(&f->slab,
+                                                  (uint32_t)t->slots[i]));
+            }
+        }
+    }
+    return n + 4;
+}
+
+static void write_record(const struct fsm *f, struct wbuf *w,
+                         const struct rec *r)
+{
+    const struct rec_ext *e;
+
+    w_u8(w, (uint8_t)(r->flags & (REC_F_IDEMPOTENT | REC_F_STATE_MASK)));
+    w_u8(w, r->scope_len);
+    w_u16(w, r->key_len);
+    w_u64(w, get48(r->first_index));
+    w_u64(w, get48(r->first_time));
+    w_u64(w, fsm_rec_expires(f, r));
+    w_bytes(w, r->request_id, FSM_REQUEST_ID_LEN);
+    w_bytes(w, r->id, (size_t)r->scope_len + r->key_len);
+    w_u8(w, r->ext != 0);
+    if (r->ext == 0) {
+        return;
+    }
+    e = slab_ptr(&f->slab, r->ext);
+    w_u64(w, e->lease_expires_ms);
+    w_u32(w, e->owner_group);
+    w_u64(w, e->owner_index);
+    w_u32(w, e->owner_slot);
+    w_u32(w, e->owner_attempt);
+    w_bytes(w, e->owner_request_id, FSM_REQUEST_ID_LEN);
+    w_u8(w, e->payload_hash_len);
+    w_bytes(w, e->payload_hash, e->payload_hash_len);
+    w_u8(w, e->stored_kind);
+    w_u32(w, e->stored_len);
+    if (e->stored_len > 0) {
+        w_bytes(w, e->stored, e->stored_len);
+    }
+    w_u32(w, e->attempts_total);
+    w_u8(w, (uint8_t)ext_attempt_count(e));
+    for (size_t i = 0; i < ext_attempt_count(e); i++) {
+        const struct rec_attempt *a = slab_ptr(&f->slab, ext_attempt(e, i));
+        w_bytes(w, a->request_id, FSM_REQUEST_ID_LEN);
+        w_u64(w, a->index);
+        w_u64(w, a->time_ms);
+        w_u8(w, a->outcome);
+        w_u8(w, a->retry);
+        w_u8(w, a->execution_id_len);
+        w_bytes(w, a->execution_id, a->execution_id_len);
+    }
+}
+
+void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
+{
+    struct wbuf w = {buf};
+    const struct fsm_settings *s = &f->settings;
+    uint32_t *order = NULL;
+    size_t order_cap = 0;
+
+    w_bytes(&w, SNAP_MAGIC, 8);
+    w_u32(&w, SNAP_FORMAT);
+    w_u32(&w, f->schema_version);
+    w_u64(&w, f->last_index);
+    w_u64(&w, f->now);
+    w_u8(&w, f->bootstrapped);
+    w_bytes(&w, f->cluster_id, FSM_CLUSTER_ID_LEN);
+    w_bytes(&w, f->hash_key, FSM_HASH_KEY_LEN);
+    w_u32(&w, f->group_id);
+    w_u64(&w, s->max_window_ms);
+    w_u64(&w, s->max_skew_ms);
+    w_u64(&w, s->max_ttl_ms);
+    w_u64(&w, s->max_lease_ms);
+    w_u64(&w, s->max_records);
+    w_u64(&w, s->max_bytes);
+    w_u8(&w, f->fence_active);
+    w_u64(&w, f->fence_ts);
+    w_u64(&w, f->fence_prev_window);
+    w_u64(&w, f->fence_until);
+    w_u32(&w, (uint32_t)f->n_members);
+    for (size_t i = 0; i < f->n_members; i++) {
+        const struct fsm_member *m = &f->members[i];
+        size_t rl = strlen(m->raft_addr), cl = strlen(m->client_addr);
+        w_u64(&w, m->id);
+        w_u8(&w, (uint8_t)m->role);
+        w_u8(&w, (uint8_t)rl);
+        w_bytes(&w, m->raft_addr, rl);
+        w_u8(&w, (uint8_t)cl);
+        w_bytes(&w, m->client_addr, cl);
+    }
+    w_u32(&w, (uint32_t)f->n_retired);
+    for (size_t i = 0; i < f->n_retired; i++) {
+        w_u64(&w, f->retired[i]);
+    }
+    w_u64(&w, f->n_records);
+    for (size_t v = 0; v < FSM_N_VPS; v++) {
+        const struct table *t = &f->vps[v];
+        if (t->n > order_cap) {
+            uint32_t *p = realloc(order, t->n * sizeof *p);
+            if (p == NULL) {
+                fsm_panic("out of memory (snapshot)");
+            }
+            order = p;
+            order_cap = t->n;
+        }
+        table_walk_sorted(t, order);
+        w_u32(&w, t->n);
+        for (uint32_t i = 0; i < t->n; i++) {
+            write_record(f, &w, slab_ptr(&f->slab, order[i]));
+        }
+    }
+    free(order);
+    w_u32(&w, crc32c(0, buf, (size_t)(w.p - buf)));
+    if ((size_t)(w.p - buf) != len) {
+        fsm_panic("snapshot size mismatch");
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Reading
+ * ---------------------------------------------------------------------- */
+
+struct rbuf
+{
+    const uint8_t *p;
+    const uint8_t *end;
+    bool bad;
+};
+
+static bool r_need(struct rbuf *r, size_t n)
+{
+    if (r->bad || (size_t)(r->end - r->p) < n) {
+        r->bad = true;
+        return false;
+    }
+    return true;
+}
+
+static const uint8_t *r_bytes(struct rbuf *r, size_t n)
+{
+    const uint8_t *p = r->p;
+
+    if (!r_need(r, n)) {
+        return NULL;
+    }
+    r->p += n;
+    return p;
+}
+
+static uint8_t r_u8(struct rbuf *r)
+{
+    return r_need(r, 1) ? *r->p++ : 0;
+}
+
+static uint16_t r_u16(struct rbuf *r)
+{
+    uint16_t v;
+
+    if (!r_need(r, 2)) {
+        return 0;
+    }
+    v = (uint16_t)(r->p[0] | (r->p[1] << 8));
+    r->p += 2;
+    return v;
+}
+
+static uint32_t r_u32(struct rbuf *r)
+{
+    uint32_t v = 0;
+
+    if (!r_need(r, 4)) {
+        return 0;
+    }
+    for (int i = 3; i >= 0; i--) {
+        v = (v << 8) | r->p[i];
+    }
+    r->p += 4;
+    return v;
+}
+
+static uint64_t r_u64(struct rbuf *r)
+{
+    uint64_t v = 0;
+
+    if (!r_need(r, 8)) {
+        return 0;
+    }
+    for (int i = 7; i >= 0; i--) {
+        v = (v << 8) | r->p[i];
+    }
+    r->p += 8;
+    return v;
+}
+
+static void set_err(char *errmsg, const char *what, size_t off)
+{
+    if (errmsg != NULL) {
+        snprintf(errmsg, 256, "snapshot: %s at offset %zu", what, off);
+    }
+}
+
+#define BAD(why)                                       \
+    do {                                               \
+        set_err(errmsg, (why), (size_t)(rb->p - base)); \
+        return FSM_E_MALFORMED;                        \
+    } while (0)
+
+static int read_ext(struct fsm *g, struct rbuf *rb, const uint8_t *base,
+                    struct rec *r, char *errmsg)
+{
+    struct rec_ext *e;
+    size_t n_att;
+    const uint8_t *p;
+
+    r->ext = slab_alloc(&g->slab, sizeof *e);
+    if (r->ext == 0) {
+        fsm_panic("out of memory (restore)");
+    }
+    e = slab_ptr(&g->slab, r->ext);
+    memset(e, 0, sizeof *e);
+    e->lease_expires_ms = r_u64(rb);
+    e->owner_group = r_u32(rb);
+    e->owner_index = r_u64(rb);
+    e->owner_slot = r_u32(rb);
+    e->owner_attempt = r_u32(rb);
+    p = r_bytes(rb, FSM_REQUEST_ID_LEN);
+    if (p != NULL) {
+        memcpy(e->owner_request_id, p, FSM_REQUEST_ID_LEN);
+    }
+    e->payload_hash_len = r_u8(rb);
+    if (e->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
+        BAD("payload hash too long");
+    }
+    p = r_bytes(rb, e->payload_hash_len);
+    if (p != NULL) {
+        memcpy(e->payload_hash, p, e->payload_hash_len);
+    }
+    e->stored_kind = r_u8(rb);
+    e->stored_len = r_u32(rb);
+    if (e->stored_kind > 2 || (e->stored_kind == 0 && e->stored_len != 0) ||
+        (e->stored_kind == 1 && e->stored_len > FSM_RESULT_MAX) ||
+        (e->stored_kind == 2 && e->stored_len > FSM_ERROR_MAX)) {
+        BAD("bad stored result or error");
+    }
+    p = r_bytes(rb, e->stored_len);
+    if (p == NULL) {
+        BAD("truncated");
+    }
+    if (e->stored_len > 0) {
+        e->stored = malloc(e->stored_len);
+        if (e->stored == NULL) {
+            fsm_panic("out of memory (restore)");
+        }
+        memcpy(e->stored, p, e->stored_len);
+    }
+    g->bytes += fsm_ext_bytes(e);
+    e->attempts_total = r_u32(rb);
+    n_att = r_u8(rb);
+    if (n_att > 1 + FSM_ATTEMPTS_LAST || n_att > e->attempts_total) {
+        BAD("bad attempt count");
+    }
+    for (size_t i = 0; i < n_att; i++) {
+        struct rec_attempt *a;
+        uint8_t req[FSM_REQUEST_ID_LEN];
+        uint64_t index, time;
+        uint8_t outcome, retry, len;
+        uint32_t h;
+
+        p = r_bytes(rb, FSM_REQUEST_ID_LEN);
+        if (p != NULL) {
+            memcpy(req, p, sizeof req);
+        }
+        index = r_u64(rb);
+        time = r_u64(rb);
+        outcome = r_u8(rb);
+        retry = r_u8(rb);
+        len = r_u8(rb);
+        if (rb->bad || outcome < FSM_ACCEPTED ||
+            outcome > FSM_FAILED_PRECONDITION || retry > 1 ||
+            len > FSM_EXECUTION_ID_MAX) {
+            BAD("bad attempt");
+        }
+        p = r_bytes(rb, len);
+        if (p == NULL) {
+            BAD("truncated");
+        }
+        h = slab_alloc(&g->slab, ATTEMPT_HDR_SIZE + len);
+        if (h == 0) {
+            fsm_panic("out of memory (restore)");
+        }
+        a = slab_ptr(&g->slab, h);
+        memcpy(a->request_id, req, sizeof req);
+        a->index = index;
+        a->time_ms = time;
+        a->outcome = outcome;
+        a->retry = retry;
+        a->execution_id_len = len;
+        memcpy(a->execution_id, p, len);
+        g->bytes += slab_size(ATTEMPT_HDR_SIZE + len);
+        if (i == 0) {
+            e->att_first = h;
+        } else {
+            e->att_last[i - 1] = h;
+            e->att_n_last++;
+        }
+    }
+    return rb->bad ? FSM_E_MALFORMED : 0;
+}
+
+/* Read one record of vp @v into @g; @prev is the previous record of the vp
+ * (0 if none) for the order check. */
+static int read_record(struct fsm *g, struct rbuf *rb, const uint8_t *base,
+                       uint32_t v, uint32_t prev, uint32_t *prev_hash,
+                       uint32_t *out, char *errmsg)
+{
+    uint8_t flags = r_u8(rb);
+    uint8_t scope_len = r_u8(rb);
+    uint16_t key_len = r_u16(rb);
+    uint64_t first_index = r_u64(rb);
+    uint64_t first_time = r_u64(rb);
+    uint64_t expires = r_u64(rb);
+    const uint8_t *req = r_bytes(rb, FSM_REQUEST_ID_LEN);
+    const uint8_t *id;
+    enum fsm_state st = (enum fsm_state)((flags & REC_F_STATE_MASK) >> 1);
+    bool idem = (flags & REC_F_IDEMPOTENT) != 0;
+    uint64_t hash;
+    uint8_t has_ext;
+    struct rec *r;
+    uint32_t h;
+    int rv;
+
+    if (rb->bad) {
+        BAD("truncated");
+    }
+    if ((flags & ~(REC_F_IDEMPOTENT | REC_F_STATE_MASK)) != 0 ||
+        (!idem && st != FSM_STATE_SEEN) ||
+        (idem && (st < FSM_STATE_PENDING || st > FSM_STATE_FAILED))) {
+        BAD("bad record kind or state");
+    }
+    if (scope_len < 1 || scope_len > FSM_SCOPE_MAX || key_len < 1 ||
+        key_len > FSM_KEY_MAX) {
+        BAD("bad identity length");
+    }
+    if (first_index >> 48 != 0 || first_time >> 48 != 0 ||
+        expires <= first_time ||
+        (!idem && expires - first_time > UINT32_MAX)) {
+        BAD("bad record times");
+    }
+    id = r_bytes(rb, (size_t)scope_len + key_len);
+    has_ext = r_u8(rb);
+    if (rb->bad || has_ext > 1 || (idem && !has_ext)) {
+        BAD("bad record");
+    }
+    hash = fsm_hash(g, id, scope_len, id + scope_len, key_len);
+    if ((uint32_t)(hash >> (64 - FSM_VP_BITS)) != v) {
+        BAD("record in the wrong partition");
+    }
+    h = slab_alloc(&g->slab, rec_size(scope_len, key_len));
+    if (h == 0) {
+        fsm_panic("out of memory (restore)");
+    }
+    r = slab_ptr(&g->slab, h);
+    memset(r, 0, REC_HDR_SIZE);
+    r->flags = flags;
+    r->scope_len = scope_len;
+    r->key_len = key_len;
+    put48(r->first_index, first_index);
+    put48(r->first_time, first_time);
+    r->life_ms = idem ? 0 : (uint32_t)(expires - first_time);
+    memcpy(r->request_id, req, FSM_REQUEST_ID_LEN);
+    memcpy(r->id, id, (size_t)scope_len + key_len);
+    g->bytes += slab_size(rec_size(scope_len, key_len));
+    /* From here the record is linked into the wheel so that a failure
+     * below frees it with the rest of @g. */
+    if (has_ext) {
+        rv = read_ext(g, rb, base, r, errmsg);
+        if (idem && rv == 0) {
+            ((struct rec_ext *)slab_ptr(&g->slab, r->ext))->expires_ms =
+                expires;
+        }
+    } else {
+        rv = 0;
+    }
+    fsm_wheel_place(g, h);
+    if (rv != 0) {
+        return rv;
+    }
+    if (prev != 0 && ((uint32_t)hash < *prev_hash ||
+                      ((uint32_t)hash == *prev_hash &&
+                       rec_id_cmp(slab_ptr(&g->slab, prev), r) >= 0))) {
+        BAD("records out of canonical order");
+    }
+    *prev_hash = (uint32_t)hash;
+    *out = h;
+    return 0;
+}
+
+static int read_head(struct fsm *g, struct rbuf *rb, const uint8_t *base,
+                     char *errmsg, uint64_t *n_records)
+{
+    const uint8_t *p;
+    uint32_t format, n;
+    uint8_t boot;
+
+    p = r_bytes(rb, 8);
+    if (p == NULL || memcmp(p, SNAP_MAGIC, 8) != 0) {
+        BAD("bad magic");
+    }
+    format = r_u32(rb);
+    g->schema_version = r_u32(rb);
+    if (format > SNAP_FORMAT || g->schema_version > FSM_SCHEMA_VERSION) {
+        set_err(errmsg, "newer format or schema than this node knows", 8);
+        return FSM_E_SCHEMA;
+    }
+    if (format == 0) {
+        BAD("bad format version");
+    }
+    g->last_index = r_u64(rb);
+    g->now = r_u64(rb);
+    boot = r_u8(rb);
+    p = r_bytes(rb, FSM_CLUSTER_ID_LEN);
+    if (p != NULL) {
+        memcpy(g->cluster_id, p, FSM_CLUSTER_ID_LEN);
+    }
+    p = r_bytes(rb, FSM_HASH_KEY_LEN);
+    if (p != NULL) {
+        memcpy(g->hash_key, p, FSM_HASH_KEY_LEN);
+    }
+    g->group_id = r_u32(rb);
+    g->settings.max_window_ms = r_u64(rb);
+    g->settings.max_skew_ms = r_u64(rb);
+    g->settings.max_ttl_ms = r_u64(rb);
+    g->settings.max_lease_ms = r_u64(rb);
+    g->settings.max_records = r_u64(rb);
+    g->settings.max_bytes = r_u64(rb);
+    g->fence_active = r_u8(rb) != 0;
+    g->fence_ts = r_u64(rb);
+    g->fence_prev_window = r_u64(rb);
+    g->fence_until = r_u64(rb);
+    if (rb->bad || boot > 1 || g->now >> 48 != 0 ||
+        fsm_settings_check(&g->settings) != NULL) {
+        BAD("bad header");
+    }
+    g->bootstrapped = boot;
+    if (boot) {
+        g->hash_ready = hash_keyed_init(&g->hash, g->hash_key) == 0;
+        if (!g->hash_ready) {
+            fsm_panic("cannot initialise SipHash (OpenSSL)");
+        }
+    }
+    n = r_u32(rb);
+    if (n > FSM_MEMBERS_MAX) {
+        BAD("too many members");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        struct fsm_member *m = &g->members[i];
+        uint8_t len;
+        memset(m, 0, sizeof *m);
+        m->id = r_u64(rb);
+        m->role = (enum fsm_role)r_u8(rb);
+        len = r_u8(rb);
+        p = r_bytes(rb, len);
+        if (p == NULL || len > FSM_ADDR_MAX) {
+            BAD("bad member");
+        }
+        memcpy(m->raft_addr, p, len);
+        len = r_u8(rb);
+        p = r_bytes(rb, len);
+        if (p == NULL || len > FSM_ADDR_MAX) {
+            BAD("bad member");
+        }
+        memcpy(m->client_addr, p, len);
+        if (m->id == 0 || m->role < FSM_ROLE_VOTER ||
+            m->role > FSM_ROLE_SPARE || strlen(m->raft_addr) == 0 ||
+            strlen(m->client_addr) == 0) {
+            BAD("bad member");
+        }
+    }
+    g->n_members = n;
+    n = r_u32(rb);
+    if (n > FSM_RETIRED_MAX || !r_need(rb, (size_t)n * 8)) {
+        BAD("bad retired id list");
+    }
+    g->retired = malloc((n > 0 ? n : 1) * sizeof *g->retired);
+    if (g->retired == NULL) {
+        fsm_panic("out of memory (restore)");
+    }
+    g->cap_retired = n > 0 ? n : 1;
+    for (uint32_t i = 0; i < n; i++) {
+        g->retired[i] = r_u64(rb);
+        if (i > 0 && g->retired[i] <= g->retired[i - 1]) {
+            BAD("retired ids out of order");
+        }
+    }
+    g->n_retired = n;
+    *n_records = r_u64(rb);
+    if (rb->bad || (!boot && *n_records != 0)) {
+        BAD("bad record count");
+    }
+    return 0;
+}
+
+static int read_all(struct fsm *g, const uint8_t *buf, size_t len,
+                    char *errmsg)
+{
+    struct rbuf rbs = {buf, buf + len - 4, false};
+    struct rbuf *rb = &rbs;
+    const uint8_t *base = buf;
+    uint64_t n_records, seen = 0;
+    uint32_t *handles = NULL, *hashes = NULL;
+    size_t cap = 0;
+    int rv;
+
+    rv = read_head(g, rb, base, errmsg, &n_records);
+    if (rv != 0) {
+        return rv;
+    }
+    g->wheel.cur = g->now >> WHEEL_TICK_SHIFT;
+    for (uint32_t v = 0; v < FSM_N_VPS; v++) {
+        uint32_t n = r_u32(rb), prev = 0, prev_hash = 0;
+        if (rb->bad || n > n_records - seen ||
+            !r_need(rb, (size_t)n * REC_FIXED)) {
+            free(handles);
+            free(hashes);
+            BAD("bad partition record count");
+        }
+        if (n > cap) {
+            uint32_t *p = realloc(handles, n * sizeof *p);
+            uint32_t *q = p != NULL ? realloc(hashes, n * sizeof *q) : NULL;
+            if (q == NULL) {
+                fsm_panic("out of memory (restore)");
+            }
+            handles = p;
+            hashes = q;
+            cap = n;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            rv = read_record(g, rb, base, v, prev, &prev_hash, &handles[i],
+                             errmsg);
+            if (rv != 0) {
+                free(handles);
+                free(hashes);
+                return rv;
+            }
+            hashes[i] = prev_hash;
+            prev = handles[i];
+        }
+        /* Size the table once: records come in (hash, bytes) order, so
+         * each lands at the end of its cluster without displacing any. */
+        if (table_reserve(&g->vps[v], &g->slab, n) != 0) {
+            fsm_panic("out of memory (restore)");
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            if (table_insert(&g->vps[v], &g->slab, hashes[i], handles[i]) !=
+                0) {
+                fsm_panic("out of memory (restore)");
+            }
+        }
+        seen += n;
+        g->n_records += n;
+    }
+    free(handles);
+    free(hashes);
+    if (seen != n_records) {
+        BAD("record count mismatch");
+    }
+    if (rb->p != rb->end) {
+        BAD("trailing bytes");
+    }
+    return 0;
+}
+
+int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
+{
+    struct fsm *g, *old;
+    struct command_decoder dec;
+    uint32_t want;
+    int rv;
+
+    if (len < HEAD_FIXED + 4) {
+        set_err(errmsg, "too short", len);
+        return FSM_E_MALFORMED;
+    }
+    want = (uint32_t)buf[len - 4] | (uint32_t)buf[len - 3] << 8 |
+           (uint32_t)buf[len - 2] << 16 | (uint32_t)buf[len - 1] << 24;
+    if (crc32c(0, buf, len - 4) != want) {
+        /* A newer format may checksum differently: report the version
+         * first when the header says so. */
+        if (memcmp(buf, SNAP_MAGIC, 8) == 0) {
+            struct rbuf rb = {buf + 8, buf + len, false};
+            uint32_t format = r_u32(&rb), schema = r_u32(&rb);
+            if (format > SNAP_FORMAT || schema > FSM_SCHEMA_VERSION) {
+                set_err(errmsg, "newer format or schema than this node knows",
+                        8);
+                return FSM_E_SCHEMA;
+            }
+        }
+        set_err(errmsg, "checksum mismatch", len - 4);
+        return FSM_E_CHECKSUM;
+    }
+    g = fsm_new();
+    if (g == NULL) {
+        fsm_panic("out of memory (restore)");
+    }
+    rv = read_all(g, buf, len, errmsg);
+    if (rv != 0) {
+        fsm_free(g);
+        return rv;
+    }
+    /* Swap the state in; each instance keeps its own decoder (its arenas
+     * point at themselves). */
+    old = malloc(sizeof *old);
+    if (old == NULL) {
+        fsm_panic("out of memory (restore)");
+    }
+    memcpy(old, f, sizeof *f);
+    memcpy(f, g, sizeof *f);
+    dec = f->dec;
+    f->dec = old->dec;
+    old->dec = dec;
+    arena_rebind(&f->dec.batch_arena);
+    arena_rebind(&f->dec.cmd_arena);
+    arena_rebind(&old->dec.batch_arena);
+    arena_rebind(&old->dec.cmd_arena);
+    free(g);
+    fsm_free(old);
+    return 0;
+}

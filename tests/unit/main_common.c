@@ -1,0 +1,20 @@
+/* unit-common: building blocks with no dependency on the rest of once. */
+#include <check.h>
+#include <stdlib.h>
+
+Suite *arena_suite(void);
+Suite *crc32c_suite(void);
+Suite *hash_suite(void);
+
+int main(void)
+{
+    SRunner *sr = srunner_create(arena_suite());
+    int failed;
+
+    srunner_add_suite(sr, crc32c_suite());
+    srunner_add_suite(sr, hash_suite());
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
