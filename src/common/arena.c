@@ -1,6 +1,7 @@
 #include "common/arena.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define ARENA_CHUNK_MIN (64u * 1024)
@@ -14,7 +15,16 @@ struct arena_chunk
 
 static void *pb_alloc(void *data, size_t size)
 {
-    return arena_alloc(data, size);
+    void *p = arena_alloc(data, size);
+
+    if (p == NULL) {
+        /* protobuf-c would report this as "does not decode", which the
+         * state machine would turn into INVALID_ARGUMENT on this replica
+         * only. Out of memory must stop the node instead. */
+        fprintf(stderr, "once: fatal: out of memory decoding a message\n");
+        abort();
+    }
+    return p;
 }
 
 static void pb_free(void *data, void *ptr)

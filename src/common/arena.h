@@ -3,7 +3,12 @@
  * Decoding a command allocates a handful of small objects that all die
  * together; an arena turns those into pointer bumps and makes "free
  * everything" a reset. Chunks are kept across resets, so a decoder that has
- * warmed up allocates nothing. Not thread-safe. */
+ * warmed up allocates nothing. Not thread-safe.
+ *
+ * Out of memory inside the protobuf-c view aborts the process: a decoder
+ * that reported it as a decoding failure would make one replica reject a
+ * command its peers accept. Every message is bounded before it is decoded,
+ * so this only fires when the machine is out of memory. */
 #ifndef ONCE_COMMON_ARENA_H_
 #define ONCE_COMMON_ARENA_H_
 
@@ -15,10 +20,10 @@ struct arena_chunk;
 
 struct arena
 {
-    struct arena_chunk *head; /* chunk being filled */
+    struct arena_chunk *head;  /* chunk being filled */
     struct arena_chunk *spare; /* emptied chunks kept for reuse */
-    size_t used;              /* bytes used in head */
-    ProtobufCAllocator pb;    /* allocator view for protobuf-c */
+    size_t used;               /* bytes used in head */
+    ProtobufCAllocator pb;     /* allocator view for protobuf-c */
 };
 
 /* Initialise an empty arena. Allocates nothing. */

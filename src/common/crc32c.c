@@ -56,8 +56,8 @@ uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len)
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc,
-                                                             const void *buf,
-                                                             size_t len)
+                                                            const void *buf,
+                                                            size_t len)
 {
     const unsigned char *p = buf;
     uint64_t c = ~crc;

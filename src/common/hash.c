@@ -53,8 +53,11 @@ void hash_keyed_close(struct hash_keyed *h)
     h->ctx = NULL;
 }
 
-uint64_t hash_keyed2(struct hash_keyed *h, const void *a, size_t a_len,
-                     const void *b, size_t b_len)
+uint64_t hash_keyed2(struct hash_keyed *h,
+                     const void *a,
+                     size_t a_len,
+                     const void *b,
+                     size_t b_len)
 {
     unsigned char out[8];
     size_t out_len = 0;

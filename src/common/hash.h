@@ -28,7 +28,10 @@ void hash_keyed_close(struct hash_keyed *h);
 
 /* SipHash-2-4 of the concatenation of @a and @b (both borrowed), as a
  * little-endian 64-bit integer. */
-uint64_t hash_keyed2(struct hash_keyed *h, const void *a, size_t a_len,
-                     const void *b, size_t b_len);
+uint64_t hash_keyed2(struct hash_keyed *h,
+                     const void *a,
+                     size_t a_len,
+                     const void *b,
+                     size_t b_len);
 
 #endif /* ONCE_COMMON_HASH_H_ */

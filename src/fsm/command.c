@@ -26,8 +26,10 @@ void command_decoder_close(struct command_decoder *d)
     d->cap = 0;
 }
 
-int command_decode_batch(struct command_decoder *d, const uint8_t *buf,
-                         size_t len, struct command_batch *out)
+int command_decode_batch(struct command_decoder *d,
+                         const uint8_t *buf,
+                         size_t len,
+                         struct command_batch *out)
 {
     Once__Log__Batch *b;
 
@@ -69,15 +71,20 @@ int command_decode_batch(struct command_decoder *d, const uint8_t *buf,
     return 0;
 }
 
+void command_decoder_reset(struct command_decoder *d)
+{
+    arena_reset(&d->cmd_arena);
+}
+
 /* ------------------------------------------------------------------------
  * Decoding: protobuf message -> struct fsm_cmd, with every bound checked.
  * ---------------------------------------------------------------------- */
 
-#define INVALID(out, why)                 \
-    do {                                  \
-        (out)->type = FSM_CMD_INVALID;    \
-        (out)->invalid_reason = (why);    \
-        return;                           \
+#define INVALID(out, why)              \
+    do {                               \
+        (out)->type = FSM_CMD_INVALID; \
+        (out)->invalid_reason = (why); \
+        return;                        \
     } while (0)
 
 static const char *ident_bounds(const ProtobufCBinaryData *scope,
@@ -92,8 +99,7 @@ static const char *ident_bounds(const ProtobufCBinaryData *scope,
     return NULL;
 }
 
-static void token_from_pb(const Once__Log__OwnerToken *t,
-                          struct fsm_token *out)
+static void token_from_pb(const Once__Log__OwnerToken *t, struct fsm_token *out)
 {
     if (t == NULL) {
         memset(out, 0, sizeof *out);
@@ -200,7 +206,7 @@ static void decode_bootstrap(struct command_decoder *d,
                              const Once__Log__Bootstrap *m,
                              struct fsm_cmd *out)
 {
-    struct fsm_bootstrap *b = &d->bootstrap;
+    struct fsm_bootstrap *b;
     const char *why;
 
     if (m->cluster_id.len != FSM_CLUSTER_ID_LEN) {
@@ -212,6 +218,7 @@ static void decode_bootstrap(struct command_decoder *d,
     if (m->n_members > FSM_MEMBERS_MAX) {
         INVALID(out, "at most 64 members");
     }
+    b = d->cmd_arena.pb.alloc(d->cmd_arena.pb.allocator_data, sizeof *b);
     memset(b, 0, sizeof *b);
     memcpy(b->cluster_id, m->cluster_id.data, FSM_CLUSTER_ID_LEN);
     memcpy(b->hash_key, m->hash_key.data, FSM_HASH_KEY_LEN);
@@ -228,14 +235,15 @@ static void decode_bootstrap(struct command_decoder *d,
     out->u.bootstrap = b;
 }
 
-void command_decode(struct command_decoder *d, const uint8_t *buf, size_t len,
+void command_decode(struct command_decoder *d,
+                    const uint8_t *buf,
+                    size_t len,
                     struct fsm_cmd *out)
 {
     Once__Log__Command *m;
     const char *why;
 
     memset(out, 0, sizeof *out);
-    arena_reset(&d->cmd_arena);
     m = once__log__command__unpack(&d->cmd_arena.pb, len, buf);
     if (m == NULL) {
         INVALID(out, "command does not decode");
@@ -354,8 +362,7 @@ static int pack(const ProtobufCMessage *m, uint8_t **out, size_t *len)
     return 0;
 }
 
-static void settings_to_pb(const struct fsm_settings *s,
-                           Once__Log__Settings *m)
+static void settings_to_pb(const struct fsm_settings *s, Once__Log__Settings *m)
 {
     once__log__settings__init(m);
     m->max_window_ms = s->max_window_ms;
@@ -549,9 +556,13 @@ int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
     return pack(&m.base, out, len);
 }
 
-int command_encode_batch(uint32_t schema_version, uint64_t leader_time_ms,
-                         const uint8_t *const *cmds, const size_t *cmd_lens,
-                         size_t n, uint8_t **out, size_t *len)
+int command_encode_batch(uint32_t schema_version,
+                         uint64_t leader_time_ms,
+                         const uint8_t *const *cmds,
+                         const size_t *cmd_lens,
+                         size_t n,
+                         uint8_t **out,
+                         size_t *len)
 {
     Once__Log__Batch b = ONCE__LOG__BATCH__INIT;
     ProtobufCBinaryData *bins;

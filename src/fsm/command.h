@@ -36,7 +36,6 @@ struct command_decoder
 {
     struct arena batch_arena;
     struct arena cmd_arena;
-    struct fsm_bootstrap bootstrap; /* storage for FSM_CMD_BOOTSTRAP */
     const uint8_t **ptrs;
     size_t *lens;
     size_t cap;
@@ -48,14 +47,23 @@ void command_decoder_close(struct command_decoder *d);
 /* Decode the envelope of @buf (borrowed). Returns 0, FSM_E_MALFORMED or
  * FSM_E_TOOBIG (over FSM_BATCH_MAX bytes or FSM_BATCH_COMMANDS_MAX commands).
  * Does not look at the schema version: the caller decides. */
-int command_decode_batch(struct command_decoder *d, const uint8_t *buf,
-                         size_t len, struct command_batch *out);
+int command_decode_batch(struct command_decoder *d,
+                         const uint8_t *buf,
+                         size_t len,
+                         struct command_batch *out);
 
 /* Decode one command into @out. Never fails: a bad command comes back as
  * FSM_CMD_INVALID with out->invalid_reason set. Pointers inside @out are
- * borrowed from @buf or the decoder and valid until the next call. */
-void command_decode(struct command_decoder *d, const uint8_t *buf, size_t len,
+ * borrowed from @buf or the decoder's command arena and stay valid until
+ * command_decoder_reset (so a whole batch can be decoded before it is
+ * applied). */
+void command_decode(struct command_decoder *d,
+                    const uint8_t *buf,
+                    size_t len,
                     struct fsm_cmd *out);
+
+/* Release what the decoded commands point into. */
+void command_decoder_reset(struct command_decoder *d);
 
 /* Encode one command (any type but FSM_CMD_INVALID). On success returns 0
  * and sets *out (malloc'd, owned by the caller) and *len. Returns -ENOMEM,
@@ -67,8 +75,12 @@ int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len);
  * Returns 0 with *out malloc'd (owned by the caller), -ENOMEM or
  * FSM_E_TOOBIG. Protobuf cannot skip trailing padding, so the raft adapter
  * records the exact length in its own entry header before padding to 8. */
-int command_encode_batch(uint32_t schema_version, uint64_t leader_time_ms,
-                         const uint8_t *const *cmds, const size_t *cmd_lens,
-                         size_t n, uint8_t **out, size_t *len);
+int command_encode_batch(uint32_t schema_version,
+                         uint64_t leader_time_ms,
+                         const uint8_t *const *cmds,
+                         const size_t *cmd_lens,
+                         size_t n,
+                         uint8_t **out,
+                         size_t *len);
 
 #endif /* ONCE_FSM_COMMAND_H_ */

@@ -19,6 +19,7 @@
 #include "fsm/fsm.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,7 @@ void fsm_clear_records(struct fsm *f)
     f->wheel.n_l1 = 0;
     f->n_records = 0;
     f->bytes = 0;
+    f->snap_rec_bytes = 0;
 }
 
 void fsm_free(struct fsm *f)
@@ -212,6 +214,8 @@ void fsm_free(struct fsm *f)
     }
     command_decoder_close(&f->dec);
     free(f->retired);
+    free(f->cmds);
+    free(f->hashes);
     free(f);
 }
 
@@ -219,8 +223,11 @@ void fsm_free(struct fsm *f)
  * Records
  * ---------------------------------------------------------------------- */
 
-uint64_t fsm_hash(struct fsm *f, const uint8_t *scope, size_t scope_len,
-                  const uint8_t *key, size_t key_len)
+uint64_t fsm_hash(struct fsm *f,
+                  const uint8_t *scope,
+                  size_t scope_len,
+                  const uint8_t *key,
+                  size_t key_len)
 {
     uint8_t prefix[1 + FSM_SCOPE_MAX];
 
@@ -248,7 +255,9 @@ static inline struct rec_ext *ext_of(const struct fsm *f, const struct rec *r)
 uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r)
 {
     if (r->flags & REC_F_IDEMPOTENT) {
-        return ext_of(f, r)->expires_ms;
+        /* An IDEMPOTENT record always has its ext. */
+        const struct rec_ext *e = slab_ptr(&f->slab, r->ext);
+        return e->expires_ms;
     }
     return get48(r->first_time) + r->life_ms;
 }
@@ -301,6 +310,28 @@ static void free_rec(struct fsm *f, uint32_t h)
     slab_free(&f->slab, h, size);
 }
 
+/* What the record costs in a snapshot (snapshot.c's layout). */
+static uint64_t rec_snap_size(const struct fsm *f, const struct rec *r)
+{
+    uint64_t n = SNAP_REC_FIXED + (uint64_t)r->scope_len + r->key_len;
+    const struct rec_ext *e = ext_of(f, r);
+
+    if (e == NULL) {
+        return n;
+    }
+    n += SNAP_EXT_FIXED + e->payload_hash_len + e->stored_len;
+    if (e->att_first != 0) {
+        const struct rec_attempt *a = slab_ptr(&f->slab, e->att_first);
+        n += SNAP_ATT_FIXED + a->execution_id_len;
+    }
+    for (unsigned i = 0; i < e->att_n_last; i++) {
+        uint32_t ah = e->att_last[(e->att_head + i) % FSM_ATTEMPTS_LAST];
+        const struct rec_attempt *a = slab_ptr(&f->slab, ah);
+        n += SNAP_ATT_FIXED + a->execution_id_len;
+    }
+    return n;
+}
+
 /* Take a live record out of its table; the wheel frees it later. */
 static void detach(struct fsm *f, uint64_t hash, uint32_t h)
 {
@@ -310,6 +341,7 @@ static void detach(struct fsm *f, uint64_t hash, uint32_t h)
     found = table_remove(&f->vps[vp_of(hash)], &f->slab, (uint32_t)hash, h);
     assert(found);
     (void)found;
+    f->snap_rec_bytes -= rec_snap_size(f, r);
     f->bytes -= slab_size(rec_size(r->scope_len, r->key_len));
     f->bytes -= free_ext(f, r);
     f->n_records--;
@@ -330,11 +362,16 @@ static struct rec_ext *ensure_ext(struct fsm *f, struct rec *r)
     e = slab_ptr(&f->slab, r->ext);
     memset(e, 0, sizeof *e);
     f->bytes += fsm_ext_bytes(e);
+    f->snap_rec_bytes += SNAP_EXT_FIXED;
     return e;
 }
 
-static void add_attempt(struct fsm *f, struct rec *r, const struct fsm_claim *c,
-                        uint64_t index, enum fsm_outcome outcome, bool retry)
+static void add_attempt(struct fsm *f,
+                        struct rec *r,
+                        const struct fsm_claim *c,
+                        uint64_t index,
+                        enum fsm_outcome outcome,
+                        bool retry)
 {
     size_t size = ATTEMPT_HDR_SIZE + c->execution_id_len;
     struct rec_ext *e = ensure_ext(f, r);
@@ -356,6 +393,7 @@ static void add_attempt(struct fsm *f, struct rec *r, const struct fsm_claim *c,
         memcpy(a->execution_id, c->execution_id, c->execution_id_len);
     }
     f->bytes += slab_size(size);
+    f->snap_rec_bytes += SNAP_ATT_FIXED + c->execution_id_len;
     if (e->attempts_total < UINT32_MAX) {
         e->attempts_total++;
     }
@@ -368,6 +406,7 @@ static void add_attempt(struct fsm *f, struct rec *r, const struct fsm_claim *c,
         uint32_t old = e->att_last[e->att_head];
         struct rec_attempt *o = slab_ptr(&f->slab, old);
         f->bytes -= slab_size(attempt_size(o));
+        f->snap_rec_bytes -= SNAP_ATT_FIXED + o->execution_id_len;
         slab_free(&f->slab, old, attempt_size(o));
         e->att_last[e->att_head] = h;
         e->att_head = (uint8_t)((e->att_head + 1) % FSM_ATTEMPTS_LAST);
@@ -386,8 +425,10 @@ static void copy_attempt(struct fsm_attempt *out, const struct rec_attempt *a)
 }
 
 /* Fill the record facts of @res from @r (borrowed pointers into @f). */
-static void fill_record(struct fsm *f, const struct rec *r,
-                        struct fsm_result *res, bool with_attempts)
+static void fill_record(struct fsm *f,
+                        const struct rec *r,
+                        struct fsm_result *res,
+                        bool with_attempts)
 {
     const struct rec_ext *e = ext_of(f, r);
 
@@ -470,8 +511,8 @@ static void wheel_visit(struct fsm *f, uint32_t h)
         return;
     }
     if (fsm_rec_expires(f, r) <= f->now) {
-        uint64_t hash = fsm_hash(f, r->id, r->scope_len, r->id + r->scope_len,
-                                 r->key_len);
+        uint64_t hash =
+            fsm_hash(f, r->id, r->scope_len, r->id + r->scope_len, r->key_len);
         detach(f, hash, h);
         free_rec(f, h);
         return;
@@ -522,8 +563,10 @@ static void wheel_advance(struct fsm *f)
  * Claims
  * ---------------------------------------------------------------------- */
 
-static const char *check_ident(const uint8_t *scope, size_t scope_len,
-                               const uint8_t *key, size_t key_len)
+static const char *check_ident(const uint8_t *scope,
+                               size_t scope_len,
+                               const uint8_t *key,
+                               size_t key_len)
 {
     (void)scope;
     (void)key;
@@ -536,7 +579,8 @@ static const char *check_ident(const uint8_t *scope, size_t scope_len,
     return NULL;
 }
 
-static const char *check_claim(const struct fsm *f, const struct fsm_claim *c,
+static const char *check_claim(const struct fsm *f,
+                               const struct fsm_claim *c,
                                uint64_t *lease)
 {
     const struct fsm_settings *s = &f->settings;
@@ -572,7 +616,7 @@ static const char *check_claim(const struct fsm *f, const struct fsm_claim *c,
     if (c->lease_ms > s->max_lease_ms) {
         return "lease is above the cluster's max_lease";
     }
-    *lease = c->lease_ms != 0 ? c->lease_ms
+    *lease = c->lease_ms != 0                         ? c->lease_ms
              : s->max_lease_ms < FSM_DEFAULT_LEASE_MS ? s->max_lease_ms
                                                       : FSM_DEFAULT_LEASE_MS;
     return NULL;
@@ -603,7 +647,8 @@ static enum fsm_outcome window_check(const struct fsm *f,
 /* Retention of a new acceptance (docs: the latest of ttl, window rule and
  * lease). Inputs are bounded by the settings' ceilings, so nothing here
  * overflows and a NONCE's lifetime fits 32 bits. */
-static uint64_t retention(const struct fsm *f, const struct fsm_claim *c,
+static uint64_t retention(const struct fsm *f,
+                          const struct fsm_claim *c,
                           uint64_t lease_expires)
 {
     uint64_t e = lease_expires;
@@ -612,8 +657,8 @@ static uint64_t retention(const struct fsm *f, const struct fsm_claim *c,
         e = f->now + c->ttl_ms;
     }
     if (c->has_ts) {
-        uint64_t t = c->ts_ms + f->settings.max_window_ms +
-                     f->settings.max_skew_ms;
+        uint64_t t =
+            c->ts_ms + f->settings.max_window_ms + f->settings.max_skew_ms;
         if (t > e) {
             e = t;
         }
@@ -628,8 +673,7 @@ static bool payload_equal(const struct rec_ext *e, const struct fsm_claim *c)
 {
     return e->payload_hash_len == c->payload_hash_len &&
            (c->payload_hash_len == 0 ||
-            memcmp(e->payload_hash, c->payload_hash, c->payload_hash_len) ==
-                0);
+            memcmp(e->payload_hash, c->payload_hash, c->payload_hash_len) == 0);
 }
 
 static bool over_capacity(const struct fsm *f, size_t new_bytes)
@@ -638,9 +682,13 @@ static bool over_capacity(const struct fsm *f, size_t new_bytes)
            f->bytes + new_bytes > f->settings.max_bytes;
 }
 
-static void accept_new(struct fsm *f, uint64_t index, uint32_t slot,
-                       const struct fsm_claim *c, uint64_t hash,
-                       uint64_t lease, struct fsm_result *res)
+static void accept_new(struct fsm *f,
+                       uint64_t index,
+                       uint32_t slot,
+                       const struct fsm_claim *c,
+                       uint64_t hash,
+                       uint64_t lease,
+                       struct fsm_result *res)
 {
     size_t size = rec_size(c->scope_len, c->key_len);
     size_t need = slab_size(size);
@@ -673,6 +721,7 @@ static void accept_new(struct fsm *f, uint64_t index, uint32_t slot,
     memcpy(r->id, c->scope, c->scope_len);
     memcpy(r->id + c->scope_len, c->key, c->key_len);
     f->bytes += slab_size(size);
+    f->snap_rec_bytes += SNAP_REC_FIXED + c->scope_len + c->key_len;
     if (c->kind == FSM_KIND_NONCE) {
         r->life_ms = (uint32_t)(retention(f, c, 0) - f->now);
         rec_set_state(r, FSM_STATE_SEEN);
@@ -689,12 +738,12 @@ static void accept_new(struct fsm *f, uint64_t index, uint32_t slot,
         e->owner_attempt = 1;
         memcpy(e->owner_request_id, c->request_id, FSM_REQUEST_ID_LEN);
         e->payload_hash_len = (uint8_t)c->payload_hash_len;
+        f->snap_rec_bytes += c->payload_hash_len;
         if (c->payload_hash_len > 0) {
             memcpy(e->payload_hash, c->payload_hash, c->payload_hash_len);
         }
     }
-    if (table_insert(&f->vps[vp_of(hash)], &f->slab, (uint32_t)hash, h) !=
-        0) {
+    if (table_insert(&f->vps[vp_of(hash)], &f->slab, (uint32_t)hash, h) != 0) {
         fsm_panic("out of memory (table)");
     }
     f->n_records++;
@@ -703,8 +752,12 @@ static void accept_new(struct fsm *f, uint64_t index, uint32_t slot,
     fill_record(f, r, res, false);
 }
 
-static void takeover(struct fsm *f, uint64_t index, uint32_t slot,
-                     struct rec *r, const struct fsm_claim *c, uint64_t lease)
+static void takeover(struct fsm *f,
+                     uint64_t index,
+                     uint32_t slot,
+                     struct rec *r,
+                     const struct fsm_claim *c,
+                     uint64_t lease)
 {
     struct rec_ext *e = ext_of(f, r);
     uint64_t lease_expires = f->now + lease;
@@ -723,9 +776,12 @@ static void takeover(struct fsm *f, uint64_t index, uint32_t slot,
 }
 
 /* Outcome of a claim on a live record; may take it over. */
-static enum fsm_outcome claim_live(struct fsm *f, uint64_t index,
-                                   uint32_t slot, struct rec *r,
-                                   const struct fsm_claim *c, uint64_t lease,
+static enum fsm_outcome claim_live(struct fsm *f,
+                                   uint64_t index,
+                                   uint32_t slot,
+                                   struct rec *r,
+                                   const struct fsm_claim *c,
+                                   uint64_t lease,
                                    struct fsm_result *res)
 {
     struct rec_ext *e = ext_of(f, r);
@@ -770,14 +826,21 @@ static enum fsm_outcome claim_live(struct fsm *f, uint64_t index,
     }
     o = window_check(f, c);
     if (o != 0) {
-        return o; /* a stale signed request never takes ownership */
+        /* A signed request outside its window never takes ownership. */
+        res->reason = o == FSM_STALE ? "timestamp is older than the window"
+                                     : "timestamp is beyond the max skew";
+        return o;
     }
     takeover(f, index, slot, r, c, lease);
     return FSM_ACCEPTED;
 }
 
-static void do_claim(struct fsm *f, uint64_t index, uint32_t slot,
-                     const struct fsm_claim *c, struct fsm_result *res)
+static void do_claim(struct fsm *f,
+                     uint64_t index,
+                     uint32_t slot,
+                     const struct fsm_claim *c,
+                     const uint64_t *pre,
+                     struct fsm_result *res)
 {
     uint64_t lease = 0, hash;
     struct table_key k;
@@ -791,7 +854,9 @@ static void do_claim(struct fsm *f, uint64_t index, uint32_t slot,
         res->reason = why;
         return;
     }
-    hash = fsm_hash(f, c->scope, c->scope_len, c->key, c->key_len);
+    hash = pre != NULL
+               ? *pre
+               : fsm_hash(f, c->scope, c->scope_len, c->key, c->key_len);
     k = (struct table_key){(uint32_t)hash, c->scope, c->scope_len, c->key,
                            c->key_len};
     h = table_find(&f->vps[vp_of(hash)], &f->slab, &k);
@@ -818,11 +883,16 @@ static void do_claim(struct fsm *f, uint64_t index, uint32_t slot,
 }
 
 /* Find the live record of an identity, or 0. */
-static uint32_t find_live(struct fsm *f, const uint8_t *scope,
-                          size_t scope_len, const uint8_t *key, size_t key_len,
+static uint32_t find_live(struct fsm *f,
+                          const uint8_t *scope,
+                          size_t scope_len,
+                          const uint8_t *key,
+                          size_t key_len,
+                          const uint64_t *pre,
                           uint64_t *hash_out)
 {
-    uint64_t hash = fsm_hash(f, scope, scope_len, key, key_len);
+    uint64_t hash =
+        pre != NULL ? *pre : fsm_hash(f, scope, scope_len, key, key_len);
     struct table_key k = {(uint32_t)hash, scope, scope_len, key, key_len};
     uint32_t h = table_find(&f->vps[vp_of(hash)], &f->slab, &k);
 
@@ -841,8 +911,11 @@ static bool token_is_owner(const struct rec_ext *e, const struct fsm_token *t)
            e->owner_slot == t->slot;
 }
 
-static void store_bytes(struct fsm *f, struct rec_ext *e, uint8_t kind,
-                        const uint8_t *p, size_t len)
+static void store_bytes(struct fsm *f,
+                        struct rec_ext *e,
+                        uint8_t kind,
+                        const uint8_t *p,
+                        size_t len)
 {
     uint8_t *copy = NULL;
 
@@ -854,18 +927,24 @@ static void store_bytes(struct fsm *f, struct rec_ext *e, uint8_t kind,
         memcpy(copy, p, len);
     }
     f->bytes -= e->stored_len;
+    f->snap_rec_bytes -= e->stored_len;
     free(e->stored);
     e->stored = copy;
     e->stored_len = (uint32_t)len;
     e->stored_kind = kind;
     f->bytes += len;
+    f->snap_rec_bytes += len;
 }
 
 /* Common checks of Complete and Release: NULL if the record is owned by
  * @token and the caller may act on it; otherwise the outcome is set. */
-static struct rec *owned_record(struct fsm *f, const uint8_t *scope,
-                                size_t scope_len, const uint8_t *key,
-                                size_t key_len, const struct fsm_token *token,
+static struct rec *owned_record(struct fsm *f,
+                                const uint8_t *scope,
+                                size_t scope_len,
+                                const uint8_t *key,
+                                size_t key_len,
+                                const struct fsm_token *token,
+                                const uint64_t *pre,
                                 struct fsm_result *res)
 {
     const char *why = check_ident(scope, scope_len, key, key_len);
@@ -877,7 +956,7 @@ static struct rec *owned_record(struct fsm *f, const uint8_t *scope,
         res->reason = why;
         return NULL;
     }
-    h = find_live(f, scope, scope_len, key, key_len, NULL);
+    h = find_live(f, scope, scope_len, key, key_len, pre, NULL);
     if (h == 0) {
         res->outcome = FSM_NOT_FOUND;
         return NULL;
@@ -889,7 +968,7 @@ static struct rec *owned_record(struct fsm *f, const uint8_t *scope,
         fill_record(f, r, res, false);
         return NULL;
     }
-    if (!token_is_owner(ext_of(f, r), token)) {
+    if (!token_is_owner(slab_ptr(&f->slab, r->ext), token)) {
         res->outcome = FSM_NOT_OWNER;
         res->reason = "the owner token is not the current one";
         fill_record(f, r, res, false);
@@ -898,7 +977,9 @@ static struct rec *owned_record(struct fsm *f, const uint8_t *scope,
     return r;
 }
 
-static void do_complete(struct fsm *f, const struct fsm_complete *c,
+static void do_complete(struct fsm *f,
+                        const struct fsm_complete *c,
+                        const uint64_t *pre,
                         struct fsm_result *res)
 {
     struct rec *r;
@@ -909,7 +990,7 @@ static void do_complete(struct fsm *f, const struct fsm_complete *c,
         return;
     }
     r = owned_record(f, c->scope, c->scope_len, c->key, c->key_len,
-                     &c->owner_token, res);
+                     &c->owner_token, pre, res);
     if (r == NULL) {
         return;
     }
@@ -931,7 +1012,9 @@ static void do_complete(struct fsm *f, const struct fsm_complete *c,
     fill_record(f, r, res, false);
 }
 
-static void do_release(struct fsm *f, const struct fsm_release *c,
+static void do_release(struct fsm *f,
+                       const struct fsm_release *c,
+                       const uint64_t *pre,
                        struct fsm_result *res)
 {
     struct rec *r;
@@ -942,7 +1025,7 @@ static void do_release(struct fsm *f, const struct fsm_release *c,
         return;
     }
     r = owned_record(f, c->scope, c->scope_len, c->key, c->key_len,
-                     &c->owner_token, res);
+                     &c->owner_token, pre, res);
     if (r == NULL) {
         return;
     }
@@ -971,8 +1054,10 @@ static void do_release(struct fsm *f, const struct fsm_release *c,
     fill_record(f, r, res, false);
 }
 
-void fsm_lookup(struct fsm *f, const struct fsm_ident *id,
-                struct fsm_result *res)
+static void do_lookup(struct fsm *f,
+                      const struct fsm_ident *id,
+                      const uint64_t *pre,
+                      struct fsm_result *res)
 {
     const char *why;
     uint32_t h;
@@ -990,7 +1075,7 @@ void fsm_lookup(struct fsm *f, const struct fsm_ident *id,
         res->reason = why;
         return;
     }
-    h = find_live(f, id->scope, id->scope_len, id->key, id->key_len, NULL);
+    h = find_live(f, id->scope, id->scope_len, id->key, id->key_len, pre, NULL);
     if (h == 0) {
         res->outcome = FSM_NOT_FOUND;
         return;
@@ -999,11 +1084,20 @@ void fsm_lookup(struct fsm *f, const struct fsm_ident *id,
     fill_record(f, rec_at(f, h), res, true);
 }
 
-static void do_forget(struct fsm *f, const struct fsm_ident *id,
+void fsm_lookup(struct fsm *f,
+                const struct fsm_ident *id,
+                struct fsm_result *res)
+{
+    do_lookup(f, id, NULL, res);
+}
+
+static void do_forget(struct fsm *f,
+                      const struct fsm_ident *id,
+                      const uint64_t *pre,
                       struct fsm_result *res)
 {
-    const char *why = check_ident(id->scope, id->scope_len, id->key,
-                                  id->key_len);
+    const char *why =
+        check_ident(id->scope, id->scope_len, id->key, id->key_len);
     uint64_t hash;
     uint32_t h;
 
@@ -1012,7 +1106,8 @@ static void do_forget(struct fsm *f, const struct fsm_ident *id,
         res->reason = why;
         return;
     }
-    h = find_live(f, id->scope, id->scope_len, id->key, id->key_len, &hash);
+    h = find_live(f, id->scope, id->scope_len, id->key, id->key_len, pre,
+                  &hash);
     if (h == 0) {
         res->outcome = FSM_NOT_FOUND;
         return;
@@ -1085,8 +1180,10 @@ static void set_hash_key(struct fsm *f, const uint8_t key[FSM_HASH_KEY_LEN])
     }
 }
 
-static void do_bootstrap(struct fsm *f, const struct fsm_bootstrap *b,
-                         uint32_t schema_version, struct fsm_result *res)
+static void do_bootstrap(struct fsm *f,
+                         const struct fsm_bootstrap *b,
+                         uint32_t schema_version,
+                         struct fsm_result *res)
 {
     static const uint8_t zero[FSM_CLUSTER_ID_LEN];
     struct fsm_settings s = b->settings;
@@ -1148,7 +1245,8 @@ static void do_bootstrap(struct fsm *f, const struct fsm_bootstrap *b,
     res->reason = NULL;
 }
 
-static void do_set_settings(struct fsm *f, const struct fsm_settings *s,
+static void do_set_settings(struct fsm *f,
+                            const struct fsm_settings *s,
                             struct fsm_result *res)
 {
     const char *why = fsm_settings_check(s);
@@ -1176,7 +1274,8 @@ static void do_set_settings(struct fsm *f, const struct fsm_settings *s,
     res->outcome = FSM_OK;
 }
 
-static void do_set_member(struct fsm *f, const struct fsm_member *m,
+static void do_set_member(struct fsm *f,
+                          const struct fsm_member *m,
                           struct fsm_result *res)
 {
     const char *why = check_member(m);
@@ -1255,7 +1354,9 @@ static void do_retire(struct fsm *f, uint64_t id, struct fsm_result *res)
  * Apply
  * ---------------------------------------------------------------------- */
 
-static int apply_begin(struct fsm *f, uint64_t index, uint32_t schema_version,
+static int apply_begin(struct fsm *f,
+                       uint64_t index,
+                       uint32_t schema_version,
                        uint64_t leader_time_ms)
 {
     if (schema_version == 0) {
@@ -1263,6 +1364,11 @@ static int apply_begin(struct fsm *f, uint64_t index, uint32_t schema_version,
     }
     if (schema_version > FSM_SCHEMA_VERSION) {
         return FSM_E_SCHEMA;
+    }
+    if (leader_time_ms > FSM_TIME_MAX) {
+        /* Records keep times in 48 bits (year 10889). A larger stamp can
+         * only come from a broken clock; clamping is deterministic. */
+        leader_time_ms = FSM_TIME_MAX;
     }
     if (leader_time_ms > f->now) {
         f->now = leader_time_ms;
@@ -1275,8 +1381,12 @@ static int apply_begin(struct fsm *f, uint64_t index, uint32_t schema_version,
     return 0;
 }
 
-static int apply_one(struct fsm *f, uint64_t index, uint32_t slot,
-                     uint32_t schema_version, const struct fsm_cmd *cmd,
+static int apply_one(struct fsm *f,
+                     uint64_t index,
+                     uint32_t slot,
+                     uint32_t schema_version,
+                     const struct fsm_cmd *cmd,
+                     const uint64_t *pre,
                      struct fsm_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -1298,19 +1408,19 @@ static int apply_one(struct fsm *f, uint64_t index, uint32_t slot,
     }
     switch (cmd->type) {
         case FSM_CMD_CLAIM:
-            do_claim(f, index, slot, &cmd->u.claim, res);
+            do_claim(f, index, slot, &cmd->u.claim, pre, res);
             break;
         case FSM_CMD_COMPLETE:
-            do_complete(f, &cmd->u.complete, res);
+            do_complete(f, &cmd->u.complete, pre, res);
             break;
         case FSM_CMD_RELEASE:
-            do_release(f, &cmd->u.release, res);
+            do_release(f, &cmd->u.release, pre, res);
             break;
         case FSM_CMD_LOOKUP:
-            fsm_lookup(f, &cmd->u.ident, res);
+            do_lookup(f, &cmd->u.ident, pre, res);
             break;
         case FSM_CMD_FORGET:
-            do_forget(f, &cmd->u.ident, res);
+            do_forget(f, &cmd->u.ident, pre, res);
             break;
         case FSM_CMD_SET_SETTINGS:
             do_set_settings(f, &cmd->u.settings, res);
@@ -1341,22 +1451,107 @@ static int apply_one(struct fsm *f, uint64_t index, uint32_t slot,
     return 0;
 }
 
-int fsm_apply_cmds(struct fsm *f, uint64_t index, uint32_t schema_version,
-                   uint64_t leader_time_ms, const struct fsm_cmd *cmds,
-                   size_t n_cmds, fsm_emit_cb emit, void *arg)
+static int grow_scratch(struct fsm *f, size_t n)
+{
+    size_t cap = f->cap_cmds == 0 ? 256 : f->cap_cmds;
+    struct fsm_cmd *cmds;
+    uint64_t *hashes;
+
+    if (n <= f->cap_cmds) {
+        return 0;
+    }
+    while (cap < n) {
+        cap *= 2;
+    }
+    cmds = realloc(f->cmds, cap * sizeof *cmds);
+    if (cmds == NULL) {
+        fsm_panic("out of memory (batch)");
+    }
+    f->cmds = cmds;
+    hashes = realloc(f->hashes, cap * sizeof *hashes);
+    if (hashes == NULL) {
+        fsm_panic("out of memory (batch)");
+    }
+    f->hashes = hashes;
+    f->cap_cmds = cap;
+    return 0;
+}
+
+/* The identity a command names, if it names a valid one. */
+static const struct fsm_ident *cmd_ident(const struct fsm_cmd *cmd,
+                                         struct fsm_ident *tmp)
+{
+    switch (cmd->type) {
+        case FSM_CMD_CLAIM:
+            *tmp =
+                (struct fsm_ident){cmd->u.claim.scope, cmd->u.claim.scope_len,
+                                   cmd->u.claim.key, cmd->u.claim.key_len};
+            break;
+        case FSM_CMD_COMPLETE:
+            *tmp = (struct fsm_ident){
+                cmd->u.complete.scope, cmd->u.complete.scope_len,
+                cmd->u.complete.key, cmd->u.complete.key_len};
+            break;
+        case FSM_CMD_RELEASE:
+            *tmp = (struct fsm_ident){
+                cmd->u.release.scope, cmd->u.release.scope_len,
+                cmd->u.release.key, cmd->u.release.key_len};
+            break;
+        case FSM_CMD_LOOKUP:
+        case FSM_CMD_FORGET:
+            *tmp = cmd->u.ident;
+            break;
+        default:
+            return NULL;
+    }
+    if (check_ident(tmp->scope, tmp->scope_len, tmp->key, tmp->key_len) !=
+        NULL) {
+        return NULL;
+    }
+    return tmp;
+}
+
+/* Apply decoded commands. Hashing every identity first and prefetching its
+ * table slot overlaps the cache misses of a whole batch instead of paying
+ * them one command at a time. The hash key only changes at bootstrap, so
+ * hashes computed before the batch stay right for all of it. */
+static int apply_batch(struct fsm *f,
+                       uint64_t index,
+                       uint32_t schema_version,
+                       uint64_t leader_time_ms,
+                       const struct fsm_cmd *cmds,
+                       size_t n,
+                       fsm_emit_cb emit,
+                       void *arg)
 {
     struct fsm_result res;
+    struct fsm_ident tmp;
+    bool pre = f->bootstrapped;
     int rv;
 
-    if (n_cmds > FSM_BATCH_COMMANDS_MAX) {
-        return FSM_E_TOOBIG;
-    }
     rv = apply_begin(f, index, schema_version, leader_time_ms);
     if (rv != 0) {
         return rv;
     }
-    for (size_t i = 0; i < n_cmds; i++) {
-        rv = apply_one(f, index, (uint32_t)i, schema_version, &cmds[i], &res);
+    if (pre) {
+        grow_scratch(f, n);
+        for (size_t i = 0; i < n; i++) {
+            const struct fsm_ident *id = cmd_ident(&cmds[i], &tmp);
+            if (id != NULL) {
+                uint64_t h =
+                    fsm_hash(f, id->scope, id->scope_len, id->key, id->key_len);
+                f->hashes[i] = h;
+                table_prefetch(&f->vps[vp_of(h)], (uint32_t)h);
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t *h = NULL;
+        if (pre && cmd_ident(&cmds[i], &tmp) != NULL) {
+            h = &f->hashes[i];
+        }
+        rv =
+            apply_one(f, index, (uint32_t)i, schema_version, &cmds[i], h, &res);
         if (rv != 0) {
             return rv;
         }
@@ -1367,35 +1562,53 @@ int fsm_apply_cmds(struct fsm *f, uint64_t index, uint32_t schema_version,
     return 0;
 }
 
-int fsm_apply(struct fsm *f, uint64_t index, const uint8_t *buf, size_t len,
-              fsm_emit_cb emit, void *arg)
+int fsm_apply_cmds(struct fsm *f,
+                   uint64_t index,
+                   uint32_t schema_version,
+                   uint64_t leader_time_ms,
+                   const struct fsm_cmd *cmds,
+                   size_t n_cmds,
+                   fsm_emit_cb emit,
+                   void *arg)
+{
+    if (n_cmds > FSM_BATCH_COMMANDS_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    return apply_batch(f, index, schema_version, leader_time_ms, cmds, n_cmds,
+                       emit, arg);
+}
+
+int fsm_apply(struct fsm *f,
+              uint64_t index,
+              const uint8_t *buf,
+              size_t len,
+              fsm_emit_cb emit,
+              void *arg)
 {
     struct command_batch batch;
-    struct fsm_result res;
-    struct fsm_cmd cmd;
     int rv;
 
     rv = command_decode_batch(&f->dec, buf, len, &batch);
+    if (rv == -ENOMEM) {
+        fsm_panic("out of memory (batch)");
+    }
     if (rv != 0) {
         return FSM_E_MALFORMED;
     }
-    rv = apply_begin(f, index, batch.schema_version, batch.leader_time_ms);
-    if (rv != 0) {
-        return rv;
+    if (batch.schema_version == 0) {
+        return FSM_E_MALFORMED;
     }
+    if (batch.schema_version > FSM_SCHEMA_VERSION) {
+        return FSM_E_SCHEMA; /* before decoding what we cannot know */
+    }
+    grow_scratch(f, batch.n_commands);
+    command_decoder_reset(&f->dec);
     for (size_t i = 0; i < batch.n_commands; i++) {
         command_decode(&f->dec, batch.commands[i], batch.command_lens[i],
-                       &cmd);
-        rv = apply_one(f, index, (uint32_t)i, batch.schema_version, &cmd,
-                       &res);
-        if (rv != 0) {
-            return rv;
-        }
-        if (emit != NULL) {
-            emit(arg, i, &res);
-        }
+                       &f->cmds[i]);
     }
-    return 0;
+    return apply_batch(f, index, batch.schema_version, batch.leader_time_ms,
+                       f->cmds, batch.n_commands, emit, arg);
 }
 
 /* ------------------------------------------------------------------------

@@ -52,6 +52,8 @@
 #define FSM_MAX_WINDOW_CEIL (7ull * 86400 * 1000)
 #define FSM_MAX_SKEW_CEIL   (3600ull * 1000)
 #define FSM_MAX_LEASE_CEIL  (86400ull * 1000)
+/* Log time is clamped to 48 bits of milliseconds (year 10889). */
+#define FSM_TIME_MAX ((1ull << 48) - 1)
 /* Lease used when a claim leaves lease_ms at 0 (capped by max_lease). */
 #define FSM_DEFAULT_LEASE_MS 30000
 
@@ -291,18 +293,28 @@ void fsm_free(struct fsm *f);
  *                   the caller logs it loudly.
  * A command that does not decode or is out of range gets INVALID_ARGUMENT and
  * the rest of the batch applies. */
-int fsm_apply(struct fsm *f, uint64_t index, const uint8_t *buf, size_t len,
-              fsm_emit_cb emit, void *arg);
+int fsm_apply(struct fsm *f,
+              uint64_t index,
+              const uint8_t *buf,
+              size_t len,
+              fsm_emit_cb emit,
+              void *arg);
 
 /* Apply already-decoded commands (what fsm_apply does after decoding). Used
  * by tests and benchmarks that bypass protobuf. @cmds are borrowed. */
-int fsm_apply_cmds(struct fsm *f, uint64_t index, uint32_t schema_version,
-                   uint64_t leader_time_ms, const struct fsm_cmd *cmds,
-                   size_t n_cmds, fsm_emit_cb emit, void *arg);
+int fsm_apply_cmds(struct fsm *f,
+                   uint64_t index,
+                   uint32_t schema_version,
+                   uint64_t leader_time_ms,
+                   const struct fsm_cmd *cmds,
+                   size_t n_cmds,
+                   fsm_emit_cb emit,
+                   void *arg);
 
 /* Linearizable only when called after a barrier (DESIGN §4): read the record
  * of (scope, key) as of fsm_now. Fills @out (borrowed pointers). */
-void fsm_lookup(struct fsm *f, const struct fsm_ident *id,
+void fsm_lookup(struct fsm *f,
+                const struct fsm_ident *id,
                 struct fsm_result *out);
 
 /* Snapshot: fsm_snapshot_size() bytes, written by fsm_snapshot_write into a

@@ -19,12 +19,12 @@
  * Everything IDEMPOTENT, and attempts, live in the out-of-line ext. */
 struct rec
 {
-    uint32_t next;      /* timer wheel chain (handle) */
-    uint32_t ext;       /* struct rec_ext handle, 0 if none */
-    uint32_t life_ms;   /* NONCE: expires - first_time */
-    uint8_t flags;      /* REC_F_* */
-    uint8_t scope_len;  /* 1..128 */
-    uint16_t key_len;   /* 1..256 */
+    uint32_t next;     /* timer wheel chain (handle) */
+    uint32_t ext;      /* struct rec_ext handle, 0 if none */
+    uint32_t life_ms;  /* NONCE: expires - first_time */
+    uint8_t flags;     /* REC_F_* */
+    uint8_t scope_len; /* 1..128 */
+    uint16_t key_len;  /* 1..256 */
     uint8_t first_index[6];
     uint8_t first_time[6];
     uint8_t request_id[FSM_REQUEST_ID_LEN]; /* the first accepted one */
@@ -52,7 +52,7 @@ struct rec_ext
     uint32_t att_first;                   /* attempt handle */
     uint32_t att_last[FSM_ATTEMPTS_LAST]; /* ring */
     uint8_t att_n_last;
-    uint8_t att_head; /* index of the oldest in the ring */
+    uint8_t att_head;    /* index of the oldest in the ring */
     uint8_t stored_kind; /* 0 none, 1 result, 2 error */
     uint8_t payload_hash_len;
     uint32_t stored_len;
@@ -107,8 +107,7 @@ static inline void rec_set_state(struct rec *r, enum fsm_state st)
 
 static inline enum fsm_kind rec_kind(const struct rec *r)
 {
-    return (r->flags & REC_F_IDEMPOTENT) ? FSM_KIND_IDEMPOTENT
-                                          : FSM_KIND_NONCE;
+    return (r->flags & REC_F_IDEMPOTENT) ? FSM_KIND_IDEMPOTENT : FSM_KIND_NONCE;
 }
 
 /* Canonical total order on identities with equal hash: scope length, key
@@ -173,14 +172,33 @@ struct fsm
     uint64_t n_records; /* in the table */
     uint64_t bytes;     /* counted against max_bytes */
 
+    /* Encoded size of all records in a snapshot, kept up to date by every
+     * mutation so fsm_snapshot_size does not walk the records. */
+    uint64_t snap_rec_bytes;
+
     /* Scratch for results: attempts copied out for Lookup. */
     struct fsm_attempt att_out[1 + FSM_ATTEMPTS_LAST];
+
+    /* Scratch for a batch: decoded commands and their identities' hashes,
+     * computed up front so the table slots can be prefetched. */
+    struct fsm_cmd *cmds;
+    uint64_t *hashes;
+    size_t cap_cmds;
 };
+
+/* Snapshot encoding sizes (snapshot.c has the layout). */
+#define SNAP_REC_FIXED (1 + 1 + 2 + 8 + 8 + 8 + FSM_REQUEST_ID_LEN + 1)
+#define SNAP_EXT_FIXED \
+    (8 + 4 + 8 + 4 + 4 + FSM_REQUEST_ID_LEN + 1 + 1 + 4 + 4 + 1)
+#define SNAP_ATT_FIXED (FSM_REQUEST_ID_LEN + 8 + 8 + 1 + 1 + 1)
 
 /* Shared helpers implemented in fsm.c. */
 _Noreturn void fsm_panic(const char *what);
-uint64_t fsm_hash(struct fsm *f, const uint8_t *scope, size_t scope_len,
-                  const uint8_t *key, size_t key_len);
+uint64_t fsm_hash(struct fsm *f,
+                  const uint8_t *scope,
+                  size_t scope_len,
+                  const uint8_t *key,
+                  size_t key_len);
 uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r);
 /* Put a record into the wheel for its current expiry. */
 void fsm_wheel_place(struct fsm *f, uint32_t h);

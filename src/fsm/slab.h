@@ -61,7 +61,8 @@ static inline void *slab_ptr(const struct slab *s, uint32_t h)
            ((size_t)(h & ((1u << SLAB_PAGE_SHIFT) - 1)) << 3);
 }
 
-/* Bytes of pages held (what the store costs the process). */
+/* Bytes of pages handed out (what the records cost). Pages are reserved in
+ * 2 MiB groups, so up to 2 MiB more is reserved but untouched. */
 static inline uint64_t slab_memory(const struct slab *s)
 {
     return (uint64_t)s->n_pages * SLAB_PAGE_SIZE;

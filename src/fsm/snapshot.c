@@ -75,10 +75,11 @@ static inline void w_u64(struct wbuf *w, uint64_t v)
     }
 }
 
-#define REC_FIXED  (1 + 1 + 2 + 8 + 8 + 8 + FSM_REQUEST_ID_LEN + 1)
-#define EXT_FIXED  (8 + 4 + 8 + 4 + 4 + FSM_REQUEST_ID_LEN + 1 + 1 + 4 + 4 + 1)
-#define ATT_FIXED  (FSM_REQUEST_ID_LEN + 8 + 8 + 1 + 1 + 1)
-#define HEAD_FIXED (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 4)
+#define REC_FIXED     SNAP_REC_FIXED
+#define EXT_FIXED     SNAP_EXT_FIXED
+#define ATT_FIXED     SNAP_ATT_FIXED
+#define SNAP_PREFETCH 16
+#define HEAD_FIXED    (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 4)
 
 static size_t ext_attempt_count(const struct rec_ext *e)
 {
@@ -93,23 +94,6 @@ static uint32_t ext_attempt(const struct rec_ext *e, size_t i)
     return e->att_last[(e->att_head + i - 1) % FSM_ATTEMPTS_LAST];
 }
 
-static size_t record_snap_size(const struct fsm *f, const struct rec *r)
-{
-    size_t n = REC_FIXED + r->scope_len + r->key_len;
-    const struct rec_ext *e;
-
-    if (r->ext == 0) {
-        return n;
-    }
-    e = slab_ptr(&f->slab, r->ext);
-    n += EXT_FIXED + e->payload_hash_len + e->stored_len;
-    for (size_t i = 0; i < ext_attempt_count(e); i++) {
-        const struct rec_attempt *a = slab_ptr(&f->slab, ext_attempt(e, i));
-        n += ATT_FIXED + a->execution_id_len;
-    }
-    return n;
-}
-
 size_t fsm_snapshot_size(const struct fsm *f)
 {
     size_t n = HEAD_FIXED;
@@ -119,20 +103,12 @@ size_t fsm_snapshot_size(const struct fsm *f)
              strlen(f->members[i].client_addr);
     }
     n += 4 + 8 * f->n_retired + 8;
-    for (size_t v = 0; v < FSM_N_VPS; v++) {
-        const struct table *t = &f->vps[v];
-        n += 4;
-        for (uint32_t i = 0; t->n > 0 && i < t->cap; i++) {
-            if (t->slots[i] != 0) {
-                n += record_snap_size(f, slab_ptr(&f->slab,
-                                                  (uint32_t)t->slots[i]));
-            }
-        }
-    }
+    n += 4 * (size_t)FSM_N_VPS + f->snap_rec_bytes;
     return n + 4;
 }
 
-static void write_record(const struct fsm *f, struct wbuf *w,
+static void write_record(const struct fsm *f,
+                         struct wbuf *w,
                          const struct rec *r)
 {
     const struct rec_ext *e;
@@ -231,7 +207,16 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
         }
         table_walk_sorted(t, order);
         w_u32(&w, t->n);
+        /* Records sit in allocation order, the walk is in hash order: every
+         * record is a cache miss unless it is fetched ahead. */
+        for (uint32_t i = 0; i < t->n && i < SNAP_PREFETCH; i++) {
+            __builtin_prefetch(slab_ptr(&f->slab, order[i]));
+        }
         for (uint32_t i = 0; i < t->n; i++) {
+            if (i + SNAP_PREFETCH < t->n) {
+                __builtin_prefetch(
+                    slab_ptr(&f->slab, order[i + SNAP_PREFETCH]));
+            }
             write_record(f, &w, slab_ptr(&f->slab, order[i]));
         }
     }
@@ -325,14 +310,17 @@ static void set_err(char *errmsg, const char *what, size_t off)
     }
 }
 
-#define BAD(why)                                       \
-    do {                                               \
+#define BAD(why)                                        \
+    do {                                                \
         set_err(errmsg, (why), (size_t)(rb->p - base)); \
-        return FSM_E_MALFORMED;                        \
+        return FSM_E_MALFORMED;                         \
     } while (0)
 
-static int read_ext(struct fsm *g, struct rbuf *rb, const uint8_t *base,
-                    struct rec *r, char *errmsg)
+static int read_ext(struct fsm *g,
+                    struct rbuf *rb,
+                    const uint8_t *base,
+                    struct rec *r,
+                    char *errmsg)
 {
     struct rec_ext *e;
     size_t n_att;
@@ -435,9 +423,14 @@ static int read_ext(struct fsm *g, struct rbuf *rb, const uint8_t *base,
 
 /* Read one record of vp @v into @g; @prev is the previous record of the vp
  * (0 if none) for the order check. */
-static int read_record(struct fsm *g, struct rbuf *rb, const uint8_t *base,
-                       uint32_t v, uint32_t prev, uint32_t *prev_hash,
-                       uint32_t *out, char *errmsg)
+static int read_record(struct fsm *g,
+                       struct rbuf *rb,
+                       const uint8_t *base,
+                       uint32_t v,
+                       uint32_t prev,
+                       uint32_t *prev_hash,
+                       uint32_t *out,
+                       char *errmsg)
 {
     uint8_t flags = r_u8(rb);
     uint8_t scope_len = r_u8(rb);
@@ -468,8 +461,7 @@ static int read_record(struct fsm *g, struct rbuf *rb, const uint8_t *base,
         BAD("bad identity length");
     }
     if (first_index >> 48 != 0 || first_time >> 48 != 0 ||
-        expires <= first_time ||
-        (!idem && expires - first_time > UINT32_MAX)) {
+        expires <= first_time || (!idem && expires - first_time > UINT32_MAX)) {
         BAD("bad record times");
     }
     id = r_bytes(rb, (size_t)scope_len + key_len);
@@ -521,12 +513,15 @@ static int read_record(struct fsm *g, struct rbuf *rb, const uint8_t *base,
     return 0;
 }
 
-static int read_head(struct fsm *g, struct rbuf *rb, const uint8_t *base,
-                     char *errmsg, uint64_t *n_records)
+static int read_head(struct fsm *g,
+                     struct rbuf *rb,
+                     const uint8_t *base,
+                     char *errmsg,
+                     uint64_t *n_records)
 {
     const uint8_t *p;
     uint32_t format, n;
-    uint8_t boot;
+    uint8_t boot, fence;
 
     p = r_bytes(rb, 8);
     if (p == NULL || memcmp(p, SNAP_MAGIC, 8) != 0) {
@@ -559,11 +554,12 @@ static int read_head(struct fsm *g, struct rbuf *rb, const uint8_t *base,
     g->settings.max_lease_ms = r_u64(rb);
     g->settings.max_records = r_u64(rb);
     g->settings.max_bytes = r_u64(rb);
-    g->fence_active = r_u8(rb) != 0;
+    fence = r_u8(rb);
+    g->fence_active = fence == 1;
     g->fence_ts = r_u64(rb);
     g->fence_prev_window = r_u64(rb);
     g->fence_until = r_u64(rb);
-    if (rb->bad || boot > 1 || g->now >> 48 != 0 ||
+    if (rb->bad || boot > 1 || fence > 1 || g->now > FSM_TIME_MAX ||
         fsm_settings_check(&g->settings) != NULL) {
         BAD("bad header");
     }
@@ -580,27 +576,26 @@ static int read_head(struct fsm *g, struct rbuf *rb, const uint8_t *base,
     }
     for (uint32_t i = 0; i < n; i++) {
         struct fsm_member *m = &g->members[i];
-        uint8_t len;
+        uint8_t rl, cl;
+        const uint8_t *rp, *cp;
+
         memset(m, 0, sizeof *m);
         m->id = r_u64(rb);
         m->role = (enum fsm_role)r_u8(rb);
-        len = r_u8(rb);
-        p = r_bytes(rb, len);
-        if (p == NULL || len > FSM_ADDR_MAX) {
+        rl = r_u8(rb);
+        rp = r_bytes(rb, rl);
+        cl = r_u8(rb);
+        cp = r_bytes(rb, cl);
+        /* No NUL inside an address, or the state would re-encode
+         * differently: restore accepts only canonical bytes. */
+        if (rp == NULL || cp == NULL || rl < 1 || rl > FSM_ADDR_MAX || cl < 1 ||
+            cl > FSM_ADDR_MAX || memchr(rp, 0, rl) != NULL ||
+            memchr(cp, 0, cl) != NULL || m->id == 0 ||
+            m->role < FSM_ROLE_VOTER || m->role > FSM_ROLE_SPARE) {
             BAD("bad member");
         }
-        memcpy(m->raft_addr, p, len);
-        len = r_u8(rb);
-        p = r_bytes(rb, len);
-        if (p == NULL || len > FSM_ADDR_MAX) {
-            BAD("bad member");
-        }
-        memcpy(m->client_addr, p, len);
-        if (m->id == 0 || m->role < FSM_ROLE_VOTER ||
-            m->role > FSM_ROLE_SPARE || strlen(m->raft_addr) == 0 ||
-            strlen(m->client_addr) == 0) {
-            BAD("bad member");
-        }
+        memcpy(m->raft_addr, rp, rl);
+        memcpy(m->client_addr, cp, cl);
     }
     g->n_members = n;
     n = r_u32(rb);
@@ -626,8 +621,7 @@ static int read_head(struct fsm *g, struct rbuf *rb, const uint8_t *base,
     return 0;
 }
 
-static int read_all(struct fsm *g, const uint8_t *buf, size_t len,
-                    char *errmsg)
+static int read_all(struct fsm *g, const uint8_t *buf, size_t len, char *errmsg)
 {
     struct rbuf rbs = {buf, buf + len - 4, false};
     struct rbuf *rb = &rbs;
@@ -661,8 +655,10 @@ static int read_all(struct fsm *g, const uint8_t *buf, size_t len,
             cap = n;
         }
         for (uint32_t i = 0; i < n; i++) {
+            const uint8_t *rec_start = rb->p;
             rv = read_record(g, rb, base, v, prev, &prev_hash, &handles[i],
                              errmsg);
+            g->snap_rec_bytes += (uint64_t)(rb->p - rec_start);
             if (rv != 0) {
                 free(handles);
                 free(hashes);

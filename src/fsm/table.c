@@ -57,7 +57,9 @@ static bool entry_less(const struct slab *s, uint64_t a, uint64_t b)
                       slab_ptr(s, slot_handle(b))) < 0;
 }
 
-static void place(uint64_t *slots, uint32_t cap, const struct slab *s,
+static void place(uint64_t *slots,
+                  uint32_t cap,
+                  const struct slab *s,
                   uint64_t e)
 {
     uint32_t mask = cap - 1;
@@ -121,7 +123,8 @@ static bool id_equal(const struct rec *r, const struct table_key *k)
            memcmp(r->id + k->scope_len, k->key, k->key_len) == 0;
 }
 
-uint32_t table_find(const struct table *t, const struct slab *s,
+uint32_t table_find(const struct table *t,
+                    const struct slab *s,
                     const struct table_key *k)
 {
     uint32_t mask, shift, pos, d;
@@ -146,7 +149,9 @@ uint32_t table_find(const struct table *t, const struct slab *s,
     }
 }
 
-int table_insert(struct table *t, const struct slab *s, uint32_t hash,
+int table_insert(struct table *t,
+                 const struct slab *s,
+                 uint32_t hash,
                  uint32_t h)
 {
     if (t->cap == 0 || ((uint64_t)t->n + 1) * 8 > (uint64_t)t->cap * 7) {
@@ -178,7 +183,9 @@ static uint32_t find_handle(const struct table *t, uint32_t hash, uint32_t h)
     return UINT32_MAX;
 }
 
-bool table_remove(struct table *t, const struct slab *s, uint32_t hash,
+bool table_remove(struct table *t,
+                  const struct slab *s,
+                  uint32_t hash,
                   uint32_t h)
 {
     uint32_t mask, shift, pos;
@@ -214,7 +221,9 @@ bool table_remove(struct table *t, const struct slab *s, uint32_t hash,
     return true;
 }
 
-void table_replace(struct table *t, uint32_t hash, uint32_t old_h,
+void table_replace(struct table *t,
+                   uint32_t hash,
+                   uint32_t old_h,
                    uint32_t new_h)
 {
     uint32_t pos = find_handle(t, hash, old_h);

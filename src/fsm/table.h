@@ -41,24 +41,40 @@ void table_close(struct table *t);
 int table_reserve(struct table *t, const struct slab *s, uint32_t n);
 
 /* Handle of the record for @k, or 0. */
-uint32_t table_find(const struct table *t, const struct slab *s,
+uint32_t table_find(const struct table *t,
+                    const struct slab *s,
                     const struct table_key *k);
 
 /* Insert record @h (not present) with hash @hash. Returns 0 or -1 on OOM
  * (the table is then unchanged). */
-int table_insert(struct table *t, const struct slab *s, uint32_t hash,
+int table_insert(struct table *t,
+                 const struct slab *s,
+                 uint32_t hash,
                  uint32_t h);
 
 /* Remove record @h with hash @hash. Returns true if it was there. */
-bool table_remove(struct table *t, const struct slab *s, uint32_t hash,
+bool table_remove(struct table *t,
+                  const struct slab *s,
+                  uint32_t hash,
                   uint32_t h);
 
 /* Replace the handle of the entry for @old (present) with @new_h, same id. */
-void table_replace(struct table *t, uint32_t hash, uint32_t old_h,
+void table_replace(struct table *t,
+                   uint32_t hash,
+                   uint32_t old_h,
                    uint32_t new_h);
 
 /* Write the t->n handles into @out in canonical (hash, bytes) order. */
 void table_walk_sorted(const struct table *t, uint32_t *out);
+
+/* Hint the cache about the slot a lookup of @hash starts at. */
+static inline void table_prefetch(const struct table *t, uint32_t hash)
+{
+    if (t->cap != 0) {
+        uint32_t shift = 32u - (uint32_t)__builtin_ctz(t->cap);
+        __builtin_prefetch(&t->slots[(uint64_t)hash >> shift]);
+    }
+}
 
 /* Bytes held by the slot array. */
 static inline uint64_t table_memory(const struct table *t)
