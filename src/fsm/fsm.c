@@ -441,6 +441,7 @@ static void fill_record(struct fsm *f,
     res->expires_ms = fsm_rec_expires(f, r);
     res->attempts = e != NULL ? e->attempts_total : 0;
     if (r->flags & REC_F_IDEMPOTENT) {
+        res->has_owner_token = true; /* scrubbed later unless the owner's */
         res->owner_token.group_id = e->owner_group;
         res->owner_token.index = e->owner_index;
         res->owner_token.slot = e->owner_slot;
@@ -1374,11 +1375,43 @@ static int apply_begin(struct fsm *f,
         f->now = leader_time_ms;
     }
     if (f->fence_active && f->now > f->fence_until) {
+        /* Forget the fence entirely: equal states must encode equally. */
         f->fence_active = false;
+        f->fence_ts = 0;
+        f->fence_prev_window = 0;
+        f->fence_until = 0;
     }
     wheel_advance(f);
     f->last_index = index;
     return 0;
+}
+
+/* Keep the owner token only in answers to its owner (and Lookup). */
+static void scrub_token(struct fsm_result *res)
+{
+    bool owner;
+
+    switch (res->cmd) {
+        case FSM_CMD_CLAIM:
+            owner = res->outcome == FSM_ACCEPTED;
+            break;
+        case FSM_CMD_COMPLETE:
+            owner = res->outcome == FSM_COMPLETED;
+            break;
+        case FSM_CMD_RELEASE:
+            owner = res->outcome == FSM_RELEASED || res->outcome == FSM_FAILED;
+            break;
+        case FSM_CMD_LOOKUP:
+            owner = true;
+            break;
+        default:
+            owner = false;
+            break;
+    }
+    if (!owner) {
+        res->has_owner_token = false;
+        memset(&res->owner_token, 0, sizeof res->owner_token);
+    }
 }
 
 static int apply_one(struct fsm *f,
@@ -1448,6 +1481,7 @@ static int apply_one(struct fsm *f,
             res->reason = "unknown command";
             break;
     }
+    scrub_token(res);
     return 0;
 }
 

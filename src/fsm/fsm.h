@@ -258,7 +258,11 @@ struct fsm_result
     uint64_t expires_ms;
     uint32_t attempts; /* later claims seen, total */
 
-    /* IDEMPOTENT only. */
+    /* IDEMPOTENT only. The owner token is given only to its owner (the
+     * claim that was ACCEPTED, the Complete/Release that used it) and to
+     * Lookup; a denied claimant never learns it, so a client cannot fence
+     * out the owner with a token it did not earn. */
+    bool has_owner_token;
     struct fsm_token owner_token;
     uint32_t owner_attempt; /* 1 for the first owner, +1 per takeover */
     uint64_t lease_expires_ms;

@@ -560,6 +560,7 @@ static int read_head(struct fsm *g,
     g->fence_prev_window = r_u64(rb);
     g->fence_until = r_u64(rb);
     if (rb->bad || boot > 1 || fence > 1 || g->now > FSM_TIME_MAX ||
+        (fence == 0 && (g->fence_ts | g->fence_prev_window | g->fence_until)) ||
         fsm_settings_check(&g->settings) != NULL) {
         BAD("bad header");
     }
