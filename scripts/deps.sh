@@ -2,7 +2,7 @@
 # Installs the Debian packages once needs to build and test, when missing.
 # Sourced by scripts/test and scripts/run; also runnable alone.
 # Every dependency comes from Debian 12's archive (DESIGN §8).
-set -e
+# Sourcing this file defines once_install_deps and changes no shell option.
 
 ONCE_DEPS="build-essential git ca-certificates autoconf automake libtool pkg-config
 autoconf-archive clang-14 clang libclang-rt-14-dev clang-format
@@ -27,11 +27,11 @@ once_install_deps()
         SUDO="sudo"
     fi
     export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
+    $SUDO apt-get update -qq || return 1
     # shellcheck disable=SC2086
-    $SUDO apt-get install -y -qq --no-install-recommends $missing
+    $SUDO apt-get install -y -qq --no-install-recommends $missing || return 1
 }
 
 if [ "${0##*/}" = "deps.sh" ]; then
-    once_install_deps
+    once_install_deps || exit 1
 fi
