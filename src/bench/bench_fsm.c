@@ -1,0 +1,450 @@
+/* bench-fsm: throughput and memory of the claim state machine (make
+ * bench-fsm; BENCH_FSM_ARGS="--records 1000000 --json" make bench-fsm).
+ *
+ * Applies N NONCE claims (32-byte keys from a fixed generator, scope "b",
+ * ttl 24 h) in batches through fsm_apply, the path the raft adapter uses:
+ * batches are encoded ahead in chunks, outside the timed region, and the
+ * timed region is decode + apply. Then it writes a snapshot, restores it
+ * into a fresh instance and checks that the restored instance writes the
+ * same bytes. Reports applies/s (wall and CPU time of one core), bytes per
+ * live record (fsm_memory, and RSS growth for comparison), snapshot size and
+ * time, and restore time. Single-threaded, like the raft loop. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include "fsm/command.h"
+#include "fsm/fsm.h"
+
+#define T0        1700000000000ull
+#define TTL_MS    (24ull * 3600 * 1000)
+#define KEY_LEN   32
+#define CHUNK_MAX (1u << 20) /* claims encoded ahead at a time */
+
+struct opts
+{
+    uint64_t records;
+    size_t batch;
+    bool json;
+};
+
+static void usage(FILE *fp, const char *argv0)
+{
+    fprintf(fp,
+            "usage: %s [--records N] [--batch N] [--json] [--help]\n"
+            "\n"
+            "Applies N NONCE claims (32-byte keys, scope \"b\", ttl 24 h) in\n"
+            "batches through fsm_apply, then snapshots and restores.\n"
+            "\n"
+            "  --records N  claims to apply (default 10000000)\n"
+            "  --batch N    commands per batch, 1..%u (default 256)\n"
+            "  --json       print one JSON object instead of text\n"
+            "  --help       this text\n",
+            argv0, (unsigned)FSM_BATCH_COMMANDS_MAX);
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+
+    if (s == NULL || *s == '\0' || *s == '-') {
+        return false;
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0') {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* 0 to run, 1 after --help, 2 on a usage error. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    o->records = 10000000;
+    o->batch = 256;
+    o->json = false;
+    for (int i = 1; i < argc; i++) {
+        uint64_t v;
+
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout, argv[0]);
+            return 1;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(argv[i], "--records") == 0) {
+            if (!parse_u64(i + 1 < argc ? argv[++i] : NULL, &v) || v == 0 ||
+                v > (1ull << 31)) {
+                fprintf(stderr, "%s: --records needs 1..2^31\n", argv[0]);
+                return 2;
+            }
+            o->records = v;
+        } else if (strcmp(argv[i], "--batch") == 0) {
+            if (!parse_u64(i + 1 < argc ? argv[++i] : NULL, &v) || v == 0 ||
+                v > FSM_BATCH_COMMANDS_MAX) {
+                fprintf(stderr, "%s: --batch needs 1..%u\n", argv[0],
+                        (unsigned)FSM_BATCH_COMMANDS_MAX);
+                return 2;
+            }
+            o->batch = (size_t)v;
+        } else {
+            fprintf(stderr, "%s: unknown argument '%s'\n", argv[0], argv[i]);
+            usage(stderr, argv[0]);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* --- clocks and memory ---------------------------------------------------- */
+
+static double now_s(clockid_t clk)
+{
+    struct timespec ts;
+
+    clock_gettime(clk, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Resident set size in bytes, from /proc/self/statm (0 if unavailable). */
+static uint64_t rss_bytes(void)
+{
+    unsigned long long size, resident;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    int n;
+
+    if (fp == NULL) {
+        return 0;
+    }
+    n = fscanf(fp, "%llu %llu", &size, &resident);
+    fclose(fp);
+    if (n != 2) {
+        return 0;
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* --- workload ------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Key and request id of claim @i: random-looking, distinct, reproducible. */
+static void claim_bytes(uint64_t i,
+                        uint8_t key[KEY_LEN],
+                        uint8_t rid[FSM_REQUEST_ID_LEN])
+{
+    uint64_t s = i * 0x632be59bd9b4e019ull + 1;
+
+    for (int w = 0; w < KEY_LEN / 8; w++) {
+        uint64_t v = splitmix64(&s);
+        memcpy(key + 8 * w, &v, 8);
+    }
+    /* The last 8 bytes are the index itself: keys never collide. */
+    memcpy(key + KEY_LEN - 8, &i, 8);
+    for (int w = 0; w < FSM_REQUEST_ID_LEN / 8; w++) {
+        uint64_t v = splitmix64(&s);
+        memcpy(rid + 8 * w, &v, 8);
+    }
+}
+
+struct chunk
+{
+    size_t n_batches;
+    uint8_t **bufs;
+    size_t *lens;
+};
+
+static void die(const char *what, int rv)
+{
+    fprintf(stderr, "bench-fsm: %s: %d (%s)\n", what, rv, fsm_strerror(rv));
+    exit(1);
+}
+
+/* Encode claims [first, first + n) as batches of @batch commands; batch k
+ * of the run (global numbering from @first_batch) is stamped T0 + k ms. */
+static void encode_chunk(struct chunk *c,
+                         uint64_t first,
+                         uint64_t n,
+                         size_t batch,
+                         uint64_t first_batch)
+{
+    uint8_t **cmds = malloc(batch * sizeof *cmds);
+    size_t *cmd_lens = malloc(batch * sizeof *cmd_lens);
+    uint8_t key[KEY_LEN];
+    struct fsm_cmd cmd;
+    uint64_t done = 0;
+
+    c->n_batches = (size_t)((n + batch - 1) / batch);
+    c->bufs = malloc(c->n_batches * sizeof *c->bufs);
+    c->lens = malloc(c->n_batches * sizeof *c->lens);
+    if (cmds == NULL || cmd_lens == NULL || c->bufs == NULL ||
+        c->lens == NULL) {
+        die("out of memory", -ENOMEM);
+    }
+    memset(&cmd, 0, sizeof cmd);
+    cmd.type = FSM_CMD_CLAIM;
+    cmd.u.claim.scope = (const uint8_t *)"b";
+    cmd.u.claim.scope_len = 1;
+    cmd.u.claim.key = key;
+    cmd.u.claim.key_len = KEY_LEN;
+    cmd.u.claim.kind = FSM_KIND_NONCE;
+    cmd.u.claim.ttl_ms = TTL_MS;
+    for (size_t b = 0; b < c->n_batches; b++) {
+        size_t k = 0;
+        int rv;
+
+        for (; k < batch && done < n; k++, done++) {
+            claim_bytes(first + done, key, cmd.u.claim.request_id);
+            rv = command_encode(&cmd, &cmds[k], &cmd_lens[k]);
+            if (rv != 0) {
+                die("command_encode", rv);
+            }
+        }
+        rv = command_encode_batch(FSM_SCHEMA_VERSION, T0 + first_batch + b,
+                                  (const uint8_t *const *)cmds, cmd_lens, k,
+                                  &c->bufs[b], &c->lens[b]);
+        if (rv != 0) {
+            die("command_encode_batch", rv);
+        }
+        for (size_t j = 0; j < k; j++) {
+            free(cmds[j]);
+        }
+    }
+    free(cmds);
+    free(cmd_lens);
+}
+
+static void free_chunk(struct chunk *c)
+{
+    for (size_t b = 0; b < c->n_batches; b++) {
+        free(c->bufs[b]);
+    }
+    free(c->bufs);
+    free(c->lens);
+}
+
+struct counts
+{
+    uint64_t accepted;
+    uint64_t other;
+    enum fsm_outcome first_other;
+};
+
+static void count_cb(void *arg, size_t i, const struct fsm_result *r)
+{
+    struct counts *c = arg;
+
+    (void)i;
+    if (r->outcome == FSM_ACCEPTED) {
+        c->accepted++;
+    } else if (c->other++ == 0) {
+        c->first_other = r->outcome;
+    }
+}
+
+static void bootstrap(struct fsm *f, uint64_t records)
+{
+    static struct fsm_bootstrap b;
+    struct fsm_cmd c;
+    struct counts n = {0};
+    int rv;
+
+    memset(&b, 0, sizeof b);
+    for (int i = 0; i < FSM_CLUSTER_ID_LEN; i++) {
+        b.cluster_id[i] = (uint8_t)(i + 1);
+        b.hash_key[i] = (uint8_t)(0x3c ^ (i * 7));
+    }
+    b.group_id = 1;
+    fsm_settings_default(&b.settings);
+    if (b.settings.max_records < records) {
+        b.settings.max_records = records;
+    }
+    b.settings.max_bytes = 1ull << 45; /* never the limit here */
+    b.n_members = 1;
+    b.members[0].id = 1;
+    strcpy(b.members[0].raft_addr, "127.0.0.1:7000");
+    strcpy(b.members[0].client_addr, "127.0.0.1:7001");
+    b.members[0].role = FSM_ROLE_VOTER;
+    memset(&c, 0, sizeof c);
+    c.type = FSM_CMD_BOOTSTRAP;
+    c.u.bootstrap = &b;
+    rv = fsm_apply_cmds(f, 1, FSM_SCHEMA_VERSION, T0, &c, 1, count_cb, &n);
+    if (rv != 0 || n.other != 1 || n.first_other != FSM_OK) {
+        die("bootstrap", rv);
+    }
+}
+
+/* --- main ----------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    struct fsm *f, *g;
+    struct counts counts = {0};
+    uint64_t index = 2, done = 0, n_batches = 0;
+    uint64_t rss0, rss1, n_records, memory, bytes;
+    double wall = 0, cpu = 0, t0, c0;
+    double snap_size_s, snap_write_s, restore_s;
+    uint8_t *snap, *snap2;
+    size_t snap_len, snap2_len;
+    char errmsg[256];
+    bool same;
+    int rv;
+
+    rv = parse_args(argc, argv, &o);
+    if (rv != 0) {
+        return rv == 1 ? 0 : 2;
+    }
+
+    rss0 = rss_bytes();
+    f = fsm_new();
+    if (f == NULL) {
+        die("fsm_new", -ENOMEM);
+    }
+    bootstrap(f, o.records);
+
+    while (done < o.records) {
+        struct chunk c;
+        uint64_t n = o.records - done;
+
+        if (n > CHUNK_MAX) {
+            n = CHUNK_MAX - CHUNK_MAX % o.batch;
+        }
+        encode_chunk(&c, done, n, o.batch, n_batches);
+        t0 = now_s(CLOCK_MONOTONIC);
+        c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (size_t b = 0; b < c.n_batches; b++) {
+            rv = fsm_apply(f, index++, c.bufs[b], c.lens[b], count_cb, &counts);
+            if (rv != 0) {
+                die("fsm_apply", rv);
+            }
+        }
+        wall += now_s(CLOCK_MONOTONIC) - t0;
+        cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        n_batches += c.n_batches;
+        done += n;
+        free_chunk(&c);
+    }
+    if (counts.other != 0) {
+        fprintf(stderr,
+                "bench-fsm: %" PRIu64 " claims not ACCEPTED (first: %s)\n",
+                counts.other, fsm_outcome_name(counts.first_other));
+        return 1;
+    }
+#ifdef __GLIBC__
+    malloc_trim(0); /* hand back what the encoded batches used */
+#endif
+    rss1 = rss_bytes();
+    n_records = fsm_n_records(f);
+    memory = fsm_memory(f);
+    bytes = fsm_bytes(f);
+
+    /* Snapshot. */
+    t0 = now_s(CLOCK_MONOTONIC);
+    snap_len = fsm_snapshot_size(f);
+    snap_size_s = now_s(CLOCK_MONOTONIC) - t0;
+    snap = malloc(snap_len);
+    if (snap == NULL) {
+        die("out of memory (snapshot)", -ENOMEM);
+    }
+    t0 = now_s(CLOCK_MONOTONIC);
+    fsm_snapshot_write(f, snap, snap_len);
+    snap_write_s = now_s(CLOCK_MONOTONIC) - t0;
+
+    /* Restore into a fresh instance, and check it writes the same bytes. */
+    g = fsm_new();
+    if (g == NULL) {
+        die("fsm_new", -ENOMEM);
+    }
+    t0 = now_s(CLOCK_MONOTONIC);
+    rv = fsm_restore(g, snap, snap_len, errmsg);
+    restore_s = now_s(CLOCK_MONOTONIC) - t0;
+    if (rv != 0) {
+        fprintf(stderr, "bench-fsm: restore: %s (%s)\n", fsm_strerror(rv),
+                errmsg);
+        return 1;
+    }
+    snap2_len = fsm_snapshot_size(g);
+    snap2 = malloc(snap2_len);
+    if (snap2 == NULL) {
+        die("out of memory (snapshot)", -ENOMEM);
+    }
+    fsm_snapshot_write(g, snap2, snap2_len);
+    same = snap2_len == snap_len && memcmp(snap, snap2, snap_len) == 0 &&
+           fsm_n_records(g) == n_records;
+
+    if (o.json) {
+        printf("{\"records\":%" PRIu64 ",\"batch\":%zu,\"batches\":%" PRIu64
+               ",\"apply_wall_s\":%.6f,\"apply_cpu_s\":%.6f"
+               ",\"applies_per_s_wall\":%.0f,\"applies_per_s_cpu\":%.0f"
+               ",\"live_records\":%" PRIu64 ",\"fsm_memory_bytes\":%" PRIu64
+               ",\"fsm_bytes\":%" PRIu64
+               ",\"bytes_per_record_memory\":%.2f"
+               ",\"bytes_per_record_counted\":%.2f"
+               ",\"rss_growth_bytes\":%" PRIu64
+               ",\"bytes_per_record_rss\":%.2f"
+               ",\"snapshot_bytes\":%zu,\"snapshot_size_s\":%.6f"
+               ",\"snapshot_write_s\":%.6f,\"restore_s\":%.6f"
+               ",\"restore_identical\":%s}\n",
+               o.records, o.batch, n_batches, wall, cpu,
+               (double)o.records / wall, (double)o.records / cpu, n_records,
+               memory, bytes, (double)memory / (double)n_records,
+               (double)bytes / (double)n_records, rss1 > rss0 ? rss1 - rss0 : 0,
+               (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n_records,
+               snap_len, snap_size_s, snap_write_s, restore_s,
+               same ? "true" : "false");
+    } else {
+        printf("bench-fsm: %" PRIu64
+               " NONCE claims, 32-byte keys, scope "
+               "\"b\", ttl 24 h, batches of %zu (%" PRIu64 " batches)\n",
+               o.records, o.batch, n_batches);
+        printf("  apply (decode + apply, one core)\n");
+        printf("    wall %10.3f s   %12.0f applies/s\n", wall,
+               (double)o.records / wall);
+        printf("    cpu  %10.3f s   %12.0f applies/s\n", cpu,
+               (double)o.records / cpu);
+        printf("  memory\n");
+        printf("    live records       %12" PRIu64 "\n", n_records);
+        printf("    fsm_memory         %12" PRIu64 " bytes   %8.2f B/record\n",
+               memory, (double)memory / (double)n_records);
+        printf("    fsm_bytes          %12" PRIu64
+               " bytes   %8.2f B/record (counted against max_bytes)\n",
+               bytes, (double)bytes / (double)n_records);
+        printf("    RSS growth         %12" PRIu64 " bytes   %8.2f B/record\n",
+               rss1 > rss0 ? rss1 - rss0 : 0,
+               (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n_records);
+        printf("  snapshot\n");
+        printf("    size               %12zu bytes   %8.2f B/record\n",
+               snap_len, (double)snap_len / (double)n_records);
+        printf("    fsm_snapshot_size  %10.3f s\n", snap_size_s);
+        printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s\n", snap_write_s,
+               (double)snap_len / 1e6 / snap_write_s);
+        printf("  restore\n");
+        printf("    fsm_restore        %10.3f s   %8.1f MB/s\n", restore_s,
+               (double)snap_len / 1e6 / restore_s);
+        printf("    restored snapshot identical: %s\n", same ? "yes" : "NO");
+    }
+    free(snap);
+    free(snap2);
+    fsm_free(g);
+    fsm_free(f);
+    return same ? 0 : 1;
+}
