@@ -85,8 +85,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
             o->json = true;
         } else if (strcmp(argv[i], "--records") == 0) {
             if (!parse_u64(i + 1 < argc ? argv[++i] : NULL, &v) || v == 0 ||
-                v > (1ull << 31)) {
-                fprintf(stderr, "%s: --records needs 1..2^31\n", argv[0]);
+                v > (1ull << 28)) {
+                fprintf(stderr, "%s: --records needs 1..2^28\n", argv[0]);
                 return 2;
             }
             o->records = v;
@@ -277,7 +277,7 @@ static void bootstrap(struct fsm *f, uint64_t records)
     if (b.settings.max_records < records) {
         b.settings.max_records = records;
     }
-    b.settings.max_bytes = 1ull << 45; /* never the limit here */
+    b.settings.max_bytes = 16ull << 30; /* the ceiling: never the limit */
     b.n_members = 1;
     b.members[0].id = 1;
     strcpy(b.members[0].raft_addr, "127.0.0.1:7000");
@@ -302,7 +302,7 @@ int main(int argc, char **argv)
     uint64_t index = 2, done = 0, n_batches = 0;
     uint64_t rss0, rss1, n_records, memory, bytes;
     double wall = 0, cpu = 0, t0, c0;
-    double snap_size_s, snap_write_s, restore_s;
+    double snap_warm_s, snap_size_s, snap_write_s, restore_s;
     uint8_t *snap, *snap2;
     size_t snap_len, snap2_len;
     char errmsg[256];
@@ -368,6 +368,12 @@ int main(int argc, char **argv)
     t0 = now_s(CLOCK_MONOTONIC);
     fsm_snapshot_write(f, snap, snap_len);
     snap_write_s = now_s(CLOCK_MONOTONIC) - t0;
+    /* Again into the same, now resident, buffer: what a node that keeps its
+     * snapshot buffer between snapshots pays (the first write also pays the
+     * kernel for every fresh page of the buffer). */
+    t0 = now_s(CLOCK_MONOTONIC);
+    fsm_snapshot_write(f, snap, snap_len);
+    snap_warm_s = now_s(CLOCK_MONOTONIC) - t0;
 
     /* Restore into a fresh instance, and check it writes the same bytes. */
     g = fsm_new();
@@ -402,14 +408,15 @@ int main(int argc, char **argv)
                ",\"rss_growth_bytes\":%" PRIu64
                ",\"bytes_per_record_rss\":%.2f"
                ",\"snapshot_bytes\":%zu,\"snapshot_size_s\":%.6f"
-               ",\"snapshot_write_s\":%.6f,\"restore_s\":%.6f"
+               ",\"snapshot_write_s\":%.6f,\"snapshot_write_warm_s\":%.6f"
+               ",\"restore_s\":%.6f"
                ",\"restore_identical\":%s}\n",
                o.records, o.batch, n_batches, wall, cpu,
                (double)o.records / wall, (double)o.records / cpu, n_records,
                memory, bytes, (double)memory / (double)n_records,
                (double)bytes / (double)n_records, rss1 > rss0 ? rss1 - rss0 : 0,
                (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n_records,
-               snap_len, snap_size_s, snap_write_s, restore_s,
+               snap_len, snap_size_s, snap_write_s, snap_warm_s, restore_s,
                same ? "true" : "false");
     } else {
         printf("bench-fsm: %" PRIu64
@@ -435,8 +442,10 @@ int main(int argc, char **argv)
         printf("    size               %12zu bytes   %8.2f B/record\n",
                snap_len, (double)snap_len / (double)n_records);
         printf("    fsm_snapshot_size  %10.3f s\n", snap_size_s);
-        printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s\n", snap_write_s,
-               (double)snap_len / 1e6 / snap_write_s);
+        printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s (fresh buffer)\n",
+               snap_write_s, (double)snap_len / 1e6 / snap_write_s);
+        printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s (reused buffer)\n",
+               snap_warm_s, (double)snap_len / 1e6 / snap_warm_s);
         printf("  restore\n");
         printf("    fsm_restore        %10.3f s   %8.1f MB/s\n", restore_s,
                (double)snap_len / 1e6 / restore_s);

@@ -67,8 +67,10 @@ void command_decoder_reset(struct command_decoder *d);
 
 /* Encode one command (any type but FSM_CMD_INVALID). On success returns 0
  * and sets *out (malloc'd, owned by the caller) and *len. Returns -ENOMEM,
- * or FSM_E_TOOBIG when a field is over its limit (the encoder refuses to
- * write what the decoder would refuse). */
+ * -EINVAL for FSM_CMD_INVALID, or FSM_E_TOOBIG when a field is over its size
+ * limit. Only sizes are checked here: empty identities, unknown enum values
+ * and the like are encoded as given, so tests can make every invalid command
+ * the decoder and the state machine must refuse. */
 int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len);
 
 /* Encode a batch envelope around @n already-encoded commands (borrowed).

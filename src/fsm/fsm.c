@@ -135,11 +135,13 @@ const char *fsm_settings_check(const struct fsm_settings *s)
     if (s->max_lease_ms < 1 || s->max_lease_ms > FSM_MAX_LEASE_CEIL) {
         return "max_lease must be 1 ms..1 day";
     }
-    if (s->max_records < 1 || s->max_records > (1ull << 31)) {
-        return "max_records must be 1..2^31";
+    /* The slab addresses 32 GiB; these ceilings keep the counted bytes at
+     * half of that, leaving room for size-class fragmentation. */
+    if (s->max_records < 1 || s->max_records > (1ull << 28)) {
+        return "max_records must be 1..268435456";
     }
-    if (s->max_bytes < 4096 || s->max_bytes > (1ull << 45)) {
-        return "max_bytes must be 4 KiB..32 TiB";
+    if (s->max_bytes < 4096 || s->max_bytes > (16ull << 30)) {
+        return "max_bytes must be 4 KiB..16 GiB";
     }
     return NULL;
 }
@@ -374,10 +376,27 @@ static void add_attempt(struct fsm *f,
                         bool retry)
 {
     size_t size = ATTEMPT_HDR_SIZE + c->execution_id_len;
-    struct rec_ext *e = ensure_ext(f, r);
+    size_t need = slab_size(size);
+    struct rec_ext *e;
     struct rec_attempt *a;
     uint32_t h;
 
+    if (r->ext == 0) {
+        need += slab_size(sizeof *e);
+    }
+    if (f->bytes + need > f->settings.max_bytes) {
+        /* Past max_bytes replays still answer, but their evidence is only
+         * counted (where the record already has attempt storage): memory
+         * stays bounded under a replay flood. */
+        if (r->ext != 0) {
+            e = slab_ptr(&f->slab, r->ext);
+            if (e->attempts_total < UINT32_MAX) {
+                e->attempts_total++;
+            }
+        }
+        return;
+    }
+    e = ensure_ext(f, r);
     h = slab_alloc(&f->slab, size);
     if (h == 0) {
         fsm_panic("out of memory (attempt)");
@@ -511,7 +530,12 @@ static void wheel_visit(struct fsm *f, uint32_t h)
         free_rec(f, h);
         return;
     }
-    if (fsm_rec_expires(f, r) <= f->now) {
+    /* Free by tick, never by millisecond: a record whose expiry moved
+     * (takeover) sits in an earlier tick than on a replica that restored it
+     * from a snapshot, and both must drop it while processing the same tick
+     * or their counts (and max_records answers) would differ. The tick being
+     * processed has ended, so such a record has expired. */
+    if ((fsm_rec_expires(f, r) >> WHEEL_TICK_SHIFT) <= f->wheel.cur) {
         uint64_t hash =
             fsm_hash(f, r->id, r->scope_len, r->id + r->scope_len, r->key_len);
         detach(f, hash, h);
@@ -683,6 +707,16 @@ static bool over_capacity(const struct fsm *f, size_t new_bytes)
            f->bytes + new_bytes > f->settings.max_bytes;
 }
 
+/* Remember the largest signed timestamp ever accepted: a later max_window
+ * raise must fence every ts a stored record may carry, including ones
+ * accepted under a larger max_skew than today's. */
+static void note_ts(struct fsm *f, const struct fsm_claim *c)
+{
+    if (c->has_ts && c->ts_ms > f->ts_hwm) {
+        f->ts_hwm = c->ts_ms;
+    }
+}
+
 static void accept_new(struct fsm *f,
                        uint64_t index,
                        uint32_t slot,
@@ -749,6 +783,7 @@ static void accept_new(struct fsm *f,
     }
     f->n_records++;
     fsm_wheel_place(f, h);
+    note_ts(f, c);
     res->outcome = FSM_ACCEPTED;
     fill_record(f, r, res, false);
 }
@@ -774,6 +809,7 @@ static void takeover(struct fsm *f,
     e->owner_slot = slot;
     e->owner_attempt++;
     memcpy(e->owner_request_id, c->request_id, FSM_REQUEST_ID_LEN);
+    note_ts(f, c);
 }
 
 /* Outcome of a claim on a live record; may take it over. */
@@ -997,6 +1033,13 @@ static void do_complete(struct fsm *f,
     }
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
+            if (f->bytes + c->result_len > f->settings.max_bytes) {
+                /* The record stays PENDING: the owner can retry with a
+                 * smaller result, or release, once space is free. */
+                res->outcome = FSM_RESOURCE_EXHAUSTED;
+                res->reason = "the cluster's max_bytes is reached";
+                break;
+            }
             store_bytes(f, ext_of(f, r), 1, c->result, c->result_len);
             rec_set_state(r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
@@ -1033,7 +1076,11 @@ static void do_release(struct fsm *f,
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
         case FSM_STATE_RELEASED:
-            if (c->terminal) {
+            if (c->terminal &&
+                f->bytes + c->error_len > f->settings.max_bytes) {
+                res->outcome = FSM_RESOURCE_EXHAUSTED;
+                res->reason = "the cluster's max_bytes is reached";
+            } else if (c->terminal) {
                 store_bytes(f, ext_of(f, r), 2, c->error, c->error_len);
                 rec_set_state(r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;
@@ -1268,6 +1315,10 @@ static void do_set_settings(struct fsm *f,
          * ts can be inside any window (docs/state-machine.md). */
         f->fence_active = true;
         f->fence_ts = f->now + f->settings.max_skew_ms;
+        if (f->ts_hwm > f->fence_ts) {
+            /* A ts accepted under an earlier, larger max_skew. */
+            f->fence_ts = f->ts_hwm;
+        }
         f->fence_prev_window = f->settings.max_window_ms;
         f->fence_until = f->fence_ts + s->max_window_ms;
     }

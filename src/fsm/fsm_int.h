@@ -162,6 +162,7 @@ struct fsm
     uint64_t fence_ts;          /* claims with ts <= this use prev window */
     uint64_t fence_prev_window; /* max_window before the raise */
     uint64_t fence_until;       /* fence lifts when now > this */
+    uint64_t ts_hwm;            /* largest ts ever accepted */
 
     size_t n_members;
     struct fsm_member members[FSM_MEMBERS_MAX];

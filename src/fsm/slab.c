@@ -15,8 +15,9 @@
 void slab_init(struct slab *s)
 {
     memset(s, 0, sizeof *s);
+    s->empty = SLAB_NONE;
     for (size_t i = 0; i < SLAB_N_CLASSES; i++) {
-        s->classes[i].page = UINT32_MAX;
+        s->partial[i] = SLAB_NONE;
     }
 }
 
@@ -26,7 +27,37 @@ void slab_close(struct slab *s)
         free(s->pages[i]); /* the first page of a group is its base */
     }
     free(s->pages);
+    free(s->meta);
     slab_init(s);
+}
+
+/* Doubly linked lists of pages through meta prev/next. */
+static void list_push(struct slab *s, uint32_t *head, uint32_t p)
+{
+    struct slab_page *m = &s->meta[p];
+
+    m->prev = SLAB_NONE;
+    m->next = *head;
+    if (*head != SLAB_NONE) {
+        s->meta[*head].prev = p;
+    }
+    *head = p;
+    m->in_list = true;
+}
+
+static void list_unlink(struct slab *s, uint32_t *head, uint32_t p)
+{
+    struct slab_page *m = &s->meta[p];
+
+    if (m->prev != SLAB_NONE) {
+        s->meta[m->prev].next = m->next;
+    } else {
+        *head = m->next;
+    }
+    if (m->next != SLAB_NONE) {
+        s->meta[m->next].prev = m->prev;
+    }
+    m->in_list = false;
 }
 
 static int new_page(struct slab *s, uint32_t *page)
@@ -39,10 +70,16 @@ static int new_page(struct slab *s, uint32_t *page)
     if (s->n_pages == s->cap_pages) {
         uint32_t cap = s->cap_pages == 0 ? 64 : s->cap_pages * 2;
         uint8_t **pages = realloc(s->pages, cap * sizeof *pages);
+        struct slab_page *meta;
         if (pages == NULL) {
             return -1;
         }
         s->pages = pages;
+        meta = realloc(s->meta, cap * sizeof *meta);
+        if (meta == NULL) {
+            return -1;
+        }
+        s->meta = meta;
         s->cap_pages = cap;
     }
     if (s->n_pages % GROUP_PAGES == 0) {
@@ -57,32 +94,59 @@ static int new_page(struct slab *s, uint32_t *page)
     }
     *page = s->n_pages;
     s->pages[s->n_pages++] = p;
+    memset(&s->meta[*page], 0, sizeof s->meta[*page]);
     return 0;
+}
+
+/* A page with room for class @c: from the class, the pool, or new. */
+static uint32_t page_for(struct slab *s, size_t c)
+{
+    struct slab_page *m;
+    uint32_t p = s->partial[c];
+
+    if (p != SLAB_NONE) {
+        return p;
+    }
+    if (s->empty != SLAB_NONE) {
+        p = s->empty;
+        list_unlink(s, &s->empty, p);
+        s->n_empty--;
+    } else if (new_page(s, &p) != 0) {
+        return SLAB_NONE;
+    }
+    m = &s->meta[p];
+    m->free_head = 0;
+    m->live = 0;
+    /* Offset 0 of page 0 would be handle 0, which means NULL. */
+    m->bump = p == 0 ? 1 : 0;
+    m->cls = (uint8_t)(c + 1);
+    list_push(s, &s->partial[c], p);
+    return p;
 }
 
 uint32_t slab_alloc(struct slab *s, size_t size)
 {
     size_t units = slab_size(size) / 8;
-    struct slab_class *c;
-    uint32_t h;
+    size_t c = units - 1;
+    struct slab_page *m;
+    uint32_t p, h;
 
     assert(size > 0 && size <= SLAB_OBJ_MAX);
-    c = &s->classes[units - 1];
-    if (c->free_head != 0) {
-        h = c->free_head;
-        memcpy(&c->free_head, slab_ptr(s, h), sizeof c->free_head);
+    p = page_for(s, c);
+    if (p == SLAB_NONE) {
+        return 0;
+    }
+    m = &s->meta[p];
+    if (m->free_head != 0) {
+        h = m->free_head;
+        memcpy(&m->free_head, slab_ptr(s, h), sizeof m->free_head);
     } else {
-        if (c->page == UINT32_MAX || c->next_off + units > UNITS_PER_PAGE) {
-            uint32_t page;
-            if (new_page(s, &page) != 0) {
-                return 0;
-            }
-            c->page = page;
-            /* Offset 0 of page 0 would be handle 0, which means NULL. */
-            c->next_off = page == 0 ? 1 : 0;
-        }
-        h = (c->page << SLAB_PAGE_SHIFT) | c->next_off;
-        c->next_off += (uint32_t)units;
+        h = (p << SLAB_PAGE_SHIFT) | m->bump;
+        m->bump = (uint16_t)(m->bump + units);
+    }
+    m->live++;
+    if (m->free_head == 0 && m->bump + units > UNITS_PER_PAGE) {
+        list_unlink(s, &s->partial[c], p); /* full */
     }
     s->bytes_live += units * 8;
     return h;
@@ -91,10 +155,24 @@ uint32_t slab_alloc(struct slab *s, size_t size)
 void slab_free(struct slab *s, uint32_t h, size_t size)
 {
     size_t units = slab_size(size) / 8;
-    struct slab_class *c = &s->classes[units - 1];
+    size_t c = units - 1;
+    uint32_t p = h >> SLAB_PAGE_SHIFT;
+    struct slab_page *m = &s->meta[p];
 
-    assert(h != 0);
-    memcpy(slab_ptr(s, h), &c->free_head, sizeof c->free_head);
-    c->free_head = h;
+    assert(h != 0 && m->cls == c + 1 && m->live > 0);
+    memcpy(slab_ptr(s, h), &m->free_head, sizeof m->free_head);
+    m->free_head = h;
+    m->live--;
     s->bytes_live -= units * 8;
+    if (m->live == 0) {
+        /* Give the page to whichever class needs one next. */
+        if (m->in_list) {
+            list_unlink(s, &s->partial[c], p);
+        }
+        m->cls = 0;
+        list_push(s, &s->empty, p);
+        s->n_empty++;
+    } else if (!m->in_list) {
+        list_push(s, &s->partial[c], p); /* was full, has room again */
+    }
 }

@@ -3,16 +3,20 @@
  * Why not malloc: a live NONCE record is ~80 bytes, where glibc's 8-16 bytes
  * of chunk overhead and 16-byte rounding would cost 15-20 %, and pointers in
  * the hash table and timer wheel would cost 8 bytes each where a handle costs
- * 4. Objects are carved from 64 KiB pages, one size class per 8 bytes up to
- * SLAB_OBJ_MAX; freed objects go to their class's free list and are reused.
- * Pages are returned to the system only by slab_close (a table that shrank
- * keeps its pages for the next growth).
+ * 4. Objects are carved from 64 KiB pages (reserved 32 at a time, as one
+ * huge-page-aligned 2 MiB group), one size class per 8 bytes up to
+ * SLAB_OBJ_MAX. Each page serves one class at a time and keeps its own free
+ * list and live count; a page whose last object is freed goes back to a
+ * shared pool that any class reuses, so memory freed by one key length is
+ * not stranded when traffic moves to another. Pages are returned to the
+ * system only by slab_close.
  *
  * A handle is page << 13 | offset / 8; handle 0 is never returned (NULL).
  * Not thread-safe. */
 #ifndef ONCE_FSM_SLAB_H_
 #define ONCE_FSM_SLAB_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,21 +25,30 @@
 #define SLAB_OBJ_MAX    1024u
 #define SLAB_N_CLASSES  (SLAB_OBJ_MAX / 8)
 #define SLAB_MAX_PAGES  (1u << (32 - SLAB_PAGE_SHIFT))
+#define SLAB_NONE       UINT32_MAX
 
-struct slab_class
+/* Per-page bookkeeping (kept apart from the pages, 20 bytes each). */
+struct slab_page
 {
-    uint32_t free_head; /* handle of the first free object, 0 if none */
-    uint32_t page;      /* page being carved, or UINT32_MAX */
-    uint32_t next_off;  /* next free offset in that page, in 8-byte units */
+    uint32_t free_head; /* freed objects of this page, 0 if none */
+    uint32_t prev;      /* in its class's partial list, or the empty pool */
+    uint32_t next;
+    uint16_t live; /* objects handed out */
+    uint16_t bump; /* next never-used offset, in 8-byte units */
+    uint8_t cls;   /* size class + 1; 0 when in the empty pool */
+    bool in_list;  /* on a partial list or in the empty pool */
 };
 
 struct slab
 {
     uint8_t **pages;
+    struct slab_page *meta;
     uint32_t n_pages;
     uint32_t cap_pages;
-    uint64_t bytes_live; /* sum of rounded sizes of live objects */
-    struct slab_class classes[SLAB_N_CLASSES];
+    uint32_t empty;                   /* pool of pages with no live object */
+    uint32_t n_empty;                 /* pages in that pool */
+    uint64_t bytes_live;              /* sum of rounded sizes of live objects */
+    uint32_t partial[SLAB_N_CLASSES]; /* pages with room, per class */
 };
 
 void slab_init(struct slab *s);
@@ -61,8 +74,9 @@ static inline void *slab_ptr(const struct slab *s, uint32_t h)
            ((size_t)(h & ((1u << SLAB_PAGE_SHIFT) - 1)) << 3);
 }
 
-/* Bytes of pages handed out (what the records cost). Pages are reserved in
- * 2 MiB groups, so up to 2 MiB more is reserved but untouched. */
+/* Bytes of pages held (what the store costs the process), empty pooled
+ * pages included. Pages are reserved in 2 MiB groups, so up to 2 MiB more
+ * is reserved but untouched. */
 static inline uint64_t slab_memory(const struct slab *s)
 {
     return (uint64_t)s->n_pages * SLAB_PAGE_SIZE;

@@ -9,6 +9,7 @@
  *   "ONCESNAP" u32 format u32 schema u64 last_index u64 now u8 bootstrapped
  *   cluster_id[16] hash_key[16] u32 group_id settings(6 x u64)
  *   u8 fence_active u64 fence_ts u64 fence_prev_window u64 fence_until
+ *   u64 ts_hwm
  *   u32 n_members { u64 id u8 role u8 len raft_addr u8 len client_addr }
  *   u32 n_retired { u64 id } (ascending)
  *   u64 n_records
@@ -79,7 +80,7 @@ static inline void w_u64(struct wbuf *w, uint64_t v)
 #define EXT_FIXED     SNAP_EXT_FIXED
 #define ATT_FIXED     SNAP_ATT_FIXED
 #define SNAP_PREFETCH 16
-#define HEAD_FIXED    (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 4)
+#define HEAD_FIXED    (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 8 + 4)
 
 static size_t ext_attempt_count(const struct rec_ext *e)
 {
@@ -179,6 +180,7 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
     w_u64(&w, f->fence_ts);
     w_u64(&w, f->fence_prev_window);
     w_u64(&w, f->fence_until);
+    w_u64(&w, f->ts_hwm);
     w_u32(&w, (uint32_t)f->n_members);
     for (size_t i = 0; i < f->n_members; i++) {
         const struct fsm_member *m = &f->members[i];
@@ -503,6 +505,25 @@ static int read_record(struct fsm *g,
     if (rv != 0) {
         return rv;
     }
+    if (first_time > g->now) {
+        BAD("record from the future");
+    }
+    if (has_ext) {
+        const struct rec_ext *e = slab_ptr(&g->slab, r->ext);
+        /* Only states a log can produce: a NONCE ext holds attempts only;
+         * an IDEMPOTENT state matches what it stores; retention covers the
+         * lease; there is an owner. */
+        if (!idem && (e->lease_expires_ms | e->owner_group | e->owner_index |
+                      e->owner_slot | e->owner_attempt | e->payload_hash_len |
+                      e->stored_kind) != 0) {
+            BAD("NONCE record with owner fields");
+        }
+        if (idem && (e->owner_attempt == 0 || expires < e->lease_expires_ms ||
+                     (st == FSM_STATE_COMPLETED) != (e->stored_kind == 1) ||
+                     (st == FSM_STATE_FAILED) != (e->stored_kind == 2))) {
+            BAD("IDEMPOTENT record in an impossible state");
+        }
+    }
     if (prev != 0 && ((uint32_t)hash < *prev_hash ||
                       ((uint32_t)hash == *prev_hash &&
                        rec_id_cmp(slab_ptr(&g->slab, prev), r) >= 0))) {
@@ -511,6 +532,16 @@ static int read_record(struct fsm *g,
     *prev_hash = (uint32_t)hash;
     *out = h;
     return 0;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != 0) {
+            return false;
+        }
+    }
+    return true;
 }
 
 static int read_head(struct fsm *g,
@@ -559,10 +590,25 @@ static int read_head(struct fsm *g,
     g->fence_ts = r_u64(rb);
     g->fence_prev_window = r_u64(rb);
     g->fence_until = r_u64(rb);
+    g->ts_hwm = r_u64(rb);
     if (rb->bad || boot > 1 || fence > 1 || g->now > FSM_TIME_MAX ||
         (fence == 0 && (g->fence_ts | g->fence_prev_window | g->fence_until)) ||
         fsm_settings_check(&g->settings) != NULL) {
         BAD("bad header");
+    }
+    if (g->fence_active && g->now > g->fence_until) {
+        BAD("a fence that should have lifted");
+    }
+    if (!boot && (g->schema_version != 0 || g->group_id != 0 ||
+                  !all_zero(g->cluster_id, FSM_CLUSTER_ID_LEN) ||
+                  !all_zero(g->hash_key, FSM_HASH_KEY_LEN))) {
+        BAD("unbootstrapped state with cluster fields");
+    }
+    if (boot) {
+        if (g->schema_version == 0 || g->group_id == 0 ||
+            all_zero(g->cluster_id, FSM_CLUSTER_ID_LEN)) {
+            BAD("bootstrapped state without cluster id, group or schema");
+        }
     }
     g->bootstrapped = boot;
     if (boot) {
@@ -615,9 +661,20 @@ static int read_head(struct fsm *g,
         }
     }
     g->n_retired = n;
+    for (size_t i = 0; i < g->n_members; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (g->members[j].id == g->members[i].id) {
+                BAD("duplicate member id");
+            }
+        }
+        if (fsm_is_retired(g, g->members[i].id)) {
+            BAD("a retired id is in the member directory");
+        }
+    }
     *n_records = r_u64(rb);
-    if (rb->bad || (!boot && *n_records != 0)) {
-        BAD("bad record count");
+    if (rb->bad || (!boot && (*n_records != 0 || g->n_members != 0 ||
+                              g->n_retired != 0 || g->ts_hwm != 0))) {
+        BAD("bad record count, or members before bootstrap");
     }
     return 0;
 }
