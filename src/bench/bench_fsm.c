@@ -184,6 +184,7 @@ static void encode_chunk(struct chunk *c,
                          uint64_t first,
                          uint64_t n,
                          size_t batch,
+                         uint64_t t_base,
                          uint64_t first_batch)
 {
     uint8_t **cmds = malloc(batch * sizeof *cmds);
@@ -218,7 +219,7 @@ static void encode_chunk(struct chunk *c,
                 die("command_encode", rv);
             }
         }
-        rv = command_encode_batch(FSM_SCHEMA_VERSION, T0 + first_batch + b,
+        rv = command_encode_batch(FSM_SCHEMA_VERSION, t_base + first_batch + b,
                                   (const uint8_t *const *)cmds, cmd_lens, k,
                                   &c->bufs[b], &c->lens[b]);
         if (rv != 0) {
@@ -239,6 +240,50 @@ static void free_chunk(struct chunk *c)
     }
     free(c->bufs);
     free(c->lens);
+}
+
+struct counts;
+static void count_cb(void *arg, size_t i, const struct fsm_result *r);
+
+/* Apply o->records claims, keys from @first_key, batch k stamped
+ * @t_base + k ms; adds the time spent in fsm_apply to *wall and *cpu.
+ * Returns the number of batches. */
+static uint64_t run_claims(struct fsm *f,
+                           const struct opts *o,
+                           uint64_t first_key,
+                           uint64_t t_base,
+                           uint64_t *index,
+                           struct counts *counts,
+                           double *wall,
+                           double *cpu)
+{
+    uint64_t done = 0, n_batches = 0;
+
+    while (done < o->records) {
+        struct chunk c;
+        uint64_t n = o->records - done;
+        double t0, c0;
+
+        if (n > CHUNK_MAX) {
+            n = CHUNK_MAX - CHUNK_MAX % o->batch;
+        }
+        encode_chunk(&c, first_key + done, n, o->batch, t_base, n_batches);
+        t0 = now_s(CLOCK_MONOTONIC);
+        c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+        for (size_t b = 0; b < c.n_batches; b++) {
+            int rv = fsm_apply(f, (*index)++, c.bufs[b], c.lens[b], count_cb,
+                               counts);
+            if (rv != 0) {
+                die("fsm_apply", rv);
+            }
+        }
+        *wall += now_s(CLOCK_MONOTONIC) - t0;
+        *cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        n_batches += c.n_batches;
+        done += n;
+        free_chunk(&c);
+    }
+    return n_batches;
 }
 
 struct counts
@@ -299,9 +344,12 @@ int main(int argc, char **argv)
     struct opts o;
     struct fsm *f, *g;
     struct counts counts = {0};
-    uint64_t index = 2, done = 0, n_batches = 0;
+    uint64_t index = 2, n_batches = 0;
+    uint64_t t_refill, memory2;
+    double prune_s, wall2 = 0, cpu2 = 0;
+    struct counts counts2 = {0};
     uint64_t rss0, rss1, n_records, memory, bytes;
-    double wall = 0, cpu = 0, t0, c0;
+    double wall = 0, cpu = 0, t0;
     double snap_warm_s, snap_size_s, snap_write_s, restore_s;
     uint8_t *snap, *snap2;
     size_t snap_len, snap2_len;
@@ -321,28 +369,7 @@ int main(int argc, char **argv)
     }
     bootstrap(f, o.records);
 
-    while (done < o.records) {
-        struct chunk c;
-        uint64_t n = o.records - done;
-
-        if (n > CHUNK_MAX) {
-            n = CHUNK_MAX - CHUNK_MAX % o.batch;
-        }
-        encode_chunk(&c, done, n, o.batch, n_batches);
-        t0 = now_s(CLOCK_MONOTONIC);
-        c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
-        for (size_t b = 0; b < c.n_batches; b++) {
-            rv = fsm_apply(f, index++, c.bufs[b], c.lens[b], count_cb, &counts);
-            if (rv != 0) {
-                die("fsm_apply", rv);
-            }
-        }
-        wall += now_s(CLOCK_MONOTONIC) - t0;
-        cpu += now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-        n_batches += c.n_batches;
-        done += n;
-        free_chunk(&c);
-    }
+    n_batches = run_claims(f, &o, 0, T0, &index, &counts, &wall, &cpu);
     if (counts.other != 0) {
         fprintf(stderr,
                 "bench-fsm: %" PRIu64 " claims not ACCEPTED (first: %s)\n",
@@ -396,6 +423,35 @@ int main(int argc, char **argv)
     fsm_snapshot_write(g, snap2, snap2_len);
     same = snap2_len == snap_len && memcmp(snap, snap2, snap_len) == 0 &&
            fsm_n_records(g) == n_records;
+    fsm_free(g);
+    g = NULL;
+
+    /* Steady state: let every record expire (one empty batch past their
+     * ttl frees them all: the pruning cost), then apply as many new claims
+     * into the memory they left, as a long-running node does. */
+    t_refill = T0 + TTL_MS + n_batches + 60000;
+    {
+        uint8_t *empty;
+        size_t empty_len;
+        rv = command_encode_batch(FSM_SCHEMA_VERSION, t_refill, NULL, NULL, 0,
+                                  &empty, &empty_len);
+        if (rv != 0) {
+            die("command_encode_batch", rv);
+        }
+        t0 = now_s(CLOCK_MONOTONIC);
+        rv = fsm_apply(f, index++, empty, empty_len, NULL, NULL);
+        prune_s = now_s(CLOCK_MONOTONIC) - t0;
+        free(empty);
+        if (rv != 0 || fsm_n_records(f) != 0) {
+            die("prune", rv);
+        }
+    }
+    (void)run_claims(f, &o, o.records, t_refill + 1, &index, &counts2, &wall2,
+                     &cpu2);
+    if (counts2.other != 0) {
+        die("refill: claims not ACCEPTED", 0);
+    }
+    memory2 = fsm_memory(f);
 
     if (o.json) {
         printf("{\"records\":%" PRIu64 ",\"batch\":%zu,\"batches\":%" PRIu64
@@ -410,14 +466,17 @@ int main(int argc, char **argv)
                ",\"snapshot_bytes\":%zu,\"snapshot_size_s\":%.6f"
                ",\"snapshot_write_s\":%.6f,\"snapshot_write_warm_s\":%.6f"
                ",\"restore_s\":%.6f"
-               ",\"restore_identical\":%s}\n",
+               ",\"restore_identical\":%s,\"prune_all_s\":%.6f"
+               ",\"refill_applies_per_s_wall\":%.0f"
+               ",\"refill_fsm_memory_bytes\":%" PRIu64 "}\n",
                o.records, o.batch, n_batches, wall, cpu,
                (double)o.records / wall, (double)o.records / cpu, n_records,
                memory, bytes, (double)memory / (double)n_records,
                (double)bytes / (double)n_records, rss1 > rss0 ? rss1 - rss0 : 0,
                (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n_records,
                snap_len, snap_size_s, snap_write_s, snap_warm_s, restore_s,
-               same ? "true" : "false");
+               same ? "true" : "false", prune_s, (double)o.records / wall2,
+               memory2);
     } else {
         printf("bench-fsm: %" PRIu64
                " NONCE claims, 32-byte keys, scope "
@@ -450,10 +509,16 @@ int main(int argc, char **argv)
         printf("    fsm_restore        %10.3f s   %8.1f MB/s\n", restore_s,
                (double)snap_len / 1e6 / restore_s);
         printf("    restored snapshot identical: %s\n", same ? "yes" : "NO");
+        printf("  steady state (all expired, then refilled)\n");
+        printf("    prune %" PRIu64 " expired  %7.3f s   (one batch)\n",
+               n_records, prune_s);
+        printf("    refill apply       %10.3f s   %12.0f applies/s\n", wall2,
+               (double)o.records / wall2);
+        printf("    fsm_memory after   %12" PRIu64 " bytes (pages reused)\n",
+               memory2);
     }
     free(snap);
     free(snap2);
-    fsm_free(g);
     fsm_free(f);
     return same ? 0 : 1;
 }
