@@ -218,6 +218,7 @@ void fsm_free(struct fsm *f)
     free(f->retired);
     free(f->cmds);
     free(f->hashes);
+    free(f->hashed);
     free(f);
 }
 
@@ -647,9 +648,10 @@ static const char *check_claim(const struct fsm *f,
     return NULL;
 }
 
-/* STALE, FUTURE or 0 (inside the window). */
+/* STALE or FUTURE with the reason in @res, or 0 (inside the window). */
 static enum fsm_outcome window_check(const struct fsm *f,
-                                     const struct fsm_claim *c)
+                                     const struct fsm_claim *c,
+                                     struct fsm_result *res)
 {
     uint64_t w = c->window_ms;
 
@@ -661,9 +663,11 @@ static enum fsm_outcome window_check(const struct fsm *f,
         w = f->fence_prev_window;
     }
     if (c->ts_ms > f->now + f->settings.max_skew_ms) {
+        res->reason = "timestamp is beyond the max skew";
         return FSM_FUTURE;
     }
     if (f->now > w && c->ts_ms < f->now - w) {
+        res->reason = "timestamp is older than the window";
         return FSM_STALE;
     }
     return 0;
@@ -861,12 +865,9 @@ static enum fsm_outcome claim_live(struct fsm *f,
             assert(0); /* NONCE handled above */
             return FSM_CONFLICT;
     }
-    o = window_check(f, c);
+    o = window_check(f, c, res);
     if (o != 0) {
-        /* A signed request outside its window never takes ownership. */
-        res->reason = o == FSM_STALE ? "timestamp is older than the window"
-                                     : "timestamp is beyond the max skew";
-        return o;
+        return o; /* a signed request outside its window never takes over */
     }
     takeover(f, index, slot, r, c, lease);
     return FSM_ACCEPTED;
@@ -909,11 +910,9 @@ static void do_claim(struct fsm *f,
         fill_record(f, r, res, false);
         return;
     }
-    o = window_check(f, c);
+    o = window_check(f, c, res);
     if (o != 0) {
         res->outcome = o;
-        res->reason = o == FSM_STALE ? "timestamp is older than the window"
-                                     : "timestamp is beyond the max skew";
         return;
     }
     accept_new(f, index, slot, c, hash, lease, res);
@@ -1541,6 +1540,7 @@ static int grow_scratch(struct fsm *f, size_t n)
     size_t cap = f->cap_cmds == 0 ? 256 : f->cap_cmds;
     struct fsm_cmd *cmds;
     uint64_t *hashes;
+    bool *hashed;
 
     if (n <= f->cap_cmds) {
         return 0;
@@ -1558,6 +1558,11 @@ static int grow_scratch(struct fsm *f, size_t n)
         fsm_panic("out of memory (batch)");
     }
     f->hashes = hashes;
+    hashed = realloc(f->hashed, cap * sizeof *hashed);
+    if (hashed == NULL) {
+        fsm_panic("out of memory (batch)");
+    }
+    f->hashed = hashed;
     f->cap_cmds = cap;
     return 0;
 }
@@ -1622,6 +1627,7 @@ static int apply_batch(struct fsm *f,
         grow_scratch(f, n);
         for (size_t i = 0; i < n; i++) {
             const struct fsm_ident *id = cmd_ident(&cmds[i], &tmp);
+            f->hashed[i] = id != NULL;
             if (id != NULL) {
                 uint64_t h =
                     fsm_hash(f, id->scope, id->scope_len, id->key, id->key_len);
@@ -1631,10 +1637,7 @@ static int apply_batch(struct fsm *f,
         }
     }
     for (size_t i = 0; i < n; i++) {
-        const uint64_t *h = NULL;
-        if (pre && cmd_ident(&cmds[i], &tmp) != NULL) {
-            h = &f->hashes[i];
-        }
+        const uint64_t *h = pre && f->hashed[i] ? &f->hashes[i] : NULL;
         rv =
             apply_one(f, index, (uint32_t)i, schema_version, &cmds[i], h, &res);
         if (rv != 0) {

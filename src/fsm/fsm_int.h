@@ -184,6 +184,7 @@ struct fsm
      * computed up front so the table slots can be prefetched. */
     struct fsm_cmd *cmds;
     uint64_t *hashes;
+    bool *hashed; /* hashes[i] is valid */
     size_t cap_cmds;
 };
 
