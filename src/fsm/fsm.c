@@ -175,7 +175,8 @@ struct fsm *fsm_new(void)
     return f;
 }
 
-void fsm_clear_records(struct fsm *f)
+/* Release every record and ext (not the struct). */
+static void clear_records(struct fsm *f)
 {
     /* Free every result/error buffer by walking the wheel: every record,
      * detached or not, is on exactly one list. */
@@ -210,7 +211,7 @@ void fsm_free(struct fsm *f)
     if (f == NULL) {
         return;
     }
-    fsm_clear_records(f);
+    clear_records(f);
     if (f->hash_ready) {
         hash_keyed_close(&f->hash);
     }

@@ -204,8 +204,6 @@ uint64_t fsm_hash(struct fsm *f,
 uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r);
 /* Put a record into the wheel for its current expiry. */
 void fsm_wheel_place(struct fsm *f, uint32_t h);
-/* Release every record and ext (not the struct). */
-void fsm_clear_records(struct fsm *f);
 size_t fsm_ext_bytes(const struct rec_ext *e);
 
 #endif /* ONCE_FSM_FSM_INT_H_ */

@@ -221,18 +221,6 @@ bool table_remove(struct table *t,
     return true;
 }
 
-void table_replace(struct table *t,
-                   uint32_t hash,
-                   uint32_t old_h,
-                   uint32_t new_h)
-{
-    uint32_t pos = find_handle(t, hash, old_h);
-
-    if (pos != UINT32_MAX) {
-        t->slots[pos] = ((uint64_t)hash << 32) | new_h;
-    }
-}
-
 void table_walk_sorted(const struct table *t, uint32_t *out)
 {
     uint32_t shift, pos, n = 0, wrapped = 0;

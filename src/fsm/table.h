@@ -58,12 +58,6 @@ bool table_remove(struct table *t,
                   uint32_t hash,
                   uint32_t h);
 
-/* Replace the handle of the entry for @old (present) with @new_h, same id. */
-void table_replace(struct table *t,
-                   uint32_t hash,
-                   uint32_t old_h,
-                   uint32_t new_h);
-
 /* Write the t->n handles into @out in canonical (hash, bytes) order. */
 void table_walk_sorted(const struct table *t, uint32_t *out);
 
