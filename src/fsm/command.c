@@ -90,13 +90,7 @@ void command_decoder_reset(struct command_decoder *d)
 static const char *ident_bounds(const ProtobufCBinaryData *scope,
                                 const ProtobufCBinaryData *key)
 {
-    if (scope->len < 1 || scope->len > FSM_SCOPE_MAX) {
-        return "scope must be 1..128 bytes";
-    }
-    if (key->len < 1 || key->len > FSM_KEY_MAX) {
-        return "key must be 1..256 bytes";
-    }
-    return NULL;
+    return fsm_check_ident(scope->len, key->len);
 }
 
 static void token_from_pb(const Once__Log__OwnerToken *t, struct fsm_token *out)

@@ -287,13 +287,8 @@ static uint64_t free_ext(struct fsm *f, struct rec *r)
         return 0;
     }
     bytes = fsm_ext_bytes(e);
-    if (e->att_first != 0) {
-        struct rec_attempt *a = slab_ptr(&f->slab, e->att_first);
-        bytes += slab_size(attempt_size(a));
-        slab_free(&f->slab, e->att_first, attempt_size(a));
-    }
-    for (unsigned i = 0; i < e->att_n_last; i++) {
-        uint32_t h = e->att_last[(e->att_head + i) % FSM_ATTEMPTS_LAST];
+    for (size_t i = 0; i < ext_n_attempts(e); i++) {
+        uint32_t h = ext_attempt(e, i);
         struct rec_attempt *a = slab_ptr(&f->slab, h);
         bytes += slab_size(attempt_size(a));
         slab_free(&f->slab, h, attempt_size(a));
@@ -324,16 +319,18 @@ static uint64_t rec_snap_size(const struct fsm *f, const struct rec *r)
         return n;
     }
     n += SNAP_EXT_FIXED + e->payload_hash_len + e->stored_len;
-    if (e->att_first != 0) {
-        const struct rec_attempt *a = slab_ptr(&f->slab, e->att_first);
-        n += SNAP_ATT_FIXED + a->execution_id_len;
-    }
-    for (unsigned i = 0; i < e->att_n_last; i++) {
-        uint32_t ah = e->att_last[(e->att_head + i) % FSM_ATTEMPTS_LAST];
-        const struct rec_attempt *a = slab_ptr(&f->slab, ah);
+    for (size_t i = 0; i < ext_n_attempts(e); i++) {
+        const struct rec_attempt *a = slab_ptr(&f->slab, ext_attempt(e, i));
         n += SNAP_ATT_FIXED + a->execution_id_len;
     }
     return n;
+}
+
+/* Would storing @n more bytes stay within max_bytes? Every growth of the
+ * stored state (records, results, errors, attempts) asks this. */
+static bool bytes_fit(const struct fsm *f, uint64_t n)
+{
+    return f->bytes + n <= f->settings.max_bytes;
 }
 
 /* Take a live record out of its table; the wheel frees it later. */
@@ -386,7 +383,7 @@ static void add_attempt(struct fsm *f,
     if (r->ext == 0) {
         need += slab_size(sizeof *e);
     }
-    if (f->bytes + need > f->settings.max_bytes) {
+    if (!bytes_fit(f, need)) {
         /* Past max_bytes replays still answer, but their evidence is only
          * counted (where the record already has attempt storage): memory
          * stays bounded under a replay flood. */
@@ -477,14 +474,10 @@ static void fill_record(struct fsm *f,
             res->stored_error_len = e->stored_len;
         }
     }
-    if (with_attempts && e != NULL && e->att_first != 0) {
-        size_t n = 0;
-        copy_attempt(&f->att_out[n++], slab_ptr(&f->slab, e->att_first));
-        for (unsigned i = 0; i < e->att_n_last; i++) {
-            uint32_t h = e->att_last[(e->att_head + i) % FSM_ATTEMPTS_LAST];
-            copy_attempt(&f->att_out[n++], slab_ptr(&f->slab, h));
-        }
+    if (with_attempts && e != NULL) {
+        size_t n = ext_n_attempts(e);
         for (size_t i = 0; i < n; i++) {
+            copy_attempt(&f->att_out[i], slab_ptr(&f->slab, ext_attempt(e, i)));
             res->attempt_list[i] = &f->att_out[i];
         }
         res->n_attempt_list = n;
@@ -590,13 +583,8 @@ static void wheel_advance(struct fsm *f)
  * Claims
  * ---------------------------------------------------------------------- */
 
-static const char *check_ident(const uint8_t *scope,
-                               size_t scope_len,
-                               const uint8_t *key,
-                               size_t key_len)
+const char *fsm_check_ident(size_t scope_len, size_t key_len)
 {
-    (void)scope;
-    (void)key;
     if (scope_len < 1 || scope_len > FSM_SCOPE_MAX) {
         return "scope must be 1..128 bytes";
     }
@@ -611,7 +599,7 @@ static const char *check_claim(const struct fsm *f,
                                uint64_t *lease)
 {
     const struct fsm_settings *s = &f->settings;
-    const char *why = check_ident(c->scope, c->scope_len, c->key, c->key_len);
+    const char *why = fsm_check_ident(c->scope_len, c->key_len);
 
     if (why != NULL) {
         return why;
@@ -709,7 +697,7 @@ static bool payload_equal(const struct rec_ext *e, const struct fsm_claim *c)
 static bool over_capacity(const struct fsm *f, size_t new_bytes)
 {
     return f->n_records + 1 > f->settings.max_records ||
-           f->bytes + new_bytes > f->settings.max_bytes;
+           !bytes_fit(f, new_bytes);
 }
 
 /* Remember the largest signed timestamp ever accepted: a later max_window
@@ -984,7 +972,7 @@ static struct rec *owned_record(struct fsm *f,
                                 const uint64_t *pre,
                                 struct fsm_result *res)
 {
-    const char *why = check_ident(scope, scope_len, key, key_len);
+    const char *why = fsm_check_ident(scope_len, key_len);
     struct rec *r;
     uint32_t h;
 
@@ -1033,7 +1021,7 @@ static void do_complete(struct fsm *f,
     }
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
-            if (f->bytes + c->result_len > f->settings.max_bytes) {
+            if (!bytes_fit(f, c->result_len)) {
                 /* The record stays PENDING: the owner can retry with a
                  * smaller result, or release, once space is free. */
                 res->outcome = FSM_RESOURCE_EXHAUSTED;
@@ -1076,8 +1064,7 @@ static void do_release(struct fsm *f,
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
         case FSM_STATE_RELEASED:
-            if (c->terminal &&
-                f->bytes + c->error_len > f->settings.max_bytes) {
+            if (c->terminal && !bytes_fit(f, c->error_len)) {
                 res->outcome = FSM_RESOURCE_EXHAUSTED;
                 res->reason = "the cluster's max_bytes is reached";
             } else if (c->terminal) {
@@ -1117,7 +1104,7 @@ static void do_lookup(struct fsm *f,
         res->reason = "the cluster is not bootstrapped";
         return;
     }
-    why = check_ident(id->scope, id->scope_len, id->key, id->key_len);
+    why = fsm_check_ident(id->scope_len, id->key_len);
     if (why != NULL) {
         res->outcome = FSM_INVALID_ARGUMENT;
         res->reason = why;
@@ -1144,8 +1131,7 @@ static void do_forget(struct fsm *f,
                       const uint64_t *pre,
                       struct fsm_result *res)
 {
-    const char *why =
-        check_ident(id->scope, id->scope_len, id->key, id->key_len);
+    const char *why = fsm_check_ident(id->scope_len, id->key_len);
     uint64_t hash;
     uint32_t h;
 
@@ -1173,7 +1159,7 @@ static void do_forget(struct fsm *f,
  * Configuration
  * ---------------------------------------------------------------------- */
 
-static const char *check_member(const struct fsm_member *m)
+const char *fsm_check_member(const struct fsm_member *m)
 {
     size_t rl = strnlen(m->raft_addr, sizeof m->raft_addr);
     size_t cl = strnlen(m->client_addr, sizeof m->client_addr);
@@ -1269,7 +1255,7 @@ static void do_bootstrap(struct fsm *f,
         return;
     }
     for (size_t i = 0; i < b->n_members; i++) {
-        why = check_member(&b->members[i]);
+        why = fsm_check_member(&b->members[i]);
         if (why != NULL) {
             res->reason = why;
             return;
@@ -1330,7 +1316,7 @@ static void do_set_member(struct fsm *f,
                           const struct fsm_member *m,
                           struct fsm_result *res)
 {
-    const char *why = check_member(m);
+    const char *why = fsm_check_member(m);
 
     if (why != NULL) {
         res->outcome = FSM_INVALID_ARGUMENT;
@@ -1595,8 +1581,7 @@ static const struct fsm_ident *cmd_ident(const struct fsm_cmd *cmd,
         default:
             return NULL;
     }
-    if (check_ident(tmp->scope, tmp->scope_len, tmp->key, tmp->key_len) !=
-        NULL) {
+    if (fsm_check_ident(tmp->scope_len, tmp->key_len) != NULL) {
         return NULL;
     }
     return tmp;

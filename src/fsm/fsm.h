@@ -357,6 +357,10 @@ const char *fsm_outcome_name(enum fsm_outcome o);
 const char *fsm_state_name(enum fsm_state s);
 const char *fsm_strerror(int rv);
 
+/* NULL if the lengths are a valid identity (scope 1..128, key 1..256),
+ * else static text saying why not. Shared by the decoder and apply. */
+const char *fsm_check_ident(size_t scope_len, size_t key_len);
+
 /* Settings used when a bootstrap leaves a field at 0. */
 void fsm_settings_default(struct fsm_settings *s);
 /* NULL if @s is acceptable, else static text saying why not. */

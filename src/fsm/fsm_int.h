@@ -74,6 +74,21 @@ struct rec_attempt
 
 #define ATTEMPT_HDR_SIZE offsetof(struct rec_attempt, execution_id)
 
+/* The kept attempts of @e, oldest first: the first one, then the ring. */
+static inline size_t ext_n_attempts(const struct rec_ext *e)
+{
+    return (e->att_first != 0 ? 1u : 0u) + e->att_n_last;
+}
+
+/* Handle of kept attempt @i (0 <= i < ext_n_attempts(e)). */
+static inline uint32_t ext_attempt(const struct rec_ext *e, size_t i)
+{
+    if (i == 0) {
+        return e->att_first;
+    }
+    return e->att_last[(e->att_head + i - 1) % FSM_ATTEMPTS_LAST];
+}
+
 static inline uint64_t get48(const uint8_t b[6])
 {
     uint64_t v = 0;
@@ -205,5 +220,7 @@ uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r);
 /* Put a record into the wheel for its current expiry. */
 void fsm_wheel_place(struct fsm *f, uint32_t h);
 size_t fsm_ext_bytes(const struct rec_ext *e);
+/* NULL if @m is a valid member directory entry, else why not. */
+const char *fsm_check_member(const struct fsm_member *m);
 
 #endif /* ONCE_FSM_FSM_INT_H_ */

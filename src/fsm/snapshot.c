@@ -82,19 +82,6 @@ static inline void w_u64(struct wbuf *w, uint64_t v)
 #define SNAP_PREFETCH 16
 #define HEAD_FIXED    (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 8 + 4)
 
-static size_t ext_attempt_count(const struct rec_ext *e)
-{
-    return (e->att_first != 0 ? 1u : 0u) + e->att_n_last;
-}
-
-static uint32_t ext_attempt(const struct rec_ext *e, size_t i)
-{
-    if (i == 0) {
-        return e->att_first;
-    }
-    return e->att_last[(e->att_head + i - 1) % FSM_ATTEMPTS_LAST];
-}
-
 size_t fsm_snapshot_size(const struct fsm *f)
 {
     size_t n = HEAD_FIXED;
@@ -141,8 +128,8 @@ static void write_record(const struct fsm *f,
         w_bytes(w, e->stored, e->stored_len);
     }
     w_u32(w, e->attempts_total);
-    w_u8(w, (uint8_t)ext_attempt_count(e));
-    for (size_t i = 0; i < ext_attempt_count(e); i++) {
+    w_u8(w, (uint8_t)ext_n_attempts(e));
+    for (size_t i = 0; i < ext_n_attempts(e); i++) {
         const struct rec_attempt *a = slab_ptr(&f->slab, ext_attempt(e, i));
         w_bytes(w, a->request_id, FSM_REQUEST_ID_LEN);
         w_u64(w, a->index);
@@ -635,14 +622,16 @@ static int read_head(struct fsm *g,
         cp = r_bytes(rb, cl);
         /* No NUL inside an address, or the state would re-encode
          * differently: restore accepts only canonical bytes. */
-        if (rp == NULL || cp == NULL || rl < 1 || rl > FSM_ADDR_MAX || cl < 1 ||
+        if (rp == NULL || cp == NULL || rl > FSM_ADDR_MAX ||
             cl > FSM_ADDR_MAX || memchr(rp, 0, rl) != NULL ||
-            memchr(cp, 0, cl) != NULL || m->id == 0 ||
-            m->role < FSM_ROLE_VOTER || m->role > FSM_ROLE_SPARE) {
+            memchr(cp, 0, cl) != NULL) {
             BAD("bad member");
         }
         memcpy(m->raft_addr, rp, rl);
         memcpy(m->client_addr, cp, cl);
+        if (fsm_check_member(m) != NULL) {
+            BAD("bad member");
+        }
     }
     g->n_members = n;
     n = r_u32(rb);
