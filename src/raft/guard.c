@@ -1,0 +1,113 @@
+#include "raft/guard.h"
+
+#include <string.h>
+
+#ifdef ONCE_GUARD_SWITCHES
+static unsigned guards_off;
+
+bool guard_on(unsigned g)
+{
+    return (guards_off & g) == 0;
+}
+
+void guard_test_set_off(unsigned mask)
+{
+    guards_off = mask;
+}
+
+int guard_test_parse(const char *list, unsigned *mask)
+{
+    static const struct
+    {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"g1", GUARD_G1}, {"g2", GUARD_G2}, {"g4", GUARD_G4},
+                 {"g5", GUARD_G5}, {"g6", GUARD_G6}, {"g7", GUARD_G7}};
+    const char *p = list;
+
+    *mask = 0;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        size_t i;
+
+        for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (strlen(names[i].name) == n &&
+                strncmp(p, names[i].name, n) == 0) {
+                *mask |= names[i].bit;
+                break;
+            }
+        }
+        if (i == sizeof names / sizeof names[0] && n > 0) {
+            return -1;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+        }
+    }
+    return 0;
+}
+#else
+bool guard_on(unsigned g)
+{
+    (void)g;
+    return true;
+}
+#endif
+
+raft_term guard_term_of(const struct raft *r, raft_index index)
+{
+    const struct raft_log *l = &r->log;
+    size_t n;
+
+    if (index == 0) {
+        return 0;
+    }
+    /* 0.15's log is a ring buffer of entries [front, back) holding indexes
+     * offset+1 .. offset+n. */
+    n = l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;
+    if (index > l->offset && index <= l->offset + n) {
+        return l->entries[(l->front + (index - l->offset - 1)) % l->size].term;
+    }
+    if (index == l->snapshot.last_index) {
+        return l->snapshot.last_term;
+    }
+    return 0;
+}
+
+bool guard_g2_drop(const struct raft *r, const struct raft_message *m)
+{
+    /* 0.15 only ever commits last_stored (replicationQuorum(r,
+     * r->last_stored)); while that entry is of an older term, counting its
+     * replicas could commit it by the old-term rule Raft forbids. Dropping
+     * the results looks like a lost packet: heartbeats repeat them once the
+     * leader stored an entry of its own term (the G1 barrier). */
+    return guard_on(GUARD_G2) && m->type == RAFT_IO_APPEND_ENTRIES_RESULT &&
+           r->state == RAFT_LEADER &&
+           guard_term_of(r, r->last_stored) != r->current_term;
+}
+
+int guard_g5_check(const struct raft *r)
+{
+    if (guard_on(GUARD_G5) && r->configuration_uncommitted_index != 0) {
+        return RAFT_BUSY; /* raft skips this snapshot and retries later */
+    }
+    return 0;
+}
+
+unsigned guard_g6_trailing(const struct raft *r, unsigned base)
+{
+    raft_index need;
+
+    if (!guard_on(GUARD_G6) || r->configuration_index == 0 ||
+        r->last_applied < r->configuration_index) {
+        return base;
+    }
+    /* Raft compacts up to snapshot_index - trailing; keep the committed
+     * configuration entry (configuration_index) inside the log. */
+    need = r->last_applied - r->configuration_index + 1;
+    if (need > (raft_index)base) {
+        return need > (raft_index)~0u ? ~0u : (unsigned)need;
+    }
+    return base;
+}

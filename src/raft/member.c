@@ -1,0 +1,454 @@
+/* raft/member.c: membership operations (DESIGN §4), one at a time, on the
+ * ready leader, each step a proposal of its own in the pipeline.
+ *
+ *   add:      SetMember(spare) in the directory (refused for a retired id,
+ *             atomically at apply) -> raft_add (spare) -> raft_assign
+ *             (standby: it now gets the log, by snapshot if needed) -> wait
+ *             until it has caught up and a majority of voters is healthy
+ *             -> raft_assign(voter) (raft's own catch-up rounds) ->
+ *             SetMember(final role).
+ *   remove:   RetireMember (directory + retired ids, so the node learns it
+ *             was removed while it still gets the log) -> raft_remove. A dead
+ *             node may always be removed. Removing the leader itself
+ *             transfers leadership first and answers "not leader": the
+ *             caller repeats the removal on the new leader.
+ *   assign:   raft_assign -> SetMember(role).
+ *   transfer: raft_transfer; success iff this node is no longer leader.
+ *
+ * Losing leadership fails the operation in progress with "not leader"; the
+ * steps already committed stay (a retired id stays retired), and repeating
+ * the operation on the new leader continues from there. */
+#include <stdio.h>
+#include <string.h>
+
+#include "raft/replica.h"
+
+/* A new voter must be this close to the leader's last index (entries). */
+#define CATCH_UP_LAG 64
+
+enum {
+    STEP_DIR = 1,   /* directory command proposed, waiting */
+    STEP_ADD,       /* raft_add next */
+    STEP_STANDBY,   /* raft_assign(standby) next */
+    STEP_CATCH_UP,  /* waiting for catch-up, then raft_assign(voter) */
+    STEP_DIR_FINAL, /* SetMember(final role) next */
+    STEP_REMOVE,    /* raft_remove next */
+    STEP_ASSIGN,    /* raft_assign(role) next */
+    STEP_TRANSFER,  /* raft_transfer next */
+    STEP_WAIT,      /* a raft call is in flight */
+    STEP_DONE,
+};
+
+static void done(struct replica *rep, int status, const char *msg)
+{
+    struct replica_member_req *m = rep->member;
+
+    rep->member = NULL;
+    m->cb(m, status, msg);
+}
+
+void member_fail(struct replica *rep, int status, const char *msg)
+{
+    /* A directory command in flight answers through its own callback, and a
+     * raft call in flight through raft's. */
+    if (rep->member != NULL && !rep->member->busy) {
+        done(rep, status, msg);
+    }
+}
+
+static const struct raft_server *config_server(const struct raft *r, raft_id id)
+{
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        if (r->configuration.servers[i].id == id) {
+            return &r->configuration.servers[i];
+        }
+    }
+    return NULL;
+}
+
+static int raft_role_of(enum fsm_role role)
+{
+    switch (role) {
+        case FSM_ROLE_VOTER:
+            return RAFT_VOTER;
+        case FSM_ROLE_STANDBY:
+            return RAFT_STANDBY;
+        default:
+            return RAFT_SPARE;
+    }
+}
+
+static int translate(int rv)
+{
+    switch (rv) {
+        case 0:
+            return 0;
+        case RAFT_NOTLEADER:
+        case RAFT_LEADERSHIPLOST:
+            return REPLICA_E_NOTLEADER;
+        case RAFT_CANTCHANGE:
+            return REPLICA_E_BUSY;
+        case RAFT_DUPLICATEID:
+        case RAFT_DUPLICATEADDRESS:
+        case RAFT_BADID:
+        case RAFT_BADROLE:
+            return REPLICA_E_PRECONDITION;
+        case RAFT_NOMEM:
+            return REPLICA_E_NOMEM;
+        default:
+            return REPLICA_E_UNKNOWN;
+    }
+}
+
+/* --- directory commands through the pipeline --------------------------- */
+
+static void dir_done(struct replica_req *req,
+                     int status,
+                     const struct fsm_result *res)
+{
+    struct replica_member_req *m = req->data;
+    struct replica *rep = m->rep;
+
+    if (rep->member != m) {
+        return;
+    }
+    m->busy = false;
+    if (status != 0) {
+        done(rep, status, "directory update failed");
+        return;
+    }
+    if (res->outcome != FSM_OK) {
+        snprintf(m->msg, sizeof m->msg, "%s",
+                 res->reason != NULL ? res->reason : "refused");
+        done(rep, REPLICA_E_PRECONDITION, m->msg);
+        return;
+    }
+    switch (m->op) {
+        case REPLICA_MEMBER_ADD:
+            m->step = m->final_role == 0 ? STEP_DONE : STEP_ADD;
+            break;
+        case REPLICA_MEMBER_REMOVE:
+            m->step = STEP_REMOVE;
+            break;
+        default:
+            m->step = STEP_DONE;
+            break;
+    }
+    if (m->op == REPLICA_MEMBER_ADD && m->step == STEP_DONE) {
+        done(rep, 0, NULL);
+    } else if (m->op == REPLICA_MEMBER_ASSIGN) {
+        done(rep, 0, NULL);
+    }
+    /* Otherwise replica_poll() takes the next step. */
+}
+
+static int propose_dir(struct replica *rep,
+                       struct replica_member_req *m,
+                       bool retire,
+                       enum fsm_role role)
+{
+    struct fsm_cmd cmd;
+    int rv;
+
+    memset(&cmd, 0, sizeof cmd);
+    if (retire) {
+        cmd.type = FSM_CMD_RETIRE_MEMBER;
+        cmd.u.retire_id = m->id;
+    } else {
+        cmd.type = FSM_CMD_SET_MEMBER;
+        cmd.u.member.id = m->id;
+        snprintf(cmd.u.member.raft_addr, sizeof cmd.u.member.raft_addr, "%s",
+                 m->raft_addr);
+        snprintf(cmd.u.member.client_addr, sizeof cmd.u.member.client_addr,
+                 "%s", m->client_addr);
+        cmd.u.member.role = role;
+    }
+    m->pl.data = m;
+    m->step = STEP_DIR;
+    rv = replica_submit(rep, &m->pl, &cmd, dir_done);
+    if (rv == 0) {
+        m->busy = true;
+    }
+    return rv;
+}
+
+/* --- raft calls ----------------------------------------------------------- */
+
+static void change_cb(struct raft_change *c, int status)
+{
+    struct replica_member_req *m = c->data;
+    struct replica *rep = m->rep;
+
+    rep->cb_depth++;
+    rep->inflight = INFLIGHT_NONE;
+    if (rep->member == m) {
+        m->busy = false;
+        if (status != 0) {
+            snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(status));
+            done(rep, translate(status), m->msg);
+        } else if (m->step == STEP_DONE) {
+            done(rep, 0, NULL);
+        }
+        /* else replica_poll() takes m->step */
+    }
+    rep->cb_depth--;
+}
+
+static void transfer_cb(struct raft_transfer *t)
+{
+    struct replica_member_req *m = t->data;
+    struct replica *rep = m->rep;
+    struct raft *r = rep->raft;
+
+    rep->cb_depth++;
+    rep->inflight = INFLIGHT_NONE;
+    if (rep->member == m) {
+        if (r->state != RAFT_LEADER) {
+            /* Removing the leader: the removal itself is for the new
+             * leader, so the caller repeats it there. */
+            done(rep, m->op == REPLICA_MEMBER_REMOVE ? REPLICA_E_NOTLEADER : 0,
+                 m->op == REPLICA_MEMBER_REMOVE
+                     ? "leadership transferred; repeat the removal on the "
+                       "new leader"
+                     : NULL);
+        } else {
+            done(rep, REPLICA_E_BUSY, "leadership transfer did not happen");
+        }
+    }
+    rep->cb_depth--;
+}
+
+/* --- driving the steps --------------------------------------------------- */
+
+/* Voters other than the promotee that heard from us recently, plus us. */
+static bool majority_healthy(const struct replica *rep, raft_id except)
+{
+    const struct raft *r = rep->raft;
+    unsigned voters = 0, healthy = 0;
+
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        const struct raft_server *s = &r->configuration.servers[i];
+
+        if (s->role != RAFT_VOTER || s->id == except) {
+            continue;
+        }
+        voters++;
+        if (s->id == r->id || r->leader_state.progress[i].recent_recv) {
+            healthy++;
+        }
+    }
+    return healthy > voters / 2;
+}
+
+static bool caught_up(const struct replica *rep, raft_id id)
+{
+    const struct raft *r = rep->raft;
+
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        if (r->configuration.servers[i].id == id) {
+            return r->leader_state.progress[i].match_index + CATCH_UP_LAG >=
+                   raft_last_index((struct raft *)r);
+        }
+    }
+    return false;
+}
+
+static int call_change(struct replica *rep,
+                       struct replica_member_req *m,
+                       int raft_call,
+                       int role,
+                       int next)
+{
+    struct raft *r = rep->raft;
+    int rv;
+
+    m->change.data = m;
+    switch (raft_call) {
+        case 0:
+            rv = raft_add(r, &m->change, m->id, m->raft_addr, change_cb);
+            break;
+        case 1:
+            rv = raft_assign(r, &m->change, m->id, role, change_cb);
+            break;
+        default:
+            rv = raft_remove(r, &m->change, m->id, change_cb);
+            break;
+    }
+    if (rv != 0) {
+        snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(rv));
+        done(rep, translate(rv), m->msg);
+        return rv;
+    }
+    m->busy = true;
+    m->step = next;
+    rep->inflight = INFLIGHT_CHANGE;
+    return 0;
+}
+
+/* Called from the pipeline when nothing is in flight on a ready leader. */
+void member_poll(struct replica *rep)
+{
+    struct replica_member_req *m = rep->member;
+    struct raft *r = rep->raft;
+    raft_time now;
+    int rv;
+
+    if (m == NULL || m->busy) {
+        return;
+    }
+    switch (m->step) {
+        case STEP_ADD:
+            call_change(rep, m, 0, 0, STEP_STANDBY);
+            break;
+        case STEP_STANDBY:
+            call_change(rep, m, 1, RAFT_STANDBY, STEP_CATCH_UP);
+            m->wait_start = r->io->time(r->io);
+            break;
+        case STEP_CATCH_UP:
+            if (m->final_role != FSM_ROLE_VOTER) {
+                m->step = STEP_DIR_FINAL;
+                member_poll(rep);
+                break;
+            }
+            now = r->io->time(r->io);
+            if (caught_up(rep, m->id) && majority_healthy(rep, m->id)) {
+                call_change(rep, m, 1, RAFT_VOTER, STEP_DIR_FINAL);
+            } else if (now - m->wait_start >
+                       (raft_time)rep->config.max_catch_up_rounds *
+                           rep->config.max_catch_up_round_ms) {
+                done(rep, REPLICA_E_BUSY,
+                     "the new node did not catch up (or no healthy majority); "
+                     "it stays standby");
+            }
+            break;
+        case STEP_DIR_FINAL:
+            rv = propose_dir(rep, m, false, m->final_role);
+            if (rv != 0) {
+                done(rep, rv, "directory update failed");
+            } else {
+                m->final_role = 0; /* dir_done finishes */
+            }
+            break;
+        case STEP_REMOVE:
+            if (config_server(r, m->id) == NULL) {
+                done(rep, 0, NULL); /* retired and already gone */
+            } else {
+                call_change(rep, m, 2, 0, STEP_DONE);
+            }
+            break;
+        case STEP_ASSIGN:
+            call_change(rep, m, 1, raft_role_of(m->role), STEP_DIR_FINAL);
+            m->final_role = m->role;
+            break;
+        case STEP_TRANSFER:
+            m->transfer.data = m;
+            rv = raft_transfer(r, &m->transfer,
+                               m->op == REPLICA_MEMBER_REMOVE ? 0 : m->id,
+                               transfer_cb);
+            if (rv != 0) {
+                snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(rv));
+                done(rep, translate(rv), m->msg);
+            } else {
+                m->busy = true;
+                rep->inflight = INFLIGHT_TRANSFER;
+            }
+            break;
+        default:
+            break;
+    }
+}
+
+static bool valid_addr(const char *a)
+{
+    size_t n = strlen(a);
+    return n > 0 && n <= FSM_ADDR_MAX;
+}
+
+int replica_member(struct replica *rep,
+                   struct replica_member_req *m,
+                   replica_member_cb cb)
+{
+    struct raft *r = rep->raft;
+    const struct raft_server *s;
+    int rv = 0;
+
+    if (rep->closing) {
+        return REPLICA_E_SHUTDOWN;
+    }
+    if (!replica_ready(rep)) {
+        return REPLICA_E_NOTLEADER;
+    }
+    if (rep->member != NULL || rep->snap_cb != NULL) {
+        return REPLICA_E_BUSY;
+    }
+    m->rep = rep;
+    m->cb = cb;
+    m->busy = false;
+    m->msg[0] = '\0';
+    m->final_role = 0;
+    s = m->id != 0 ? config_server(r, m->id) : NULL;
+    switch (m->op) {
+        case REPLICA_MEMBER_ADD:
+            if (m->id == 0 || !valid_addr(m->raft_addr) ||
+                !valid_addr(m->client_addr) ||
+                (m->role != FSM_ROLE_VOTER && m->role != FSM_ROLE_STANDBY)) {
+                return REPLICA_E_INVALID;
+            }
+            if (fsm_is_retired(rep->fsm, m->id) || s != NULL) {
+                return REPLICA_E_PRECONDITION;
+            }
+            rep->member = m;
+            rv = propose_dir(rep, m, false, FSM_ROLE_SPARE);
+            m->final_role = m->role;
+            break;
+        case REPLICA_MEMBER_REMOVE:
+            if (m->id == 0) {
+                return REPLICA_E_INVALID;
+            }
+            rep->member = m;
+            if (m->id == r->id) {
+                m->step = STEP_TRANSFER; /* to any up-to-date voter */
+            } else {
+                rv = propose_dir(rep, m, true, 0);
+            }
+            break;
+        case REPLICA_MEMBER_ASSIGN:
+            if (s == NULL) {
+                return REPLICA_E_PRECONDITION;
+            }
+            if (m->role < FSM_ROLE_VOTER || m->role > FSM_ROLE_SPARE) {
+                return REPLICA_E_INVALID;
+            }
+            for (size_t i = 0; i < fsm_n_members(rep->fsm); i++) {
+                const struct fsm_member *fm = fsm_member(rep->fsm, i);
+                if (fm->id == m->id) {
+                    snprintf(m->raft_addr, sizeof m->raft_addr, "%s",
+                             fm->raft_addr);
+                    snprintf(m->client_addr, sizeof m->client_addr, "%s",
+                             fm->client_addr);
+                }
+            }
+            if (m->raft_addr[0] == '\0') {
+                snprintf(m->raft_addr, sizeof m->raft_addr, "%s", s->address);
+            }
+            if (m->client_addr[0] == '\0') {
+                snprintf(m->client_addr, sizeof m->client_addr, "%s",
+                         m->raft_addr);
+            }
+            rep->member = m;
+            m->step = STEP_ASSIGN;
+            break;
+        case REPLICA_MEMBER_TRANSFER:
+            rep->member = m;
+            m->step = STEP_TRANSFER;
+            break;
+        default:
+            return REPLICA_E_INVALID;
+    }
+    if (rv != 0) {
+        rep->member = NULL;
+        return rv;
+    }
+    replica_poll(rep);
+    return 0;
+}

@@ -1,0 +1,560 @@
+/* raft/pipeline.c: the proposal pipeline and leadership tracking.
+ *
+ * At most one proposal is in flight per leader: a batch (raft_apply of one
+ * entry), a barrier (lookups, the G1 term-start barrier, an on-demand
+ * snapshot), a configuration change or a transfer. Requests arriving
+ * meanwhile queue up and go into the next batch entry together (group
+ * commit). This also avoids 0.15's commit starvation (B3: the leader only
+ * commits last_stored, so a steady stream of appends never commits).
+ *
+ * New proposals are made only from replica_poll(), which runs after every
+ * callback into raft and after every submission, never from inside one of
+ * raft's callbacks: 0.15 fails requests from inside its state conversions,
+ * where proposing again would append to a log raft is leaving.
+ *
+ * Leadership: 0.15 has no state-change callback, so replica_poll() compares
+ * raft's state with what it saw last. On a new term as leader: anchor log
+ * time (ltime.h), propose the G1 barrier, serve nothing until it applied. On
+ * losing leadership: queued requests fail "not applied" (NOTLEADER, the
+ * caller gets the leader hint); the one in flight is failed by raft
+ * (LEADERSHIPLOST), which is "outcome unknown". */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsm/command.h"
+#include "raft/entry.h"
+#include "raft/guard.h"
+#include "raft/replica.h"
+
+/* --- queue --------------------------------------------------------------- */
+
+static void q_push(struct replica *rep, struct replica_req *req)
+{
+    req->next = NULL;
+    if (rep->q_tail != NULL) {
+        rep->q_tail->next = req;
+    } else {
+        rep->q_head = req;
+    }
+    rep->q_tail = req;
+    rep->q_n++;
+    rep->q_bytes += req->cmd_len;
+    if (req->lookup) {
+        rep->q_lookups++;
+    }
+}
+
+static struct replica_req *q_pop(struct replica *rep)
+{
+    struct replica_req *req = rep->q_head;
+
+    if (req == NULL) {
+        return NULL;
+    }
+    rep->q_head = req->next;
+    if (rep->q_head == NULL) {
+        rep->q_tail = NULL;
+    }
+    rep->q_n--;
+    rep->q_bytes -= req->cmd_len;
+    if (req->lookup) {
+        rep->q_lookups--;
+    }
+    req->next = NULL;
+    return req;
+}
+
+static void finish(struct replica_req *req,
+                   int status,
+                   const struct fsm_result *res)
+{
+    free(req->cmd);
+    req->cmd = NULL;
+    req->cmd_len = 0;
+    req->cb(req, status, res);
+}
+
+static void fail_queue(struct replica *rep, int status)
+{
+    struct replica_req *req;
+
+    while ((req = q_pop(rep)) != NULL) {
+        finish(req, status, NULL);
+    }
+}
+
+/* --- the request in flight ---------------------------------------------- */
+
+static int fl_reserve(struct replica *rep, size_t n)
+{
+    if (n > rep->fl_cap) {
+        size_t cap = rep->fl_cap == 0 ? 64 : rep->fl_cap;
+        struct replica_req **p;
+
+        while (cap < n) {
+            cap *= 2;
+        }
+        p = realloc(rep->fl_reqs, cap * sizeof *p);
+        if (p == NULL) {
+            return REPLICA_E_NOMEM;
+        }
+        rep->fl_reqs = p;
+        rep->fl_cap = cap;
+    }
+    return 0;
+}
+
+/* Fail every request of the proposal in flight that has no answer yet. */
+static void fl_fail(struct replica *rep, int status)
+{
+    size_t i, n = rep->fl_n;
+
+    rep->fl_n = 0;
+    for (i = 0; i < n; i++) {
+        if (rep->fl_reqs[i] != NULL) {
+            finish(rep->fl_reqs[i], status, NULL);
+        }
+    }
+}
+
+static void fl_clear(struct replica *rep)
+{
+    rep->inflight = INFLIGHT_NONE;
+    rep->fl_n = 0;
+    rep->fl_index = 0;
+    rep->fl_answered = 0;
+}
+
+void pipeline_emit(struct replica *rep,
+                   raft_index index,
+                   size_t i,
+                   const struct fsm_result *res)
+{
+    struct replica_req *req;
+
+    /* Results keyed by index: raft's apply result is one pointer per entry.
+     * This entry is ours only while raft still holds our request for it:
+     * on leadership loss raft fails the request (fl_clear) before any other
+     * entry can be applied at that index. */
+    if (rep->inflight != INFLIGHT_BATCH || index != rep->fl_index ||
+        i >= rep->fl_n || rep->fl_reqs[i] == NULL) {
+        return;
+    }
+    req = rep->fl_reqs[i];
+    rep->fl_reqs[i] = NULL;
+    rep->fl_answered++;
+    finish(req, 0, res);
+}
+
+static void apply_cb(struct raft_apply *areq, int status, void *result)
+{
+    struct replica *rep = areq->data;
+
+    (void)result;
+    rep->cb_depth++;
+    if (status == 0) {
+        /* Every command was answered from apply, unless the entry did not
+         * decode (it then did nothing anywhere). */
+        fl_fail(rep, REPLICA_E_INTERNAL);
+    } else {
+        /* LEADERSHIPLOST or SHUTDOWN: the entry may still commit. */
+        fl_fail(rep, REPLICA_E_UNKNOWN);
+    }
+    fl_clear(rep);
+    rep->cb_depth--;
+}
+
+static void lookups_answer(struct replica *rep)
+{
+    size_t i, n = rep->fl_n;
+
+    rep->fl_n = 0;
+    for (i = 0; i < n; i++) {
+        struct replica_req *req = rep->fl_reqs[i];
+        struct fsm_ident id = {req->scope, req->scope_len, req->key,
+                               req->key_len};
+        struct fsm_result res;
+
+        fsm_lookup(rep->fsm, &id, &res);
+        finish(req, 0, &res);
+    }
+}
+
+static void barrier_cb(struct raft_barrier *breq, int status)
+{
+    struct replica *rep = breq->data;
+    struct raft *r = rep->raft;
+
+    rep->cb_depth++;
+    switch (rep->inflight) {
+        case INFLIGHT_G1:
+            if (status == 0 && r->state == RAFT_LEADER &&
+                r->current_term == rep->term) {
+                rep->ready = true;
+                replica_logf(rep, "info",
+                             "leader ready: term-start barrier applied");
+            }
+            break;
+        case INFLIGHT_BARRIER:
+            if (status == 0) {
+                /* Everything before the barrier is applied, and this node
+                 * led a majority when it committed: a linearizable read. */
+                lookups_answer(rep);
+            } else {
+                fl_fail(rep, REPLICA_E_NOTLEADER); /* reads apply nothing */
+            }
+            break;
+        case INFLIGHT_SNAPSHOT:
+            /* The snapshot, if any, is taken after this callback returns
+             * (replicationApply), so replica_poll() judges it. */
+            if (status != 0) {
+                rep->snap_barrier_index = 0;
+            }
+            break;
+        default:
+            break;
+    }
+    fl_clear(rep);
+    rep->cb_depth--;
+}
+
+/* --- proposing ----------------------------------------------------------- */
+
+static int propose_barrier(struct replica *rep, enum replica_inflight kind)
+{
+    int rv;
+
+    rep->barrier_req.data = rep;
+    rv = raft_barrier(rep->raft, &rep->barrier_req, barrier_cb);
+    if (rv != 0) {
+        return rv;
+    }
+    rep->inflight = kind;
+    rep->fl_index = rep->barrier_req.index;
+    rep->stats.barriers++;
+    return 0;
+}
+
+/* Only lookups are queued: they ride a barrier. */
+static void propose_lookups(struct replica *rep)
+{
+    size_t n = rep->q_n, i;
+    int rv;
+
+    if (fl_reserve(rep, n) != 0) {
+        return; /* retried at the next poll */
+    }
+    rv = propose_barrier(rep, INFLIGHT_BARRIER);
+    if (rv != 0) {
+        return; /* NOTLEADER etc.: the next poll notices */
+    }
+    for (i = 0; i < n; i++) {
+        rep->fl_reqs[i] = q_pop(rep);
+    }
+    rep->fl_n = n;
+}
+
+static size_t batch_take(struct replica *rep)
+{
+    struct replica_req *req = rep->q_head;
+    size_t n = 0, bytes = 32; /* envelope: schema, time, field tags */
+
+    while (req != NULL && n < FSM_BATCH_COMMANDS_MAX) {
+        size_t add = req->cmd_len + 6; /* tag + length varint */
+
+        if (n > 0 && bytes + add > FSM_BATCH_MAX) {
+            break;
+        }
+        bytes += add;
+        n++;
+        req = req->next;
+    }
+    return n;
+}
+
+static void propose_batch(struct replica *rep)
+{
+    size_t n = batch_take(rep), i;
+    const uint8_t **cmds = NULL;
+    size_t *lens = NULL;
+    struct replica_req *req;
+    uint8_t *batch = NULL;
+    size_t batch_len = 0;
+    struct raft_buffer buf;
+    uint32_t schema;
+    uint64_t stamp;
+    int rv;
+
+    if (fl_reserve(rep, n) != 0) {
+        return;
+    }
+    cmds = malloc(n * sizeof *cmds);
+    lens = malloc(n * sizeof *lens);
+    if (cmds == NULL || lens == NULL) {
+        goto out;
+    }
+    for (i = 0, req = rep->q_head; i < n; i++, req = req->next) {
+        cmds[i] = req->cmd;
+        lens[i] = req->cmd_len;
+    }
+    /* DESIGN §1.7: max(fsm_now, clamp(wall, est - K, est + K)). */
+    stamp = ltime_stamp(&rep->ltime, fsm_now(rep->fsm),
+                        rep->clock.wall_ms(rep->clock.arg),
+                        rep->clock.mono_ms(rep->clock.arg),
+                        fsm_settings(rep->fsm)->max_skew_ms);
+    /* The schema in force; before the Bootstrap command applied there is
+     * none yet, and the Bootstrap batch sets this code's. */
+    schema = fsm_schema_version(rep->fsm);
+    if (schema == 0) {
+        schema = FSM_SCHEMA_VERSION;
+    }
+    rv = command_encode_batch(schema, stamp, cmds, lens, n, &batch, &batch_len);
+    if (rv != 0) {
+        goto out;
+    }
+    rv = entry_wrap(batch, batch_len, &buf);
+    if (rv != 0) {
+        goto out;
+    }
+    rep->apply_req.data = rep;
+    rv = raft_apply(rep->raft, &rep->apply_req, &buf, 1, apply_cb);
+    if (rv != 0) {
+        raft_free(buf.base);
+        goto out;
+    }
+    rep->inflight = INFLIGHT_BATCH;
+    rep->fl_index = rep->apply_req.index;
+    rep->fl_answered = 0;
+    for (i = 0; i < n; i++) {
+        rep->fl_reqs[i] = q_pop(rep);
+    }
+    rep->fl_n = n;
+    rep->stats.batches++;
+    rep->stats.batch_commands += n;
+out:
+    /* On failure nothing was proposed; the queue stays and the next poll
+     * retries (or fails it, if leadership is gone). */
+    free(batch);
+    free(cmds);
+    free(lens);
+}
+
+static void dispatch(struct replica *rep)
+{
+    struct raft *r = rep->raft;
+
+    /* Never propose from inside one of raft's callbacks (see the top). */
+    if (rep->cb_depth > 0 || rep->inflight != INFLIGHT_NONE || !rep->leader ||
+        r->transfer != NULL) {
+        return;
+    }
+    if (rep->g1_due) {
+        if (propose_barrier(rep, INFLIGHT_G1) == 0) {
+            rep->g1_due = false;
+            rep->stats.g1_barriers++;
+        }
+        return;
+    }
+    if (!rep->ready) {
+        return;
+    }
+    if (rep->snap_wanted) {
+        /* Lower the threshold so that applying the barrier triggers the
+         * snapshot; replica_poll() restores it. */
+        raft_set_snapshot_threshold(r, 1);
+        if (propose_barrier(rep, INFLIGHT_SNAPSHOT) == 0) {
+            rep->snap_wanted = false;
+            rep->snap_barrier_index = rep->fl_index;
+        } else {
+            raft_set_snapshot_threshold(r, rep->config.snapshot_threshold);
+        }
+        return;
+    }
+    member_poll(rep);
+    if (rep->inflight != INFLIGHT_NONE || rep->q_n == 0) {
+        return;
+    }
+    if (rep->q_lookups == rep->q_n) {
+        propose_lookups(rep);
+    } else {
+        propose_batch(rep);
+    }
+}
+
+static void snapshot_poll(struct replica *rep)
+{
+    struct raft *r = rep->raft;
+    void (*cb)(struct replica *, int);
+    int status;
+
+    if (rep->snap_cb == NULL || rep->snap_wanted ||
+        rep->inflight == INFLIGHT_SNAPSHOT) {
+        return;
+    }
+    raft_set_snapshot_threshold(r, rep->config.snapshot_threshold);
+    if (rep->snap_barrier_index == 0) {
+        status = REPLICA_E_NOTLEADER;
+    } else if (r->log.snapshot.last_index >= rep->snap_barrier_index ||
+               (r->snapshot.pending.term != 0 &&
+                r->snapshot.pending.index >= rep->snap_barrier_index)) {
+        status = 0; /* taken (stored, or being stored) */
+    } else {
+        status = REPLICA_E_BUSY; /* G5 refused it, or one was running */
+    }
+    cb = rep->snap_cb;
+    rep->snap_cb = NULL;
+    rep->snap_barrier_index = 0;
+    cb(rep, status);
+}
+
+void replica_poll(struct replica *rep)
+{
+    struct raft *r = rep->raft;
+
+    if (rep->closing || !rep->started) {
+        return;
+    }
+    if (r->state == RAFT_LEADER &&
+        (!rep->leader || rep->term != r->current_term)) {
+        rep->leader = true;
+        rep->term = r->current_term;
+        rep->ready = !guard_on(GUARD_G1);
+        rep->g1_due = guard_on(GUARD_G1);
+        ltime_anchor(&rep->ltime);
+        replica_logf(rep, "info", "became leader of term %llu",
+                     (unsigned long long)r->current_term);
+    } else if (r->state != RAFT_LEADER && rep->leader) {
+        rep->leader = false;
+        rep->ready = false;
+        rep->g1_due = false;
+        replica_logf(rep, "info", "lost leadership of term %llu",
+                     (unsigned long long)rep->term);
+        fail_queue(rep, REPLICA_E_NOTLEADER);
+        if (rep->snap_wanted) {
+            rep->snap_wanted = false;
+            rep->snap_barrier_index = 0;
+        }
+        member_fail(rep, REPLICA_E_NOTLEADER, "leadership lost");
+    }
+    snapshot_poll(rep);
+    dispatch(rep);
+}
+
+void pipeline_fail_all(struct replica *rep, int status)
+{
+    fail_queue(rep, status);
+}
+
+/* --- submitting ----------------------------------------------------------- */
+
+static int admit(struct replica *rep, size_t cmd_len)
+{
+    if (rep->closing) {
+        return REPLICA_E_SHUTDOWN;
+    }
+    if (rep->raft->state != RAFT_LEADER || !rep->leader) {
+        return REPLICA_E_NOTLEADER;
+    }
+    if (entry_size(cmd_len + 64) > ENTRY_MAX) {
+        return REPLICA_E_TOOBIG;
+    }
+    if (rep->q_n >= REPLICA_QUEUE_MAX ||
+        rep->q_bytes + cmd_len > REPLICA_QUEUE_BYTES_MAX) {
+        return REPLICA_E_BUSY;
+    }
+    return 0;
+}
+
+static int encode(const struct fsm_cmd *cmd, struct replica_req *req)
+{
+    int rv = command_encode(cmd, &req->cmd, &req->cmd_len);
+
+    if (rv == FSM_E_TOOBIG) {
+        return REPLICA_E_TOOBIG;
+    }
+    if (rv == -ENOMEM) {
+        return REPLICA_E_NOMEM;
+    }
+    return rv == 0 ? 0 : REPLICA_E_INVALID;
+}
+
+static int enqueue(struct replica *rep,
+                   struct replica_req *req,
+                   const struct fsm_cmd *cmd,
+                   const struct fsm_ident *lookup,
+                   replica_cb cb)
+{
+    int rv;
+
+    req->cmd = NULL;
+    req->cmd_len = 0;
+    req->lookup = lookup != NULL;
+    rv = admit(rep, 0);
+    if (rv == 0) {
+        rv = encode(cmd, req);
+    }
+    if (rv == 0) {
+        rv = admit(rep, req->cmd_len);
+    }
+    if (rv != 0) {
+        free(req->cmd);
+        req->cmd = NULL;
+        return rv;
+    }
+    if (lookup != NULL) {
+        /* Queued as a Lookup command (rides a batch if one goes next), and
+         * answerable from a barrier when only lookups are queued. */
+        memcpy(req->scope, lookup->scope, lookup->scope_len);
+        req->scope_len = lookup->scope_len;
+        memcpy(req->key, lookup->key, lookup->key_len);
+        req->key_len = lookup->key_len;
+    }
+    req->cb = cb;
+    q_push(rep, req);
+    dispatch(rep);
+    return 0;
+}
+
+int replica_submit(struct replica *rep,
+                   struct replica_req *req,
+                   const struct fsm_cmd *cmd,
+                   replica_cb cb)
+{
+    return enqueue(rep, req, cmd, NULL, cb);
+}
+
+int replica_lookup(struct replica *rep,
+                   struct replica_req *req,
+                   const struct fsm_ident *ident,
+                   replica_cb cb)
+{
+    struct fsm_cmd cmd;
+
+    if (fsm_check_ident(ident->scope_len, ident->key_len) != NULL) {
+        return REPLICA_E_INVALID;
+    }
+    memset(&cmd, 0, sizeof cmd);
+    cmd.type = FSM_CMD_LOOKUP;
+    cmd.u.ident = *ident;
+    return enqueue(rep, req, &cmd, ident, cb);
+}
+
+int replica_snapshot(struct replica *rep,
+                     void (*cb)(struct replica *rep, int status))
+{
+    if (rep->closing) {
+        return REPLICA_E_SHUTDOWN;
+    }
+    if (!replica_ready(rep)) {
+        return REPLICA_E_NOTLEADER;
+    }
+    if (rep->snap_cb != NULL) {
+        return REPLICA_E_BUSY;
+    }
+    rep->snap_cb = cb;
+    rep->snap_wanted = true;
+    rep->snap_before = rep->raft->log.snapshot.last_index;
+    dispatch(rep);
+    return 0;
+}

@@ -1,0 +1,233 @@
+/* raft/replica.c: composition, settings, lifecycle (see replica.h). */
+#include "raft/replica.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "raft/guard.h"
+
+const char *replica_strerror(int rv)
+{
+    switch (rv) {
+        case 0:
+            return "ok";
+        case REPLICA_E_NOTLEADER:
+            return "not the leader";
+        case REPLICA_E_BUSY:
+            return "busy";
+        case REPLICA_E_UNKNOWN:
+            return "outcome unknown";
+        case REPLICA_E_SHUTDOWN:
+            return "shutting down";
+        case REPLICA_E_TOOBIG:
+            return "too big";
+        case REPLICA_E_INVALID:
+            return "invalid";
+        case REPLICA_E_NOMEM:
+            return "out of memory";
+        case REPLICA_E_PRECONDITION:
+            return "failed precondition";
+        case REPLICA_E_INTERNAL:
+            return "entry did not decode";
+        default:
+            return "unknown error";
+    }
+}
+
+const char *replica_status_applied(int rv)
+{
+    if (rv == 0) {
+        return NULL;
+    }
+    return rv == REPLICA_E_UNKNOWN ? "unknown" : "false";
+}
+
+void replica_logf(struct replica *rep, const char *level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (rep->hooks.log != NULL) {
+        rep->hooks.log(rep->hooks.arg, level, msg);
+    } else {
+        fprintf(stderr, "level=%s id=%llx msg=\"%s\"\n", level,
+                (unsigned long long)rep->id, msg);
+    }
+}
+
+void replica_fatal(struct replica *rep,
+                   const char *what,
+                   int status,
+                   const char *msg)
+{
+    if (rep->hooks.fatal != NULL) {
+        rep->hooks.fatal(rep->hooks.arg, what, status, msg);
+        return;
+    }
+    fprintf(stderr,
+            "level=fatal id=%llx msg=\"stopping: %s failed\" status=\"%s\" "
+            "detail=\"%s\"\n",
+            (unsigned long long)rep->id, what, raft_strerror(status), msg);
+    abort();
+}
+
+static void rio_event(void *arg)
+{
+    replica_poll(arg);
+}
+
+static void rio_fatal(void *arg, const char *what, int status, const char *msg)
+{
+    replica_fatal(arg, what, status, msg);
+}
+
+static void base_init(struct replica *rep,
+                      struct fsm *fsm,
+                      const struct replica_clock *clock,
+                      const struct replica_hooks *hooks)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->fsm = fsm;
+    rep->clock = *clock;
+    if (hooks != NULL) {
+        rep->hooks = *hooks;
+    }
+    rep->config.election_ms = 1000;
+    rep->config.heartbeat_ms = 100;
+    rep->config.snapshot_threshold = 1024;
+    rep->config.snapshot_trailing = 2048;
+    rep->config.max_catch_up_rounds = 10;
+    rep->config.max_catch_up_round_ms = 5000;
+    ltime_init(&rep->ltime);
+    adapter_setup(rep);
+}
+
+int replica_init(struct replica *rep,
+                 struct raft_io *inner,
+                 struct store *store,
+                 struct fsm *fsm,
+                 raft_id id,
+                 const char *address,
+                 const struct replica_clock *clock,
+                 const struct replica_hooks *hooks,
+                 char *errmsg)
+{
+    struct rio_hooks rh;
+    int rv;
+
+    base_init(rep, fsm, clock, hooks);
+    rep->store = store;
+    rep->id = id;
+    rh.arg = rep;
+    rh.event = rio_event;
+    rh.fatal = rio_fatal;
+    rio_init(&rep->rio, inner, store, &rh);
+    rep->raft = &rep->own_raft;
+    rv = raft_init(rep->raft, &rep->rio.io, &rep->raft_fsm, id, address);
+    if (rv != 0) {
+        snprintf(errmsg, 256, "raft_init: %s", raft_errmsg(rep->raft));
+        return rv;
+    }
+    return 0;
+}
+
+void replica_prepare(struct replica *rep,
+                     struct fsm *fsm,
+                     const struct replica_clock *clock,
+                     const struct replica_hooks *hooks)
+{
+    base_init(rep, fsm, clock, hooks);
+}
+
+void replica_adopt(struct replica *rep, struct raft *r, struct store *store)
+{
+    struct rio_hooks rh;
+
+    rep->raft = r;
+    rep->id = r->id;
+    rep->store = store;
+    rh.arg = rep;
+    rh.event = rio_event;
+    rh.fatal = rio_fatal;
+    rio_adopt(&rep->rio, r, store, &rh);
+}
+
+int replica_configure(struct replica *rep,
+                      const struct replica_config *c,
+                      char *errmsg)
+{
+    struct raft *r = rep->raft;
+
+    /* raft_start asserts this, but Debian's build has no asserts. */
+    if (c->heartbeat_ms == 0 || c->heartbeat_ms >= c->election_ms) {
+        snprintf(errmsg, 256,
+                 "heartbeat timeout (%u ms) must be below the election "
+                 "timeout (%u ms)",
+                 c->heartbeat_ms, c->election_ms);
+        return REPLICA_E_INVALID;
+    }
+    if (c->snapshot_threshold == 0 || c->max_catch_up_rounds == 0 ||
+        c->max_catch_up_round_ms == 0) {
+        snprintf(errmsg, 256,
+                 "snapshot threshold and catch-up rounds must be positive");
+        return REPLICA_E_INVALID;
+    }
+    rep->config = *c;
+    raft_set_election_timeout(r, c->election_ms);
+    raft_set_heartbeat_timeout(r, c->heartbeat_ms);
+    raft_set_snapshot_threshold(r, c->snapshot_threshold);
+    raft_set_snapshot_trailing(r, c->snapshot_trailing);
+    raft_set_max_catch_up_rounds(r, c->max_catch_up_rounds);
+    raft_set_max_catch_up_round_duration(r, c->max_catch_up_round_ms);
+    raft_set_pre_vote(r, true);
+    return 0;
+}
+
+int replica_start(struct replica *rep, char *errmsg)
+{
+    struct raft *r = rep->raft;
+    int rv;
+
+    rv = raft_start(r);
+    if (rv != 0) {
+        snprintf(errmsg, 256, "raft_start: %s", raft_errmsg(r));
+        return rv;
+    }
+    /* Entries up to here were loaded, not received: applying them says
+     * nothing about their log time (ltime.h). */
+    rep->live_from = raft_last_index(r);
+    rep->started = true;
+    replica_poll(rep);
+    return 0;
+}
+
+void replica_close(struct replica *rep)
+{
+    rep->closing = true;
+    pipeline_fail_all(rep, REPLICA_E_SHUTDOWN);
+    free(rep->fl_reqs);
+    rep->fl_reqs = NULL;
+    fsm_free(rep->fsm);
+    rep->fsm = NULL;
+}
+
+bool replica_is_leader(const struct replica *rep)
+{
+    return rep->raft->state == RAFT_LEADER;
+}
+
+bool replica_ready(const struct replica *rep)
+{
+    return rep->leader && rep->ready && rep->raft->state == RAFT_LEADER &&
+           rep->raft->current_term == rep->term;
+}
+
+void replica_leader(const struct replica *rep, raft_id *id, const char **addr)
+{
+    raft_leader((struct raft *)rep->raft, id, addr);
+}

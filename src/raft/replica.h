@@ -1,0 +1,324 @@
+/* raft/replica.h: one member of a Raft group, safe to stand on.
+ *
+ * A replica composes, for one struct raft:
+ *   - the raft_io decorator with its I/O guards (rio.h);
+ *   - the FSM adapter (adapter.c): raft_fsm v2 over struct fsm; apply never
+ *     fails for a business outcome; per-command results reach the leader's
+ *     callers; snapshots with G5/G6;
+ *   - the proposal pipeline (pipeline.c): at most one proposal in flight
+ *     (raft_apply, barrier or configuration change), everything arriving
+ *     meanwhile goes into the next batch entry (<= 1 MiB, group commit, and
+ *     the workaround for 0.15's commit starvation, B3); G1 term-start
+ *     barrier and the "ready" gate; replicated time stamping (ltime.h);
+ *     leadership tracking; lookups ride the next barrier; snapshots on
+ *     demand;
+ *   - membership operations (member.c): add, remove, assign, transfer.
+ *
+ * The same code runs in a node (over raft_uv, replica_init) and in the
+ * raft_fixture tests (replica_adopt). Everything runs on the raft loop
+ * thread; nothing here is thread-safe.
+ *
+ * Outcome semantics for callers (DESIGN §5): every failure says whether the
+ * request was applied. replica_status_applied() is "false" for
+ * REPLICA_E_NOTLEADER, _BUSY, _SHUTDOWN, _TOOBIG, _INVALID, _NOMEM,
+ * _PRECONDITION and "unknown" for REPLICA_E_UNKNOWN. */
+#ifndef ONCE_RAFT_REPLICA_H_
+#define ONCE_RAFT_REPLICA_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <raft.h>
+
+#include "fsm/fsm.h"
+#include "raft/ltime.h"
+#include "raft/rio.h"
+
+enum {
+    REPLICA_E_NOTLEADER = -1301,    /* not applied: not the (ready) leader */
+    REPLICA_E_BUSY = -1302,         /* not applied: queue full, or an
+                                       operation of its kind is running */
+    REPLICA_E_UNKNOWN = -1303,      /* outcome unknown: leadership lost or
+                                       shutdown after it was proposed */
+    REPLICA_E_SHUTDOWN = -1304,     /* not applied: closing */
+    REPLICA_E_TOOBIG = -1305,       /* not applied: over the batch size */
+    REPLICA_E_INVALID = -1306,      /* not applied: does not encode */
+    REPLICA_E_NOMEM = -1307,        /* not applied */
+    REPLICA_E_PRECONDITION = -1308, /* not applied: e.g. a retired id */
+    REPLICA_E_INTERNAL = -1309,     /* committed but did nothing (an entry
+                                       that did not decode): not applied */
+};
+
+/* Largest number of requests and bytes queued for the next batches. */
+#define REPLICA_QUEUE_MAX       65536
+#define REPLICA_QUEUE_BYTES_MAX (64u << 20)
+
+const char *replica_strerror(int rv);
+/* "false", "unknown", or NULL for 0. */
+const char *replica_status_applied(int rv);
+
+/* Clocks are injected so tests can give a leader a wrong wall clock. */
+struct replica_clock
+{
+    void *arg;
+    uint64_t (*wall_ms)(void *arg); /* unix time, ms */
+    uint64_t (*mono_ms)(void *arg); /* monotonic, ms */
+};
+
+struct replica;
+
+struct replica_hooks
+{
+    void *arg;
+    /* Must not return in a node: storage failed, or an entry of a newer
+     * schema arrived (G4, DESIGN §3.3). NULL: log and abort. */
+    void (*fatal)(void *arg, const char *what, int status, const char *msg);
+    /* A log line (level: "info", "warn", "error"). NULL: stderr. */
+    void (*log)(void *arg, const char *level, const char *msg);
+    /* This replica's own id was retired (it was removed): the node writes
+     * its tombstone and stops. May be NULL. */
+    void (*retired)(void *arg);
+    /* Tests: an entry was applied (its payload, borrowed). May be NULL. */
+    void (*applied)(void *arg, raft_index index, const void *buf, size_t len);
+};
+
+struct replica_config
+{
+    unsigned election_ms;  /* default 1000 */
+    unsigned heartbeat_ms; /* default 100; must be < election_ms */
+    unsigned snapshot_threshold;
+    unsigned snapshot_trailing;
+    unsigned max_catch_up_rounds;
+    unsigned max_catch_up_round_ms;
+};
+
+/* --- pipeline requests -----------------------------------------------------
+ */
+
+struct replica_req;
+/* @status 0: @res is the command's outcome (borrowed for the call). Else a
+ * REPLICA_E_* code and @res is NULL. Called on the loop thread, never from
+ * inside replica_submit/replica_lookup. */
+typedef void (*replica_cb)(struct replica_req *req,
+                           int status,
+                           const struct fsm_result *res);
+
+struct replica_req
+{
+    void *data; /* the caller's */
+    /* private */
+    replica_cb cb;
+    struct replica_req *next;
+    uint8_t *cmd; /* encoded command (malloc'd) */
+    size_t cmd_len;
+    bool lookup;
+    uint8_t scope[FSM_SCOPE_MAX];
+    size_t scope_len;
+    uint8_t key[FSM_KEY_MAX];
+    size_t key_len;
+};
+
+/* --- membership operations ----------------------------------------------- */
+
+enum replica_member_op {
+    REPLICA_MEMBER_ADD = 1, /* spare -> standby -> catch up -> role */
+    REPLICA_MEMBER_REMOVE,  /* retire the id, remove it from the config */
+    REPLICA_MEMBER_ASSIGN,  /* change role */
+    REPLICA_MEMBER_TRANSFER /* hand leadership to id (0: any voter) */
+};
+
+struct replica_member_req;
+typedef void (*replica_member_cb)(struct replica_member_req *req,
+                                  int status,
+                                  const char *msg);
+
+struct replica_member_req
+{
+    void *data;
+    enum replica_member_op op;
+    raft_id id;
+    char raft_addr[FSM_ADDR_MAX + 1];
+    char client_addr[FSM_ADDR_MAX + 1];
+    enum fsm_role role; /* ADD: final role (VOTER or STANDBY); ASSIGN */
+    /* private */
+    struct replica *rep;
+    replica_member_cb cb;
+    int step;  /* the next step */
+    bool busy; /* a raft call or a directory command is in flight */
+    enum fsm_role final_role;
+    raft_time wait_start;
+    struct raft_change change;
+    struct raft_transfer transfer;
+    struct replica_req pl;
+    char msg[128];
+};
+
+/* --- the replica --------------------------------------------------------- */
+
+enum replica_inflight {
+    INFLIGHT_NONE = 0,
+    INFLIGHT_BATCH,    /* raft_apply of a batch */
+    INFLIGHT_BARRIER,  /* lookups riding a barrier */
+    INFLIGHT_G1,       /* the term-start barrier */
+    INFLIGHT_SNAPSHOT, /* barrier that triggers an on-demand snapshot */
+    INFLIGHT_CHANGE,   /* raft_add/assign/remove */
+    INFLIGHT_TRANSFER, /* raft_transfer */
+};
+
+struct replica_stats
+{
+    uint64_t batches;
+    uint64_t batch_commands;
+    uint64_t barriers;
+    uint64_t g1_barriers;
+    uint64_t malformed_entries;
+    uint64_t snapshots_taken;
+    uint64_t snapshots_busy; /* refused by G5 */
+    uint64_t snapshots_restored;
+};
+
+struct replica
+{
+    struct raft *raft; /* &own_raft in a node; the fixture's in tests */
+    struct raft own_raft;
+    struct raft_fsm raft_fsm;
+    struct rio rio;
+    struct store *store;
+    struct fsm *fsm;
+    raft_id id;
+    struct replica_clock clock;
+    struct replica_hooks hooks;
+    struct replica_config config;
+    struct replica_stats stats;
+    bool started;
+    bool closing;
+    bool retired;
+    unsigned cb_depth; /* inside one of our callbacks from raft */
+
+    /* adapter */
+    raft_index live_from; /* entries above this index are applied live */
+    uint64_t digest;      /* chain over every applied entry */
+
+    /* pipeline: queue for the next batch */
+    struct replica_req *q_head, *q_tail;
+    size_t q_n;
+    size_t q_bytes;
+    size_t q_lookups;
+
+    /* pipeline: the one proposal in flight */
+    enum replica_inflight inflight;
+    struct raft_apply apply_req;
+    struct raft_barrier barrier_req;
+    struct replica_req **fl_reqs; /* requests of the batch or barrier */
+    size_t fl_n;
+    size_t fl_cap;
+    raft_index fl_index;
+    size_t fl_answered;
+
+    /* leadership */
+    bool leader;
+    raft_term term;
+    bool ready; /* G1 barrier of this term applied */
+    bool g1_due;
+    struct ltime ltime;
+
+    /* snapshots on demand */
+    bool snap_wanted;
+    raft_index snap_barrier_index;
+    raft_index snap_before; /* log.snapshot.last_index when asked */
+    void (*snap_cb)(struct replica *rep, int status);
+
+    /* membership: one operation at a time */
+    struct replica_member_req *member;
+};
+
+/* Node use: set up @rep over @inner (an uninitialised-by-raft raft_io such as
+ * raft_uv's) and @store, then raft_init its own struct raft with @id and
+ * @address. @fsm is owned by the replica afterwards (freed by
+ * replica_close). Returns 0 or a RAFT_* code with @errmsg set (256 bytes). */
+int replica_init(struct replica *rep,
+                 struct raft_io *inner,
+                 struct store *store,
+                 struct fsm *fsm,
+                 raft_id id,
+                 const char *address,
+                 const struct replica_clock *clock,
+                 const struct replica_hooks *hooks,
+                 char *errmsg);
+
+/* Fixture use: the fsm adapter to hand to raft_fixture_grow(); then
+ * replica_adopt() once the fixture has raft_init'ed server @r. */
+void replica_prepare(struct replica *rep,
+                     struct fsm *fsm,
+                     const struct replica_clock *clock,
+                     const struct replica_hooks *hooks);
+void replica_adopt(struct replica *rep, struct raft *r, struct store *store);
+
+/* Apply @config (timeouts, snapshots) and the fixed settings (pre-vote on).
+ * Returns 0 or REPLICA_E_INVALID with @errmsg set (heartbeat >= election). */
+int replica_configure(struct replica *rep,
+                      const struct replica_config *config,
+                      char *errmsg);
+
+/* raft_start, then note what was loaded (entries up to here are replayed,
+ * not live: ltime.h). Returns raft's code with @errmsg set. */
+int replica_start(struct replica *rep, char *errmsg);
+
+/* After raft_close's callback: free what the replica owns. */
+void replica_close(struct replica *rep);
+
+/* Called after every callback into raft (rio's event hook). Exposed for
+ * drivers that call raft directly. */
+void replica_poll(struct replica *rep);
+
+/* Propose @cmd (borrowed) in the next batch. Returns 0 (then @cb reports
+ * the outcome) or a REPLICA_E_* error, not applied (no callback). */
+int replica_submit(struct replica *rep,
+                   struct replica_req *req,
+                   const struct fsm_cmd *cmd,
+                   replica_cb cb);
+
+/* Linearizable read of (scope, key): rides the next barrier (or the next
+ * batch, as a Lookup command). Same return convention. */
+int replica_lookup(struct replica *rep,
+                   struct replica_req *req,
+                   const struct fsm_ident *ident,
+                   replica_cb cb);
+
+/* Take a snapshot now (0.15 has no call for it): lower the threshold to 1,
+ * propose a barrier, restore the threshold. @cb gets 0, REPLICA_E_BUSY (G5
+ * refused it: a configuration change is uncommitted), or another error. */
+int replica_snapshot(struct replica *rep,
+                     void (*cb)(struct replica *rep, int status));
+
+/* Start a membership operation (leader only, after G1, one at a time).
+ * Returns 0 (then @cb reports) or an error (no callback). */
+int replica_member(struct replica *rep,
+                   struct replica_member_req *req,
+                   replica_member_cb cb);
+
+/* Observers. */
+bool replica_is_leader(const struct replica *rep);
+bool replica_ready(const struct replica *rep); /* leader and G1 applied */
+/* The current leader's id and raft address if known (0/NULL if not). */
+void replica_leader(const struct replica *rep, raft_id *id, const char **addr);
+
+/* --- internal, shared by adapter.c, pipeline.c, member.c ------------------ */
+void replica_logf(struct replica *rep, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void replica_fatal(struct replica *rep,
+                   const char *what,
+                   int status,
+                   const char *msg);
+void adapter_setup(struct replica *rep);
+/* The adapter reports each command's outcome of entry @index. */
+void pipeline_emit(struct replica *rep,
+                   raft_index index,
+                   size_t i,
+                   const struct fsm_result *res);
+void pipeline_fail_all(struct replica *rep, int status);
+void member_poll(struct replica *rep);
+void member_fail(struct replica *rep, int status, const char *msg);
+
+#endif /* ONCE_RAFT_REPLICA_H_ */

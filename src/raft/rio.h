@@ -1,0 +1,101 @@
+/* raft/rio.h: our struct raft_io, a decorator over libraft 0.15's own.
+ *
+ * raft never talks to disk or network directly (DESIGN §4): it gets this
+ * raft_io, which passes init, start, send, time, random, async_work and close
+ * to an inner raft_io (raft_uv in a node, the raft_fixture's io in tests) and
+ * every storage call to a pluggable store (store/store.h). On those paths it
+ * hosts the guards of raft/guard.h that belong to I/O:
+ *
+ *   G2  drop AppendEntries results at a leader whose last stored entry is of
+ *       an older term (recv path);
+ *   G4  fail-stop: any storage error calls hooks.fatal, which in a node logs
+ *       and aborts (raft's in-process recovery from I/O errors is unsafe in
+ *       0.15, B4). A test hook may return; the failed request then never
+ *       completes, as on a hung disk;
+ *   G7  clamp a follower's synchronous AppendEntries success reply to the
+ *       entries that request carried (send path while inside recv, B13);
+ *   no-vote: while set, the node neither grants votes nor campaigns (it
+ *       drops RequestVote and TimeoutNow in both directions), for a store
+ *       that cut a torn tail which may have held an acknowledged entry.
+ *
+ * After every callback into raft (tick, recv, append, snapshot) it calls
+ * hooks.event: 0.15 has no state-change callback, so the pipeline tracks
+ * leadership there.
+ *
+ * Lifecycle, two ways:
+ *  - node: rio_init(), then raft_init(r, &rio->io, ...) calls rio's init,
+ *    which inits the inner io; raft_close() closes the store, then the inner
+ *    io, then calls raft's close callback.
+ *  - fixture: raft_fixture_grow() already raft_init'ed the server on its own
+ *    io; rio_adopt() puts the decorator between that raft and that io.
+ *
+ * Everything runs on the raft loop thread. */
+#ifndef ONCE_RAFT_RIO_H_
+#define ONCE_RAFT_RIO_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <raft.h>
+
+#include "store/store.h"
+
+struct rio_hooks
+{
+    void *arg;
+    /* After each callback into raft: leadership tracking, G1. May be NULL. */
+    void (*event)(void *arg);
+    /* G4: storage failed (@what names the call, @status is raft's code).
+     * Must not return in a node (log + abort). May be NULL: then abort. */
+    void (*fatal)(void *arg, const char *what, int status, const char *msg);
+};
+
+struct rio_stats
+{
+    uint64_t g2_dropped;
+    uint64_t g7_clamped;
+    uint64_t novote_dropped;
+    uint64_t storage_errors;
+};
+
+struct rio
+{
+    struct raft_io io;     /* what raft sees; io.impl points here */
+    struct raft_io *inner; /* network, timers, threadpool (borrowed) */
+    struct store *store;   /* storage (borrowed) */
+    struct rio_hooks hooks;
+    struct rio_stats stats;
+
+    raft_io_tick_cb tick_cb;
+    raft_io_recv_cb recv_cb;
+    raft_io_close_cb close_cb;
+    bool closing;
+
+    /* G7: set while raft processes an AppendEntries request. */
+    bool in_append;
+    raft_index append_last; /* prev_log_index + n_entries of that request */
+
+    /* no-vote state: until raft's last_stored reaches novote_until. */
+    bool novote;
+    raft_index novote_until;
+};
+
+/* Set up @rio over @inner (not yet initialised) and @store. raft_init() on
+ * &rio->io initialises @inner. Both are borrowed and must outlive raft. */
+void rio_init(struct rio *rio,
+              struct raft_io *inner,
+              struct store *store,
+              const struct rio_hooks *hooks);
+
+/* Put @rio between @r and the io @r was raft_init'ed with (the fixture's);
+ * call before raft_start. @store usually wraps that same io. */
+void rio_adopt(struct rio *rio,
+               struct raft *r,
+               struct store *store,
+               const struct rio_hooks *hooks);
+
+/* Neither vote nor campaign until the log has stored @index again. */
+void rio_set_novote(struct rio *rio, raft_index index);
+bool rio_novote(const struct rio *rio);
+
+#endif /* ONCE_RAFT_RIO_H_ */

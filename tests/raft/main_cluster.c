@@ -1,0 +1,17 @@
+/* unit-cluster: the guarded Raft layer on raft_fixture clusters. Each test
+ * is forked by Check (0.15 fixture misuse corrupts memory silently, B14). */
+#include <check.h>
+#include <stdlib.h>
+
+Suite *cluster_suite(void);
+
+int main(void)
+{
+    SRunner *sr = srunner_create(cluster_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
