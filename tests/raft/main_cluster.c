@@ -4,12 +4,14 @@
 #include <stdlib.h>
 
 Suite *cluster_suite(void);
+Suite *scenarios_suite(void);
 
 int main(void)
 {
     SRunner *sr = srunner_create(cluster_suite());
     int failed;
 
+    srunner_add_suite(sr, scenarios_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
