@@ -22,7 +22,7 @@ int guard_test_parse(const char *list, unsigned *mask)
         const char *name;
         unsigned bit;
     } names[] = {{"g1", GUARD_G1}, {"g2", GUARD_G2}, {"g4", GUARD_G4},
-                 {"g5", GUARD_G5}, {"g6", GUARD_G6}, {"g7", GUARD_G7}};
+                 {"g5", GUARD_G5}, {"g6", GUARD_G6}, {"g7", GUARD_G7}, {"g8", GUARD_G8}};
     const char *p = list;
 
     *mask = 0;
@@ -110,4 +110,14 @@ unsigned guard_g6_trailing(const struct raft *r, unsigned base)
         return need > (raft_index)~0u ? ~0u : (unsigned)need;
     }
     return base;
+}
+
+bool guard_b6_stale(const struct raft *r, raft_index index)
+{
+    /* A configuration entry raft knows to be uncommitted is rolled back by
+     * raft itself (with G6 keeping the previous one in the log); committed
+     * entries are never truncated. So a truncation at or below
+     * configuration_index with nothing uncommitted is only B6. */
+    return guard_on(GUARD_G8) && r->configuration_uncommitted_index == 0 &&
+           r->configuration_index != 0 && index <= r->configuration_index;
 }

@@ -19,7 +19,11 @@
  *      membership rollback finds it (B5 NULL dereference). adapter.c.
  *   G7 clamp a follower's synchronous AppendEntries success reply to the
  *      entries it checked (B13 false match). rio.c.
- *   B6 needs no guard: see the argument in docs/raft.md.
+ *   G8 (for B6: after a restart 0.15 takes the log's last configuration
+ *      entry as committed and never rolls it back): a truncation that
+ *      removes that entry is a fail-stop; the restart rebuilds the
+ *      configuration from the log. rio.c; docs/raft.md has why the window
+ *      before that truncation is safe.
  *   G3 (RequestVote advertises unpersisted entries, B7) is not built: no
  *      test shows it helps, and the issue asks for one first.
  *
@@ -43,6 +47,7 @@ enum guard_id {
     GUARD_G5 = 1u << 5,
     GUARD_G6 = 1u << 6,
     GUARD_G7 = 1u << 7,
+    GUARD_G8 = 1u << 8,
 };
 
 /* Is guard @g on? Always true in production builds. */
@@ -64,6 +69,10 @@ bool guard_g2_drop(const struct raft *r, const struct raft_message *m);
 
 /* G5: RAFT_BUSY if a snapshot must not be taken now, else 0. */
 int guard_g5_check(const struct raft *r);
+
+/* G8: does truncating the log from @index leave raft with a configuration
+ * (taken as committed at start, B6) whose entry is gone? */
+bool guard_b6_stale(const struct raft *r, raft_index index);
 
 /* G6: the snapshot trailing to use so that the last committed configuration
  * entry stays in the log (never below @base). */

@@ -307,8 +307,25 @@ static int rio_io_set_vote(struct raft_io *io, raft_id server_id)
 static int rio_io_truncate(struct raft_io *io, raft_index index)
 {
     struct rio *rio = rio_of(io);
-    return sync_result(rio, "truncate",
-                       rio->store->ops->truncate(rio->store, index));
+    struct raft *r = raft_of(rio);
+    int rv;
+
+    rv = sync_result(rio, "truncate",
+                     rio->store->ops->truncate(rio->store, index));
+    if (rv == 0 && guard_b6_stale(r, index)) {
+        /* B6: after a restart 0.15 takes the last configuration entry of
+         * the log as committed. This truncation removes it, and 0.15 rolls
+         * back only an entry it knows to be uncommitted, so its in-memory
+         * configuration is now one the log no longer has. Stop: the restart
+         * rebuilds the configuration from the log as it is now. */
+        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
+                 "truncation at %llu removed the configuration entry %llu "
+                 "raft took as committed after a restart (B6)",
+                 (unsigned long long)index,
+                 (unsigned long long)r->configuration_index);
+        fatal(rio, "truncate", RAFT_INVALID);
+    }
+    return rv;
 }
 
 /* Asynchronous storage calls go to the store with a request of ours, so the
