@@ -5,6 +5,7 @@
 
 Suite *cluster_suite(void);
 Suite *scenarios_suite(void);
+Suite *guards_suite(void);
 
 int main(void)
 {
@@ -12,6 +13,7 @@ int main(void)
     int failed;
 
     srunner_add_suite(sr, scenarios_suite());
+    srunner_add_suite(sr, guards_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -1,0 +1,221 @@
+/* tests/raft/test_guards.c: the guards' decisions on synthetic raft state,
+ * and the decorator's no-vote state and payload check on a cluster. */
+#include <check.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "raft/entry.h"
+#include "raft/guard.h"
+
+static struct cluster C;
+
+/* A struct raft with a log of @n entries after @offset, terms from @terms. */
+static void fake_log(struct raft *r,
+                     struct raft_entry *entries,
+                     size_t n,
+                     raft_index offset,
+                     const raft_term *terms)
+{
+    memset(r, 0, sizeof *r);
+    for (size_t i = 0; i < n; i++) {
+        memset(&entries[i], 0, sizeof entries[i]);
+        entries[i].term = terms[i];
+    }
+    r->log.entries = entries;
+    r->log.size = n + 1;
+    r->log.front = 0;
+    r->log.back = n;
+    r->log.offset = offset;
+    r->log.snapshot.last_index = offset;
+    r->log.snapshot.last_term = offset > 0 ? 1 : 0;
+}
+
+START_TEST(term_of_ring_and_snapshot)
+{
+    struct raft r;
+    struct raft_entry e[4];
+    const raft_term t[4] = {2, 2, 3, 5};
+
+    fake_log(&r, e, 4, 10, t);
+    ck_assert_uint_eq(guard_term_of(&r, 0), 0);
+    ck_assert_uint_eq(guard_term_of(&r, 10), 1); /* the snapshot's last */
+    ck_assert_uint_eq(guard_term_of(&r, 11), 2);
+    ck_assert_uint_eq(guard_term_of(&r, 13), 3);
+    ck_assert_uint_eq(guard_term_of(&r, 14), 5);
+    ck_assert_uint_eq(guard_term_of(&r, 15), 0);
+    ck_assert_uint_eq(guard_term_of(&r, 9), 0);
+    /* Wrapped ring: entries start at slot 3 of 4. */
+    r.log.size = 4;
+    r.log.front = 3;
+    r.log.back = 2;
+    ck_assert_uint_eq(guard_term_of(&r, 11), 5); /* slot 3 */
+    ck_assert_uint_eq(guard_term_of(&r, 12), 2); /* slot 0 */
+    ck_assert_uint_eq(guard_term_of(&r, 13), 2); /* slot 1 */
+    ck_assert_uint_eq(guard_term_of(&r, 14), 0);
+}
+END_TEST
+
+START_TEST(g2_drops_only_old_term_results_at_a_leader)
+{
+    struct raft r;
+    struct raft_entry e[3];
+    const raft_term t[3] = {2, 2, 4};
+    struct raft_message m;
+
+    fake_log(&r, e, 3, 0, t);
+    memset(&m, 0, sizeof m);
+    m.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+    r.state = RAFT_LEADER;
+    r.current_term = 4;
+    r.last_stored = 2; /* entry of term 2 */
+    ck_assert(guard_g2_drop(&r, &m));
+    r.last_stored = 3; /* own term stored */
+    ck_assert(!guard_g2_drop(&r, &m));
+    r.last_stored = 2;
+    r.state = RAFT_FOLLOWER;
+    ck_assert(!guard_g2_drop(&r, &m));
+    r.state = RAFT_LEADER;
+    m.type = RAFT_IO_REQUEST_VOTE;
+    ck_assert(!guard_g2_drop(&r, &m));
+    guard_test_set_off(GUARD_G2);
+    m.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+    ck_assert(!guard_g2_drop(&r, &m));
+    guard_test_set_off(0);
+}
+END_TEST
+
+START_TEST(g5_g6_g8_decisions)
+{
+    struct raft r;
+
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(guard_g5_check(&r), 0);
+    r.configuration_uncommitted_index = 7;
+    ck_assert_int_eq(guard_g5_check(&r), RAFT_BUSY);
+
+    /* G6: keep entries down to the committed configuration's. */
+    r.configuration_index = 100;
+    r.last_applied = 1000;
+    ck_assert_uint_eq(guard_g6_trailing(&r, 128), 901);
+    r.last_applied = 150;
+    ck_assert_uint_eq(guard_g6_trailing(&r, 128), 128);
+    guard_test_set_off(GUARD_G6);
+    r.last_applied = 1000;
+    ck_assert_uint_eq(guard_g6_trailing(&r, 128), 128);
+    guard_test_set_off(0);
+
+    /* G8: truncating the configuration taken as committed at start. */
+    r.configuration_uncommitted_index = 0;
+    r.configuration_index = 42;
+    ck_assert(guard_b6_stale(&r, 42));
+    ck_assert(guard_b6_stale(&r, 40));
+    ck_assert(!guard_b6_stale(&r, 43));
+    r.configuration_uncommitted_index = 42; /* raft rolls that back */
+    ck_assert(!guard_b6_stale(&r, 42));
+}
+END_TEST
+
+START_TEST(switch_list_parses)
+{
+    unsigned mask;
+
+    ck_assert_int_eq(guard_test_parse("g1,g2", &mask), 0);
+    ck_assert_uint_eq(mask, GUARD_G1 | GUARD_G2);
+    ck_assert_int_eq(guard_test_parse("", &mask), 0);
+    ck_assert_uint_eq(mask, 0);
+    ck_assert_int_eq(guard_test_parse("g7,g6,g8,g4,g5", &mask), 0);
+    ck_assert_uint_eq(mask,
+                      GUARD_G4 | GUARD_G5 | GUARD_G6 | GUARD_G7 | GUARD_G8);
+    ck_assert_int_eq(guard_test_parse("g3", &mask), -1);
+    ck_assert_int_eq(guard_test_parse("g1,bogus", &mask), -1);
+}
+END_TEST
+
+static bool leader_cond(struct cluster *c, void *arg)
+{
+    (void)arg;
+    return cl_leader(c) >= 0;
+}
+
+/* Two of three servers in no-vote state: nobody can be elected (neither of
+ * them campaigns or votes, the third gets no votes). Lifting it on one
+ * (its log reaches the cut index) lets the cluster elect again. */
+START_TEST(novote_neither_votes_nor_campaigns)
+{
+    int l;
+    unsigned a, b;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    a = (unsigned)(l + 1) % 3;
+    b = (unsigned)(l + 2) % 3;
+    rio_set_novote(&C.s[a].rep.rio, 1000000);
+    rio_set_novote(&C.s[b].rep.rio, 1000000);
+    /* Isolate the leader: it steps down (check-quorum); a and b do not
+     * campaign. */
+    cl_disconnect_all(&C, (unsigned)l);
+    ck_assert(cl_wait_no_leader(&C, 10000));
+    cl_reconnect_all(&C, (unsigned)l);
+    /* l campaigns, a and b drop its RequestVotes. */
+    ck_assert(!cl_step_until(&C, leader_cond, NULL, 15000));
+    ck_assert(rio_novote(&C.s[a].rep.rio));
+    ck_assert_uint_gt(C.s[a].rep.rio.stats.novote_dropped, 0);
+    ck_assert_uint_gt(C.s[b].rep.rio.stats.novote_dropped, 0);
+    /* b's log has passed the cut index: it votes and campaigns again. */
+    rio_set_novote(&C.s[b].rep.rio, 1);
+    ck_assert(cl_step_until(&C, leader_cond, NULL, 15000));
+    ck_assert(cl_leader(&C) != (int)a);
+    ck_assert(!rio_novote(&C.s[b].rep.rio));
+    ck_assert_msg(!C.violation, "%s", C.violation_msg);
+    cl_close(&C);
+}
+END_TEST
+
+static void raw_cb(struct raft_apply *req, int status, void *result)
+{
+    (void)req;
+    (void)status;
+    (void)result;
+}
+
+/* B8: a payload whose length is not a multiple of 8 never reaches the
+ * store; the decorator fails stop (here: the harness counts it). */
+START_TEST(unpadded_payload_is_refused)
+{
+    static struct raft_apply req;
+    struct raft_buffer buf;
+    int l, rv;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    buf.len = 12;
+    buf.base = raft_malloc(12);
+    memset(buf.base, 0, 12);
+    rv = raft_apply(cl_raft(&C, (unsigned)l), &req, &buf, 1, raw_cb);
+    ck_assert_int_ne(rv, 0);
+    raft_free(buf.base); /* refused: still ours */
+    ck_assert_uint_eq(C.s[l].fatal_hits, 1);
+    ck_assert_str_eq(C.s[l].fatal_what, "append");
+    cl_close(&C);
+}
+END_TEST
+
+Suite *guards_suite(void);
+Suite *guards_suite(void)
+{
+    Suite *s = suite_create("guards");
+    TCase *tc = tcase_create("decisions");
+    TCase *tn = tcase_create("decorator");
+
+    tcase_add_test(tc, term_of_ring_and_snapshot);
+    tcase_add_test(tc, g2_drops_only_old_term_results_at_a_leader);
+    tcase_add_test(tc, g5_g6_g8_decisions);
+    tcase_add_test(tc, switch_list_parses);
+    suite_add_tcase(s, tc);
+    tcase_set_timeout(tn, 120);
+    tcase_add_test(tn, novote_neither_votes_nor_campaigns);
+    tcase_add_test(tn, unpadded_payload_is_refused);
+    suite_add_tcase(s, tn);
+    return s;
+}
