@@ -47,6 +47,20 @@ static void done(struct replica *rep, int status, const char *msg)
     m->cb(m, status, msg);
 }
 
+static void internal_cb(struct replica_member_req *m,
+                        int status,
+                        const char *msg)
+{
+    struct replica *rep = m->rep;
+
+    if (status != 0) {
+        replica_logf(rep, "warn", "%s of %016llx failed: %s (%s)",
+                     m->op == REPLICA_MEMBER_REMOVE ? "removal" : "refresh",
+                     (unsigned long long)m->id, replica_strerror(status),
+                     msg != NULL ? msg : "");
+    }
+}
+
 void member_fail(struct replica *rep, int status, const char *msg)
 {
     /* A directory command in flight answers through its own callback, and a
@@ -128,7 +142,12 @@ static void dir_done(struct replica_req *req,
             m->step = m->final_role == 0 ? STEP_DONE : STEP_ADD;
             break;
         case REPLICA_MEMBER_REMOVE:
+            /* Give the node a chance to apply its retirement (it learns the
+             * commit with the next heartbeats) before raft stops sending to
+             * it: then it writes its tombstone instead of lingering. */
             m->step = STEP_REMOVE;
+            m->wait_start = rep->raft->io->time(rep->raft->io);
+            m->retire_wait = true;
             break;
         default:
             m->step = STEP_DONE;
@@ -240,6 +259,18 @@ static bool majority_healthy(const struct replica *rep, raft_id except)
     return healthy > voters / 2;
 }
 
+static bool reachable(const struct replica *rep, raft_id id)
+{
+    const struct raft *r = rep->raft;
+
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        if (r->configuration.servers[i].id == id) {
+            return r->leader_state.progress[i].recent_recv;
+        }
+    }
+    return false;
+}
+
 static bool caught_up(const struct replica *rep, raft_id id)
 {
     const struct raft *r = rep->raft;
@@ -285,20 +316,83 @@ static int call_change(struct replica *rep,
     return 0;
 }
 
+/* The leader's own work when no operation runs:
+ *  - a configuration member whose id is retired is what an interrupted
+ *    removal leaves (RetireMember committed, raft_remove not): remove it;
+ *  - G6 keeps the committed configuration entry in the log; when it falls
+ *    far behind, add and remove a spare that is never contacted, so the
+ *    committed configuration is recent again and the log can be compacted. */
+static void start_internal(struct replica *rep)
+{
+    struct raft *r = rep->raft;
+    struct replica_member_req *m = &rep->internal;
+    raft_index limit;
+
+    if (config_server(r, REPLICA_REFRESH_ID) != NULL) {
+        memset(m, 0, sizeof *m);
+        m->id = REPLICA_REFRESH_ID;
+        m->op = REPLICA_MEMBER_REMOVE;
+        m->step = STEP_REMOVE;
+        goto start;
+    }
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        raft_id id = r->configuration.servers[i].id;
+
+        if (id != r->id && fsm_is_retired(rep->fsm, id)) {
+            memset(m, 0, sizeof *m);
+            m->id = id;
+            m->op = REPLICA_MEMBER_REMOVE;
+            m->step = STEP_REMOVE;
+            m->retire_wait = true;
+            m->wait_start = r->io->time(r->io);
+            rep->reconcile_removals++;
+            replica_logf(rep, "info",
+                         "finishing the removal of retired %016llx",
+                         (unsigned long long)id);
+            goto start;
+        }
+    }
+    limit = (raft_index)rep->config.snapshot_threshold * 4 +
+            rep->config.snapshot_trailing;
+    if (r->configuration_uncommitted_index == 0 &&
+        r->last_applied > r->configuration_index + limit) {
+        memset(m, 0, sizeof *m);
+        m->id = REPLICA_REFRESH_ID;
+        snprintf(m->raft_addr, sizeof m->raft_addr, "%s", REPLICA_REFRESH_ADDR);
+        m->op = REPLICA_MEMBER_ADD;
+        m->step = STEP_ADD;
+        m->final_role = FSM_ROLE_SPARE;
+        rep->config_refreshes++;
+        goto start;
+    }
+    return;
+start:
+    m->rep = rep;
+    m->cb = internal_cb;
+    rep->member = m;
+}
+
 /* Called from the pipeline when nothing is in flight on a ready leader. */
 void member_poll(struct replica *rep)
 {
-    struct replica_member_req *m = rep->member;
+    struct replica_member_req *m;
     struct raft *r = rep->raft;
     raft_time now;
     int rv;
 
+    if (rep->member == NULL) {
+        start_internal(rep);
+    }
+    m = rep->member;
     if (m == NULL || m->busy) {
         return;
     }
     switch (m->step) {
         case STEP_ADD:
-            call_change(rep, m, 0, 0, STEP_STANDBY);
+            /* The refresh spare goes straight back out. */
+            call_change(
+                rep, m, 0, 0,
+                m->id == REPLICA_REFRESH_ID ? STEP_REMOVE : STEP_STANDBY);
             break;
         case STEP_STANDBY:
             call_change(rep, m, 1, RAFT_STANDBY, STEP_CATCH_UP);
@@ -330,6 +424,12 @@ void member_poll(struct replica *rep)
             }
             break;
         case STEP_REMOVE:
+            if (m->retire_wait && config_server(r, m->id) != NULL &&
+                reachable(rep, m->id) &&
+                r->io->time(r->io) - m->wait_start <
+                    3 * (raft_time)rep->config.heartbeat_ms) {
+                break; /* polled again at the next tick */
+            }
             if (config_server(r, m->id) == NULL) {
                 done(rep, 0, NULL); /* retired and already gone */
             } else {

@@ -146,6 +146,7 @@ struct replica_member_req
     replica_member_cb cb;
     int step;  /* the next step */
     bool busy; /* a raft call or a directory command is in flight */
+    bool retire_wait;
     enum fsm_role final_role;
     raft_time wait_start;
     struct raft_change change;
@@ -231,7 +232,17 @@ struct replica
 
     /* membership: one operation at a time */
     struct replica_member_req *member;
+    /* the leader's own operations: finishing an interrupted removal, and
+     * refreshing the configuration entry so G6 does not pin the log */
+    struct replica_member_req internal;
+    uint64_t reconcile_removals;
+    uint64_t config_refreshes;
 };
+
+/* Never a node's id (identity.c does not make it): the spare that a
+ * configuration refresh adds and removes again. */
+#define REPLICA_REFRESH_ID   UINT64_MAX
+#define REPLICA_REFRESH_ADDR "127.255.255.254:1"
 
 /* Node use: set up @rep over @inner (an uninitialised-by-raft raft_io such as
  * raft_uv's) and @store, then raft_init its own struct raft with @id and

@@ -201,6 +201,90 @@ START_TEST(unpadded_payload_is_refused)
 }
 END_TEST
 
+static bool op_done_cond(struct cluster *c, void *arg)
+{
+    (void)c;
+    return ((struct cl_op *)arg)->done;
+}
+
+/* G6 pins the committed configuration entry in the log; the leader
+ * refreshes the configuration (a spare added and removed) so the log stays
+ * compactable. With threshold 8 and trailing 4 the limit is 36 entries. */
+START_TEST(g6_refresh_keeps_the_log_compactable)
+{
+    struct cl_op op;
+    struct raft *r;
+    char key[32];
+    int l;
+
+    cl_set_snapshot(&C, 8, 4);
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    r = cl_raft(&C, (unsigned)l);
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        ck_assert_int_eq(cl_claim(&C, (unsigned)l, &op, key, (uint64_t)i + 1),
+                         0);
+        ck_assert(cl_step_until(&C, op_done_cond, &op, 5000));
+        ck_assert_int_eq(op.outcome, FSM_ACCEPTED);
+    }
+    cl_step_ms(&C, 1000);
+    ck_assert_uint_gt(C.s[l].rep.config_refreshes, 0);
+    /* The committed configuration is recent, the log was compacted, and the
+     * spare is gone again. */
+    ck_assert_uint_le(r->last_applied - r->configuration_index, 36 + 8);
+    ck_assert_uint_gt(r->log.snapshot.last_index, 100);
+    ck_assert_uint_eq(r->configuration.n, 3);
+    ck_assert(cl_same_applied(&C));
+    cl_close(&C);
+}
+END_TEST
+
+static void retire_cb(struct replica_req *req,
+                      int status,
+                      const struct fsm_result *res)
+{
+    struct cl_op *op = req->data;
+    op->done = true;
+    op->status = status;
+    op->outcome = res != NULL ? res->outcome : 0;
+}
+
+static bool in_config_cond(struct cluster *c, void *arg)
+{
+    struct raft *r = arg;
+    (void)c;
+    return r->configuration.n == 2;
+}
+
+/* An interrupted removal (the id retired, raft_remove never ran) is
+ * finished by the ready leader. */
+START_TEST(retired_member_is_removed_by_the_leader)
+{
+    struct fsm_cmd cmd;
+    struct cl_op op;
+    unsigned f;
+    int l;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    f = (unsigned)(l + 1) % 3;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.type = FSM_CMD_RETIRE_MEMBER;
+    cmd.u.retire_id = f + 1;
+    memset(&op, 0, sizeof op);
+    op.req.data = &op;
+    ck_assert_int_eq(replica_submit(&C.s[l].rep, &op.req, &cmd, retire_cb), 0);
+    ck_assert(cl_step_until(&C, op_done_cond, &op, 5000));
+    ck_assert_int_eq(op.outcome, FSM_OK);
+    ck_assert(
+        cl_step_until(&C, in_config_cond, cl_raft(&C, (unsigned)l), 10000));
+    ck_assert_uint_eq(C.s[l].rep.reconcile_removals, 1);
+    ck_assert(C.s[f].retired_hook);
+    cl_close(&C);
+}
+END_TEST
+
 Suite *guards_suite(void);
 Suite *guards_suite(void)
 {
@@ -216,6 +300,8 @@ Suite *guards_suite(void)
     tcase_set_timeout(tn, 120);
     tcase_add_test(tn, novote_neither_votes_nor_campaigns);
     tcase_add_test(tn, unpadded_payload_is_refused);
+    tcase_add_test(tn, g6_refresh_keeps_the_log_compactable);
+    tcase_add_test(tn, retired_member_is_removed_by_the_leader);
     suite_add_tcase(s, tn);
     return s;
 }
