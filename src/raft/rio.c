@@ -252,8 +252,12 @@ static int rio_io_load(struct raft_io *io,
                                start_index, entries, n_entries);
     if (rv != 0) {
         copy_errmsg(rio, rio->store->errmsg);
+        return rv;
     }
-    return rv;
+    if (rio->store->cut_index != 0) {
+        rio_set_novote(rio, rio->store->cut_index);
+    }
+    return 0;
 }
 
 static int rio_io_bootstrap(struct raft_io *io,

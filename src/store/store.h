@@ -63,6 +63,10 @@ struct store
     const char *name; /* backend name for logs and status: "uv", ... */
     void *impl;
     void *owner; /* the decorator using it (set by rio) */
+    /* Set by load when it cut a torn tail at this index: the cut record may
+     * have been acknowledged, so the decorator keeps the node from voting
+     * or campaigning until its log has passed this index again. 0: none. */
+    raft_index cut_index;
     /* Why the last failing call failed; the decorator copies it into the
      * raft_io's errmsg, where raft reads it. */
     char errmsg[RAFT_ERRMSG_BUF_SIZE];
