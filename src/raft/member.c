@@ -65,8 +65,14 @@ void member_fail(struct replica *rep, int status, const char *msg)
 {
     /* A directory command in flight answers through its own callback, and a
      * raft call in flight through raft's. */
-    if (rep->member != NULL && !rep->member->busy) {
-        done(rep, status, msg);
+    struct replica_member_req *m = rep->member;
+
+    if (m != NULL && !m->busy) {
+        /* Between steps: earlier steps committed, so the operation as a
+         * whole is unknown unless it had not started at all. Repeating it on
+         * the new leader continues from what committed. */
+        bool started = m->step != STEP_TRANSFER && m->step != STEP_ASSIGN;
+        done(rep, started ? REPLICA_E_UNKNOWN : status, msg);
     }
 }
 
@@ -98,8 +104,9 @@ static int translate(int rv)
         case 0:
             return 0;
         case RAFT_NOTLEADER:
-        case RAFT_LEADERSHIPLOST:
             return REPLICA_E_NOTLEADER;
+        case RAFT_LEADERSHIPLOST:
+            return REPLICA_E_UNKNOWN; /* the change may still commit */
         case RAFT_CANTCHANGE:
             return REPLICA_E_BUSY;
         case RAFT_DUPLICATEID:
