@@ -27,15 +27,16 @@
 #define CATCH_UP_LAG 64
 
 enum {
-    STEP_DIR = 1,   /* directory command proposed, waiting */
-    STEP_ADD,       /* raft_add next */
-    STEP_STANDBY,   /* raft_assign(standby) next */
-    STEP_CATCH_UP,  /* waiting for catch-up, then raft_assign(voter) */
-    STEP_DIR_FINAL, /* SetMember(final role) next */
-    STEP_REMOVE,    /* raft_remove next */
-    STEP_ASSIGN,    /* raft_assign(role) next */
-    STEP_TRANSFER,  /* raft_transfer next */
-    STEP_WAIT,      /* a raft call is in flight */
+    STEP_DIR = 1,        /* directory command proposed, waiting */
+    STEP_ADD,            /* raft_add next */
+    STEP_STANDBY,        /* raft_assign(standby) next */
+    STEP_CATCH_UP,       /* waiting for catch-up, then raft_assign(voter) */
+    STEP_DIR_FINAL,      /* SetMember(final role) next */
+    STEP_RETIRE_BARRIER, /* barrier after RetireMember, then STEP_REMOVE */
+    STEP_REMOVE,         /* raft_remove next (once the node has the barrier) */
+    STEP_ASSIGN,         /* raft_assign(role) next */
+    STEP_TRANSFER,       /* raft_transfer next */
+    STEP_WAIT,           /* a raft call is in flight */
     STEP_DONE,
 };
 
@@ -149,12 +150,10 @@ static void dir_done(struct replica_req *req,
             m->step = m->final_role == 0 ? STEP_DONE : STEP_ADD;
             break;
         case REPLICA_MEMBER_REMOVE:
-            /* Give the node a chance to apply its retirement (it learns the
-             * commit with the next heartbeats) before raft stops sending to
-             * it: then it writes its tombstone instead of lingering. */
-            m->step = STEP_REMOVE;
-            m->wait_start = rep->raft->io->time(rep->raft->io);
-            m->retire_wait = true;
+            /* Let the node apply its own retirement before raft stops
+             * sending to it, so it writes its tombstone instead of
+             * lingering: see STEP_RETIRE_BARRIER. */
+            m->step = STEP_RETIRE_BARRIER;
             break;
         default:
             m->step = STEP_DONE;
@@ -278,6 +277,36 @@ static bool reachable(const struct replica *rep, raft_id id)
     return false;
 }
 
+static raft_index match_of(const struct replica *rep, raft_id id)
+{
+    const struct raft *r = rep->raft;
+
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        if (r->configuration.servers[i].id == id) {
+            return r->leader_state.progress[i].match_index;
+        }
+    }
+    return 0;
+}
+
+static void member_barrier_cb(struct raft_barrier *b, int status)
+{
+    struct replica_member_req *m = b->data;
+    struct replica *rep = m->rep;
+
+    rep->cb_depth++;
+    rep->inflight = INFLIGHT_NONE;
+    if (rep->member == m) {
+        m->busy = false;
+        m->wait_start = rep->raft->io->time(rep->raft->io);
+        if (status != 0) {
+            snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(status));
+            done(rep, translate(status), m->msg);
+        }
+    }
+    rep->cb_depth--;
+}
+
 static bool caught_up(const struct replica *rep, raft_id id)
 {
     const struct raft *r = rep->raft;
@@ -349,9 +378,7 @@ static void start_internal(struct replica *rep)
             memset(m, 0, sizeof *m);
             m->id = id;
             m->op = REPLICA_MEMBER_REMOVE;
-            m->step = STEP_REMOVE;
-            m->retire_wait = true;
-            m->wait_start = r->io->time(r->io);
+            m->step = STEP_RETIRE_BARRIER;
             rep->reconcile_removals++;
             replica_logf(rep, "info",
                          "finishing the removal of retired %016llx",
@@ -430,11 +457,35 @@ void member_poll(struct replica *rep)
                 m->final_role = 0; /* dir_done finishes */
             }
             break;
+        case STEP_RETIRE_BARRIER:
+            /* The barrier is appended after RetireMember committed, so any
+             * AppendEntries that carries it also carries a commit index
+             * covering the retirement: once the node stored the barrier it
+             * applies its retirement. */
+            if (config_server(r, m->id) == NULL) {
+                done(rep, 0, NULL);
+                break;
+            }
+            m->barrier.data = m;
+            rv = raft_barrier(r, &m->barrier, member_barrier_cb);
+            if (rv != 0) {
+                snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(rv));
+                done(rep, translate(rv), m->msg);
+                break;
+            }
+            m->busy = true;
+            m->retire_wait = true;
+            m->wait_index = m->barrier.index;
+            m->step = STEP_REMOVE;
+            rep->inflight = INFLIGHT_CHANGE;
+            break;
         case STEP_REMOVE:
+            /* Wait (bounded; not for a dead or unreachable node, which may
+             * always be removed) until the node stored the barrier. */
             if (m->retire_wait && config_server(r, m->id) != NULL &&
-                reachable(rep, m->id) &&
+                reachable(rep, m->id) && match_of(rep, m->id) < m->wait_index &&
                 r->io->time(r->io) - m->wait_start <
-                    3 * (raft_time)rep->config.heartbeat_ms) {
+                    (raft_time)rep->config.election_ms) {
                 break; /* polled again at the next tick */
             }
             if (config_server(r, m->id) == NULL) {

@@ -151,6 +151,8 @@ struct replica_member_req
     raft_time wait_start;
     struct raft_change change;
     struct raft_transfer transfer;
+    struct raft_barrier barrier;
+    raft_index wait_index;
     struct replica_req pl;
     char msg[128];
 };
