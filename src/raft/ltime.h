@@ -17,7 +17,15 @@
  * Only batches applied live count (the raft adapter does not report entries
  * replayed from the local log at start, whose apply time says nothing about
  * their log time); with no such batch (a full-cluster restart) the wall
- * clock is all there is. Pure: callers pass the clocks in; not thread-safe.
+ * clock is all there is.
+ *
+ * Bounds, as measured by tests/raft/test_scenarios.c: one leader with a wrong
+ * clock keeps log time within K plus one commit latency of real time (est
+ * counts from when the base batch was applied, not when it was stamped).
+ * Successive leaders whose clocks are all wrong in the same direction can
+ * each move it up to K further; a leader with a right clock stops the drift
+ * (log time waits, or catches up by up to K per term). Pure: callers pass
+ * the clocks in; not thread-safe.
  */
 #ifndef ONCE_RAFT_LTIME_H_
 #define ONCE_RAFT_LTIME_H_
