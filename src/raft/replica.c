@@ -193,9 +193,25 @@ int replica_start(struct replica *rep, char *errmsg)
     struct raft *r = rep->raft;
     int rv;
 
+    /* 0.15's raft_start neither clears raft_errmsg (a failed
+     * raft_bootstrap's "metadata contains term 1" stayed there) nor copies
+     * io->start's message into it (raft address in use gave "raft_start: "):
+     * start from empty messages, fall back to the io's, name the code. */
+    r->errmsg[0] = '\0';
+    r->io->errmsg[0] = '\0';
+    if (rep->rio.inner != NULL) {
+        rep->rio.inner->errmsg[0] = '\0'; /* rio copies it on failure */
+    }
     rv = raft_start(r);
     if (rv != 0) {
-        snprintf(errmsg, 256, "raft_start: %s", raft_errmsg(r));
+        const char *msg = raft_errmsg(r);
+        if (msg == NULL || msg[0] == '\0') {
+            msg = r->io->errmsg;
+        }
+        if (snprintf(errmsg, 256, "raft_start: %s (%s)", msg,
+                     raft_strerror(rv)) >= 256) {
+            memcpy(errmsg + 252, "...", 4); /* mark the truncation */
+        }
         return rv;
     }
     /* Entries up to here were loaded, not received: applying them says

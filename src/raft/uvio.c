@@ -97,12 +97,20 @@ static int t_connect(struct raft_uv_transport *t,
     return rv;
 }
 
+static void tcp_closed_cb(struct raft_uv_transport *tcp)
+{
+    struct uvio *u = tcp->data;
+
+    /* raft_uv's callback finds itself through the transport it knows. */
+    u->close_cb(&u->transport);
+}
+
 static void t_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
 {
     struct uvio *u = uvio_of(t);
 
-    /* raft_uv_tcp calls back with its own pointer; raft_uv ignores it. */
-    u->tcp.close(&u->tcp, cb);
+    u->close_cb = cb;
+    u->tcp.close(&u->tcp, tcp_closed_cb);
 }
 
 int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg)

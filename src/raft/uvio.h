@@ -26,6 +26,7 @@ struct uvio
     struct raft_uv_transport transport; /* what raft_uv sees */
     struct raft_uv_transport tcp;       /* raft_uv_tcp underneath */
     raft_uv_accept_cb accept_cb;
+    raft_uv_transport_close_cb close_cb;
     struct raft_io io; /* raft_uv */
     struct store store;
 };

@@ -4,6 +4,7 @@
 
 Suite *entry_suite(void);
 Suite *ltime_suite(void);
+Suite *identity_suite(void);
 
 int main(void)
 {
@@ -11,6 +12,7 @@ int main(void)
     int failed;
 
     srunner_add_suite(sr, ltime_suite());
+    srunner_add_suite(sr, identity_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
