@@ -158,8 +158,8 @@ static void server_adopt(struct cluster *c,
     };
     char errmsg[256];
 
-    store_io_init(&s->store, r->io);
-    replica_adopt(&s->rep, r, &s->store);
+    fixture_store_init(&s->store, r->io);
+    replica_adopt(&s->rep, r, &s->store.store);
     ck_assert_int_eq(replica_configure(&s->rep, &cfg, errmsg), 0);
 }
 

@@ -3,7 +3,8 @@
  * state machine. In-process and deterministic: time is the fixture's.
  *
  * Each server i (0-based, raft id i + 1, address "i+1") is a struct replica
- * adopted onto the fixture's server, with a store_io over the fixture's io.
+ * adopted onto the fixture's server, with a fixture_store over the fixture's
+ * io (fixture_store.h: it orders truncations behind appends in flight).
  * Its wall clock is fixture time + CL_WALL0 + wall_offset_ms (settable, to
  * give a leader a wrong clock); its monotonic clock is fixture time.
  *
@@ -24,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fixture_store.h"
 #include "fsm/fsm.h"
 #include "raft/replica.h"
 #include "store/store.h"
@@ -36,7 +38,7 @@
 struct cl_server
 {
     struct replica rep;
-    struct store store;
+    struct fixture_store store;
     int64_t wall_offset_ms;
     bool used;
     bool started;

@@ -265,199 +265,6 @@ static void randomize_server(unsigned i)
     raft_fixture_set_randomized_election_timeout(&C.f, i, et);
 }
 
-/* --- ordered disk for the fixture ------------------------------------------
- * 0.15's fixture io truncates at once, even below appends still "on disk"
- * in flight (raft 0.15 truncates conflicting entries without waiting for
- * last_stored), and then memcpy's index - 1 entries out of the shorter array
- * it holds (heap overflow) and lets the pending append land after the
- * truncation. The real stores queue a truncation behind the writes in
- * flight (research/raft-0.15.md §3: "Truncate(i): queued behind in-flight
- * writes"); this shim gives the fixture's io the same order: while appends
- * are in flight a truncation, and everything after it, waits. */
-
-#define SHIM_MAX 8192
-
-struct shim_op
-{
-    bool used;
-    bool truncate; /* else an append */
-    unsigned server;
-    raft_index index;
-    struct raft_io_append req; /* ours, given to the fixture's io */
-    struct raft_io_append *orig;
-    raft_io_append_cb cb;
-    const struct raft_entry *entries;
-    unsigned n;
-    struct shim_op *next; /* queue */
-};
-
-static struct shim_op shim_ops[SHIM_MAX];
-static struct
-{
-    struct raft_io *io;
-    int (*append)(struct raft_io *io,
-                  struct raft_io_append *req,
-                  const struct raft_entry entries[],
-                  unsigned n,
-                  raft_io_append_cb cb);
-    int (*truncate)(struct raft_io *io, raft_index index);
-    unsigned inflight;
-    struct shim_op *head, *tail;
-} shim[CL_MAX];
-static unsigned n_shim;
-
-static struct shim_op *shim_alloc(void)
-{
-    for (unsigned k = 0; k < SHIM_MAX; k++) {
-        if (!shim_ops[k].used) {
-            memset(&shim_ops[k], 0, sizeof shim_ops[k]);
-            shim_ops[k].used = true;
-            return &shim_ops[k];
-        }
-    }
-    return NULL;
-}
-
-static unsigned shim_server(struct raft_io *io)
-{
-    for (unsigned i = 0; i < n_shim; i++) {
-        if (shim[i].io == io) {
-            return i;
-        }
-    }
-    abort();
-}
-
-static void shim_drain(unsigned i);
-
-static void shim_append_cb(struct raft_io_append *req, int status)
-{
-    struct shim_op *op =
-        (struct shim_op *)((char *)req - offsetof(struct shim_op, req));
-    struct raft_io_append *orig = op->orig;
-    raft_io_append_cb cb = op->cb;
-    unsigned i = op->server;
-
-    op->used = false;
-    shim[i].inflight--;
-    cb(orig, status);
-    shim_drain(i);
-}
-
-static int shim_issue(struct shim_op *op)
-{
-    unsigned i = op->server;
-    int rv;
-
-    op->req.data = op;
-    shim[i].inflight++;
-    rv = shim[i].append(shim[i].io, &op->req, op->entries, op->n,
-                        shim_append_cb);
-    if (rv != 0) {
-        shim[i].inflight--;
-        op->used = false;
-    }
-    return rv;
-}
-
-static void shim_drain(unsigned i)
-{
-    struct shim_op *op;
-
-    while ((op = shim[i].head) != NULL) {
-        if (op->truncate && shim[i].inflight > 0) {
-            break;
-        }
-        shim[i].head = op->next;
-        if (shim[i].head == NULL) {
-            shim[i].tail = NULL;
-        }
-        if (op->truncate) {
-            shim[i].truncate(shim[i].io, op->index);
-            op->used = false;
-        } else {
-            struct raft_io_append *orig = op->orig;
-            raft_io_append_cb cb = op->cb;
-            int rv = shim_issue(op);
-            if (rv != 0) {
-                cb(orig, rv);
-            }
-        }
-    }
-}
-
-static void shim_push(unsigned i, struct shim_op *op)
-{
-    op->next = NULL;
-    if (shim[i].tail != NULL) {
-        shim[i].tail->next = op;
-    } else {
-        shim[i].head = op;
-    }
-    shim[i].tail = op;
-}
-
-static int shim_append(struct raft_io *io,
-                       struct raft_io_append *req,
-                       const struct raft_entry entries[],
-                       unsigned n,
-                       raft_io_append_cb cb)
-{
-    unsigned i = shim_server(io);
-    struct shim_op *op = shim_alloc();
-
-    if (op == NULL) {
-        abort(); /* SHIM_MAX too small */
-    }
-    op->server = i;
-    op->orig = req;
-    op->cb = cb;
-    op->entries = entries;
-    op->n = n;
-    if (shim[i].head != NULL) {
-        shim_push(i, op);
-        return 0;
-    }
-    return shim_issue(op);
-}
-
-static int shim_truncate(struct raft_io *io, raft_index index)
-{
-    unsigned i = shim_server(io);
-    struct shim_op *op;
-
-    if (shim[i].inflight == 0 && shim[i].head == NULL) {
-        return shim[i].truncate(io, index);
-    }
-    op = shim_alloc();
-    if (op == NULL) {
-        abort();
-    }
-    op->truncate = true;
-    op->server = i;
-    op->index = index;
-    shim_push(i, op);
-    st->deferred_truncations++;
-    return 0;
-}
-
-/* Install the shim on server i's fixture io: call it when nothing of that
- * server is in flight (right after cl_grow, or once everything is stored). */
-static void shim_install(unsigned i)
-{
-    struct raft_io *io = C.s[i].store.impl;
-
-    while (n_shim <= i) {
-        memset(&shim[n_shim], 0, sizeof shim[n_shim]);
-        n_shim++;
-    }
-    shim[i].io = io;
-    shim[i].append = io->append;
-    shim[i].truncate = io->truncate;
-    io->append = shim_append;
-    io->truncate = shim_truncate;
-}
-
 /* --- stepping and the per-step checks ------------------------------------ */
 
 static bool failed;
@@ -879,7 +686,6 @@ static bool member_event(void)
         m->role = FSM_ROLE_VOTER;
     } else if (pick == 0 && n_grown < 2 && C.n < CL_MAX) {
         unsigned i = cl_grow(&C);
-        shim_install(i);
         randomize_server(i);
         n_grown++;
         m->op = REPLICA_MEMBER_ADD;
@@ -1268,12 +1074,7 @@ static int run_schedule(uint64_t seed, unsigned steps_ms)
     voters = chance(50) ? 3 : 5;
     C.quiet = !verbose;
     cl_init(&C, voters, voters);
-    n_shim = 0;
-    memset(shim_ops, 0, sizeof shim_ops);
     step_until(all_stored, NULL, 5000);
-    for (unsigned i = 0; i < C.n; i++) {
-        shim_install(i);
-    }
     for (unsigned i = 0; i < C.n; i++) {
         randomize_server(i);
     }
@@ -1342,6 +1143,9 @@ static int run_schedule(uint64_t seed, unsigned steps_ms)
         for (size_t k = 0; k < n_ops; k++) {
             print_op("history", &ops[k]);
         }
+    }
+    for (unsigned i = 0; i < C.n; i++) {
+        st->deferred_truncations += C.s[i].store.deferred_truncations;
     }
     cl_close(&C);
     free(ops);

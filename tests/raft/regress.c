@@ -290,8 +290,8 @@ static int f8_setup(void)
         }
         C.n = i + 1;
         r = raft_fixture_get(&C.f, i);
-        store_io_init(&s->store, r->io);
-        replica_adopt(&s->rep, r, &s->store);
+        fixture_store_init(&s->store, r->io);
+        replica_adopt(&s->rep, r, &s->store.store);
         if (replica_configure(&s->rep, &cfg, errmsg) != 0) {
             return -1;
         }

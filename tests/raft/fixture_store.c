@@ -1,0 +1,243 @@
+/* tests/raft/fixture_store.c: see fixture_store.h. */
+#include "fixture_store.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fstore_op
+{
+    bool truncate; /* else an append */
+    raft_index index;
+    struct raft_io_append req; /* ours, given to the fixture's io */
+    struct raft_io_append *orig;
+    raft_io_append_cb cb;
+    const struct raft_entry *entries;
+    unsigned n;
+    struct fixture_store *fs;
+    struct fstore_op *next;
+};
+
+static struct fixture_store *fs_of(struct store *s)
+{
+    return s->impl;
+}
+
+static int pass(struct fixture_store *fs, int rv)
+{
+    if (rv != 0) {
+        memcpy(fs->store.errmsg, fs->io->errmsg, sizeof fs->store.errmsg);
+    }
+    return rv;
+}
+
+static void drain(struct fixture_store *fs);
+
+static void append_cb(struct raft_io_append *req, int status)
+{
+    struct fstore_op *op = req->data;
+    struct fixture_store *fs = op->fs;
+    struct raft_io_append *orig = op->orig;
+    raft_io_append_cb cb = op->cb;
+
+    free(op);
+    fs->inflight--;
+    cb(orig, status);
+    drain(fs);
+}
+
+static int issue(struct fstore_op *op)
+{
+    struct fixture_store *fs = op->fs;
+    int rv;
+
+    op->req.data = op;
+    fs->inflight++;
+    rv = fs->io->append(fs->io, &op->req, op->entries, op->n, append_cb);
+    if (rv != 0) {
+        fs->inflight--;
+        pass(fs, rv);
+    }
+    return rv;
+}
+
+static void drain(struct fixture_store *fs)
+{
+    struct fstore_op *op;
+
+    while ((op = fs->head) != NULL) {
+        if (op->truncate && fs->inflight > 0) {
+            return;
+        }
+        fs->head = op->next;
+        if (fs->head == NULL) {
+            fs->tail = NULL;
+        }
+        if (op->truncate) {
+            (void)fs->io->truncate(fs->io, op->index);
+            free(op);
+        } else {
+            struct raft_io_append *orig = op->orig;
+            raft_io_append_cb cb = op->cb;
+
+            if (issue(op) != 0) {
+                free(op);
+                cb(orig, RAFT_IOERR);
+            }
+        }
+    }
+}
+
+static void push(struct fixture_store *fs, struct fstore_op *op)
+{
+    op->next = NULL;
+    if (fs->tail != NULL) {
+        fs->tail->next = op;
+    } else {
+        fs->head = op;
+    }
+    fs->tail = op;
+}
+
+static int fs_append(struct store *s,
+                     struct raft_io_append *req,
+                     const struct raft_entry entries[],
+                     unsigned n,
+                     raft_io_append_cb cb)
+{
+    struct fixture_store *fs = fs_of(s);
+    struct fstore_op *op = calloc(1, sizeof *op);
+    int rv;
+
+    if (op == NULL) {
+        return RAFT_NOMEM;
+    }
+    op->fs = fs;
+    op->orig = req;
+    op->cb = cb;
+    op->entries = entries;
+    op->n = n;
+    if (fs->head != NULL) {
+        push(fs, op); /* behind a waiting truncation */
+        return 0;
+    }
+    rv = issue(op);
+    if (rv != 0) {
+        free(op);
+    }
+    return rv;
+}
+
+static int fs_truncate(struct store *s, raft_index index)
+{
+    struct fixture_store *fs = fs_of(s);
+    struct fstore_op *op;
+
+    if (fs->inflight == 0 && fs->head == NULL) {
+        return pass(fs, fs->io->truncate(fs->io, index));
+    }
+    op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        return RAFT_NOMEM;
+    }
+    op->fs = fs;
+    op->truncate = true;
+    op->index = index;
+    push(fs, op);
+    fs->deferred_truncations++;
+    return 0;
+}
+
+static int fs_load(struct store *s,
+                   raft_term *term,
+                   raft_id *voted_for,
+                   struct raft_snapshot **snapshot,
+                   raft_index *start_index,
+                   struct raft_entry *entries[],
+                   size_t *n_entries)
+{
+    struct fixture_store *fs = fs_of(s);
+    return pass(fs, fs->io->load(fs->io, term, voted_for, snapshot, start_index,
+                                 entries, n_entries));
+}
+
+static int fs_bootstrap(struct store *s, const struct raft_configuration *c)
+{
+    struct fixture_store *fs = fs_of(s);
+    return pass(fs, fs->io->bootstrap(fs->io, c));
+}
+
+static int fs_recover(struct store *s, const struct raft_configuration *c)
+{
+    struct fixture_store *fs = fs_of(s);
+    return pass(fs, fs->io->recover(fs->io, c));
+}
+
+static int fs_set_term(struct store *s, raft_term term)
+{
+    struct fixture_store *fs = fs_of(s);
+    return pass(fs, fs->io->set_term(fs->io, term));
+}
+
+static int fs_set_vote(struct store *s, raft_id id)
+{
+    struct fixture_store *fs = fs_of(s);
+    return pass(fs, fs->io->set_vote(fs->io, id));
+}
+
+static int fs_snapshot_put(struct store *s,
+                           unsigned trailing,
+                           struct raft_io_snapshot_put *req,
+                           const struct raft_snapshot *snapshot,
+                           raft_io_snapshot_put_cb cb)
+{
+    struct fixture_store *fs = fs_of(s);
+    return pass(fs, fs->io->snapshot_put(fs->io, trailing, req, snapshot, cb));
+}
+
+static int fs_snapshot_get(struct store *s,
+                           struct raft_io_snapshot_get *req,
+                           raft_io_snapshot_get_cb cb)
+{
+    struct fixture_store *fs = fs_of(s);
+    return pass(fs, fs->io->snapshot_get(fs->io, req, cb));
+}
+
+/* The fixture completes what is in flight itself (raft_fixture_close). */
+static void fs_close(struct store *s, store_close_cb cb)
+{
+    struct fixture_store *fs = fs_of(s);
+    struct fstore_op *op;
+
+    while ((op = fs->head) != NULL) {
+        fs->head = op->next;
+        if (!op->truncate) {
+            op->cb(op->orig, RAFT_CANCELED);
+        }
+        free(op);
+    }
+    fs->tail = NULL;
+    cb(s);
+}
+
+static const struct store_ops fixture_store_ops = {
+    .load = fs_load,
+    .bootstrap = fs_bootstrap,
+    .recover = fs_recover,
+    .set_term = fs_set_term,
+    .set_vote = fs_set_vote,
+    .append = fs_append,
+    .truncate = fs_truncate,
+    .snapshot_put = fs_snapshot_put,
+    .snapshot_get = fs_snapshot_get,
+    .close = fs_close,
+};
+
+void fixture_store_init(struct fixture_store *fs, struct raft_io *io)
+{
+    memset(fs, 0, sizeof *fs);
+    fs->io = io;
+    fs->store.ops = &fixture_store_ops;
+    fs->store.name = "fixture";
+    fs->store.impl = fs;
+}

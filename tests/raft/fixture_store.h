@@ -1,0 +1,32 @@
+/* tests/raft/fixture_store.h: the store the cluster harness gives each
+ * replica over a raft_fixture server's io.
+ *
+ * It forwards everything to the fixture's io, but orders a truncation
+ * behind the appends still in flight, as real stores do (raft_uv queues it
+ * behind a barrier; research/raft-0.15.md §4.2). raft 0.15 truncates
+ * conflicting entries on a follower while earlier appends are still being
+ * written, and 0.15's fixture io truncates at once: it then copies entries
+ * out of a shorter array (a heap overflow found by tests/raft/random.c) and
+ * lets the pending append land after the truncation. While appends are in
+ * flight, a truncation and everything submitted after it wait. */
+#ifndef ONCE_TESTS_RAFT_FIXTURE_STORE_H_
+#define ONCE_TESTS_RAFT_FIXTURE_STORE_H_
+
+#include <stdint.h>
+
+#include "store/store.h"
+
+struct fstore_op;
+
+struct fixture_store
+{
+    struct store store;
+    struct raft_io *io;            /* the fixture server's io (borrowed) */
+    unsigned inflight;             /* appends issued to the io, not completed */
+    struct fstore_op *head, *tail; /* waiting behind a truncation */
+    uint64_t deferred_truncations;
+};
+
+void fixture_store_init(struct fixture_store *fs, struct raft_io *io);
+
+#endif /* ONCE_TESTS_RAFT_FIXTURE_STORE_H_ */
