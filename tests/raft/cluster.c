@@ -37,9 +37,9 @@ static void hook_fatal(void *arg, const char *what, int status, const char *msg)
 {
     struct cl_server *s = arg;
     (void)status;
-    (void)msg;
     s->fatal_hits++;
     snprintf(s->fatal_what, sizeof s->fatal_what, "%s", what);
+    snprintf(s->fatal_msg, sizeof s->fatal_msg, "%s", msg);
 }
 
 static void hook_log(void *arg, const char *level, const char *msg)

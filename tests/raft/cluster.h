@@ -44,6 +44,7 @@ struct cl_server
     bool started;
     unsigned fatal_hits;
     char fatal_what[32];
+    char fatal_msg[256];
     bool retired_hook;
     /* crc of the entry applied at each index, 0 = none seen */
     uint32_t *applied;

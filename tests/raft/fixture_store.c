@@ -74,7 +74,7 @@ static void drain(struct fixture_store *fs)
             fs->tail = NULL;
         }
         if (op->truncate) {
-            (void)fs->io->truncate(fs->io, op->index);
+            (void)fs->io->truncate(fs->io, op->index - fs->offset);
             free(op);
         } else {
             struct raft_io_append *orig = op->orig;
@@ -134,7 +134,7 @@ static int fs_truncate(struct store *s, raft_index index)
     struct fstore_op *op;
 
     if (fs->inflight == 0 && fs->head == NULL) {
-        return pass(fs, fs->io->truncate(fs->io, index));
+        return pass(fs, fs->io->truncate(fs->io, index - fs->offset));
     }
     op = calloc(1, sizeof *op);
     if (op == NULL) {
@@ -185,6 +185,37 @@ static int fs_set_vote(struct store *s, raft_id id)
     return pass(fs, fs->io->set_vote(fs->io, id));
 }
 
+struct fstore_put
+{
+    struct raft_io_snapshot_put req; /* ours, given to the fixture's io */
+    struct raft_io_snapshot_put *orig;
+    raft_io_snapshot_put_cb cb;
+    struct fixture_store *fs;
+    raft_index index;
+    raft_index conf_index;
+    bool install; /* trailing 0 */
+};
+
+static void put_cb(struct raft_io_snapshot_put *req, int status)
+{
+    struct fstore_put *p = req->data;
+    struct fixture_store *fs = p->fs;
+    struct raft_io_snapshot_put *orig = p->orig;
+    raft_io_snapshot_put_cb cb = p->cb;
+
+    if (status == 0) {
+        fs->snap_index = p->index;
+        fs->snap_conf_index = p->conf_index;
+        if (p->install) {
+            /* The fixture emptied its entry array: it now starts after
+             * the installed snapshot. */
+            fs->offset = p->index;
+        }
+    }
+    free(p);
+    cb(orig, status);
+}
+
 static int fs_snapshot_put(struct store *s,
                            unsigned trailing,
                            struct raft_io_snapshot_put *req,
@@ -192,7 +223,51 @@ static int fs_snapshot_put(struct store *s,
                            raft_io_snapshot_put_cb cb)
 {
     struct fixture_store *fs = fs_of(s);
-    return pass(fs, fs->io->snapshot_put(fs->io, trailing, req, snapshot, cb));
+    struct fstore_put *p = calloc(1, sizeof *p);
+    int rv;
+
+    if (p == NULL) {
+        return RAFT_NOMEM;
+    }
+    p->orig = req;
+    p->cb = cb;
+    p->fs = fs;
+    p->index = snapshot->index;
+    p->conf_index = snapshot->configuration_index;
+    p->install = trailing == 0;
+    p->req.data = p;
+    rv = fs->io->snapshot_put(fs->io, trailing, &p->req, snapshot, put_cb);
+    if (rv != 0) {
+        free(p);
+    }
+    return pass(fs, rv);
+}
+
+struct fstore_get
+{
+    struct raft_io_snapshot_get req;
+    struct raft_io_snapshot_get *orig;
+    raft_io_snapshot_get_cb cb;
+    struct fixture_store *fs;
+};
+
+static void get_cb(struct raft_io_snapshot_get *req,
+                   struct raft_snapshot *snapshot,
+                   int status)
+{
+    struct fstore_get *g = req->data;
+    struct fixture_store *fs = g->fs;
+    struct raft_io_snapshot_get *orig = g->orig;
+    raft_io_snapshot_get_cb cb = g->cb;
+
+    /* 0.15's snapshotCopy (the fixture's) does not copy
+     * configuration_index: the leader would send garbage in InstallSnapshot
+     * and the follower take it as its committed configuration's index. */
+    if (status == 0 && snapshot != NULL && snapshot->index == fs->snap_index) {
+        snapshot->configuration_index = fs->snap_conf_index;
+    }
+    free(g);
+    cb(orig, snapshot, status);
 }
 
 static int fs_snapshot_get(struct store *s,
@@ -200,7 +275,21 @@ static int fs_snapshot_get(struct store *s,
                            raft_io_snapshot_get_cb cb)
 {
     struct fixture_store *fs = fs_of(s);
-    return pass(fs, fs->io->snapshot_get(fs->io, req, cb));
+    struct fstore_get *g = calloc(1, sizeof *g);
+    int rv;
+
+    if (g == NULL) {
+        return RAFT_NOMEM;
+    }
+    g->orig = req;
+    g->cb = cb;
+    g->fs = fs;
+    g->req.data = g;
+    rv = fs->io->snapshot_get(fs->io, &g->req, get_cb);
+    if (rv != 0) {
+        free(g);
+    }
+    return pass(fs, rv);
 }
 
 /* The fixture completes what is in flight itself (raft_fixture_close). */

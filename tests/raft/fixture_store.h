@@ -8,7 +8,14 @@
  * written, and 0.15's fixture io truncates at once: it then copies entries
  * out of a shorter array (a heap overflow found by tests/raft/random.c) and
  * lets the pending append land after the truncation. While appends are in
- * flight, a truncation and everything submitted after it wait. */
+ * flight, a truncation and everything submitted after it wait.
+ *
+ * It also translates truncation indexes: 0.15's fixture io keeps entries as
+ * if they started at index 1 (truncate(i) keeps i - 1 of them), but after it
+ * installed a snapshot (snapshot_put with trailing 0) its array starts after
+ * the snapshot's index, so a later truncate overflowed it too. And it
+ * restores the configuration_index of the snapshot it hands raft, which
+ * 0.15's snapshotCopy (used only by the fixture) does not copy. */
 #ifndef ONCE_TESTS_RAFT_FIXTURE_STORE_H_
 #define ONCE_TESTS_RAFT_FIXTURE_STORE_H_
 
@@ -24,6 +31,9 @@ struct fixture_store
     struct raft_io *io;            /* the fixture server's io (borrowed) */
     unsigned inflight;             /* appends issued to the io, not completed */
     struct fstore_op *head, *tail; /* waiting behind a truncation */
+    raft_index offset;             /* index of the fixture's entries[0] - 1 */
+    raft_index snap_index;         /* of the last snapshot put */
+    raft_index snap_conf_index;    /* its configuration_index */
     uint64_t deferred_truncations;
 };
 

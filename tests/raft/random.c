@@ -95,6 +95,8 @@ struct hop
 struct stats
 {
     uint64_t deferred_truncations;
+    uint64_t snapshots;         /* taken, all servers */
+    uint64_t snapshot_installs; /* restored from a leader's snapshot */
     uint64_t seeds, ops, acked, unknown, refused, elections, kills, partitions,
         members, members_ok, steps;
     int failed_seed_rc;
@@ -358,8 +360,8 @@ static void do_step(void)
     }
     for (unsigned i = 0; i < C.n; i++) {
         if (C.s[i].fatal_hits > 0 && !failed) {
-            report_fail("server %u hit the fatal hook (%s)", i + 1,
-                        C.s[i].fatal_what);
+            report_fail("server %u hit the fatal hook (%s: %s)", i + 1,
+                        C.s[i].fatal_what, C.s[i].fatal_msg);
             failed = true;
         }
     }
@@ -1072,6 +1074,13 @@ static int run_schedule(uint64_t seed, unsigned steps_ms)
     }
 
     voters = chance(50) ? 3 : 5;
+    /* Half the schedules snapshot often, so InstallSnapshot, compaction
+     * and G5/G6 run under faults too. */
+    if (chance(50)) {
+        cl_set_snapshot(&C, rnd_range(16, 64), 8);
+    } else {
+        cl_set_snapshot(&C, 1024, 2048);
+    }
     C.quiet = !verbose;
     cl_init(&C, voters, voters);
     step_until(all_stored, NULL, 5000);
@@ -1146,6 +1155,8 @@ static int run_schedule(uint64_t seed, unsigned steps_ms)
     }
     for (unsigned i = 0; i < C.n; i++) {
         st->deferred_truncations += C.s[i].store.deferred_truncations;
+        st->snapshots += C.s[i].rep.stats.snapshots_taken;
+        st->snapshot_installs += C.s[i].rep.stats.snapshots_restored;
     }
     cl_close(&C);
     free(ops);
@@ -1283,6 +1294,8 @@ int main(int argc, char **argv)
         total.members_ok += shared->members_ok;
         total.steps += shared->steps;
         total.deferred_truncations += shared->deferred_truncations;
+        total.snapshots += shared->snapshots;
+        total.snapshot_installs += shared->snapshot_installs;
         if (rc != 0) {
             failures++;
             fprintf(stderr,
@@ -1299,7 +1312,8 @@ int main(int argc, char **argv)
         "random-schedules: seeds %llu (first %llu), failed %llu, ops %llu, "
         "acked %llu, unknown %llu, refused %llu, elections %llu, kills "
         "%llu, partitions %llu, membership changes %llu (%llu ok), steps "
-        "%llu, deferred truncations %llu, elapsed %.1f s\n",
+        "%llu, deferred truncations %llu, snapshots %llu (installed %llu), "
+        "elapsed %.1f s\n",
         (unsigned long long)total.seeds, first, failures,
         (unsigned long long)total.ops, (unsigned long long)total.acked,
         (unsigned long long)total.unknown, (unsigned long long)total.refused,
@@ -1307,6 +1321,8 @@ int main(int argc, char **argv)
         (unsigned long long)total.partitions, (unsigned long long)total.members,
         (unsigned long long)total.members_ok, (unsigned long long)total.steps,
         (unsigned long long)total.deferred_truncations,
+        (unsigned long long)total.snapshots,
+        (unsigned long long)total.snapshot_installs,
         (double)(t1.tv_sec - t0.tv_sec) +
             (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     munmap(shared, sizeof *shared);
