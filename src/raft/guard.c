@@ -22,7 +22,8 @@ int guard_test_parse(const char *list, unsigned *mask)
         const char *name;
         unsigned bit;
     } names[] = {{"g1", GUARD_G1}, {"g2", GUARD_G2}, {"g4", GUARD_G4},
-                 {"g5", GUARD_G5}, {"g6", GUARD_G6}, {"g7", GUARD_G7}, {"g8", GUARD_G8}};
+                 {"g5", GUARD_G5}, {"g6", GUARD_G6}, {"g7", GUARD_G7},
+                 {"g8", GUARD_G8}};
     const char *p = list;
 
     *mask = 0;
