@@ -248,8 +248,9 @@ struct replica
 
 /* Node use: set up @rep over @inner (an uninitialised-by-raft raft_io such as
  * raft_uv's) and @store, then raft_init its own struct raft with @id and
- * @address. @fsm is owned by the replica afterwards (freed by
- * replica_close). Returns 0 or a RAFT_* code with @errmsg set (256 bytes). */
+ * @address. On success @fsm is owned by the replica (freed by
+ * replica_close); on failure the caller still owns it. Returns 0 or a RAFT_*
+ * code with @errmsg set (256 bytes). */
 int replica_init(struct replica *rep,
                  struct raft_io *inner,
                  struct store *store,
