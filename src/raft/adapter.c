@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/crc32c.h"
+#include "common/le.h"
 #include "raft/entry.h"
 #include "raft/guard.h"
 #include "raft/replica.h"
@@ -26,31 +27,6 @@
 #define SNAP_MAGIC   0x534e4e4fu /* "ONNS" */
 #define SNAP_VERSION 1
 #define SNAP_HDR     24 /* magic, version, digest, fsm length */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 /* The digest chains every applied entry: equal digests at equal applied
  * indexes mean the replicas applied the same commands. */
@@ -62,7 +38,7 @@ static uint64_t digest_next(uint64_t d,
     uint8_t idx[8];
     uint32_t lo, hi;
 
-    put64(idx, index);
+    le_put64(idx, index);
     lo = crc32c(crc32c((uint32_t)d, idx, sizeof idx), buf, len);
     hi = crc32c((uint32_t)(d >> 32) ^ 0x9e3779b9u, buf, len);
     hi = crc32c(hi, idx, sizeof idx);
@@ -162,10 +138,10 @@ static int adapter_snapshot(struct raft_fsm *rf,
         raft_free(p);
         return RAFT_NOMEM; /* transient: raft tries again later */
     }
-    put32(p, SNAP_MAGIC);
-    put32(p + 4, SNAP_VERSION);
-    put64(p + 8, rep->digest);
-    put64(p + 16, fsm_len);
+    le_put32(p, SNAP_MAGIC);
+    le_put32(p + 4, SNAP_VERSION);
+    le_put64(p + 8, rep->digest);
+    le_put64(p + 16, fsm_len);
     fsm_snapshot_write(rep->fsm, p + SNAP_HDR, fsm_len);
     b->base = p;
     b->len = SNAP_HDR + fsm_len;
@@ -200,14 +176,14 @@ static int adapter_restore(struct raft_fsm *rf, struct raft_buffer *buf)
     uint64_t fsm_len;
     int rv;
 
-    if (buf->len < SNAP_HDR || get32(p) != SNAP_MAGIC) {
+    if (buf->len < SNAP_HDR || le_get32(p) != SNAP_MAGIC) {
         snprintf(errmsg, sizeof errmsg, "not a snapshot of ours");
         rv = FSM_E_MALFORMED;
-    } else if (get32(p + 4) != SNAP_VERSION) {
+    } else if (le_get32(p + 4) != SNAP_VERSION) {
         snprintf(errmsg, sizeof errmsg, "snapshot format %u is unknown",
-                 get32(p + 4));
+                 le_get32(p + 4));
         rv = FSM_E_SCHEMA;
-    } else if ((fsm_len = get64(p + 16)) != buf->len - SNAP_HDR) {
+    } else if ((fsm_len = le_get64(p + 16)) != buf->len - SNAP_HDR) {
         snprintf(errmsg, sizeof errmsg, "snapshot length mismatch");
         rv = FSM_E_MALFORMED;
     } else {
@@ -222,7 +198,7 @@ static int adapter_restore(struct raft_fsm *rf, struct raft_buffer *buf)
         }
         return RAFT_MALFORMED;
     }
-    rep->digest = get64(p + 8);
+    rep->digest = le_get64(p + 8);
     rep->stats.snapshots_restored++;
     raft_free(buf->base); /* restore owns the buffer on success */
     return 0;

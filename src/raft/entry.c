@@ -2,18 +2,7 @@
 
 #include <string.h>
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        p[i] = (uint8_t)(v >> (8 * i));
-    }
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
+#include "common/le.h"
 
 int entry_wrap(const uint8_t *batch, size_t batch_len, struct raft_buffer *out)
 {
@@ -28,8 +17,8 @@ int entry_wrap(const uint8_t *batch, size_t batch_len, struct raft_buffer *out)
     if (p == NULL) {
         return ENTRY_E_NOMEM;
     }
-    put32(p, ENTRY_MAGIC);
-    put32(p + 4, (uint32_t)batch_len);
+    le_put32(p, ENTRY_MAGIC);
+    le_put32(p + 4, (uint32_t)batch_len);
     if (batch_len > 0) {
         memcpy(p + ENTRY_HDR_SIZE, batch, batch_len);
     }
@@ -48,10 +37,10 @@ int entry_unwrap(const void *buf,
     uint32_t n;
 
     if (len < ENTRY_HDR_SIZE || len % 8 != 0 || len > ENTRY_MAX ||
-        get32(p) != ENTRY_MAGIC) {
+        le_get32(p) != ENTRY_MAGIC) {
         return ENTRY_E_MALFORMED;
     }
-    n = get32(p + 4);
+    n = le_get32(p + 4);
     if (n > (1u << 20) || entry_size(n) != len) {
         return ENTRY_E_MALFORMED;
     }

@@ -181,21 +181,10 @@ static void server_start(struct cluster *c, unsigned i)
     c->s[i].started = true;
 }
 
-static void boot_cb(struct replica_req *req,
-                    int status,
-                    const struct fsm_result *res)
-{
-    struct cl_op *op = req->data;
-    op->done = true;
-    op->status = status;
-    op->outcome = res != NULL ? res->outcome : 0;
-}
-
 void cl_init(struct cluster *c, unsigned n_voters, unsigned n_servers)
 {
     struct raft_configuration conf;
     struct fsm_bootstrap *b;
-    struct fsm_settings st;
     struct fsm_cmd cmd;
     struct cl_op op;
     unsigned i;
@@ -233,21 +222,8 @@ void cl_init(struct cluster *c, unsigned n_voters, unsigned n_servers)
     ck_assert_int_ge(l, 0);
     b = calloc(1, sizeof *b);
     ck_assert_ptr_nonnull(b);
-    fh_settings(&st);
-    fh_bootstrap_cmd(b, &st);
-    for (i = 0; i < n_voters && i < FSM_MEMBERS_MAX; i++) {
-        b->members[i].id = i + 1;
-        snprintf(b->members[i].raft_addr, sizeof b->members[i].raft_addr, "%u",
-                 i + 1);
-        snprintf(b->members[i].client_addr, sizeof b->members[i].client_addr,
-                 "c%u", i + 1);
-        b->members[i].role = FSM_ROLE_VOTER;
-    }
-    b->n_members = n_voters;
-    cmd = fh_cmd_bootstrap(b);
-    memset(&op, 0, sizeof op);
-    op.req.data = &op;
-    rv = replica_submit(&c->s[l].rep, &op.req, &cmd, boot_cb);
+    cmd = cl_bootstrap_cmd(b, n_voters);
+    rv = cl_submit(c, (unsigned)l, &op, &cmd);
     ck_assert_int_eq(rv, 0);
     free(b);
     ck_assert(cl_wait_op(c, &op, 10000));
@@ -382,6 +358,44 @@ static void op_cb(struct replica_req *req,
     }
 }
 
+struct fsm_cmd cl_bootstrap_cmd(struct fsm_bootstrap *b, unsigned n_voters)
+{
+    struct fsm_settings st;
+
+    memset(b, 0, sizeof *b);
+    fh_settings(&st);
+    fh_bootstrap_cmd(b, &st);
+    for (unsigned i = 0; i < n_voters && i < FSM_MEMBERS_MAX; i++) {
+        b->members[i].id = i + 1;
+        snprintf(b->members[i].raft_addr, sizeof b->members[i].raft_addr, "%u",
+                 i + 1);
+        snprintf(b->members[i].client_addr, sizeof b->members[i].client_addr,
+                 "c%u", i + 1);
+        b->members[i].role = FSM_ROLE_VOTER;
+    }
+    b->n_members = n_voters < FSM_MEMBERS_MAX ? n_voters : FSM_MEMBERS_MAX;
+    return fh_cmd_bootstrap(b);
+}
+
+struct fsm_cmd cl_claim_cmd(struct fsm_claim *cl, const char *key, uint64_t rid)
+{
+    fh_claim(cl, FSM_KIND_NONCE, CL_SCOPE, key, rid);
+    cl->ttl_ms = 3600 * 1000;
+    return fh_cmd_claim(cl);
+}
+
+int cl_submit(struct cluster *c,
+              unsigned i,
+              struct cl_op *op,
+              const struct fsm_cmd *cmd)
+{
+    memset(op, 0, sizeof *op);
+    op->c = c;
+    op->req.data = op;
+    op->t_invoke = raft_fixture_time(&c->f);
+    return replica_submit(&c->s[i].rep, &op->req, cmd, op_cb);
+}
+
 int cl_claim(struct cluster *c,
              unsigned i,
              struct cl_op *op,
@@ -389,16 +403,9 @@ int cl_claim(struct cluster *c,
              uint64_t rid)
 {
     struct fsm_claim cl;
-    struct fsm_cmd cmd;
+    struct fsm_cmd cmd = cl_claim_cmd(&cl, key, rid);
 
-    memset(op, 0, sizeof *op);
-    op->c = c;
-    op->req.data = op;
-    op->t_invoke = raft_fixture_time(&c->f);
-    fh_claim(&cl, FSM_KIND_NONCE, CL_SCOPE, key, rid);
-    cl.ttl_ms = 3600 * 1000;
-    cmd = fh_cmd_claim(&cl);
-    return replica_submit(&c->s[i].rep, &op->req, &cmd, op_cb);
+    return cl_submit(c, i, op, &cmd);
 }
 
 int cl_lookup(struct cluster *c, unsigned i, struct cl_op *op, const char *key)

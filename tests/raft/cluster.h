@@ -103,6 +103,21 @@ bool cl_wait_no_leader(struct cluster *c, unsigned ms);
 bool cl_elect(struct cluster *c, unsigned i, unsigned ms);
 int cl_leader(struct cluster *c); /* index of a server in RAFT_LEADER, -1 */
 
+/* The FSM Bootstrap of a cluster whose voters are servers 1..@n_voters
+ * (fh_settings, addresses "i" and "ci"); @b must live while the command is
+ * used. */
+struct fsm_cmd cl_bootstrap_cmd(struct fsm_bootstrap *b, unsigned n_voters);
+/* A NONCE claim of (CL_SCOPE, @key) with request id @rid and a 1 h ttl; @cl
+ * must live while the command is used. */
+struct fsm_cmd cl_claim_cmd(struct fsm_claim *cl,
+                            const char *key,
+                            uint64_t rid);
+/* Submit @cmd at server i; on 0, @op completes (its outcome is copied). */
+int cl_submit(struct cluster *c,
+              unsigned i,
+              struct cl_op *op,
+              const struct fsm_cmd *cmd);
+
 /* Submit a NONCE claim of (CL_SCOPE, @key) with request id @rid and a 1 h
  * ttl at server i. Returns replica_submit's code; on 0, @op completes. */
 int cl_claim(struct cluster *c,

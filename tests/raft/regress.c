@@ -213,34 +213,6 @@ static int make_entry(const struct fsm_cmd *cmd,
     return rv;
 }
 
-static struct fsm_cmd bootstrap_cmd(struct fsm_bootstrap *b, unsigned n)
-{
-    struct fsm_settings st;
-
-    memset(b, 0, sizeof *b);
-    fh_settings(&st);
-    fh_bootstrap_cmd(b, &st);
-    for (unsigned i = 0; i < n && i < FSM_MEMBERS_MAX; i++) {
-        b->members[i].id = i + 1;
-        snprintf(b->members[i].raft_addr, sizeof b->members[i].raft_addr, "%u",
-                 i + 1);
-        snprintf(b->members[i].client_addr, sizeof b->members[i].client_addr,
-                 "c%u", i + 1);
-        b->members[i].role = FSM_ROLE_VOTER;
-    }
-    b->n_members = n;
-    return fh_cmd_bootstrap(b);
-}
-
-static struct fsm_cmd claim_cmd(struct fsm_claim *cl,
-                                const char *key,
-                                uint64_t rid)
-{
-    fh_claim(cl, FSM_KIND_NONCE, CL_SCOPE, key, rid);
-    cl->ttl_ms = 3600 * 1000;
-    return fh_cmd_claim(cl);
-}
-
 static int add_entry(unsigned i, const struct fsm_cmd *cmd, raft_term term)
 {
     struct raft_entry e;
@@ -360,7 +332,7 @@ static int scenario_figure8(void)
         setup_error("figure8 cluster");
         return EXIT_SETUP;
     }
-    cmd = bootstrap_cmd(b, F8_N);
+    cmd = cl_bootstrap_cmd(b, F8_N);
     for (i = 0; i < F8_N; i++) {
         if (add_entry(i, &cmd, 1) != 0) {
             free(b);
@@ -369,12 +341,12 @@ static int scenario_figure8(void)
         }
     }
     free(b);
-    cmd = claim_cmd(&cl, F8_KEY, 1);
+    cmd = cl_claim_cmd(&cl, F8_KEY, 1);
     if (add_entry(0, &cmd, 2) != 0 || add_entry(1, &cmd, 2) != 0) {
         setup_error("term-2 entry");
         return EXIT_SETUP;
     }
-    cmd = claim_cmd(&cl, F8_KEY, 2);
+    cmd = cl_claim_cmd(&cl, F8_KEY, 2);
     if (add_entry(4, &cmd, 3) != 0) {
         setup_error("term-3 entry");
         return EXIT_SETUP;
@@ -779,7 +751,7 @@ static int st_raw_submit(unsigned l, unsigned k)
         return -1;
     }
     snprintf(key, sizeof key, "s%u", k);
-    cmd = claim_cmd(&cl, key, k + 1);
+    cmd = cl_claim_cmd(&cl, key, k + 1);
     if (make_entry(&cmd, raft_fixture_time(&C.f) + CL_WALL0, 0, &e) != 0) {
         free(a);
         return -1;

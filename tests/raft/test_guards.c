@@ -240,16 +240,6 @@ START_TEST(g6_refresh_keeps_the_log_compactable)
 }
 END_TEST
 
-static void retire_cb(struct replica_req *req,
-                      int status,
-                      const struct fsm_result *res)
-{
-    struct cl_op *op = req->data;
-    op->done = true;
-    op->status = status;
-    op->outcome = res != NULL ? res->outcome : 0;
-}
-
 static bool in_config_cond(struct cluster *c, void *arg)
 {
     struct raft *r = arg;
@@ -272,9 +262,7 @@ START_TEST(retired_member_is_removed_by_the_leader)
     memset(&cmd, 0, sizeof cmd);
     cmd.type = FSM_CMD_RETIRE_MEMBER;
     cmd.u.retire_id = f + 1;
-    memset(&op, 0, sizeof op);
-    op.req.data = &op;
-    ck_assert_int_eq(replica_submit(&C.s[l].rep, &op.req, &cmd, retire_cb), 0);
+    ck_assert_int_eq(cl_submit(&C, (unsigned)l, &op, &cmd), 0);
     ck_assert(cl_step_until(&C, op_done_cond, &op, 5000));
     ck_assert_int_eq(op.outcome, FSM_OK);
     ck_assert(
