@@ -201,6 +201,21 @@ static int adapter_restore(struct raft_fsm *rf, struct raft_buffer *buf)
     rep->digest = le_get64(p + 8);
     rep->stats.snapshots_restored++;
     raft_free(buf->base); /* restore owns the buffer on success */
+    /* The snapshot may carry this node's own retirement: a node removed
+     * while it lagged gets it by InstallSnapshot (the removal's barrier
+     * wait is satisfied by a snapshot index past the barrier, and then raft
+     * sends it nothing more), or restarts from such a snapshot with no
+     * entry after it. apply's check would never run: check here too, else
+     * the node lingers as a zombie without a tombstone. (At raft_start the
+     * hook runs inside replica_start.) */
+    if (!rep->retired && rep->id != 0 && fsm_is_retired(rep->fsm, rep->id)) {
+        rep->retired = true;
+        replica_logf(rep, "warn",
+                     "this node's id was retired (removed): from a snapshot");
+        if (rep->hooks.retired != NULL) {
+            rep->hooks.retired(rep->hooks.arg);
+        }
+    }
     return 0;
 }
 

@@ -23,7 +23,7 @@ int guard_test_parse(const char *list, unsigned *mask)
         unsigned bit;
     } names[] = {{"g1", GUARD_G1}, {"g2", GUARD_G2}, {"g4", GUARD_G4},
                  {"g5", GUARD_G5}, {"g6", GUARD_G6}, {"g7", GUARD_G7},
-                 {"g8", GUARD_G8}};
+                 {"g8", GUARD_G8}, {"g9", GUARD_G9}};
     const char *p = list;
 
     *mask = 0;
@@ -83,17 +83,68 @@ bool guard_g2_drop(const struct raft *r, const struct raft_message *m)
      * replicas could commit it by the old-term rule Raft forbids. Dropping
      * the results looks like a lost packet: heartbeats repeat them once the
      * leader stored an entry of its own term (the G1 barrier). */
+    /* Only successes of this term can count toward commit: a rejection
+     * moves next_index back, a higher term makes the leader step down;
+     * both must get through. */
     return guard_on(GUARD_G2) && m->type == RAFT_IO_APPEND_ENTRIES_RESULT &&
-           r->state == RAFT_LEADER &&
+           r->state == RAFT_LEADER && m->append_entries_result.rejected == 0 &&
+           m->append_entries_result.term <= r->current_term &&
            guard_term_of(r, r->last_stored) != r->current_term;
 }
 
 int guard_g5_check(const struct raft *r)
 {
-    if (guard_on(GUARD_G5) && r->configuration_uncommitted_index != 0) {
+    /* Also while the configuration in force is ahead of what is applied:
+     * after a restart 0.15 takes the log's last configuration entry as
+     * committed (B6), and a snapshot below it would record that possibly
+     * uncommitted configuration as the snapshot's. */
+    if (guard_on(GUARD_G5) && (r->configuration_uncommitted_index != 0 ||
+                               r->configuration_index > r->last_applied)) {
         return RAFT_BUSY; /* raft skips this snapshot and retries later */
     }
     return 0;
+}
+
+/* Is entry @index in the in-memory log (not just the snapshot's last)? */
+static bool in_log(const struct raft *r, raft_index index)
+{
+    const struct raft_log *l = &r->log;
+    size_t n =
+        l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;
+
+    return index > l->offset && index <= l->offset + n;
+}
+
+bool guard_g6_rollback_stop(const struct raft *r, const struct raft_message *m)
+{
+    const struct raft_append_entries *ae = &m->append_entries;
+    raft_index index;
+    unsigned i;
+
+    if (!guard_on(GUARD_G6) || r->configuration_uncommitted_index == 0 ||
+        in_log(r, r->configuration_index) || ae->term < r->current_term) {
+        return false;
+    }
+    if (ae->prev_log_index != 0 &&
+        guard_term_of(r, ae->prev_log_index) != ae->prev_log_term) {
+        return false; /* raft rejects it without truncating */
+    }
+    /* 0.15 (deleteConflictingEntries) rolls back when it truncates at or
+     * below the uncommitted configuration's index: find the first entry of
+     * the request whose term differs from ours. */
+    for (i = 0; i < ae->n_entries; i++) {
+        raft_term local;
+
+        index = ae->prev_log_index + 1 + i;
+        local = guard_term_of(r, index);
+        if (local == 0) {
+            return false; /* past our log: nothing to truncate */
+        }
+        if (local != ae->entries[i].term) {
+            return index <= r->configuration_uncommitted_index;
+        }
+    }
+    return false;
 }
 
 unsigned guard_g6_trailing(const struct raft *r, unsigned base)

@@ -19,6 +19,13 @@
  *      membership rollback finds it (B5 NULL dereference). adapter.c.
  *   G7 clamp a follower's synchronous AppendEntries success reply to the
  *      entries it checked (B13 false match). rio.c.
+ *   G9 drop the reply a follower sends when an append completes after
+ *      its term changed: 0.15 sends last_stored to the new leader, a false
+ *      match through the asynchronous path (B13; upstream 35479fc). rio.c.
+ *   G6b: where G6 cannot help (the committed configuration entry was
+ *      compacted by an installed snapshot, not by our own), a rollback
+ *      would dereference NULL (B5): fail-stop before raft sees the
+ *      AppendEntries that forces it. rio.c.
  *   G8 (for B6: after a restart 0.15 takes the log's last configuration
  *      entry as committed and never rolls it back): a truncation that
  *      removes that entry is a fail-stop; the restart rebuilds the
@@ -48,6 +55,7 @@ enum guard_id {
     GUARD_G6 = 1u << 6,
     GUARD_G7 = 1u << 7,
     GUARD_G8 = 1u << 8,
+    GUARD_G9 = 1u << 9,
 };
 
 /* Is guard @g on? Always true in production builds. */
@@ -66,6 +74,10 @@ raft_term guard_term_of(const struct raft *r, raft_index index);
 
 /* G2: should the leader drop this incoming message? */
 bool guard_g2_drop(const struct raft *r, const struct raft_message *m);
+
+/* G6b: would this AppendEntries make raft roll back an uncommitted
+ * configuration whose predecessor entry is no longer in the log? */
+bool guard_g6_rollback_stop(const struct raft *r, const struct raft_message *m);
 
 /* G5: RAFT_BUSY if a snapshot must not be taken now, else 0. */
 int guard_g5_check(const struct raft *r);

@@ -70,10 +70,9 @@ void member_fail(struct replica *rep, int status, const char *msg)
 
     if (m != NULL && !m->busy) {
         /* Between steps: earlier steps committed, so the operation as a
-         * whole is unknown unless it had not started at all. Repeating it on
-         * the new leader continues from what committed. */
-        bool started = m->step != STEP_TRANSFER && m->step != STEP_ASSIGN;
-        done(rep, started ? REPLICA_E_UNKNOWN : status, msg);
+         * whole is unknown unless none had. Repeating it on the new leader
+         * continues from what committed. */
+        done(rep, m->progressed ? REPLICA_E_UNKNOWN : status, msg);
     }
 }
 
@@ -136,9 +135,13 @@ static void dir_done(struct replica_req *req,
     }
     m->busy = false;
     if (status != 0) {
-        done(rep, status, "directory update failed");
+        /* Past the first step, earlier steps committed: the operation as a
+         * whole is not "not applied". */
+        done(rep, m->progressed ? REPLICA_E_UNKNOWN : status,
+             "directory update failed");
         return;
     }
+    m->progressed = true;
     if (res->outcome != FSM_OK) {
         snprintf(m->msg, sizeof m->msg, "%s",
                  res->reason != NULL ? res->reason : "refused");
@@ -209,10 +212,16 @@ static void change_cb(struct raft_change *c, int status)
     if (rep->member == m) {
         m->busy = false;
         if (status != 0) {
+            int rv = translate(status);
+
             snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(status));
-            done(rep, translate(status), m->msg);
-        } else if (m->step == STEP_DONE) {
-            done(rep, 0, NULL);
+            done(rep, m->progressed && rv != 0 ? REPLICA_E_UNKNOWN : rv,
+                 m->msg);
+        } else {
+            m->progressed = true;
+            if (m->step == STEP_DONE) {
+                done(rep, 0, NULL);
+            }
         }
         /* else replica_poll() takes m->step */
     }
@@ -429,8 +438,10 @@ void member_poll(struct replica *rep)
                 m->id == REPLICA_REFRESH_ID ? STEP_REMOVE : STEP_STANDBY);
             break;
         case STEP_STANDBY:
-            call_change(rep, m, 1, RAFT_STANDBY, STEP_CATCH_UP);
+            /* Before the call: on failure it completes @m, which the
+             * caller may free in its callback. */
             m->wait_start = r->io->time(r->io);
+            call_change(rep, m, 1, RAFT_STANDBY, STEP_CATCH_UP);
             break;
         case STEP_CATCH_UP:
             if (m->final_role != FSM_ROLE_VOTER) {
@@ -495,8 +506,8 @@ void member_poll(struct replica *rep)
             }
             break;
         case STEP_ASSIGN:
+            m->final_role = m->role; /* before: a failure completes @m */
             call_change(rep, m, 1, raft_role_of(m->role), STEP_DIR_FINAL);
-            m->final_role = m->role;
             break;
         case STEP_TRANSFER:
             m->transfer.data = m;
@@ -542,6 +553,7 @@ int replica_member(struct replica *rep,
     m->rep = rep;
     m->cb = cb;
     m->busy = false;
+    m->progressed = false;
     m->msg[0] = '\0';
     m->final_role = 0;
     s = m->id != 0 ? config_server(r, m->id) : NULL;
@@ -552,8 +564,24 @@ int replica_member(struct replica *rep,
                 (m->role != FSM_ROLE_VOTER && m->role != FSM_ROLE_STANDBY)) {
                 return REPLICA_E_INVALID;
             }
-            if (fsm_is_retired(rep->fsm, m->id) || s != NULL) {
+            if (fsm_is_retired(rep->fsm, m->id)) {
                 return REPLICA_E_PRECONDITION;
+            }
+            if (s != NULL) {
+                /* Already in the configuration (an add that was cut short,
+                 * e.g. it did not catch up in time): continue from its
+                 * role, if this is the same node and no demotion. */
+                if (strcmp(s->address, m->raft_addr) != 0 ||
+                    (s->role == RAFT_VOTER && m->role != FSM_ROLE_VOTER)) {
+                    return REPLICA_E_PRECONDITION;
+                }
+                rep->member = m;
+                m->final_role = m->role;
+                m->step = s->role == RAFT_SPARE     ? STEP_STANDBY
+                          : s->role == RAFT_STANDBY ? STEP_CATCH_UP
+                                                    : STEP_DIR_FINAL;
+                m->wait_start = r->io->time(r->io);
+                break;
             }
             rep->member = m;
             rv = propose_dir(rep, m, false, FSM_ROLE_SPARE);
@@ -576,6 +604,13 @@ int replica_member(struct replica *rep,
             }
             if (m->role < FSM_ROLE_VOTER || m->role > FSM_ROLE_SPARE) {
                 return REPLICA_E_INVALID;
+            }
+            if (raft_role_of(m->role) == s->role ||
+                (m->id == r->id && m->role != FSM_ROLE_VOTER)) {
+                /* Same role: raft says BADROLE. Demoting the leader: it
+                 * would step down before the directory follows; transfer
+                 * leadership first. */
+                return REPLICA_E_PRECONDITION;
             }
             for (size_t i = 0; i < fsm_n_members(rep->fsm); i++) {
                 const struct fsm_member *fm = fsm_member(rep->fsm, i);

@@ -415,6 +415,17 @@ void replica_poll(struct replica *rep)
     if (rep->closing || !rep->started) {
         return;
     }
+    if (r->state == RAFT_UNAVAILABLE) {
+        /* 0.15 converts to unavailable on any error inside its recv and
+         * tick paths (among them "conflicting terms" at the commit index, a
+         * safety alarm) and never recovers: stop loudly instead of lingering
+         * as a node that answers nothing. */
+        rep->closing = true;
+        replica_fatal(rep, "raft", RAFT_SHUTDOWN,
+                      raft_errmsg(r)[0] != '\0' ? raft_errmsg(r)
+                                                : "raft became unavailable");
+        return;
+    }
     if (r->state == RAFT_LEADER &&
         (!rep->leader || rep->term != r->current_term)) {
         rep->leader = true;

@@ -226,6 +226,17 @@ void replica_close(struct replica *rep)
 {
     rep->closing = true;
     pipeline_fail_all(rep, REPLICA_E_SHUTDOWN);
+    /* raft_close failed what raft held; what waited between steps ends
+     * here. */
+    if (rep->member != NULL) {
+        member_fail(rep, REPLICA_E_SHUTDOWN, "shutting down");
+    }
+    if (rep->snap_cb != NULL) {
+        void (*cb)(struct replica *, int) = rep->snap_cb;
+
+        rep->snap_cb = NULL;
+        cb(rep, REPLICA_E_SHUTDOWN);
+    }
     free(rep->fl_reqs);
     rep->fl_reqs = NULL;
     fsm_free(rep->fsm);

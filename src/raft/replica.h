@@ -147,6 +147,7 @@ struct replica_member_req
     int step;  /* the next step */
     bool busy; /* a raft call or a directory command is in flight */
     bool retire_wait;
+    bool progressed; /* a step committed */
     enum fsm_role final_role;
     raft_time wait_start;
     struct raft_change change;

@@ -103,6 +103,16 @@ static void inner_recv_cb(struct raft_io *inner, struct raft_message *m)
         rio->stats.novote_dropped++;
         return;
     }
+    if (m->type == RAFT_IO_APPEND_ENTRIES && guard_g6_rollback_stop(r, m)) {
+        rio->stats.g6_stops++;
+        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
+                 "a membership rollback would need configuration entry %llu, "
+                 "which an installed snapshot compacted (B5): restarting "
+                 "rebuilds the configuration from the log",
+                 (unsigned long long)r->configuration_index);
+        fatal(rio, "recv", RAFT_INVALID);
+        return; /* (test hook returned) the message is lost */
+    }
     if (m->type == RAFT_IO_APPEND_ENTRIES) {
         rio->in_append = true;
         rio->append_last =
@@ -153,6 +163,12 @@ static int rio_io_start(struct raft_io *io,
     return rv;
 }
 
+static void own_send_cb(struct raft_io_send *req, int status)
+{
+    (void)status;
+    raft_free(req);
+}
+
 static int rio_io_send(struct raft_io *io,
                        struct raft_io_send *req,
                        const struct raft_message *m,
@@ -172,6 +188,21 @@ static int rio_io_send(struct raft_io *io,
         }
         return 0;
     }
+    if (guard_on(GUARD_G9) && rio->in_append_cb &&
+        m->type == RAFT_IO_APPEND_ENTRIES_RESULT &&
+        raft_of(rio)->current_term != rio->append_cb_term) {
+        /* 0.15's appendFollowerCb answers a write that completed after the
+         * term changed, to the new leader, with last_stored: entries of the
+         * old term that the new leader never checked would count as a match
+         * (B13 through the asynchronous reply). Lost, as upstream 35479fc
+         * does; the new leader's next AppendEntries asks again. The send
+         * callback of these results only frees the request. */
+        rio->stats.g9_dropped++;
+        if (cb != NULL) {
+            cb(req, 0);
+        }
+        return 0;
+    }
     if (guard_on(GUARD_G7) && rio->in_append &&
         m->type == RAFT_IO_APPEND_ENTRIES_RESULT &&
         m->append_entries_result.rejected == 0 &&
@@ -185,6 +216,25 @@ static int rio_io_send(struct raft_io *io,
         copy.append_entries_result.last_log_index = rio->append_last;
         rio->stats.g7_clamped++;
         m = &copy;
+    }
+    if (cb == NULL) {
+        /* raft_transfer sends TimeoutNow with the send request embedded in
+         * the caller's struct raft_transfer and no callback; raft_uv keeps
+         * the request until the write ends, which may be after the transfer
+         * callback let the caller free it (upstream c6cfe58). Send a request
+         * of ours instead, freed by its own callback. */
+        struct raft_io_send *own = raft_malloc(sizeof *own);
+
+        if (own == NULL) {
+            return RAFT_NOMEM; /* raft treats a failed send as lost */
+        }
+        own->data = NULL;
+        rv = rio->inner->send(rio->inner, own, m, own_send_cb);
+        if (rv != 0) {
+            raft_free(own);
+            copy_errmsg(rio, rio->inner->errmsg);
+        }
+        return rv;
     }
     rv = rio->inner->send(rio->inner, req, m, cb);
     if (rv != 0) {
@@ -339,6 +389,7 @@ struct rio_append
     struct raft_io_append req; /* given to the store */
     struct raft_io_append *orig;
     struct rio *rio;
+    raft_term term; /* raft's term when it appended (G9) */
 };
 
 static void append_cb(struct raft_io_append *req, int status)
@@ -346,6 +397,7 @@ static void append_cb(struct raft_io_append *req, int status)
     struct rio_append *a = req->data;
     struct rio *rio = a->rio;
     struct raft_io_append *orig = a->orig;
+    raft_term term = a->term;
 
     raft_free(a);
     if (status != 0 && !(rio->closing && status == RAFT_CANCELED)) {
@@ -354,7 +406,10 @@ static void append_cb(struct raft_io_append *req, int status)
             return; /* (test hook returned) the request never completes */
         }
     }
+    rio->in_append_cb = true;
+    rio->append_cb_term = term;
     orig->cb(orig, status);
+    rio->in_append_cb = false;
     event(rio);
 }
 
@@ -385,10 +440,16 @@ static int rio_io_append(struct raft_io *io,
     }
     a = raft_malloc(sizeof *a);
     if (a == NULL) {
-        return RAFT_NOMEM; /* nothing was written: raft handles this */
+        /* raft 0.15's handling of a failed append is unsafe too (a config
+         * change's error path double-frees, B4): stop. */
+        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
+                 "out of memory");
+        fatal(rio, "append", RAFT_NOMEM);
+        return RAFT_NOMEM;
     }
     a->orig = req;
     a->rio = rio;
+    a->term = raft_of(rio)->current_term;
     a->req.data = a;
     req->cb = cb;
     rv = rio->store->ops->append(rio->store, &a->req, entries, n, append_cb);
@@ -435,6 +496,9 @@ static int rio_io_snapshot_put(struct raft_io *io,
     int rv;
 
     if (p == NULL) {
+        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
+                 "out of memory");
+        fatal(rio, "snapshot_put", RAFT_NOMEM);
         return RAFT_NOMEM;
     }
     p->orig = req;
@@ -486,6 +550,9 @@ static int rio_io_snapshot_get(struct raft_io *io,
     int rv;
 
     if (g == NULL) {
+        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
+                 "out of memory");
+        fatal(rio, "snapshot_get", RAFT_NOMEM);
         return RAFT_NOMEM;
     }
     g->orig = req;

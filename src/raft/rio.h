@@ -14,6 +14,13 @@
  *       completes, as on a hung disk;
  *   G7  clamp a follower's synchronous AppendEntries success reply to the
  *       entries that request carried (send path while inside recv, B13);
+ *   G9  drop the reply a follower sends when an append completes after its
+ *       term changed (0.15 sends it to the new leader with last_stored,
+ *       which may hold the old term's unchecked entries: a false match; fixed
+ *       upstream by 35479fc);
+ *   G6b fail-stop instead of 0.15's NULL dereference when a membership
+ *       rollback would need a configuration entry that an installed snapshot
+ *       compacted away (B5 on the InstallSnapshot path);
  *   no-vote: while set, the node neither grants votes nor campaigns (it
  *       drops RequestVote and TimeoutNow in both directions), for a store
  *       that cut a torn tail which may have held an acknowledged entry.
@@ -54,6 +61,8 @@ struct rio_stats
 {
     uint64_t g2_dropped;
     uint64_t g7_clamped;
+    uint64_t g9_dropped;
+    uint64_t g6_stops; /* rollback would need a compacted entry */
     uint64_t novote_dropped;
     uint64_t storage_errors;
 };
@@ -74,6 +83,10 @@ struct rio
     /* G7: set while raft processes an AppendEntries request. */
     bool in_append;
     raft_index append_last; /* prev_log_index + n_entries of that request */
+    /* G9: set while raft handles the completion of an append; the term the
+     * entries were appended in. */
+    bool in_append_cb;
+    raft_term append_cb_term;
 
     /* no-vote state: until raft's last_stored reaches novote_until. */
     bool novote;

@@ -1,9 +1,18 @@
 /* tests/integration/raftnode.c: a minimal node driver for process-level
  * tests, until the real onced exists.
  *
- *   raftnode --dir D --id N --raft-addr 127.0.0.1:P --client-port Q
- *            --peers 1@127.0.0.1:P1,2@127.0.0.1:P2,3@127.0.0.1:P3
+ *   raftnode --dir D --id N|auto --raft-addr 127.0.0.1:P --client-port Q
+ *            [--peers 1@127.0.0.1:P1,2@127.0.0.1:P2,3@127.0.0.1:P3 |
+ *             --bootstrap-self]
  *            [--snapshot-threshold T] [--snapshot-trailing R]
+ *
+ * --id auto takes the id from D/node-id (identity.h: random, persisted on
+ * the first start); ids are then printed as 16 hex digits everywhere
+ * (STATUS, ERR NOTLEADER, ID, logs). A directory with D/tombstone (a
+ * removed node) is refused with exit code 3, with either form of --id.
+ * Configuration of a pristine D: --peers bootstraps those voters,
+ * --bootstrap-self a one-voter configuration of this node only; with
+ * neither the node starts empty and waits to be added (ADD on the leader).
  *
  * One replica (src/raft/replica.h) over raft_uv with the raft_uv_tcp
  * transport, backend "uv" (the inner raft_uv serves network and storage, D
@@ -23,9 +32,23 @@
  *                               local state, no barrier: tests only);
  *   STATUS                   -> STATUS id=<n> state=<...> term=<t>
  *                               applied=<idx> last=<idx> digest=<hex16>
- *                               leader=<id> [more key=value fields]
+ *                               leader=<id> [more key=value fields, among
+ *                               them voters=<n> (raft configuration),
+ *                               retired=<0|1>, log_first=<idx>]
+ * Admin commands (membership runs on the ready leader only; ERR NOTLEADER
+ * <leader-id> when refused before starting; otherwise the answer comes when
+ * the operation finished: OK, or ERR <NAME> <message>; NAME as for CLAIM):
+ *   ID                       -> ID <id>
+ *   ADD <id> <raft_addr> <client_addr> [voter|standby]   (default voter)
+ *   REMOVE <id>              (of the leader itself: ERR NOTLEADER <id>
+ *                             <message> after the transfer: repeat it on
+ *                             the new leader)
+ *   TRANSFER [<id>]          (no id: any up-to-date voter)
+ *   SNAPSHOT                 -> OK <snapshot-index> | ERR <NAME> <message>
+ * Ids in admin commands are 16 hex digits (identity_parse).
  * Anything else, and lines over LINE_MAX bytes, get "ERR INVALID".
- * Ids are decimal here because the test driver passes small ids.
+ * Ids are decimal unless --id auto is used, because the crash test passes
+ * small ids.
  *
  * SIGTERM/SIGINT: stop cleanly (raft_close, then the uv io and transport,
  * then replica_close) and exit 0. Logs go to stderr. */
@@ -60,6 +83,8 @@
 #define CLAIM_TTL_MS    (3600u * 1000)
 #define MONITOR_MS      50
 #define PEERS_MAX       16
+#define WORDS_MAX       6 /* longest command: ADD with its role */
+#define EXIT_TOMBSTONE  3 /* the data directory belongs to a removed node */
 
 /* --- state ---------------------------------------------------------------- */
 
@@ -109,6 +134,8 @@ static struct
 {
     const char *dir;
     raft_id id;
+    bool id_auto;        /* --id auto: from DIR/node-id; ids in hex */
+    bool bootstrap_self; /* --bootstrap-self */
     const char *raft_addr;
     int client_port;
     struct peer peers[PEERS_MAX];
@@ -131,7 +158,19 @@ static struct
     struct replica_req boot_req;
     int last_state;
     raft_term last_term;
+    bool retire_pending; /* retired: stop from the monitor, not apply */
+    struct creq *snap_q; /* the SNAPSHOT request being answered */
 } g;
+
+/* An id as this driver prints it (see the header comment). */
+static const char *fmt_id(raft_id id, char buf[24])
+{
+    if (g.id_auto) {
+        return identity_format(id, buf);
+    }
+    snprintf(buf, 24, "%llu", (unsigned long long)id);
+    return buf;
+}
 
 static void logf_(const char *level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -139,6 +178,7 @@ static void logf_(const char *level, const char *fmt, ...)
 static void logf_(const char *level, const char *fmt, ...)
 {
     char msg[600];
+    char idb[24];
     struct timespec ts;
     va_list ap;
 
@@ -146,9 +186,9 @@ static void logf_(const char *level, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(stderr, "%lld.%03ld raftnode id=%llu level=%s %s\n",
-            (long long)ts.tv_sec, ts.tv_nsec / 1000000,
-            (unsigned long long)g.id, level, msg);
+    fprintf(stderr, "%lld.%03ld raftnode id=%s level=%s %s\n",
+            (long long)ts.tv_sec, ts.tv_nsec / 1000000, fmt_id(g.id, idb),
+            level, msg);
 }
 
 /* --- clocks and hooks ----------------------------------------------------- */
@@ -194,12 +234,16 @@ static void hook_retired(void *arg)
     char errmsg[IDENTITY_ERRMSG_SIZE];
 
     (void)arg;
-    /* Removed: leave a tombstone so this directory never starts again. */
+    /* Removed: leave a tombstone so this directory never starts again.
+     * Written at once (durably); the stop itself is deferred to the
+     * monitor timer, because this hook runs inside raft's apply callback
+     * and raft_close from there would change raft's state in the middle of
+     * its apply loop. */
     if (identity_tombstone(g.dir, "removed from the cluster (id retired)",
                            errmsg) != 0) {
         logf_("error", "%s", errmsg);
     }
-    shutdown_node("this node's id was retired");
+    g.retire_pending = true;
 }
 
 /* --- connections ---------------------------------------------------------- */
@@ -399,8 +443,10 @@ static raft_id leader_id(void)
 
 static void answer_error(struct creq *q, int rv)
 {
+    char idb[24];
+
     if (rv == REPLICA_E_NOTLEADER) {
-        creq_answer(q, "ERR NOTLEADER %llu", (unsigned long long)leader_id());
+        creq_answer(q, "ERR NOTLEADER %s", fmt_id(leader_id(), idb));
     } else {
         creq_answer(q, "ERR %s", err_name(rv));
     }
@@ -482,25 +528,186 @@ static const char *state_name(int st)
 static void do_status(struct creq *q)
 {
     struct raft *r = g.rep.raft;
+    char idb[24], lidb[24];
+    unsigned voters = 0, i;
 
+    for (i = 0; i < r->configuration.n; i++) {
+        if (r->configuration.servers[i].role == RAFT_VOTER) {
+            voters++;
+        }
+    }
     creq_answer(q,
-                "STATUS id=%llu state=%s term=%llu applied=%llu last=%llu "
+                "STATUS id=%s state=%s term=%llu applied=%llu last=%llu "
                 "digest=%016" PRIx64
-                " leader=%llu ready=%d fsm_boot=%d snap=%llu "
-                "snaps=%llu restored=%llu",
-                (unsigned long long)g.id, state_name(raft_state(r)),
+                " leader=%s ready=%d fsm_boot=%d snap=%llu "
+                "snaps=%llu restored=%llu voters=%u servers=%u retired=%d "
+                "log_first=%llu members=%zu",
+                fmt_id(g.id, idb), state_name(raft_state(r)),
                 (unsigned long long)r->current_term,
                 (unsigned long long)raft_last_applied(r),
                 (unsigned long long)raft_last_index(r), g.rep.digest,
-                (unsigned long long)leader_id(), replica_ready(&g.rep) ? 1 : 0,
+                fmt_id(leader_id(), lidb), replica_ready(&g.rep) ? 1 : 0,
                 fsm_bootstrapped(g.rep.fsm) ? 1 : 0,
                 (unsigned long long)r->log.snapshot.last_index,
                 (unsigned long long)g.rep.stats.snapshots_taken,
-                (unsigned long long)g.rep.stats.snapshots_restored);
+                (unsigned long long)g.rep.stats.snapshots_restored, voters,
+                r->configuration.n, g.rep.retired ? 1 : 0,
+                (unsigned long long)r->log.offset + 1,
+                fsm_n_members(g.rep.fsm));
 }
 
-/* Split @line in place into at most 4 space-separated words. */
-static int split(char *line, char *w[4])
+/* --- admin commands ------------------------------------------------------- */
+
+struct admin
+{
+    struct replica_member_req m; /* m.data = this */
+    struct creq *q;
+};
+
+/* The answer to a failed admin command: NOTLEADER carries the leader. */
+static void answer_admin_error(struct creq *q, int rv, const char *msg)
+{
+    char idb[24];
+
+    if (msg == NULL || msg[0] == '\0') {
+        msg = replica_strerror(rv);
+    }
+    if (rv == REPLICA_E_NOTLEADER) {
+        creq_answer(q, "ERR NOTLEADER %s %s", fmt_id(leader_id(), idb), msg);
+    } else {
+        creq_answer(q, "ERR %s %s", err_name(rv), msg);
+    }
+}
+
+static void admin_finish(struct creq *q)
+{
+    struct conn *c = q->c;
+
+    c->inflight--;
+    if (c->closing) {
+        conn_maybe_free(c);
+        return;
+    }
+    conn_flush(c);
+}
+
+static void member_cb(struct replica_member_req *m, int status, const char *msg)
+{
+    struct admin *a = m->data;
+    struct creq *q = a->q;
+    char idb[24];
+
+    logf_(status == 0 ? "info" : "warn", "member op %d of %s: %s%s%s", m->op,
+          fmt_id(m->id, idb), replica_strerror(status), msg != NULL ? ": " : "",
+          msg != NULL ? msg : "");
+    if (status == 0) {
+        creq_answer(q, "OK");
+    } else {
+        answer_admin_error(q, status, msg);
+    }
+    free(a);
+    admin_finish(q);
+}
+
+static void snapshot_cb(struct replica *rep, int status)
+{
+    struct creq *q = g.snap_q;
+
+    g.snap_q = NULL;
+    if (q == NULL) {
+        return;
+    }
+    if (status == 0) {
+        creq_answer(q, "OK %llu",
+                    (unsigned long long)rep->raft->log.snapshot.last_index);
+    } else {
+        answer_admin_error(q, status,
+                           status == REPLICA_E_BUSY
+                               ? "no snapshot taken (configuration change "
+                                 "uncommitted, or one running)"
+                               : NULL);
+    }
+    admin_finish(q);
+}
+
+/* ADD, REMOVE, TRANSFER: @w[0] is the command, @n the number of words. */
+static void do_member(struct creq *q, char **w, int n)
+{
+    struct admin *a;
+    uint64_t id = 0;
+    int rv;
+
+    a = calloc(1, sizeof *a);
+    if (a == NULL) {
+        creq_answer(q, "ERR NOMEM out of memory");
+        return;
+    }
+    a->q = q;
+    a->m.data = a;
+    if (strcmp(w[0], "ADD") == 0 && (n == 4 || n == 5)) {
+        a->m.op = REPLICA_MEMBER_ADD;
+        a->m.role = FSM_ROLE_VOTER;
+        if (n == 5 && strcmp(w[4], "standby") == 0) {
+            a->m.role = FSM_ROLE_STANDBY;
+        } else if (n == 5 && strcmp(w[4], "voter") != 0) {
+            goto invalid;
+        }
+        if (strlen(w[2]) > FSM_ADDR_MAX || strlen(w[3]) > FSM_ADDR_MAX) {
+            goto invalid;
+        }
+        snprintf(a->m.raft_addr, sizeof a->m.raft_addr, "%s", w[2]);
+        snprintf(a->m.client_addr, sizeof a->m.client_addr, "%s", w[3]);
+    } else if (strcmp(w[0], "REMOVE") == 0 && n == 2) {
+        a->m.op = REPLICA_MEMBER_REMOVE;
+    } else if (strcmp(w[0], "TRANSFER") == 0 && (n == 1 || n == 2)) {
+        a->m.op = REPLICA_MEMBER_TRANSFER;
+    } else {
+        goto invalid;
+    }
+    if (n >= 2 && (identity_parse(w[1], &id) != 0 || id == 0)) {
+        goto invalid;
+    }
+    a->m.id = id;
+    rv = replica_member(&g.rep, &a->m, member_cb);
+    if (rv != 0) {
+        if (rv == REPLICA_E_PRECONDITION && a->m.op == REPLICA_MEMBER_ADD) {
+            answer_admin_error(q, rv,
+                               fsm_is_retired(g.rep.fsm, id)
+                                   ? "the id is retired"
+                                   : "the id is already a member");
+        } else {
+            answer_admin_error(q, rv, NULL);
+        }
+        free(a);
+        return;
+    }
+    q->c->inflight++;
+    return;
+invalid:
+    free(a);
+    creq_answer(q, "ERR INVALID");
+}
+
+static void do_snapshot(struct creq *q)
+{
+    int rv;
+
+    if (g.snap_q != NULL) {
+        answer_admin_error(q, REPLICA_E_BUSY, "a snapshot is running");
+        return;
+    }
+    g.snap_q = q;
+    q->c->inflight++;
+    rv = replica_snapshot(&g.rep, snapshot_cb);
+    if (rv != 0) {
+        g.snap_q = NULL;
+        q->c->inflight--;
+        answer_admin_error(q, rv, NULL);
+    }
+}
+
+/* Split @line in place into at most WORDS_MAX space-separated words. */
+static int split(char *line, char *w[WORDS_MAX])
 {
     int n = 0;
     char *p = line;
@@ -512,8 +719,8 @@ static int split(char *line, char *w[4])
         if (*p == '\0') {
             break;
         }
-        if (n == 4) {
-            return 5; /* too many */
+        if (n == WORDS_MAX) {
+            return WORDS_MAX + 1; /* too many */
         }
         w[n++] = p;
         while (*p != '\0' && *p != ' ') {
@@ -529,7 +736,7 @@ static int split(char *line, char *w[4])
 static void handle_line(struct conn *c, char *line)
 {
     struct creq *q = creq_new(c);
-    char *w[4];
+    char *w[WORDS_MAX];
     int n, rv;
     size_t i;
 
@@ -549,6 +756,15 @@ static void handle_line(struct conn *c, char *line)
         creq_answer(q, "ERR SHUTDOWN");
     } else if (n == 1 && strcmp(w[0], "STATUS") == 0) {
         do_status(q);
+    } else if (n == 1 && strcmp(w[0], "ID") == 0) {
+        char idb[IDENTITY_HEX_LEN + 1];
+        creq_answer(q, "ID %s", identity_format(g.id, idb));
+    } else if (n == 1 && strcmp(w[0], "SNAPSHOT") == 0) {
+        do_snapshot(q);
+    } else if (n >= 1 && n <= WORDS_MAX &&
+               (strcmp(w[0], "ADD") == 0 || strcmp(w[0], "REMOVE") == 0 ||
+                strcmp(w[0], "TRANSFER") == 0)) {
+        do_member(q, w, n);
     } else if (n == 2 && strcmp(w[0], "LOCAL") == 0 && valid_key(w[1])) {
         struct fsm_ident id = {(const uint8_t *)SCOPE, strlen(SCOPE),
                                (const uint8_t *)w[1], strlen(w[1])};
@@ -717,9 +933,16 @@ static void submit_bootstrap(void)
         b->members[i].id = g.peers[i].id;
         snprintf(b->members[i].raft_addr, sizeof b->members[i].raft_addr, "%s",
                  g.peers[i].addr);
-        /* Client addresses of peers are not known to this driver. */
-        snprintf(b->members[i].client_addr, sizeof b->members[i].client_addr,
-                 "%s", g.peers[i].addr);
+        /* Client addresses of peers are not known to this driver (but our
+         * own is, the only member with --bootstrap-self). */
+        if (g.peers[i].id == g.id) {
+            snprintf(b->members[i].client_addr,
+                     sizeof b->members[i].client_addr, "127.0.0.1:%d",
+                     g.client_port);
+        } else {
+            snprintf(b->members[i].client_addr,
+                     sizeof b->members[i].client_addr, "%s", g.peers[i].addr);
+        }
         b->members[i].role = FSM_ROLE_VOTER;
     }
     b->n_members = i;
@@ -744,6 +967,10 @@ static void on_monitor(uv_timer_t *t)
 
     (void)t;
     if (g.stopping) {
+        return;
+    }
+    if (g.retire_pending) {
+        shutdown_node("this node's id was retired");
         return;
     }
     st = raft_state(r);
@@ -800,8 +1027,9 @@ static void on_signal(uv_signal_t *s, int signum)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: raftnode --dir D --id N --raft-addr 127.0.0.1:P "
-            "--client-port Q --peers 1@127.0.0.1:P1,2@127.0.0.1:P2,... "
+            "usage: raftnode --dir D --id N|auto --raft-addr 127.0.0.1:P "
+            "--client-port Q [--peers 1@127.0.0.1:P1,2@127.0.0.1:P2,... | "
+            "--bootstrap-self] "
             "[--snapshot-threshold T] [--snapshot-trailing R]\n");
 }
 
@@ -853,12 +1081,23 @@ static bool parse_args(int argc, char **argv)
 
     g.snap_threshold = 64;
     g.snap_trailing = 128;
-    for (i = 1; i + 1 < argc; i += 2) {
+    for (i = 1; i < argc; i += 2) {
         const char *k = argv[i];
-        const char *val = argv[i + 1];
+        const char *val;
 
+        if (strcmp(k, "--bootstrap-self") == 0) {
+            g.bootstrap_self = true;
+            i--; /* no value */
+            continue;
+        }
+        if (i + 1 >= argc) {
+            return false;
+        }
+        val = argv[i + 1];
         if (strcmp(k, "--dir") == 0) {
             g.dir = val;
+        } else if (strcmp(k, "--id") == 0 && strcmp(val, "auto") == 0) {
+            g.id_auto = true;
         } else if (strcmp(k, "--id") == 0) {
             if (!parse_u64(val, UINT64_MAX, &v) || v == 0) {
                 return false;
@@ -895,8 +1134,10 @@ static bool parse_args(int argc, char **argv)
             return false;
         }
     }
-    return i == argc && g.dir != NULL && g.id != 0 && g.raft_addr != NULL &&
-           g.client_port != 0 && g.n_peers > 0;
+    return i == argc && g.dir != NULL && (g.id != 0 || g.id_auto) &&
+           !(g.id != 0 && g.id_auto) && g.raft_addr != NULL &&
+           strlen(g.raft_addr) <= FSM_ADDR_MAX && g.client_port != 0 &&
+           !(g.n_peers > 0 && g.bootstrap_self);
 }
 
 /* --- main ----------------------------------------------------------------- */
@@ -925,10 +1166,25 @@ int main(int argc, char **argv)
     g.last_state = -1;
     uv_loop_init(&g.loop);
     /* A removed node's directory never starts again (DESIGN §4). */
-    rv = identity_check_tombstone(g.dir, errmsg);
+    if (g.id_auto) {
+        uint64_t id = 0;
+        rv = identity_open(g.dir, &id, errmsg);
+        if (rv == 0) {
+            g.id = id;
+        }
+    } else {
+        rv = identity_check_tombstone(g.dir, errmsg);
+    }
     if (rv != 0) {
         logf_("error", "%s", errmsg);
-        return 1;
+        return rv == IDENTITY_E_TOMBSTONE ? EXIT_TOMBSTONE : 1;
+    }
+    if (g.bootstrap_self) {
+        /* The one voter of the new cluster is this node; the FSM bootstrap
+         * (submit_bootstrap) lists it with its client address. */
+        g.peers[0].id = g.id;
+        snprintf(g.peers[0].addr, sizeof g.peers[0].addr, "%s", g.raft_addr);
+        g.n_peers = 1;
     }
     rv = uvio_init(&g.uvio, &g.loop, g.dir, errmsg);
     if (rv != 0) {
@@ -971,7 +1227,9 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    rv = raft_bootstrap(g.rep.raft, &conf);
+    /* Without a configuration the node starts empty: it waits to be added
+     * by a leader (raft_add, then the log or a snapshot arrives). */
+    rv = g.n_peers > 0 ? raft_bootstrap(g.rep.raft, &conf) : RAFT_CANTBOOTSTRAP;
     raft_configuration_close(&conf);
     if (rv == 0) {
         logf_("info", "bootstrapped %u voters in %s", g.n_peers, g.dir);
