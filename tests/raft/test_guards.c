@@ -77,9 +77,67 @@ START_TEST(g2_drops_only_old_term_results_at_a_leader)
     r.state = RAFT_LEADER;
     m.type = RAFT_IO_REQUEST_VOTE;
     ck_assert(!guard_g2_drop(&r, &m));
-    guard_test_set_off(GUARD_G2);
+    /* Rejections and results of a higher term must get through. */
     m.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+    m.append_entries_result.rejected = 2;
     ck_assert(!guard_g2_drop(&r, &m));
+    m.append_entries_result.rejected = 0;
+    m.append_entries_result.term = 5;
+    ck_assert(!guard_g2_drop(&r, &m));
+    m.append_entries_result.term = 4;
+    ck_assert(guard_g2_drop(&r, &m));
+    guard_test_set_off(GUARD_G2);
+    ck_assert(!guard_g2_drop(&r, &m));
+    guard_test_set_off(0);
+}
+END_TEST
+
+/* G6b: an AppendEntries that makes raft roll back an uncommitted
+ * configuration whose predecessor entry is gone from the log. */
+START_TEST(g6b_rollback_needs_a_compacted_entry)
+{
+    struct raft r;
+    struct raft_entry e[4], in[2];
+    const raft_term t[4] = {3, 3, 3, 3}; /* entries 11..14 */
+    struct raft_message m;
+
+    fake_log(&r, e, 4, 10, t);
+    r.current_term = 3;
+    r.configuration_index = 8; /* from the installed snapshot: not in log */
+    r.configuration_uncommitted_index = 13;
+    memset(&m, 0, sizeof m);
+    m.type = RAFT_IO_APPEND_ENTRIES;
+    m.append_entries.term = 4;
+    m.append_entries.prev_log_index = 11;
+    m.append_entries.prev_log_term = 3;
+    memset(in, 0, sizeof in);
+    in[0].term = 3; /* 12 matches */
+    in[1].term = 4; /* 13 conflicts: rollback of the uncommitted 13 */
+    m.append_entries.entries = in;
+    m.append_entries.n_entries = 2;
+    ck_assert(guard_g6_rollback_stop(&r, &m));
+    /* Conflict above the uncommitted index: no rollback. */
+    in[1].term = 3;
+    ck_assert(!guard_g6_rollback_stop(&r, &m));
+    in[1].term = 4;
+    /* prev does not match: raft rejects without truncating. */
+    m.append_entries.prev_log_term = 2;
+    ck_assert(!guard_g6_rollback_stop(&r, &m));
+    m.append_entries.prev_log_term = 3;
+    /* A stale leader's request is rejected. */
+    m.append_entries.term = 2;
+    ck_assert(!guard_g6_rollback_stop(&r, &m));
+    m.append_entries.term = 4;
+    /* The committed configuration entry still in the log: raft's own
+     * rollback finds it (G6 keeps it there). */
+    r.configuration_index = 11;
+    ck_assert(!guard_g6_rollback_stop(&r, &m));
+    r.configuration_index = 8;
+    r.configuration_uncommitted_index = 0;
+    ck_assert(!guard_g6_rollback_stop(&r, &m));
+    r.configuration_uncommitted_index = 13;
+    guard_test_set_off(GUARD_G6);
+    ck_assert(!guard_g6_rollback_stop(&r, &m));
     guard_test_set_off(0);
 }
 END_TEST
@@ -92,6 +150,17 @@ START_TEST(g5_g6_g8_decisions)
     ck_assert_int_eq(guard_g5_check(&r), 0);
     r.configuration_uncommitted_index = 7;
     ck_assert_int_eq(guard_g5_check(&r), RAFT_BUSY);
+    /* After a restart (B6) the configuration in force may be ahead of what
+     * is applied: no snapshot may record it. */
+    r.configuration_uncommitted_index = 0;
+    r.configuration_index = 50;
+    r.last_applied = 49;
+    ck_assert_int_eq(guard_g5_check(&r), RAFT_BUSY);
+    r.last_applied = 50;
+    ck_assert_int_eq(guard_g5_check(&r), 0);
+    r.configuration_index = 0;
+    r.last_applied = 0;
+    r.configuration_uncommitted_index = 7;
 
     /* G6: keep entries down to the committed configuration's. */
     r.configuration_index = 100;
@@ -123,9 +192,9 @@ START_TEST(switch_list_parses)
     ck_assert_uint_eq(mask, GUARD_G1 | GUARD_G2);
     ck_assert_int_eq(guard_test_parse("", &mask), 0);
     ck_assert_uint_eq(mask, 0);
-    ck_assert_int_eq(guard_test_parse("g7,g6,g8,g4,g5", &mask), 0);
-    ck_assert_uint_eq(mask,
-                      GUARD_G4 | GUARD_G5 | GUARD_G6 | GUARD_G7 | GUARD_G8);
+    ck_assert_int_eq(guard_test_parse("g7,g6,g8,g4,g5,g9", &mask), 0);
+    ck_assert_uint_eq(
+        mask, GUARD_G4 | GUARD_G5 | GUARD_G6 | GUARD_G7 | GUARD_G8 | GUARD_G9);
     ck_assert_int_eq(guard_test_parse("g3", &mask), -1);
     ck_assert_int_eq(guard_test_parse("g1,bogus", &mask), -1);
 }
@@ -283,6 +352,7 @@ Suite *guards_suite(void)
     tcase_add_test(tc, term_of_ring_and_snapshot);
     tcase_add_test(tc, g2_drops_only_old_term_results_at_a_leader);
     tcase_add_test(tc, g5_g6_g8_decisions);
+    tcase_add_test(tc, g6b_rollback_needs_a_compacted_entry);
     tcase_add_test(tc, switch_list_parses);
     suite_add_tcase(s, tc);
     tcase_set_timeout(tn, 120);
