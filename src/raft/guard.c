@@ -21,9 +21,10 @@ int guard_test_parse(const char *list, unsigned *mask)
     {
         const char *name;
         unsigned bit;
-    } names[] = {{"g1", GUARD_G1}, {"g2", GUARD_G2}, {"g4", GUARD_G4},
-                 {"g5", GUARD_G5}, {"g6", GUARD_G6}, {"g7", GUARD_G7},
-                 {"g8", GUARD_G8}, {"g9", GUARD_G9}};
+    } names[] = {{"g1", GUARD_G1},  {"g2", GUARD_G2}, {"g4", GUARD_G4},
+                 {"g5", GUARD_G5},  {"g6", GUARD_G6}, {"g7", GUARD_G7},
+                 {"g8", GUARD_G8},  {"g9", GUARD_G9}, {"g10", GUARD_G10},
+                 {"g11", GUARD_G11}};
     const char *p = list;
 
     *mask = 0;
@@ -172,4 +173,15 @@ bool guard_b6_stale(const struct raft *r, raft_index index)
      * configuration_index with nothing uncommitted is only B6. */
     return guard_on(GUARD_G8) && r->configuration_uncommitted_index == 0 &&
            r->configuration_index != 0 && index <= r->configuration_index;
+}
+
+bool guard_g10_below_snapshot(const struct raft *r,
+                              const struct raft_message *m)
+{
+    /* Our snapshot holds only committed entries (taken at last_applied, or
+     * installed from a leader), which every later leader has too: claiming
+     * to match up to its last entry is true whatever the leader sent. A
+     * request of an older term is rejected by raft anyway. */
+    return guard_on(GUARD_G10) && m->append_entries.term >= r->current_term &&
+           m->append_entries.prev_log_index < r->log.snapshot.last_index;
 }

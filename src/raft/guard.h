@@ -22,6 +22,16 @@
  *   G9 drop the reply a follower sends when an append completes after
  *      its term changed: 0.15 sends last_stored to the new leader, a false
  *      match through the asynchronous path (B13; upstream 35479fc). rio.c.
+ *   G10 an AppendEntries whose previous entry is below this follower's own
+ *      snapshot is answered as a heartbeat at the snapshot's last entry:
+ *      0.15 rejects it ("no entry"), and a leader that sent an older
+ *      snapshot than ours then loops for ever (a liveness bug found by
+ *      tests/raft/random.c). rio.c.
+ *   G11 a follower's commit index never covers entries a request did not
+ *      check: 0.15 sets it to min(leader_commit, last_stored), so a follower
+ *      holding unchecked entries of an older term would apply them (a
+ *      divergence found by tests/raft/random.c). The AppendEntries'
+ *      leader_commit is clamped to prev + n before raft sees it. rio.c.
  *   G6b: where G6 cannot help (the committed configuration entry was
  *      compacted by an installed snapshot, not by our own), a rollback
  *      would dereference NULL (B5): fail-stop before raft sees the
@@ -56,6 +66,8 @@ enum guard_id {
     GUARD_G7 = 1u << 7,
     GUARD_G8 = 1u << 8,
     GUARD_G9 = 1u << 9,
+    GUARD_G10 = 1u << 10,
+    GUARD_G11 = 1u << 11,
 };
 
 /* Is guard @g on? Always true in production builds. */
@@ -74,6 +86,10 @@ raft_term guard_term_of(const struct raft *r, raft_index index);
 
 /* G2: should the leader drop this incoming message? */
 bool guard_g2_drop(const struct raft *r, const struct raft_message *m);
+
+/* G10: is this AppendEntries' previous entry compacted in our snapshot? */
+bool guard_g10_below_snapshot(const struct raft *r,
+                              const struct raft_message *m);
 
 /* G6b: would this AppendEntries make raft roll back an uncommitted
  * configuration whose predecessor entry is no longer in the log? */

@@ -184,6 +184,9 @@ int replica_configure(struct replica *rep,
     raft_set_snapshot_trailing(r, c->snapshot_trailing);
     raft_set_max_catch_up_rounds(r, c->max_catch_up_rounds);
     raft_set_max_catch_up_round_duration(r, c->max_catch_up_round_ms);
+    if (c->install_snapshot_timeout_ms != 0) {
+        raft_set_install_snapshot_timeout(r, c->install_snapshot_timeout_ms);
+    }
     raft_set_pre_vote(r, true);
     return 0;
 }

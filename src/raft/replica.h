@@ -91,6 +91,10 @@ struct replica_config
     unsigned snapshot_trailing;
     unsigned max_catch_up_rounds;
     unsigned max_catch_up_round_ms;
+    /* How long the leader waits for an InstallSnapshot to be answered
+     * before it sends it again (0: raft's 30 s). A lost InstallSnapshot
+     * otherwise leaves a follower that far behind for that long. */
+    unsigned install_snapshot_timeout_ms;
 };
 
 /* --- pipeline requests -----------------------------------------------------

@@ -90,6 +90,21 @@ static bool is_vote_traffic(const struct raft_message *m)
     return m->type == RAFT_IO_REQUEST_VOTE || m->type == RAFT_IO_TIMEOUT_NOW;
 }
 
+/* A received AppendEntries' entries belong to whoever handles it: raft
+ * frees each distinct batch, then the array. */
+static void free_entries(struct raft_entry *entries, unsigned n)
+{
+    void *batch = NULL;
+
+    for (unsigned i = 0; i < n; i++) {
+        if (entries[i].batch != batch) {
+            batch = entries[i].batch;
+            raft_free(batch);
+        }
+    }
+    raft_free(entries);
+}
+
 static void inner_recv_cb(struct raft_io *inner, struct raft_message *m)
 {
     struct rio *rio = inner->data;
@@ -103,6 +118,37 @@ static void inner_recv_cb(struct raft_io *inner, struct raft_message *m)
         rio->stats.novote_dropped++;
         return;
     }
+    if (m->type == RAFT_IO_APPEND_ENTRIES && guard_g10_below_snapshot(r, m)) {
+        /* G10: 0.15 rejects an AppendEntries whose previous entry it has
+         * compacted into its own snapshot ("no entry at index"), and the
+         * leader probes further down; a leader that sent an older snapshot
+         * than ours then loops between probing and "have more recent
+         * snapshot" for ever (found by tests/raft/random.c). Everything up
+         * to our snapshot is committed, so it is in the leader's log too:
+         * answer as a heartbeat at our snapshot's last entry, which tells
+         * the leader we match up to there; it sends the rest again. */
+        free_entries(m->append_entries.entries, m->append_entries.n_entries);
+        m->append_entries.entries = NULL;
+        m->append_entries.n_entries = 0;
+        m->append_entries.prev_log_index = r->log.snapshot.last_index;
+        m->append_entries.prev_log_term = r->log.snapshot.last_term;
+        rio->stats.g10_rewritten++;
+    }
+    if (m->type == RAFT_IO_APPEND_ENTRIES && guard_on(GUARD_G11) &&
+        m->append_entries.leader_commit >
+            m->append_entries.prev_log_index + m->append_entries.n_entries) {
+        /* G11: 0.15 sets a follower's commit index to min(leader_commit,
+         * last_stored) (replicationAppend for heartbeats, appendFollowerCb
+         * after a write), and last_stored may include entries of an older
+         * term beyond what this request checked: the follower would apply
+         * an entry that conflicts with the committed one (found by
+         * tests/raft/random.c: "conflicting terms ... commit index" after
+         * the fact). Raft's rule is min(leaderCommit, index of last new
+         * entry): only what this request checked is known to match. */
+        m->append_entries.leader_commit =
+            m->append_entries.prev_log_index + m->append_entries.n_entries;
+        rio->stats.g11_clamped++;
+    }
     if (m->type == RAFT_IO_APPEND_ENTRIES && guard_g6_rollback_stop(r, m)) {
         rio->stats.g6_stops++;
         snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
@@ -111,7 +157,10 @@ static void inner_recv_cb(struct raft_io *inner, struct raft_message *m)
                  "rebuilds the configuration from the log",
                  (unsigned long long)r->configuration_index);
         fatal(rio, "recv", RAFT_INVALID);
-        return; /* (test hook returned) the message is lost */
+        /* (test hook returned) the message is lost; raft would have owned
+         * its entries, so free them as raft does (entryBatchesDestroy). */
+        free_entries(m->append_entries.entries, m->append_entries.n_entries);
+        return;
     }
     if (m->type == RAFT_IO_APPEND_ENTRIES) {
         rio->in_append = true;
@@ -163,6 +212,27 @@ static int rio_io_start(struct raft_io *io,
     return rv;
 }
 
+/* G7: what a synchronous success reply may claim as matching: the entries
+ * the request checked (prev + n), and every entry this follower knows to be
+ * committed (its commit index, its snapshot), which are the same in every
+ * later leader's log. Without the second part a follower whose own snapshot
+ * is ahead of the leader's probe would answer every heartbeat with prev, and
+ * a leader waiting in its snapshot state for match >= the snapshot it sent
+ * would wait for ever (found by tests/raft/random.c). */
+static raft_index g7_bound(const struct rio *rio)
+{
+    const struct raft *r = rio->io.data;
+    raft_index bound = rio->append_last;
+
+    if (r->commit_index > bound) {
+        bound = r->commit_index;
+    }
+    if (r->log.snapshot.last_index > bound) {
+        bound = r->log.snapshot.last_index;
+    }
+    return bound;
+}
+
 static void own_send_cb(struct raft_io_send *req, int status)
 {
     (void)status;
@@ -206,14 +276,14 @@ static int rio_io_send(struct raft_io *io,
     if (guard_on(GUARD_G7) && rio->in_append &&
         m->type == RAFT_IO_APPEND_ENTRIES_RESULT &&
         m->append_entries_result.rejected == 0 &&
-        m->append_entries_result.last_log_index > rio->append_last) {
+        m->append_entries_result.last_log_index > g7_bound(rio)) {
         /* B13: 0.15 answers a heartbeat (or a short request) that matched
          * with last_stored, which may include unchecked entries that
          * conflict with the leader's; the leader would count them. Report
          * only what this request checked; the reply after the disk write
          * reports exactly prev + n already. */
         copy = *m;
-        copy.append_entries_result.last_log_index = rio->append_last;
+        copy.append_entries_result.last_log_index = g7_bound(rio);
         rio->stats.g7_clamped++;
         m = &copy;
     }

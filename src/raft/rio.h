@@ -18,6 +18,12 @@
  *       term changed (0.15 sends it to the new leader with last_stored,
  *       which may hold the old term's unchecked entries: a false match; fixed
  *       upstream by 35479fc);
+ *   G10 an AppendEntries whose previous entry this follower compacted into
+ *       its snapshot becomes a heartbeat at the snapshot's last entry (0.15
+ *       rejects it and the leader may loop for ever);
+ *   G11 clamp an AppendEntries' leader_commit to the entries it checked
+ *       (prev + n): 0.15 takes min(leader_commit, last_stored), which may
+ *       commit and apply unchecked entries of an older term;
  *   G6b fail-stop instead of 0.15's NULL dereference when a membership
  *       rollback would need a configuration entry that an installed snapshot
  *       compacted away (B5 on the InstallSnapshot path);
@@ -62,6 +68,8 @@ struct rio_stats
     uint64_t g2_dropped;
     uint64_t g7_clamped;
     uint64_t g9_dropped;
+    uint64_t g10_rewritten;
+    uint64_t g11_clamped;
     uint64_t g6_stops; /* rollback would need a compacted entry */
     uint64_t novote_dropped;
     uint64_t storage_errors;

@@ -205,11 +205,28 @@ class Load:
 # --- subcommands ---------------------------------------------------------------
 
 
+def ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def cmd_ports(args):
-    base0 = 20000 + (os.getppid() * 37) % 30000
+    # Stay out of the kernel's ephemeral range: an outgoing connection (the
+    # nodes connect to each other all the time) may take any port in it
+    # between our check and the node's bind.
     n = args.n
+    lo, hi = ephemeral_range()
+    if lo - 10000 > 4 * n:
+        first, span = 10000, lo - 10000 - n
+    else:
+        first, span = hi + 1, 65535 - hi - n
+    base0 = (os.getppid() * 37) % span
     for attempt in range(200):
-        base = 20000 + (base0 - 20000 + attempt * 97) % 40000
+        base = first + (base0 + attempt * 97) % span
         socks = []
         ok = True
         try:

@@ -8,6 +8,7 @@
 
 #include "common/crc32c.h"
 #include "fsm_helpers.h"
+#include "raft/guard.h"
 
 #define TERMS_MAX 4096
 static struct
@@ -101,7 +102,34 @@ static void fixture_hook(struct raft_fixture *f, struct raft_fixture_event *e)
     (void)e;
     for (i = 0; i < f->n; i++) {
         struct raft *r = &f->servers[i].raft;
+        struct cl_server *s = &c->s[i];
         size_t k;
+
+        /* Same entry applied at the same index: compare terms, which every
+         * entry has (two different entries of one term at one index are
+         * impossible in Raft's log matching, so this is the check for
+         * barriers and configuration changes). */
+        for (raft_index a = s->applied_seen + 1;
+             c->applied_term != NULL && a <= r->last_applied &&
+             a < CL_APPLY_MAX;
+             a++) {
+            raft_term t = guard_term_of(r, a);
+
+            if (t == 0) {
+                continue; /* restored from a snapshot: not seen */
+            }
+            if (c->applied_term[a] == 0) {
+                c->applied_term[a] = t;
+            } else if (c->applied_term[a] != t) {
+                violation(c,
+                          "entries of terms %llu and %llu applied at index "
+                          "%llu",
+                          c->applied_term[a], t, a);
+            }
+        }
+        if (r->last_applied > s->applied_seen) {
+            s->applied_seen = r->last_applied;
+        }
 
         if (c->s[i].fatal_hits > 0 && f->servers[i].alive) {
             raft_fixture_kill(f, i); /* fail-stop */
@@ -155,6 +183,7 @@ static void server_adopt(struct cluster *c,
         .snapshot_trailing = trailing,
         .max_catch_up_rounds = 10,
         .max_catch_up_round_ms = 5000,
+        .install_snapshot_timeout_ms = 5000,
     };
     char errmsg[256];
 
@@ -194,6 +223,8 @@ void cl_init(struct cluster *c, unsigned n_voters, unsigned n_servers)
     cur = c;
     n_terms = 0;
     /* 0.15: raft_fixture_initialize does not zero f->n. */
+    c->applied_term = calloc(CL_APPLY_MAX, sizeof *c->applied_term);
+    ck_assert_ptr_nonnull(c->applied_term);
     rv = raft_fixture_initialize(&c->f);
     ck_assert_int_eq(rv, 0);
     for (i = 0; i < n_servers; i++) {
@@ -255,6 +286,8 @@ void cl_close(struct cluster *c)
         replica_close(&c->s[i].rep);
         free(c->s[i].applied);
     }
+    free(c->applied_term);
+    c->applied_term = NULL;
     cur = NULL;
 }
 

@@ -8,8 +8,10 @@
  * Its wall clock is fixture time + CL_WALL0 + wall_offset_ms (settable, to
  * give a leader a wrong clock); its monotonic clock is fixture time.
  *
- * The harness records, per server, a checksum of the entry applied at each
- * index (so tests compare servers index by index) and counts fatal hooks
+ * The harness records, per server, a checksum of the command applied at each
+ * index, and at every step the term of every entry each server applied (so
+ * tests compare servers index by index, barriers and configuration changes
+ * included) and counts fatal hooks
  * (G4) instead of aborting: a server that hit one is killed in the fixture
  * at the next step, as a fail-stopped node would be.
  *
@@ -49,6 +51,7 @@ struct cl_server
     /* crc of the entry applied at each index, 0 = none seen */
     uint32_t *applied;
     raft_index applied_max;
+    raft_index applied_seen; /* the hook recorded terms up to here */
 };
 
 struct cluster
@@ -59,6 +62,10 @@ struct cluster
     bool quiet;
     /* invariants checked at every step by the fixture hook */
     raft_term leader_term[CL_MAX];
+    /* The term of the entry applied at each index, as first seen on any
+     * server: every entry type (barriers and configuration changes too,
+     * which the applied checksums above do not see). */
+    raft_term *applied_term;
     bool violation;
     char violation_msg[256];
 };

@@ -1,7 +1,8 @@
 /* tests/raft/random.c: seeded random schedules over the production Raft
  * layer on raft_fixture (tests/raft/cluster.h).
  *
- *   random-schedules [--seeds N] [--first S] [--steps-ms MS] [--no-fork] [-v]
+ *   random-schedules [--seeds N] [--first S] [--steps-ms MS] [--off GUARDS]
+ *                    [--no-fork] [-v]
  *
  * Each schedule is a function of its seed only (splitmix64, no rand()):
  * 3 or 5 voters, random network and disk latency, randomised election
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "raft/guard.h"
 
 #define N_KEYS    8
 #define OPS_MAX   4096
@@ -267,6 +269,8 @@ static void randomize_server(unsigned i)
     raft_fixture_set_randomized_election_timeout(&C.f, i, et);
 }
 
+static void dump_servers(void);
+
 /* --- stepping and the per-step checks ------------------------------------ */
 
 static bool failed;
@@ -362,6 +366,23 @@ static void do_step(void)
         if (C.s[i].fatal_hits > 0 && !failed) {
             report_fail("server %u hit the fatal hook (%s: %s)", i + 1,
                         C.s[i].fatal_what, C.s[i].fatal_msg);
+            dump_servers();
+            {
+                raft_index k = raft_last_applied(cl_raft(&C, i));
+                for (unsigned j = 0; j < C.n; j++) {
+                    fprintf(
+                        stderr,
+                        "  server %u: term of %llu = %llu, applied crc "
+                        "%08x\n",
+                        j + 1, (unsigned long long)k,
+                        (unsigned long long)guard_term_of(cl_raft(&C, j), k),
+                        C.s[j].applied[k]);
+                }
+            }
+            (void)cl_same_applied(&C);
+            if (C.violation) {
+                fprintf(stderr, "  and: %s\n", C.violation_msg);
+            }
             failed = true;
         }
     }
@@ -962,6 +983,29 @@ static void dump_servers(void)
                 (unsigned long long)raft_last_index(r),
                 (unsigned long long)r->commit_index, config_role(conf, i),
                 replica_ready(&C.s[i].rep));
+        fprintf(stderr,
+                "    log offset=%llu snapshot=%llu stored=%llu "
+                "g2=%llu g7=%llu g9=%llu novote=%llu fatal=%u\n",
+                (unsigned long long)r->log.offset,
+                (unsigned long long)r->log.snapshot.last_index,
+                (unsigned long long)r->last_stored,
+                (unsigned long long)C.s[i].rep.rio.stats.g2_dropped,
+                (unsigned long long)C.s[i].rep.rio.stats.g7_clamped,
+                (unsigned long long)C.s[i].rep.rio.stats.g9_dropped,
+                (unsigned long long)C.s[i].rep.rio.stats.novote_dropped,
+                C.s[i].fatal_hits);
+        if (raft_state(r) == RAFT_LEADER) {
+            for (unsigned k = 0; k < r->configuration.n; k++) {
+                const struct raft_progress *p = &r->leader_state.progress[k];
+                fprintf(stderr,
+                        "    progress %llu: state=%u next=%llu match=%llu "
+                        "snapshot=%llu recent=%d\n",
+                        (unsigned long long)r->configuration.servers[k].id,
+                        p->state, (unsigned long long)p->next_index,
+                        (unsigned long long)p->match_index,
+                        (unsigned long long)p->snapshot_index, p->recent_recv);
+            }
+        }
     }
 }
 
@@ -1219,7 +1263,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: random-schedules [--seeds N] [--first S] [--steps-ms MS] "
-            "[--no-fork] [-v]\n");
+            "[--off GUARDS] [--no-fork] [-v]\n");
     exit(2);
 }
 
@@ -1240,6 +1284,15 @@ int main(int argc, char **argv)
             first = strtoull(argv[++i], NULL, 0);
         } else if (strcmp(argv[i], "--steps-ms") == 0 && i + 1 < argc) {
             steps_ms = (unsigned)strtoul(argv[++i], NULL, 0);
+        } else if (strcmp(argv[i], "--off") == 0 && i + 1 < argc) {
+            unsigned mask;
+
+            /* Test-only guard switches (raft/guard.h): a kept failing seed
+             * shows what a guard prevents. */
+            if (guard_test_parse(argv[++i], &mask) != 0) {
+                usage();
+            }
+            guard_test_set_off(mask);
         } else if (strcmp(argv[i], "--no-fork") == 0) {
             do_fork = false;
         } else if (strcmp(argv[i], "-v") == 0) {

@@ -19,6 +19,12 @@
  *               --window (with --disk-ms 200) adds the partitions under
  *               which G1 alone is not enough and G2 is what closes it.
  *   rollback    B13 false match (G7) and B5 rollback NULL dereference (G6).
+ *   stale-reply B13 through the reply to a write that completed after the
+ *               term changed (G9): a false match, an acknowledged claim
+ *               lost.
+ *   install-rollback
+ *               B5 after an InstallSnapshot (G6b, off with g6): the
+ *               follower must fail-stop (the fatal hook; clean), not crash.
  *   starvation  B3 commit starvation under a command every 5 ms; the guard
  *               is the pipeline (one proposal in flight + batching):
  *               --raw bypasses it with one raft_apply per command. */
@@ -691,6 +697,563 @@ static int scenario_rollback(void)
     return finish(extra);
 }
 
+/* --- stale-reply: B13 through the asynchronous append reply (G9) -----------
+ */
+
+#define SR_N       5
+#define SR_OLD     10  /* entries of the old term only S2 gets */
+#define SR_DISK_MS 800 /* S2's write of them */
+#define SR_ACK_KEY "ack"
+
+static void sr_apply_cb(struct raft_apply *req, int status, void *result)
+{
+    (void)status;
+    (void)result;
+    free(req);
+}
+
+/* One raft_apply of SR_OLD framed claims at server @l (bypassing the
+ * pipeline, so that they go out as one AppendEntries and one write). */
+static int sr_apply_old(unsigned l)
+{
+    struct raft_buffer bufs[SR_OLD];
+    struct raft_apply *req = calloc(1, sizeof *req);
+    unsigned k;
+
+    if (req == NULL) {
+        return -1;
+    }
+    for (k = 0; k < SR_OLD; k++) {
+        struct raft_entry e;
+        struct fsm_claim cl;
+        struct fsm_cmd cmd;
+        char key[16];
+
+        snprintf(key, sizeof key, "old%u", k);
+        cmd = cl_claim_cmd(&cl, key, 100 + k);
+        if (make_entry(&cmd, raft_fixture_time(&C.f) + CL_WALL0, 0, &e) != 0) {
+            break;
+        }
+        bufs[k] = e.buf;
+    }
+    if (k == SR_OLD &&
+        raft_apply(cl_raft(&C, l), req, bufs, SR_OLD, sr_apply_cb) == 0) {
+        return 0; /* raft owns the buffers */
+    }
+    while (k-- > 0) {
+        raft_free(bufs[k].base);
+    }
+    free(req);
+    return -1;
+}
+
+static uint64_t sum_g9(void)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < C.n; i++) {
+        n += C.s[i].rep.rio.stats.g9_dropped;
+    }
+    return n;
+}
+
+/* Server i's election timeout from now on: the fixture's value takes
+ * effect only when raft draws a new one, so also set the one running. */
+static void sr_set_timeout(unsigned i, unsigned ms)
+{
+    struct raft *r = cl_raft(&C, i);
+
+    raft_fixture_set_randomized_election_timeout(&C.f, i, ms);
+    if (r->state == RAFT_FOLLOWER) {
+        r->follower_state.randomized_election_timeout = ms;
+    } else if (r->state == RAFT_CANDIDATE) {
+        r->candidate_state.randomized_election_timeout = ms;
+    }
+}
+
+/* None of S3..S5 follows a leader any more (S1 is cut off from them). */
+static bool sr_all_lost_leader(void)
+{
+    for (unsigned i = 2; i < SR_N; i++) {
+        struct raft *r = cl_raft(&C, i);
+        if (r->state == RAFT_FOLLOWER &&
+            r->follower_state.current_leader.id != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool sr_has_claim(unsigned i, const char *key)
+{
+    return C.f.servers[i].alive && C.s[i].rep.fsm != NULL &&
+           cl_local_lookup(&C, i, key) == FSM_FOUND;
+}
+
+/* The reviewer's schedule. Entries up to N are committed everywhere. S1
+ * leads term T, cut off from S3..S5, and sends N+1..N+10 (term T) to S2,
+ * whose disk is slow; S1 dies. L (one of S3..S5) wins term T+1; its first
+ * heartbeat (prev N) moves S2 to term T+1, then L's messages to S2 are cut,
+ * so S2 never sees L's entries. L's G1 barrier (N+1) commits with F and X
+ * (the other two of S3..S5), X is cut off, and a claim at N+2 reaches L and
+ * F only. Then S2's old write completes: 0.15 answers it, to L, with
+ * last_log_index N+10 (B13), L counts S2 as matching N+2 and commits and
+ * acknowledges the claim with L, F and S2. G9 drops that answer. Then L
+ * and F die, S1 comes back and X is reconnected: X (log ends N+1, term
+ * T+1) is the only one that can win and overwrites N+2; without G9 that
+ * loses the acknowledged claim, with G9 the claim was never acknowledged.
+ * (Had L reached S2 again first, 0.15 would have repaired S2's log: the
+ * false match is a window, the loss needs L and F to fail in it.) */
+static int scenario_stale_reply(void)
+{
+    struct cl_op op;
+    struct raft *s1, *s2, *lr;
+    raft_index n_idx, ack_idx = 0;
+    raft_term t_old;
+    raft_time end;
+    char extra[320];
+    unsigned i, lf, xf, fl;
+    int l, nl;
+    bool acked, lost, s2_wrote = false;
+
+    C.quiet = getenv("REGRESS_VERBOSE") == NULL;
+    cl_init(&C, SR_N, SR_N);
+    l = cl_wait_ready(&C, 10000);
+    if (l != 0) {
+        setup_error("S1 is not the first leader");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    for (i = 0; i < 3; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "c%u", i);
+        if (cl_claim(&C, 0, &op, key, i + 1) != 0 ||
+            !cl_wait_op(&C, &op, 5000) || op.status != 0) {
+            setup_error("claims on S1");
+            cl_close(&C);
+            return EXIT_SETUP;
+        }
+    }
+    s1 = cl_raft(&C, 0);
+    s2 = cl_raft(&C, 1);
+    n_idx = raft_last_index(s1);
+    if (!cl_wait_applied(&C, n_idx, 5000)) {
+        setup_error("N not applied everywhere");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    t_old = s1->current_term;
+
+    /* S1 leads term T with only S2; S2's disk is slow for this write. S2
+     * must not campaign (its log is the longest, B7), nor time out while it
+     * waits: that would leave the follower state the reply needs. */
+    for (i = 2; i < SR_N; i++) {
+        raft_fixture_disconnect(&C.f, 0, i);
+        raft_fixture_disconnect(&C.f, i, 0);
+    }
+    sr_set_timeout(1, 60000);
+    /* The old write must end while the new leader still counts S2 and X as
+     * in contact (0.15's leader steps down after an election timeout
+     * without a majority): so S1 sends the old entries only when S3..S5
+     * all lost S1 and the next pre-vote among them wins. */
+    end = raft_fixture_time(&C.f) + 5000;
+    while (!sr_all_lost_leader() && raft_fixture_time(&C.f) < end) {
+        raft_fixture_step(&C.f);
+    }
+    if (!sr_all_lost_leader() || s1->state != RAFT_LEADER) {
+        setup_error("S3..S5 did not time out (or S1 lost leadership)");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    raft_fixture_set_disk_latency(&C.f, 1, SR_DISK_MS);
+    if (sr_apply_old(0) != 0) {
+        setup_error("raft_apply on S1");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    end = raft_fixture_time(&C.f) + 1000;
+    while (raft_last_index(s2) < n_idx + SR_OLD &&
+           raft_fixture_time(&C.f) < end) {
+        raft_fixture_step(&C.f);
+    }
+    raft_fixture_set_disk_latency(&C.f, 1, 10);
+    if (raft_last_index(s2) != n_idx + SR_OLD || s2->last_stored != n_idx) {
+        setup_error("S2 did not get the old entries (or stored them)");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    raft_fixture_kill(&C.f, 0);
+    printf(
+        "stale-reply: N=%llu; S1 (term %llu) sent %llu..%llu to S2 only, "
+        "S2 writing them for %u ms; S1 killed\n",
+        (unsigned long long)n_idx, (unsigned long long)t_old,
+        (unsigned long long)n_idx + 1, (unsigned long long)n_idx + SR_OLD,
+        SR_DISK_MS);
+
+    nl = rb_wait_leader_among(2, SR_N, 10000);
+    if (nl < 0) {
+        setup_error("none of S3..S5 became leader");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    lf = (unsigned)nl;
+    lr = cl_raft(&C, lf);
+    fl = lf == 2 ? 3 : 2;     /* F: stays with L */
+    xf = 2 + 3 + 4 - lf - fl; /* X: cut off after the barrier */
+    /* L's first heartbeat reaches S2; then L's messages to S2 are cut
+     * (its barrier goes out only once S2's answer arrived: probe mode). */
+    end = raft_fixture_time(&C.f) + 1000;
+    while (!(s2->current_term == lr->current_term &&
+             s2->follower_state.current_leader.id == lr->id) &&
+           raft_fixture_time(&C.f) < end) {
+        raft_fixture_step(&C.f);
+    }
+    if (s2->current_term != lr->current_term) {
+        setup_error("S2 did not hear the new leader");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    raft_fixture_disconnect(&C.f, lf, 1);
+    sr_set_timeout(xf, 60000);
+    printf(
+        "stale-reply: S%u leader of term %llu (F=S%u, X=S%u); S2 moved to "
+        "term %llu with last_stored %llu, last index %llu\n",
+        lf + 1, (unsigned long long)lr->current_term, fl + 1, xf + 1,
+        (unsigned long long)s2->current_term,
+        (unsigned long long)s2->last_stored,
+        (unsigned long long)raft_last_index(s2));
+    end = raft_fixture_time(&C.f) + 2000;
+    while (!replica_ready(&C.s[lf].rep) && raft_fixture_time(&C.f) < end) {
+        raft_fixture_step(&C.f);
+    }
+    if (!replica_ready(&C.s[lf].rep) ||
+        cl_raft(&C, xf)->last_stored < n_idx + 1) {
+        setup_error("the new leader's barrier did not commit with F and X");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    raft_fixture_disconnect(&C.f, lf, xf);
+    raft_fixture_disconnect(&C.f, xf, lf);
+    if (cl_claim(&C, lf, &op, SR_ACK_KEY, 7) != 0) {
+        setup_error("claim on the new leader");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    end = raft_fixture_time(&C.f) + 1000;
+    while (!(lr->last_stored >= n_idx + 2 &&
+             cl_raft(&C, fl)->last_stored >= n_idx + 2) &&
+           raft_fixture_time(&C.f) < end) {
+        raft_fixture_step(&C.f);
+    }
+    ack_idx = raft_last_index(lr);
+    if (ack_idx < n_idx + 2 || cl_raft(&C, fl)->last_stored < n_idx + 2 ||
+        s2->last_stored != n_idx) {
+        setup_error("the claim did not reach L and F before S2's write ended");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    printf(
+        "stale-reply: claim at index %llu on S%u and S%u (commit %llu); "
+        "waiting for S2's old write\n",
+        (unsigned long long)ack_idx, lf + 1, fl + 1,
+        (unsigned long long)lr->commit_index);
+
+    /* S2's old write completes; its answer reaches L (S2 -> L is up). */
+    end = raft_fixture_time(&C.f) + SR_DISK_MS + 1000;
+    while (raft_fixture_time(&C.f) < end) {
+        raft_fixture_step(&C.f);
+        if (!s2_wrote && s2->last_stored >= n_idx + SR_OLD) {
+            s2_wrote = true;
+            end = raft_fixture_time(&C.f) + 300;
+        }
+        rb_check_match(lf, 1);
+    }
+    acked = op.done && op.status == 0 && op.outcome == FSM_ACCEPTED;
+    printf(
+        "stale-reply: S2's old write %s (last_stored %llu, term %llu); "
+        "S%u thinks S2 matches %llu, commit %llu, claim %s\n",
+        s2_wrote ? "completed" : "did not complete",
+        (unsigned long long)s2->last_stored,
+        (unsigned long long)s2->current_term, lf + 1,
+        (unsigned long long)(lr->state == RAFT_LEADER
+                                 ? lr->leader_state.progress[1].match_index
+                                 : 0),
+        (unsigned long long)lr->commit_index,
+        acked ? "acknowledged" : "not acknowledged");
+
+    /* L and F fail; S1 comes back, X is reconnected. */
+    raft_fixture_kill(&C.f, lf);
+    raft_fixture_kill(&C.f, fl);
+    raft_fixture_revive(&C.f, 0);
+    for (i = 2; i < SR_N; i++) {
+        if (i != lf && i != fl) {
+            raft_fixture_reconnect(&C.f, 0, i);
+            raft_fixture_reconnect(&C.f, i, 0);
+        }
+    }
+    cl_reconnect_all(&C, xf);
+    sr_set_timeout(0, 2000);
+    sr_set_timeout(1, 1100);
+    sr_set_timeout(xf, 1300);
+    nl = -1;
+    end = raft_fixture_time(&C.f) + 15000;
+    while (raft_fixture_time(&C.f) < end && nl < 0) {
+        raft_fixture_step(&C.f);
+        for (i = 0; i < SR_N; i++) {
+            /* (S1, revived, still thinks it leads term T at first) */
+            if (C.f.servers[i].alive && replica_ready(&C.s[i].rep) &&
+                cl_raft(&C, i)->current_term > lr->current_term) {
+                nl = (int)i;
+            }
+        }
+    }
+    if (nl < 0) {
+        for (i = 0; i < SR_N; i++) {
+            struct raft *r = cl_raft(&C, i);
+            printf(
+                "stale-reply: S%u state=%d term=%llu last_index=%llu "
+                "last term=%llu alive=%d ready=%d\n",
+                i + 1, r->state, (unsigned long long)r->current_term,
+                (unsigned long long)raft_last_index(r),
+                (unsigned long long)guard_term_of(r, raft_last_index(r)),
+                C.f.servers[i].alive, replica_ready(&C.s[i].rep));
+        }
+        setup_error("no ready leader among S1, S2, X");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    cl_step_ms(&C, 1000);
+    printf(
+        "stale-reply: S%d leads term %llu; claim of %s on: S1 %d, S2 %d, "
+        "S%u %d\n",
+        nl + 1, (unsigned long long)cl_raft(&C, (unsigned)nl)->current_term,
+        SR_ACK_KEY, sr_has_claim(0, SR_ACK_KEY), sr_has_claim(1, SR_ACK_KEY),
+        xf + 1, sr_has_claim(xf, SR_ACK_KEY));
+    lost = acked && !sr_has_claim((unsigned)nl, SR_ACK_KEY);
+    if (lost) {
+        violation(
+            "acknowledged claim of %s (index %llu) lost: the leader S%d "
+            "of term %llu does not have it",
+            SR_ACK_KEY, (unsigned long long)ack_idx, nl + 1,
+            (unsigned long long)cl_raft(&C, (unsigned)nl)->current_term);
+    }
+    if (!violated && C.violation) {
+        violation("%s", C.violation_msg);
+    }
+    check_applied();
+    snprintf(extra, sizeof extra,
+             "claim_idx=%llu acked=%d lost=%d s2_wrote=%d g9_dropped=%llu "
+             "g7_clamped=%llu g2_dropped=%llu",
+             (unsigned long long)ack_idx, acked, lost, s2_wrote,
+             (unsigned long long)sum_g9(), (unsigned long long)sum_g7(),
+             (unsigned long long)sum_g2());
+    cl_close(&C);
+    return finish(extra);
+}
+
+/* --- install-rollback: B5 on the InstallSnapshot path (G6b) ---------------
+ */
+
+#define IR_N 5
+
+static bool ir_in_config(const struct raft *r, raft_id id)
+{
+    for (unsigned k = 0; k < r->configuration.n; k++) {
+        if (r->configuration.servers[k].id == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* S2 is cut off while S1 runs claims (snapshots every 16, trailing 4): the
+ * leader's own refresh of the configuration (member.c: add and remove a
+ * spare) moves the committed configuration entry forward, so G6 lets S1
+ * compact past S2's log. S2 comes back and gets an InstallSnapshot: its
+ * configuration_index is now the snapshot's, an entry its log does not
+ * have. Then as in rollback: a configuration change only S2 gets, S1 dies,
+ * a leader among S3..S5 overwrites it, and 0.15's membershipRollback reads
+ * the committed configuration entry from the log (B5: NULL). G6b fail-stops
+ * S2 (the fatal hook; the harness kills it) before raft sees that
+ * AppendEntries. */
+static int scenario_install_rollback(void)
+{
+    static struct raft_change chg;
+    struct cl_op op;
+    struct raft *s1, *s2, *nr;
+    raft_index s2_last, cfg_idx;
+    raft_time end;
+    char extra[320];
+    unsigned i, k;
+    int l, nl;
+    bool ready = false;
+
+    cl_set_snapshot(&C, 16, 4);
+    C.quiet = getenv("REGRESS_VERBOSE") == NULL;
+    cl_init(&C, IR_N, IR_N);
+    l = cl_wait_ready(&C, 10000);
+    if (l != 0) {
+        setup_error("S1 is not the first leader");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    s1 = cl_raft(&C, 0);
+    s2 = cl_raft(&C, 1);
+    cl_disconnect_all(&C, 1);
+    raft_fixture_set_randomized_election_timeout(&C.f, 1, 60000);
+    s2_last = raft_last_index(s2);
+    /* Claims until S1's committed configuration is past S2's log, S1 took
+     * a snapshot after it, and its log starts after S2's last entry. */
+    for (k = 0; k < 400 && !ready; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "i%u", k);
+        if (cl_claim(&C, 0, &op, key, k + 1) != 0 ||
+            !cl_wait_op(&C, &op, 5000) || op.status != 0) {
+            setup_error("claims on S1");
+            cl_close(&C);
+            return EXIT_SETUP;
+        }
+        ready = s1->configuration_uncommitted_index == 0 &&
+                !ir_in_config(s1, REPLICA_REFRESH_ID) &&
+                s1->configuration_index > s2_last &&
+                s1->log.snapshot.last_index > s1->configuration_index &&
+                s1->log.offset > s2_last && C.s[0].rep.member == NULL;
+    }
+    if (!ready) {
+        setup_error("S1 did not compact past S2's log");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    printf(
+        "install-rollback: S1 configuration_index=%llu snapshot=%llu log "
+        "offset=%llu (refreshes %llu); S2 cut off at last index %llu\n",
+        (unsigned long long)s1->configuration_index,
+        (unsigned long long)s1->log.snapshot.last_index,
+        (unsigned long long)s1->log.offset,
+        (unsigned long long)C.s[0].rep.config_refreshes,
+        (unsigned long long)s2_last);
+
+    cl_reconnect_all(&C, 1);
+    raft_fixture_set_randomized_election_timeout(&C.f, 1, 1100);
+    if (!cl_wait_applied(&C, raft_last_index(s1), 10000)) {
+        setup_error("S2 did not catch up");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    cl_step_ms(&C, 300);
+    printf(
+        "install-rollback: S2 restored %llu snapshot(s); configuration_index"
+        "=%llu, log offset=%llu, last index %llu (configuration entry %s "
+        "the log)\n",
+        (unsigned long long)C.s[1].rep.stats.snapshots_restored,
+        (unsigned long long)s2->configuration_index,
+        (unsigned long long)s2->log.offset,
+        (unsigned long long)raft_last_index(s2),
+        s2->configuration_index > s2->log.offset ? "in" : "NOT in");
+    if (C.s[1].rep.stats.snapshots_restored == 0 ||
+        s2->configuration_index > s2->log.offset) {
+        setup_error("S2 did not install a snapshot past its configuration");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+
+    /* A configuration change only S2 gets. */
+    for (i = 2; i < IR_N; i++) {
+        raft_fixture_disconnect(&C.f, 0, i);
+        raft_fixture_disconnect(&C.f, i, 0);
+    }
+    if (raft_add(s1, &chg, 7, "7", rb_change_cb) != 0) {
+        setup_error("raft_add on S1");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    cl_step_ms(&C, 200);
+    cfg_idx = s2->configuration_uncommitted_index;
+    printf(
+        "install-rollback: S2 uncommitted config index=%llu "
+        "(configuration_index %llu, log offset %llu)\n",
+        (unsigned long long)cfg_idx,
+        (unsigned long long)s2->configuration_index,
+        (unsigned long long)s2->log.offset);
+    if (cfg_idx == 0 || s2->configuration_index > s2->log.offset) {
+        setup_error("S2 did not get the change (or has its predecessor)");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+
+    /* As rollback: S1 dies, S2 must lose the election. */
+    raft_fixture_kill(&C.f, 0);
+    for (i = 2; i < IR_N; i++) {
+        raft_fixture_disconnect(&C.f, 1, i);
+    }
+    cl_wait_no_leader(&C, 5000);
+    nl = rb_wait_leader_among(2, IR_N, 10000);
+    for (i = 2; i < IR_N; i++) {
+        raft_fixture_reconnect(&C.f, 1, i);
+    }
+    if (nl < 0) {
+        setup_error("none of S3..S5 became leader");
+        cl_close(&C);
+        return EXIT_SETUP;
+    }
+    nr = cl_raft(&C, (unsigned)nl);
+    printf(
+        "install-rollback: S%d leader of term %llu, last index %llu; "
+        "stepping (S2 must truncate index %llu and roll back)\n",
+        nl + 1, (unsigned long long)nr->current_term,
+        (unsigned long long)raft_last_index(nr), (unsigned long long)cfg_idx);
+    fflush(stdout); /* a crash in the rollback comes next */
+    end = raft_fixture_time(&C.f) + 3000;
+    while (raft_fixture_time(&C.f) < end) {
+        raft_fixture_step(&C.f);
+        for (i = 1; i < IR_N; i++) {
+            if (i != (unsigned)nl) {
+                rb_check_match((unsigned)nl, i);
+            }
+        }
+    }
+    if (C.s[1].fatal_hits > 0) {
+        printf("install-rollback: S2 fail-stopped (G6b): %s: %s\n",
+               C.s[1].fatal_what, C.s[1].fatal_msg);
+    } else {
+        printf(
+            "install-rollback: S2 config n=%u uncommitted=%llu last index "
+            "%llu, entry %llu term %llu (leader's %llu)\n",
+            s2->configuration.n,
+            (unsigned long long)s2->configuration_uncommitted_index,
+            (unsigned long long)raft_last_index(s2),
+            (unsigned long long)cfg_idx,
+            (unsigned long long)guard_term_of(s2, cfg_idx),
+            (unsigned long long)guard_term_of(nr, cfg_idx));
+    }
+    for (i = 0; i < IR_N; i++) {
+        if (i != 1 && C.s[i].fatal_hits > 0) {
+            violation("S%u fail-stopped too: %s: %s", i + 1, C.s[i].fatal_what,
+                      C.s[i].fatal_msg);
+        }
+    }
+    if (!violated && nr->state != RAFT_LEADER) {
+        violation("S%d lost leadership", nl + 1);
+    }
+    if (!violated && C.s[1].fatal_hits == 0 && C.f.servers[1].alive &&
+        ir_in_config(s2, 7)) {
+        /* Without the stop (and no crash), S2 must have rolled back. */
+        violation("S2 still has the rolled-back configuration change");
+    }
+    if (!violated && C.violation) {
+        violation("%s", C.violation_msg);
+    }
+    check_applied();
+    snprintf(extra, sizeof extra,
+             "cfg_idx=%llu s2_snapshots_restored=%llu s2_fatal=%u "
+             "g6_stops=%llu",
+             (unsigned long long)cfg_idx,
+             (unsigned long long)C.s[1].rep.stats.snapshots_restored,
+             C.s[1].fatal_hits,
+             (unsigned long long)C.s[1].rep.rio.stats.g6_stops);
+    cl_close(&C);
+    return finish(extra);
+}
+
 /* --- starvation: B3 ---------------------------------------------------------
  */
 
@@ -879,9 +1442,11 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: regress SCENARIO [--off LIST] [--raw] [--disk-ms N] "
             "[--window]\n"
-            "  SCENARIO    figure8 | rollback | starvation\n"
+            "  SCENARIO    figure8 | rollback | stale-reply | "
+            "install-rollback |\n"
+            "              starvation\n"
             "  --off LIST  guards to switch off, e.g. g1,g2 (g1 g2 g4 g5 g6 "
-            "g7)\n"
+            "g7 g8 g9)\n"
             "  --raw       starvation: one raft_apply per command, bypassing "
             "the\n"
             "              pipeline (the guard against B3 is the pipeline)\n"
@@ -904,6 +1469,12 @@ static int run_scenario(void)
     }
     if (strcmp(O.scenario, "rollback") == 0) {
         return scenario_rollback();
+    }
+    if (strcmp(O.scenario, "stale-reply") == 0) {
+        return scenario_stale_reply();
+    }
+    if (strcmp(O.scenario, "install-rollback") == 0) {
+        return scenario_install_rollback();
     }
     return scenario_starvation();
 }
@@ -985,6 +1556,8 @@ int main(int argc, char **argv)
     }
     if (O.scenario == NULL || (strcmp(O.scenario, "figure8") != 0 &&
                                strcmp(O.scenario, "rollback") != 0 &&
+                               strcmp(O.scenario, "stale-reply") != 0 &&
+                               strcmp(O.scenario, "install-rollback") != 0 &&
                                strcmp(O.scenario, "starvation") != 0)) {
         usage(stderr);
         return EXIT_SETUP;
