@@ -225,6 +225,12 @@ int replica_start(struct replica *rep, char *errmsg)
     return 0;
 }
 
+void replica_shutdown(struct replica *rep)
+{
+    rep->closing = true;
+    pipeline_fail_all(rep, REPLICA_E_SHUTDOWN);
+}
+
 void replica_close(struct replica *rep)
 {
     rep->closing = true;

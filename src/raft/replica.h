@@ -284,6 +284,12 @@ int replica_configure(struct replica *rep,
  * not live: ltime.h). Returns raft's code with @errmsg set. */
 int replica_start(struct replica *rep, char *errmsg);
 
+/* Stop serving before raft_close (or raft_fixture_close): queued requests
+ * fail "shutting down" (not applied), nothing new is proposed, and raft's
+ * own transition to unavailable while closing is not taken for a failure.
+ * What raft holds is failed by raft_close ("outcome unknown"). */
+void replica_shutdown(struct replica *rep);
+
 /* After raft_close's callback: free what the replica owns. */
 void replica_close(struct replica *rep);
 

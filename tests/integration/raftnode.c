@@ -1013,6 +1013,7 @@ static void shutdown_node(const char *why)
     while (g.conns != NULL) {
         conn_close(g.conns);
     }
+    replica_shutdown(&g.rep);
     raft_close(g.rep.raft, on_raft_closed);
 }
 

@@ -281,6 +281,9 @@ void cl_close(struct cluster *c)
 {
     unsigned i;
 
+    for (i = 0; i < c->n; i++) {
+        replica_shutdown(&c->s[i].rep);
+    }
     raft_fixture_close(&c->f);
     for (i = 0; i < c->n; i++) {
         replica_close(&c->s[i].rep);

@@ -287,6 +287,9 @@ static int f8_setup(void)
 
 static void f8_close(void)
 {
+    for (unsigned i = 0; i < C.n; i++) {
+        replica_shutdown(&C.s[i].rep);
+    }
     raft_fixture_close(&C.f);
     for (unsigned i = 0; i < C.n; i++) {
         replica_close(&C.s[i].rep);
