@@ -68,6 +68,9 @@ static void hook_applied(void *arg,
 
     ck_assert_uint_lt(index, CL_APPLY_MAX);
     s->applied[index] = crc;
+    if (len > s->max_entry_len) {
+        s->max_entry_len = len;
+    }
     if (index > s->applied_max) {
         s->applied_max = index;
     }

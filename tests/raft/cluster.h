@@ -52,6 +52,7 @@ struct cl_server
     uint32_t *applied;
     raft_index applied_max;
     raft_index applied_seen; /* the hook recorded terms up to here */
+    size_t max_entry_len;    /* largest command entry applied */
 };
 
 struct cluster
