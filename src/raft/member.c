@@ -148,32 +148,19 @@ static void dir_done(struct replica_req *req,
         done(rep, REPLICA_E_PRECONDITION, m->msg);
         return;
     }
-    switch (m->op) {
-        case REPLICA_MEMBER_ADD:
-            m->step = m->final_role == 0 ? STEP_DONE : STEP_ADD;
-            break;
-        case REPLICA_MEMBER_REMOVE:
-            /* Let the node apply its own retirement before raft stops
-             * sending to it, so it writes its tombstone instead of
-             * lingering: see STEP_RETIRE_BARRIER. */
-            m->step = STEP_RETIRE_BARRIER;
-            break;
-        default:
-            m->step = STEP_DONE;
-            break;
-    }
-    if (m->op == REPLICA_MEMBER_ADD && m->step == STEP_DONE) {
-        done(rep, 0, NULL);
-    } else if (m->op == REPLICA_MEMBER_ASSIGN) {
+    m->step = m->after_dir;
+    if (m->step == STEP_DONE) {
         done(rep, 0, NULL);
     }
     /* Otherwise replica_poll() takes the next step. */
 }
 
+/* Propose the directory command; when it applied, @next is the step. */
 static int propose_dir(struct replica *rep,
                        struct replica_member_req *m,
                        bool retire,
-                       enum fsm_role role)
+                       enum fsm_role role,
+                       int next)
 {
     struct fsm_cmd cmd;
     int rv;
@@ -193,6 +180,7 @@ static int propose_dir(struct replica *rep,
     }
     m->pl.data = m;
     m->step = STEP_DIR;
+    m->after_dir = next;
     rv = replica_submit(rep, &m->pl, &cmd, dir_done);
     if (rv == 0) {
         m->busy = true;
@@ -461,11 +449,10 @@ void member_poll(struct replica *rep)
             }
             break;
         case STEP_DIR_FINAL:
-            rv = propose_dir(rep, m, false, m->final_role);
+            rv = propose_dir(rep, m, false, m->final_role, STEP_DONE);
             if (rv != 0) {
-                done(rep, rv, "directory update failed");
-            } else {
-                m->final_role = 0; /* dir_done finishes */
+                done(rep, m->progressed ? REPLICA_E_UNKNOWN : rv,
+                     "directory update failed");
             }
             break;
         case STEP_RETIRE_BARRIER:
@@ -584,7 +571,7 @@ int replica_member(struct replica *rep,
                 break;
             }
             rep->member = m;
-            rv = propose_dir(rep, m, false, FSM_ROLE_SPARE);
+            rv = propose_dir(rep, m, false, FSM_ROLE_SPARE, STEP_ADD);
             m->final_role = m->role;
             break;
         case REPLICA_MEMBER_REMOVE:
@@ -595,7 +582,10 @@ int replica_member(struct replica *rep,
             if (m->id == r->id) {
                 m->step = STEP_TRANSFER; /* to any up-to-date voter */
             } else {
-                rv = propose_dir(rep, m, true, 0);
+                /* Then let the node apply its own retirement before raft
+                 * stops sending to it (STEP_RETIRE_BARRIER), so it writes
+                 * its tombstone instead of lingering. */
+                rv = propose_dir(rep, m, true, 0, STEP_RETIRE_BARRIER);
             }
             break;
         case REPLICA_MEMBER_ASSIGN:

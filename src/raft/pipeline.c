@@ -123,7 +123,6 @@ static void fl_clear(struct replica *rep)
     rep->inflight = INFLIGHT_NONE;
     rep->fl_n = 0;
     rep->fl_index = 0;
-    rep->fl_answered = 0;
 }
 
 void pipeline_emit(struct replica *rep,
@@ -143,7 +142,6 @@ void pipeline_emit(struct replica *rep,
     }
     req = rep->fl_reqs[i];
     rep->fl_reqs[i] = NULL;
-    rep->fl_answered++;
     finish(req, 0, res);
 }
 
@@ -325,7 +323,6 @@ static void propose_batch(struct replica *rep)
     }
     rep->inflight = INFLIGHT_BATCH;
     rep->fl_index = rep->apply_req.index;
-    rep->fl_answered = 0;
     for (i = 0; i < n; i++) {
         rep->fl_reqs[i] = q_pop(rep);
     }
@@ -565,7 +562,6 @@ int replica_snapshot(struct replica *rep,
     }
     rep->snap_cb = cb;
     rep->snap_wanted = true;
-    rep->snap_before = rep->raft->log.snapshot.last_index;
     dispatch(rep);
     return 0;
 }

@@ -233,8 +233,7 @@ void replica_shutdown(struct replica *rep)
 
 void replica_close(struct replica *rep)
 {
-    rep->closing = true;
-    pipeline_fail_all(rep, REPLICA_E_SHUTDOWN);
+    replica_shutdown(rep); /* if the caller did not */
     /* raft_close failed what raft held; what waited between steps ends
      * here. */
     if (rep->member != NULL) {

@@ -148,8 +148,9 @@ struct replica_member_req
     /* private */
     struct replica *rep;
     replica_member_cb cb;
-    int step;  /* the next step */
-    bool busy; /* a raft call or a directory command is in flight */
+    int step;      /* the next step */
+    int after_dir; /* the step after the directory command in flight */
+    bool busy;     /* a raft call or a directory command is in flight */
     bool retire_wait;
     bool progressed; /* a step committed */
     enum fsm_role final_role;
@@ -222,7 +223,6 @@ struct replica
     size_t fl_n;
     size_t fl_cap;
     raft_index fl_index;
-    size_t fl_answered;
 
     /* leadership */
     bool leader;
@@ -234,7 +234,6 @@ struct replica
     /* snapshots on demand */
     bool snap_wanted;
     raft_index snap_barrier_index;
-    raft_index snap_before; /* log.snapshot.last_index when asked */
     void (*snap_cb)(struct replica *rep, int status);
 
     /* membership: one operation at a time */

@@ -277,11 +277,11 @@ static int rio_io_send(struct raft_io *io,
         m->type == RAFT_IO_APPEND_ENTRIES_RESULT &&
         m->append_entries_result.rejected == 0 &&
         m->append_entries_result.last_log_index > g7_bound(rio)) {
-        /* B13: 0.15 answers a heartbeat (or a short request) that matched
-         * with last_stored, which may include unchecked entries that
-         * conflict with the leader's; the leader would count them. Report
-         * only what this request checked; the reply after the disk write
-         * reports exactly prev + n already. */
+        /* B13: 0.15 answers a heartbeat (or a request whose entries it
+         * already has) with last_stored, which may include unchecked
+         * entries that conflict with the leader's; the leader would count
+         * them. Report only what this request checked or what is known to
+         * be committed. (The reply after a disk write is G9's.) */
         copy = *m;
         copy.append_entries_result.last_log_index = g7_bound(rio);
         rio->stats.g7_clamped++;
