@@ -1,0 +1,16 @@
+/* unit-rpc: the pure parts of the RPC layer (frames, envelopes). */
+#include <check.h>
+#include <stdlib.h>
+
+Suite *frame_suite(void);
+
+int main(void)
+{
+    SRunner *sr = srunner_create(frame_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
