@@ -550,17 +550,19 @@ int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
     return pack(&m.base, out, len);
 }
 
-int command_encode_batch(uint32_t schema_version,
-                         uint64_t leader_time_ms,
-                         const uint8_t *const *cmds,
-                         const size_t *cmd_lens,
-                         size_t n,
-                         uint8_t **out,
-                         size_t *len)
+int command_encode_batch_with(uint32_t schema_version,
+                              uint64_t leader_time_ms,
+                              const uint8_t *const *cmds,
+                              const size_t *cmd_lens,
+                              size_t n,
+                              command_buf_fn get_buf,
+                              void *arg,
+                              size_t *len)
 {
     Once__Log__Batch b = ONCE__LOG__BATCH__INIT;
     ProtobufCBinaryData *bins;
-    int rv;
+    uint8_t *buf;
+    size_t size;
 
     if (n > FSM_BATCH_COMMANDS_MAX) {
         return FSM_E_TOOBIG;
@@ -576,11 +578,48 @@ int command_encode_batch(uint32_t schema_version,
     b.leader_time_ms = leader_time_ms;
     b.n_commands = n;
     b.commands = bins;
-    if (protobuf_c_message_get_packed_size(&b.base) > FSM_BATCH_MAX) {
+    size = protobuf_c_message_get_packed_size(&b.base);
+    if (size > FSM_BATCH_MAX) {
         free(bins);
         return FSM_E_TOOBIG;
     }
-    rv = pack(&b.base, out, len);
+    buf = get_buf(arg, size);
+    if (buf == NULL) {
+        free(bins);
+        return -ENOMEM;
+    }
+    *len = protobuf_c_message_pack(&b.base, buf);
     free(bins);
+    return 0;
+}
+
+struct malloc_out
+{
+    uint8_t *buf;
+};
+
+static uint8_t *malloc_buf(void *arg, size_t len)
+{
+    struct malloc_out *o = arg;
+
+    o->buf = malloc(len > 0 ? len : 1);
+    return o->buf;
+}
+
+int command_encode_batch(uint32_t schema_version,
+                         uint64_t leader_time_ms,
+                         const uint8_t *const *cmds,
+                         const size_t *cmd_lens,
+                         size_t n,
+                         uint8_t **out,
+                         size_t *len)
+{
+    struct malloc_out o = {NULL};
+    int rv = command_encode_batch_with(schema_version, leader_time_ms, cmds,
+                                       cmd_lens, n, malloc_buf, &o, len);
+
+    if (rv == 0) {
+        *out = o.buf;
+    }
     return rv;
 }

@@ -85,4 +85,18 @@ int command_encode_batch(uint32_t schema_version,
                          uint8_t **out,
                          size_t *len);
 
+/* The same, encoding into memory the caller provides: @get_buf(@arg, size)
+ * returns a buffer of at least size bytes (or NULL: -ENOMEM), called once
+ * when the size is known. Lets the raft pipeline encode straight into the
+ * raft_malloc'd entry instead of copying the batch there. */
+typedef uint8_t *(*command_buf_fn)(void *arg, size_t len);
+int command_encode_batch_with(uint32_t schema_version,
+                              uint64_t leader_time_ms,
+                              const uint8_t *const *cmds,
+                              const size_t *cmd_lens,
+                              size_t n,
+                              command_buf_fn get_buf,
+                              void *arg,
+                              size_t *len);
+
 #endif /* ONCE_FSM_COMMAND_H_ */

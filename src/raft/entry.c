@@ -4,27 +4,41 @@
 
 #include "common/le.h"
 
-int entry_wrap(const uint8_t *batch, size_t batch_len, struct raft_buffer *out)
+uint8_t *entry_alloc(size_t batch_len, struct raft_buffer *out)
 {
     size_t len;
     uint8_t *p;
 
     if (batch_len > (1u << 20)) {
-        return ENTRY_E_TOOBIG;
+        return NULL;
     }
     len = entry_size(batch_len);
     p = raft_malloc(len);
     if (p == NULL) {
-        return ENTRY_E_NOMEM;
+        return NULL;
     }
     le_put32(p, ENTRY_MAGIC);
     le_put32(p + 4, (uint32_t)batch_len);
-    if (batch_len > 0) {
-        memcpy(p + ENTRY_HDR_SIZE, batch, batch_len);
-    }
     memset(p + ENTRY_HDR_SIZE + batch_len, 0, len - ENTRY_HDR_SIZE - batch_len);
     out->base = p;
     out->len = len;
+    return p + ENTRY_HDR_SIZE;
+}
+
+int entry_wrap(const uint8_t *batch, size_t batch_len, struct raft_buffer *out)
+{
+    uint8_t *p;
+
+    if (batch_len > (1u << 20)) {
+        return ENTRY_E_TOOBIG;
+    }
+    p = entry_alloc(batch_len, out);
+    if (p == NULL) {
+        return ENTRY_E_NOMEM;
+    }
+    if (batch_len > 0) {
+        memcpy(p, batch, batch_len);
+    }
     return 0;
 }
 

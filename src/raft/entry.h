@@ -35,6 +35,12 @@ static inline size_t entry_size(size_t batch_len)
  * apply). Returns 0, ENTRY_E_TOOBIG or ENTRY_E_NOMEM. */
 int entry_wrap(const uint8_t *batch, size_t batch_len, struct raft_buffer *out);
 
+/* Allocate the entry for a batch of @batch_len bytes with raft_malloc, write
+ * its header and zero padding, and return where the batch goes (the caller
+ * writes exactly @batch_len bytes there). *out owns the memory as with
+ * entry_wrap. NULL if the batch is over 1 MiB or memory is short. */
+uint8_t *entry_alloc(size_t batch_len, struct raft_buffer *out);
+
 /* Find the batch inside an entry payload (borrowed). Checks the magic, the
  * length against the buffer and that the padding is zero. Returns 0 with
  * *batch pointing into @buf, or ENTRY_E_MALFORMED. */

@@ -86,20 +86,34 @@ static void fail_queue(struct replica *rep, int status)
 
 /* --- the request in flight ---------------------------------------------- */
 
+/* Room for @n requests in flight, and for their commands while the batch
+ * is encoded; kept between batches (no allocation per batch). */
 static int fl_reserve(struct replica *rep, size_t n)
 {
     if (n > rep->fl_cap) {
         size_t cap = rep->fl_cap == 0 ? 64 : rep->fl_cap;
-        struct replica_req **p;
+        struct replica_req **reqs;
+        const uint8_t **cmds;
+        size_t *lens;
 
         while (cap < n) {
             cap *= 2;
         }
-        p = realloc(rep->fl_reqs, cap * sizeof *p);
-        if (p == NULL) {
+        reqs = realloc(rep->fl_reqs, cap * sizeof *reqs);
+        if (reqs == NULL) {
             return REPLICA_E_NOMEM;
         }
-        rep->fl_reqs = p;
+        rep->fl_reqs = reqs;
+        cmds = realloc(rep->fl_cmds, cap * sizeof *cmds);
+        if (cmds == NULL) {
+            return REPLICA_E_NOMEM;
+        }
+        rep->fl_cmds = cmds;
+        lens = realloc(rep->fl_lens, cap * sizeof *lens);
+        if (lens == NULL) {
+            return REPLICA_E_NOMEM;
+        }
+        rep->fl_lens = lens;
         rep->fl_cap = cap;
     }
     return 0;
@@ -271,15 +285,17 @@ static size_t batch_take(struct replica *rep)
     return n;
 }
 
+/* command_buf_fn: the batch is encoded straight into the raft entry. */
+static uint8_t *entry_buf(void *arg, size_t len)
+{
+    return entry_alloc(len, arg);
+}
+
 static void propose_batch(struct replica *rep)
 {
-    size_t n = batch_take(rep), i;
-    const uint8_t **cmds = NULL;
-    size_t *lens = NULL;
+    size_t n = batch_take(rep), i, batch_len;
     struct replica_req *req;
-    uint8_t *batch = NULL;
-    size_t batch_len = 0;
-    struct raft_buffer buf;
+    struct raft_buffer buf = {NULL, 0};
     uint32_t schema;
     uint64_t stamp;
     int rv;
@@ -287,14 +303,9 @@ static void propose_batch(struct replica *rep)
     if (fl_reserve(rep, n) != 0) {
         return;
     }
-    cmds = malloc(n * sizeof *cmds);
-    lens = malloc(n * sizeof *lens);
-    if (cmds == NULL || lens == NULL) {
-        goto out;
-    }
     for (i = 0, req = rep->q_head; i < n; i++, req = req->next) {
-        cmds[i] = req->cmd;
-        lens[i] = req->cmd_len;
+        rep->fl_cmds[i] = req->cmd;
+        rep->fl_lens[i] = req->cmd_len;
     }
     /* DESIGN §1.7: max(fsm_now, clamp(wall, est - K, est + K)). */
     stamp = ltime_stamp(&rep->ltime, fsm_now(rep->fsm),
@@ -307,19 +318,19 @@ static void propose_batch(struct replica *rep)
     if (schema == 0) {
         schema = FSM_SCHEMA_VERSION;
     }
-    rv = command_encode_batch(schema, stamp, cmds, lens, n, &batch, &batch_len);
+    rv = command_encode_batch_with(schema, stamp, rep->fl_cmds, rep->fl_lens, n,
+                                   entry_buf, &buf, &batch_len);
     if (rv != 0) {
-        goto out;
-    }
-    rv = entry_wrap(batch, batch_len, &buf);
-    if (rv != 0) {
-        goto out;
+        /* Nothing was proposed; the queue stays and the next poll retries
+         * (or fails it, if leadership is gone). */
+        raft_free(buf.base);
+        return;
     }
     rep->apply_req.data = rep;
     rv = raft_apply(rep->raft, &rep->apply_req, &buf, 1, apply_cb);
     if (rv != 0) {
         raft_free(buf.base);
-        goto out;
+        return;
     }
     rep->inflight = INFLIGHT_BATCH;
     rep->fl_index = rep->apply_req.index;
@@ -329,12 +340,6 @@ static void propose_batch(struct replica *rep)
     rep->fl_n = n;
     rep->stats.batches++;
     rep->stats.batch_commands += n;
-out:
-    /* On failure nothing was proposed; the queue stays and the next poll
-     * retries (or fails it, if leadership is gone). */
-    free(batch);
-    free(cmds);
-    free(lens);
 }
 
 static void dispatch(struct replica *rep)

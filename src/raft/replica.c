@@ -246,7 +246,11 @@ void replica_close(struct replica *rep)
         cb(rep, REPLICA_E_SHUTDOWN);
     }
     free(rep->fl_reqs);
+    free(rep->fl_cmds);
+    free(rep->fl_lens);
     rep->fl_reqs = NULL;
+    rep->fl_cmds = NULL;
+    rep->fl_lens = NULL;
     fsm_free(rep->fsm);
     rep->fsm = NULL;
 }

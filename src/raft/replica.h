@@ -220,6 +220,8 @@ struct replica
     struct raft_apply apply_req;
     struct raft_barrier barrier_req;
     struct replica_req **fl_reqs; /* requests of the batch or barrier */
+    const uint8_t **fl_cmds;      /* their commands, while encoding */
+    size_t *fl_lens;
     size_t fl_n;
     size_t fl_cap;
     raft_index fl_index;

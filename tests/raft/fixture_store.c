@@ -20,7 +20,8 @@ struct fstore_op
 
 static struct fixture_store *fs_of(struct store *s)
 {
-    return s->impl;
+    /* The store is the first member; its impl is the io (store_io). */
+    return (struct fixture_store *)(void *)s;
 }
 
 static int pass(struct fixture_store *fs, int rv)
@@ -148,43 +149,6 @@ static int fs_truncate(struct store *s, raft_index index)
     return 0;
 }
 
-static int fs_load(struct store *s,
-                   raft_term *term,
-                   raft_id *voted_for,
-                   struct raft_snapshot **snapshot,
-                   raft_index *start_index,
-                   struct raft_entry *entries[],
-                   size_t *n_entries)
-{
-    struct fixture_store *fs = fs_of(s);
-    return pass(fs, fs->io->load(fs->io, term, voted_for, snapshot, start_index,
-                                 entries, n_entries));
-}
-
-static int fs_bootstrap(struct store *s, const struct raft_configuration *c)
-{
-    struct fixture_store *fs = fs_of(s);
-    return pass(fs, fs->io->bootstrap(fs->io, c));
-}
-
-static int fs_recover(struct store *s, const struct raft_configuration *c)
-{
-    struct fixture_store *fs = fs_of(s);
-    return pass(fs, fs->io->recover(fs->io, c));
-}
-
-static int fs_set_term(struct store *s, raft_term term)
-{
-    struct fixture_store *fs = fs_of(s);
-    return pass(fs, fs->io->set_term(fs->io, term));
-}
-
-static int fs_set_vote(struct store *s, raft_id id)
-{
-    struct fixture_store *fs = fs_of(s);
-    return pass(fs, fs->io->set_vote(fs->io, id));
-}
-
 struct fstore_put
 {
     struct raft_io_snapshot_put req; /* ours, given to the fixture's io */
@@ -309,24 +273,21 @@ static void fs_close(struct store *s, store_close_cb cb)
     cb(s);
 }
 
-static const struct store_ops fixture_store_ops = {
-    .load = fs_load,
-    .bootstrap = fs_bootstrap,
-    .recover = fs_recover,
-    .set_term = fs_set_term,
-    .set_vote = fs_set_vote,
-    .append = fs_append,
-    .truncate = fs_truncate,
-    .snapshot_put = fs_snapshot_put,
-    .snapshot_get = fs_snapshot_get,
-    .close = fs_close,
-};
-
 void fixture_store_init(struct fixture_store *fs, struct raft_io *io)
 {
+    /* Everything but the ordered and translated calls is backend "uv"'s
+     * pass-through (store_io.c), whose impl is the io. */
+    static struct store_ops ops;
+
     memset(fs, 0, sizeof *fs);
     fs->io = io;
-    fs->store.ops = &fixture_store_ops;
+    store_io_init(&fs->store, io);
+    ops = *fs->store.ops;
+    ops.append = fs_append;
+    ops.truncate = fs_truncate;
+    ops.snapshot_put = fs_snapshot_put;
+    ops.snapshot_get = fs_snapshot_get;
+    ops.close = fs_close;
+    fs->store.ops = &ops;
     fs->store.name = "fixture";
-    fs->store.impl = fs;
 }

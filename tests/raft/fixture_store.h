@@ -27,9 +27,9 @@ struct fstore_op;
 
 struct fixture_store
 {
-    struct store store;
-    struct raft_io *io;            /* the fixture server's io (borrowed) */
-    unsigned inflight;             /* appends issued to the io, not completed */
+    struct store store; /* first: the ops find the fixture_store from it */
+    struct raft_io *io; /* the fixture server's io (borrowed) */
+    unsigned inflight;  /* appends issued to the io, not completed */
     struct fstore_op *head, *tail; /* waiting behind a truncation */
     raft_index offset;             /* index of the fixture's entries[0] - 1 */
     raft_index snap_index;         /* of the last snapshot put */
