@@ -335,6 +335,56 @@ static int unpack_failed(const struct envelope_view *v,
     return RPC_E_MALFORMED;
 }
 
+/* protobuf-c takes an over-long tag such as 0x80 0x00 as field number 0 and
+ * keeps it as an unknown field, which it then re-encodes as the byte 0x00
+ * that no decoder accepts. Field 0 is invalid protobuf, so a message holding
+ * one (at any depth) is refused as malformed: whatever we accept must
+ * survive being re-encoded. */
+static bool tags_valid(const ProtobufCMessage *m)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    unsigned i;
+
+    for (i = 0; i < m->n_unknown_fields; i++) {
+        if (m->unknown_fields[i].tag == 0) {
+            return false;
+        }
+    }
+    for (i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        const char *at = (const char *)m + f->offset;
+
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) {
+            continue;
+        }
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n =
+                *(const size_t *)((const char *)m + f->quantifier_offset);
+            ProtobufCMessage *const *sub =
+                *(ProtobufCMessage *const *const *)at;
+            size_t j;
+
+            for (j = 0; j < n; j++) {
+                if (!tags_valid(sub[j])) {
+                    return false;
+                }
+            }
+        } else {
+            const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)at;
+
+            if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+                *(const uint32_t *)((const char *)m + f->quantifier_offset) !=
+                    f->id) {
+                continue; /* another member of the oneof owns the union */
+            }
+            if (sub != NULL && !tags_valid(sub)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 int envelope_decode(const uint8_t *buf,
                     size_t len,
                     size_t frame_max,
@@ -353,6 +403,10 @@ int envelope_decode(const uint8_t *buf,
     e = once__rpc__envelope__unpack(&v->pb, len, buf);
     if (e == NULL) {
         return unpack_failed(v, "envelope", errmsg);
+    }
+    if (!tags_valid(&e->base)) {
+        ERRMSG(errmsg, "envelope: field number 0");
+        return RPC_E_MALFORMED;
     }
     /* Enums are open in proto3: protobuf-c stores any number. */
     v->call_id = e->call_id;
@@ -583,6 +637,11 @@ int envelope_unpack_body(struct envelope_view *v,
     *out = protobuf_c_message_unpack(d, &v->pb, v->body_len, v->body);
     if (*out == NULL) {
         return unpack_failed(v, d->short_name, errmsg);
+    }
+    if (!tags_valid(*out)) {
+        ERRMSG(errmsg, "%s: field number 0", d->short_name);
+        *out = NULL; /* the arena owns it */
+        return RPC_E_MALFORMED;
     }
     return 0;
 }

@@ -664,6 +664,71 @@ START_TEST(bad_body_is_refused_separately)
 }
 END_TEST
 
+/* An over-long tag (0x80 0x00) is field number 0: protobuf-c would keep it
+ * as an unknown field and re-encode it as 0x00, which nothing decodes. Found
+ * by fuzz_frame; refused in the body, in a nested message and in the
+ * envelope itself. */
+START_TEST(field_number_zero_is_refused)
+{
+    struct envelope_view in, out;
+    uint8_t frame[64];
+    size_t len;
+    ProtobufCMessage *body = NULL;
+    char errmsg[RPC_ERRMSG_SIZE];
+    /* ClaimRequest{scope "s", field 0 varint 5}; then one whose field 0
+     * sits in a nested message: MembersListResponse{members {field 0}}. */
+    static const uint8_t flat[] = {0x0a, 0x01, 's', 0x80, 0x00, 0x05};
+    static const uint8_t ok[] = {0x0a, 0x01, 's'};
+    static const uint8_t nested[] = {0x0a, 0x03, 0x80, 0x00, 0x05};
+    /* Envelope{call_id 1, method CLAIM, direction REQUEST, field 0}. */
+    static const uint8_t env[] = {0x08, 0x01, 0x10, 0x01, 0x18,
+                                  0x01, 0x80, 0x00, 0x05};
+
+    memset(&in, 0, sizeof in);
+    in.method = RPC_METHOD_CLAIM;
+    in.direction = RPC_REQUEST;
+    in.body = flat;
+    in.body_len = sizeof flat;
+    ck_assert_int_eq(
+        envelope_encode(&in, MAX, frame, sizeof frame, &len, errmsg), 0);
+    envelope_view_init(&out);
+    ck_assert_int_eq(envelope_decode(frame + 4, len - 4, MAX, &out, errmsg), 0);
+    ck_assert_int_eq(envelope_unpack_body(&out, &body, errmsg),
+                     RPC_E_MALFORMED);
+    ck_assert_ptr_null(body);
+    ck_assert_ptr_nonnull(strstr(errmsg, "field number 0"));
+    envelope_view_close(&out);
+
+    in.body = ok;
+    in.body_len = sizeof ok;
+    ck_assert_int_eq(
+        envelope_encode(&in, MAX, frame, sizeof frame, &len, errmsg), 0);
+    envelope_view_init(&out);
+    ck_assert_int_eq(envelope_decode(frame + 4, len - 4, MAX, &out, errmsg), 0);
+    ck_assert_int_eq(envelope_unpack_body(&out, &body, errmsg), 0);
+    ck_assert_ptr_nonnull(body);
+    envelope_view_close(&out);
+
+    in.method = RPC_METHOD_MEMBERS_LIST;
+    in.direction = RPC_RESPONSE;
+    in.body = nested;
+    in.body_len = sizeof nested;
+    ck_assert_int_eq(
+        envelope_encode(&in, MAX, frame, sizeof frame, &len, errmsg), 0);
+    envelope_view_init(&out);
+    ck_assert_int_eq(envelope_decode(frame + 4, len - 4, MAX, &out, errmsg), 0);
+    ck_assert_int_eq(envelope_unpack_body(&out, &body, errmsg),
+                     RPC_E_MALFORMED);
+    envelope_view_close(&out);
+
+    envelope_view_init(&out);
+    ck_assert_int_eq(envelope_decode(env, sizeof env, MAX, &out, errmsg),
+                     RPC_E_MALFORMED);
+    ck_assert_ptr_nonnull(strstr(errmsg, "field number 0"));
+    envelope_view_close(&out);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * Truncated and bit-flipped frames
  * ---------------------------------------------------------------------- */
@@ -802,6 +867,7 @@ Suite *frame_suite(void)
     tcase_add_test(tc, refuses_bad_deadline);
     tcase_add_test(tc, refuses_inconsistent_fields);
     tcase_add_test(tc, encode_applies_the_same_rules);
+    tcase_add_test(tc, field_number_zero_is_refused);
     tcase_add_test(tc, refuses_garbage_and_bad_lengths);
     tcase_add_test(tc, refuses_costly_unknown_fields);
     tcase_add_test(tc, bad_body_is_refused_separately);
