@@ -224,6 +224,10 @@ static int check_fields(const struct envelope_view *v, char *errmsg)
         }
         return 0;
     }
+    if (v->forwarded) {
+        ERRMSG(errmsg, "response marked forwarded");
+        return RPC_E_FIELDS;
+    }
     if (ok && v->method == RPC_METHOD_UNSPECIFIED) {
         ERRMSG(errmsg, "OK response without a method");
         return RPC_E_FIELDS;
@@ -421,6 +425,7 @@ int envelope_decode(const uint8_t *buf,
     v->leader_hint_len = e->leader_hint.len;
     v->node_id = e->node_id;
     v->group_id = e->group_id;
+    v->forwarded = e->forwarded;
     v->body = e->body.data;
     v->body_len = e->body.len;
     rv = copy_id("cluster_id", &e->cluster_id, &v->has_cluster_id,
@@ -483,6 +488,7 @@ static void to_pb(const struct envelope_view *v, Once__Rpc__Envelope *e)
         e->boot_id.len = RPC_ID_LEN;
     }
     e->group_id = v->group_id;
+    e->forwarded = v->forwarded;
     e->body.data = unconst(v->body);
     e->body.len = v->body_len;
 }

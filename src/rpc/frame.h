@@ -113,6 +113,7 @@ enum rpc_applied {
  *     with a status other than OK (answer to a call that did not decode);
  *   - direction is REQUEST or RESPONSE; status and applied known values;
  *   - a request has status OK, applied UNSPECIFIED, no error, no hint;
+ *   - only a request may be marked forwarded;
  *   - status OK <=> applied UNSPECIFIED <=> error empty;
  *   - error 0..RPC_ERROR_MAX bytes, leader_hint 0..RPC_ADDR_MAX, no NUL;
  *   - deadline_ms 0..RPC_DEADLINE_MAX (0: none given);
@@ -138,6 +139,7 @@ struct envelope_view
     uint32_t group_id;
     const uint8_t *body; /* may be NULL if body_len is 0 */
     size_t body_len;
+    bool forwarded; /* requests: a node forwarded it (one hop only) */
 
     /* Private to frame.c (decoding only). */
     struct arena arena;

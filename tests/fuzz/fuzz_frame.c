@@ -63,6 +63,7 @@ static void check_same(const struct envelope_view *a,
     CHECK(a->has_boot_id == b->has_boot_id);
     CHECK(!a->has_boot_id || memcmp(a->boot_id, b->boot_id, RPC_ID_LEN) == 0);
     CHECK(a->group_id == b->group_id);
+    CHECK(a->forwarded == b->forwarded);
     CHECK(a->body_len == b->body_len);
     CHECK(a->body_len == 0 || memcmp(a->body, b->body, a->body_len) == 0);
 }

@@ -188,6 +188,7 @@ static void assert_same(const struct envelope_view *a,
         ck_assert_mem_eq(a->boot_id, b->boot_id, 16);
     }
     ck_assert_uint_eq(a->group_id, b->group_id);
+    ck_assert_int_eq(a->forwarded, b->forwarded);
     ck_assert_uint_eq(a->body_len, b->body_len);
     if (a->body_len > 0) {
         ck_assert_mem_eq(a->body, b->body, a->body_len);
@@ -310,6 +311,19 @@ START_TEST(round_trip_errors_and_extremes)
     v.direction = RPC_REQUEST;
     v.deadline_ms = RPC_DEADLINE_MAX;
     round_trip(&v);
+    /* A forwarded request; a response may not be marked forwarded. */
+    v.forwarded = true;
+    round_trip(&v);
+    {
+        uint8_t frame[64];
+        size_t len;
+        char errmsg[RPC_ERRMSG_SIZE];
+
+        v.direction = RPC_RESPONSE;
+        ck_assert_int_eq(
+            envelope_encode(&v, MAX, frame, sizeof frame, &len, errmsg),
+            RPC_E_FIELDS);
+    }
 }
 END_TEST
 

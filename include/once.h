@@ -1,0 +1,429 @@
+/* once.h: libonce, the client of a once cluster.
+ *
+ * A once cluster is a replicated replay authority: it answers "has this
+ * (scope, key) been used before?" linearizably and durably (see the README).
+ * This library talks to it over TCP (the RPC of DESIGN §5).
+ *
+ * Model
+ *   - A client (once_client) is made from the client addresses of some or all
+ *     nodes. It finds the leader, sends each call to it (any node would also
+ *     forward), and fails over when a node goes away.
+ *   - Every call gets a fresh random 128-bit request id (or the one given);
+ *     the library reuses it only for its own retries of that call. A call
+ *     that definitely did not apply (applied FALSE: no leader, refused
+ *     before Raft, connection failed before sending) is retried on another
+ *     node until the deadline; a call whose outcome is unknown (connection
+ *     lost after sending, leader lost mid-commit) is retried with the SAME
+ *     request id, which the state machine makes safe (the accepted request
+ *     repeated gets ACCEPTED with retry set). Nothing else is retried.
+ *   - Every call has a deadline (the call's timeout_ms, else the client's).
+ *   - The client pins the cluster id of the first answer (or the one in its
+ *     options) and refuses answers from any other cluster with
+ *     ONCE_STATUS_FAILED_PRECONDITION, applied FALSE, error "cluster id
+ *     mismatch ...": a client never trusts an amnesiac authority.
+ *
+ * Results
+ *   Each call fills a struct once_result. `status` says whether the call got
+ *   an answer: ONCE_STATUS_OK means `outcome` (ACCEPTED, REPLAYED, ...) is
+ *   the cluster's decision; any other status is an error, and `applied`
+ *   says whether it may have taken effect (ONCE_APPLIED_FALSE: certainly
+ *   not; ONCE_APPLIED_UNKNOWN: perhaps). A result owns heap memory (the
+ *   stored result bytes): release it with once_result_clear, which also
+ *   makes it ready for reuse.
+ *
+ * Threads
+ *   A client is not thread-safe: use it from one thread at a time (one
+ *   client per thread is the intended pattern; clients share nothing).
+ *   The asynchronous calls run their callbacks from inside once_run on the
+ *   calling thread. Functions without a client are reentrant.
+ *
+ * Ownership
+ *   Every pointer passed in is borrowed for the duration of the call (the
+ *   library copies what it keeps). Pointers inside a result are owned by
+ *   the result. */
+#ifndef ONCE_H_
+#define ONCE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ONCE_ID_LEN           16 /* request id, cluster id, boot id */
+#define ONCE_SCOPE_MAX        128
+#define ONCE_KEY_MAX          256
+#define ONCE_EXECUTION_ID_MAX 128
+#define ONCE_PAYLOAD_HASH_MAX 64
+#define ONCE_RESULT_MAX       65536
+#define ONCE_ERROR_MAX        1024
+#define ONCE_ADDR_MAX         64
+#define ONCE_ATTEMPTS_MAX     5 /* the first and the last 4 */
+#define ONCE_MEMBERS_MAX      64
+#define ONCE_ADDRS_MAX        64 /* addresses in once_options */
+
+/* Call status: gRPC names and numbers (DESIGN §5). */
+enum once_status {
+    ONCE_STATUS_OK = 0,
+    ONCE_STATUS_UNKNOWN = 2, /* outcome unknown */
+    ONCE_STATUS_INVALID_ARGUMENT = 3,
+    ONCE_STATUS_DEADLINE_EXCEEDED = 4,
+    ONCE_STATUS_PERMISSION_DENIED = 7,
+    ONCE_STATUS_RESOURCE_EXHAUSTED = 8,
+    ONCE_STATUS_FAILED_PRECONDITION = 9,
+    ONCE_STATUS_UNAVAILABLE = 14,
+};
+
+enum once_applied {
+    ONCE_APPLIED_NONE = 0,    /* status OK */
+    ONCE_APPLIED_FALSE = 1,   /* certainly not applied */
+    ONCE_APPLIED_UNKNOWN = 2, /* may have been applied */
+};
+
+/* The cluster's decision (status OK). Numbers are the wire's. */
+enum once_outcome {
+    ONCE_UNSPECIFIED = 0,
+    ONCE_ACCEPTED = 1,
+    ONCE_REPLAYED = 2,
+    ONCE_DUPLICATE = 3,
+    ONCE_IN_PROGRESS = 4,
+    ONCE_CONFLICT = 5,
+    ONCE_STALE = 6,
+    ONCE_FUTURE = 7,
+    ONCE_FAILED = 8,
+    ONCE_NOT_OWNER = 9,
+    ONCE_NOT_FOUND = 10,
+    ONCE_COMPLETED = 11,
+    ONCE_RELEASED = 12,
+    ONCE_OUT_OF_SPACE = 13,     /* the table is full: a new record refused */
+    ONCE_REFUSED_ARGUMENT = 14, /* the state machine refused a bound */
+    ONCE_FOUND = 15,            /* lookup of a live record */
+    ONCE_FORGOTTEN = 16,
+    ONCE_OK = 17,                  /* configuration command applied */
+    ONCE_FAILED_PRECONDITION = 18, /* configuration command refused */
+};
+
+enum once_kind {
+    ONCE_NONCE = 1,
+    ONCE_IDEMPOTENT = 2,
+};
+
+enum once_state {
+    ONCE_STATE_NONE = 0,
+    ONCE_STATE_SEEN = 1, /* NONCE */
+    ONCE_STATE_PENDING = 2,
+    ONCE_STATE_COMPLETED = 3,
+    ONCE_STATE_RELEASED = 4,
+    ONCE_STATE_FAILED = 5,
+};
+
+enum once_role {
+    ONCE_ROLE_NONE = 0,
+    ONCE_ROLE_VOTER = 1,
+    ONCE_ROLE_STANDBY = 2,
+    ONCE_ROLE_SPARE = 3,
+};
+
+struct once_token
+{
+    uint32_t group_id;
+    uint64_t index;
+    uint32_t slot;
+};
+
+struct once_attempt
+{
+    uint8_t request_id[ONCE_ID_LEN];
+    uint8_t execution_id[ONCE_EXECUTION_ID_MAX];
+    size_t execution_id_len;
+    uint64_t index;
+    uint64_t time_ms;
+    enum once_outcome outcome;
+    bool retry;
+};
+
+/* Who answered (every answer carries it). */
+struct once_origin
+{
+    bool has_cluster_id;
+    uint8_t cluster_id[ONCE_ID_LEN];
+    uint64_t node_id;
+    bool has_boot_id;
+    uint8_t boot_id[ONCE_ID_LEN];
+};
+
+struct once_result
+{
+    /* Transport. */
+    enum once_status status;
+    enum once_applied applied;
+    char error[ONCE_ERROR_MAX + 1];      /* "" when OK */
+    char leader_hint[ONCE_ADDR_MAX + 1]; /* "" unless given */
+    struct once_origin origin;
+
+    /* Decision (status OK); fields set as they apply (DESIGN §6). */
+    enum once_outcome outcome;
+    bool retry;
+    uint8_t request_id[ONCE_ID_LEN]; /* this call's */
+    bool has_first;
+    uint8_t first_request_id[ONCE_ID_LEN];
+    uint64_t first_index;
+    uint64_t first_time_ms;
+    uint32_t attempts_total;
+    size_t n_attempts;
+    struct once_attempt attempts[ONCE_ATTEMPTS_MAX];
+    bool has_owner_token;
+    struct once_token owner_token;
+    uint8_t *result; /* owned; NULL when result_len is 0 */
+    size_t result_len;
+    char stored_error[ONCE_ERROR_MAX + 1];
+    size_t stored_error_len;
+    uint64_t retry_after_ms;
+    char reason[257];
+    enum once_kind kind; /* of the record, when there is one */
+    enum once_state state;
+    uint64_t expires_ms;
+    uint64_t lease_expires_ms;
+    uint32_t owner_attempt;
+};
+
+/* Zero @r (no allocation). */
+void once_result_init(struct once_result *r);
+/* Free what @r owns and zero it. NULL-safe. */
+void once_result_clear(struct once_result *r);
+
+/* ------------------------------------------------------------------------
+ * Client
+ * ---------------------------------------------------------------------- */
+
+typedef struct once_client once_client;
+
+struct once_options
+{
+    const char *const *addrs; /* client addresses "IP:PORT", 1..64 */
+    size_t n_addrs;
+    uint32_t timeout_ms; /* default deadline per call; 0: 5000 */
+    bool pin_cluster_id; /* true: accept only this cluster */
+    uint8_t cluster_id[ONCE_ID_LEN];
+    uint32_t max_inflight; /* async calls in flight; 0: 1024 */
+};
+
+/* Zero @o and set the defaults. */
+void once_options_init(struct once_options *o);
+
+/* Make a client. Connects lazily (nothing is sent here). Returns 0 and
+ * *out, or -1 with a message in @err (@errlen bytes) for bad options. */
+int once_client_new(const struct once_options *o,
+                    once_client **out,
+                    char *err,
+                    size_t errlen);
+
+/* Close connections, fail outstanding async calls (their callbacks run
+ * with status UNKNOWN / applied UNKNOWN if sent, UNAVAILABLE / FALSE if
+ * not) and free. NULL-safe. */
+void once_client_free(once_client *c);
+
+/* The cluster id pinned so far (false: none yet). */
+bool once_client_cluster_id(const once_client *c, uint8_t out[ONCE_ID_LEN]);
+
+/* Fill @out with ONCE_ID_LEN random bytes (OpenSSL RAND_bytes). 0 or -1. */
+int once_request_id_new(uint8_t out[ONCE_ID_LEN]);
+
+/* ------------------------------------------------------------------------
+ * Calls. Each returns r->status (0 == ONCE_STATUS_OK) after filling @r
+ * (which the caller has initialised; it is cleared first). Bad arguments
+ * give ONCE_STATUS_INVALID_ARGUMENT, applied FALSE, without a round trip.
+ * ---------------------------------------------------------------------- */
+
+struct once_claim
+{
+    const uint8_t *scope; /* 1..128 bytes */
+    size_t scope_len;
+    const uint8_t *key; /* 1..256 bytes */
+    size_t key_len;
+    enum once_kind kind;
+    const uint8_t *request_id;   /* NULL: fresh random; else 16 bytes */
+    const uint8_t *execution_id; /* NULL or 0..128 bytes, evidence */
+    size_t execution_id_len;
+    uint64_t ttl_ms; /* 0: none (then ts + window is required) */
+    bool has_ts;
+    uint64_t ts_ms;              /* signed timestamp, unix ms */
+    uint64_t window_ms;          /* with has_ts */
+    const uint8_t *payload_hash; /* IDEMPOTENT, 0..64 bytes */
+    size_t payload_hash_len;
+    uint64_t lease_ms;   /* IDEMPOTENT, 0: the cluster's default */
+    uint32_t timeout_ms; /* 0: the client's */
+};
+
+struct once_complete
+{
+    const uint8_t *scope;
+    size_t scope_len;
+    const uint8_t *key;
+    size_t key_len;
+    struct once_token owner_token;
+    const uint8_t *result; /* 0..65536 bytes */
+    size_t result_len;
+    const uint8_t *request_id; /* NULL: fresh */
+    uint32_t timeout_ms;
+};
+
+struct once_release
+{
+    const uint8_t *scope;
+    size_t scope_len;
+    const uint8_t *key;
+    size_t key_len;
+    struct once_token owner_token;
+    bool terminal;        /* true: FAILED with @error, final */
+    const uint8_t *error; /* 0..1024 bytes */
+    size_t error_len;
+    const uint8_t *request_id; /* NULL: fresh */
+    uint32_t timeout_ms;
+};
+
+int once_claim(once_client *c,
+               const struct once_claim *a,
+               struct once_result *r);
+int once_complete(once_client *c,
+                  const struct once_complete *a,
+                  struct once_result *r);
+int once_release(once_client *c,
+                 const struct once_release *a,
+                 struct once_result *r);
+/* Linearizable read of a record (FOUND or NOT_FOUND). */
+int once_lookup(once_client *c,
+                const uint8_t *scope,
+                size_t scope_len,
+                const uint8_t *key,
+                size_t key_len,
+                uint32_t timeout_ms,
+                struct once_result *r);
+/* Admin: delete a record's business history (FORGOTTEN or NOT_FOUND). */
+int once_forget(once_client *c,
+                const uint8_t *scope,
+                size_t scope_len,
+                const uint8_t *key,
+                size_t key_len,
+                uint32_t timeout_ms,
+                struct once_result *r);
+
+/* ------------------------------------------------------------------------
+ * Pipelined asynchronous calls (the benchmark's interface). Submit any
+ * number up to max_inflight, then drive them with once_run. Each callback
+ * runs exactly once, from inside once_run or once_client_free; @r is valid
+ * only during it (the library clears it afterwards).
+ * ---------------------------------------------------------------------- */
+
+typedef void (*once_cb)(void *arg, struct once_result *r);
+
+/* 0 if queued; -1 with no callback if max_inflight calls are outstanding
+ * or @a is invalid (the reason is in the client's last error). */
+int once_claim_async(once_client *c,
+                     const struct once_claim *a,
+                     once_cb cb,
+                     void *arg);
+
+/* Run I/O and callbacks until no call is outstanding or @timeout_ms passed
+ * (-1: no limit; 0: only what is ready now). Returns the number of calls
+ * still outstanding. */
+int once_run(once_client *c, int timeout_ms);
+
+/* Text of the last error once_client_new/once_claim_async gave. */
+const char *once_client_last_error(const once_client *c);
+
+/* ------------------------------------------------------------------------
+ * Admin
+ * ---------------------------------------------------------------------- */
+
+struct once_member
+{
+    uint64_t id;
+    char raft_addr[ONCE_ADDR_MAX + 1];
+    char client_addr[ONCE_ADDR_MAX + 1];
+    enum once_role role;
+    bool reachable;
+};
+
+enum once_raft_role {
+    ONCE_RAFT_NONE = 0,
+    ONCE_RAFT_FOLLOWER = 1,
+    ONCE_RAFT_CANDIDATE = 2,
+    ONCE_RAFT_LEADER = 3,
+    ONCE_RAFT_UNAVAILABLE = 4,
+};
+
+struct once_status_info
+{
+    enum once_raft_role role;
+    uint64_t term;
+    uint64_t commit_index;
+    uint64_t applied_index;
+    uint64_t config_index;
+    uint64_t leader_id;
+    char leader_addr[ONCE_ADDR_MAX + 1];
+    char store_backend[33];
+    enum once_role member_role;
+    size_t n_members;
+    struct once_member members[ONCE_MEMBERS_MAX];
+};
+
+/* Admin answers: r->status as above; the configuration outcome (ONCE_OK or
+ * ONCE_FAILED_PRECONDITION with r->reason) in r->outcome. */
+
+/* Status of one node: the one at @addr (must be one of the client's
+ * addresses), or NULL: the first that answers. Served by that node itself,
+ * never forwarded. */
+int once_status(once_client *c,
+                const char *addr,
+                uint32_t timeout_ms,
+                struct once_status_info *out,
+                struct once_result *r);
+int once_members_list(once_client *c,
+                      uint32_t timeout_ms,
+                      struct once_member *out, /* ONCE_MEMBERS_MAX */
+                      size_t *n_out,
+                      struct once_result *r);
+int once_members_add(once_client *c,
+                     const struct once_member *m,
+                     uint32_t timeout_ms,
+                     struct once_result *r);
+int once_members_remove(once_client *c,
+                        uint64_t id,
+                        uint32_t timeout_ms,
+                        struct once_result *r);
+int once_members_assign(once_client *c,
+                        uint64_t id,
+                        enum once_role role,
+                        uint32_t timeout_ms,
+                        struct once_result *r);
+/* Transfer leadership to @id (0: the leader chooses). *new_leader: the new
+ * leader's id when known, else 0. */
+int once_transfer(once_client *c,
+                  uint64_t id,
+                  uint32_t timeout_ms,
+                  uint64_t *new_leader,
+                  struct once_result *r);
+/* Take a snapshot on the leader now. */
+int once_snapshot_take(once_client *c,
+                       uint32_t timeout_ms,
+                       uint64_t *index,
+                       uint64_t *size_bytes,
+                       struct once_result *r);
+
+/* Names: "ACCEPTED", "UNAVAILABLE", "false"/"unknown", "VOTER", ...;
+ * "UNKNOWN_VALUE" for a number out of range. Static strings. */
+const char *once_outcome_name(enum once_outcome o);
+const char *once_status_name(enum once_status s);
+const char *once_applied_name(enum once_applied a);
+const char *once_role_name(enum once_role r);
+const char *once_raft_role_name(enum once_raft_role r);
+const char *once_state_name(enum once_state s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ONCE_H_ */

@@ -1,0 +1,226 @@
+/* rpc/conn.h: framed RPC connections over libuv TCP (DESIGN §5).
+ *
+ * Two sides share one connection type (struct rpc_conn, private to conn.c):
+ *
+ *   - rpc_server: listens on one address, accepts up to conns_max
+ *     connections, decodes every frame with rpc/frame.h and hands each valid
+ *     request to the serve callback as a struct rpc_call. The handler answers
+ *     each call exactly once with rpc_call_reply, now or later, in any order
+ *     (many calls in flight per connection, answered out of order).
+ *   - rpc_channel: one outgoing connection to one address, connected on the
+ *     first call and again after a loss. Each call gets an answer callback
+ *     exactly once: the decoded answer, or an error saying whether the
+ *     request may have reached the server. libonce talks to each node through
+ *     a channel; a follower forwards to the leader through one.
+ *
+ * Limits (struct rpc_limits, defaults from DESIGN §5) bound everything a peer
+ * controls: frame size, calls in flight per connection (over it a request is
+ * answered RESOURCE_EXHAUSTED, applied FALSE, without reaching the handler),
+ * connections per server (over it a new connection gets an error frame and is
+ * closed), bytes queued for writing (over it the connection stops reading
+ * until the queue drains), idle time (a server connection with no call in
+ * flight and no frame for idle_ms is closed). A frame that does not decode
+ * closes its connection after an error frame (call id 0, method
+ * UNSPECIFIED, INVALID_ARGUMENT, applied FALSE, the decoder's message). A
+ * request whose body the handler cannot decode is the handler's to answer
+ * INVALID_ARGUMENT; the connection stays.
+ *
+ * Every stream gets TCP_NODELAY. The stream is reached only through the
+ * functions here, so TLS (later) wraps read/write inside conn.c.
+ *
+ * Not thread-safe: every object here belongs to one uv loop and is used from
+ * that loop's thread only. */
+#ifndef ONCE_RPC_CONN_H_
+#define ONCE_RPC_CONN_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "rpc/frame.h"
+
+/* Errors of this layer, beside frame.h's (-1500..-1519). */
+enum {
+    RPC_E_ADDR = -1520,     /* address is not IPv4 IP:PORT */
+    RPC_E_LISTEN = -1521,   /* bind/listen failed (errmsg says why) */
+    RPC_E_CONNECT = -1522,  /* channel: could not connect; not sent */
+    RPC_E_LOST = -1523,     /* channel: connection lost after sending */
+    RPC_E_TIMEOUT = -1524,  /* channel: no answer within the timeout */
+    RPC_E_CLOSED = -1525,   /* channel closed by its owner */
+    RPC_E_BUSY = -1526,     /* channel: calls_max already in flight */
+    RPC_E_PROTOCOL = -1527, /* channel: server sent a frame that does not
+                             * decode, or a connection-level error frame */
+};
+
+struct rpc_limits
+{
+    size_t frame_max;   /* largest envelope, FRAME_MAX_DEFAULT (1 MiB) */
+    unsigned calls_max; /* in flight per connection, 1024 */
+    unsigned conns_max; /* per server, 4096 */
+    unsigned idle_ms;   /* server connections, 300000 (5 min); 0: never */
+    size_t out_max;     /* queued write bytes before reads pause, 8 MiB */
+};
+
+void rpc_limits_default(struct rpc_limits *l);
+
+/* Parse "A.B.C.D:PORT" (PORT 1..65535) into @out. 0 or RPC_E_ADDR. */
+int rpc_addr_parse(const char *addr, struct sockaddr_in *out);
+
+/* What every answer of a server carries (the envelope's identity fields). */
+struct rpc_ids
+{
+    bool has_cluster_id; /* false until the cluster id is known */
+    uint8_t cluster_id[RPC_ID_LEN];
+    uint64_t node_id;
+    uint8_t boot_id[RPC_ID_LEN];
+};
+
+/* ------------------------------------------------------------------------
+ * Server side
+ * ---------------------------------------------------------------------- */
+
+struct rpc_server;
+
+/* One received request. The public fields are read-only for the handler;
+ * `user` is the handler's. The struct stays valid until rpc_call_reply. */
+struct rpc_call
+{
+    uint64_t call_id;
+    enum rpc_method method;
+    uint32_t group_id;
+    uint64_t deadline_ms;      /* the request's budget; 0: none given */
+    uint64_t received_mono_ms; /* uv_now() of the loop at receipt */
+    bool forwarded;            /* a node forwarded it: never forward again */
+    void *user;
+};
+
+/* Called for each valid request. @req (and anything decoded from it, e.g.
+ * by envelope_unpack_body on the const-cast view) is valid only during the
+ * callback: the handler copies or converts what it needs before it returns.
+ * It must eventually call rpc_call_reply(@call, ...) exactly once. */
+typedef void (*rpc_serve_fn)(void *arg,
+                             struct rpc_call *call,
+                             struct envelope_view *req);
+
+struct rpc_server_config
+{
+    const char *addr; /* "IP:PORT" to listen on */
+    struct rpc_limits limits;
+    rpc_serve_fn serve;
+    void *arg;
+    struct rpc_ids ids;
+    /* Log hook (level "info"|"warn"|"error", one logfmt-ready message);
+     * NULL: silent. */
+    void (*log)(void *arg, const char *level, const char *msg);
+};
+
+/* Bind, listen and start accepting on @loop. 0 and *out, or RPC_E_ADDR /
+ * RPC_E_LISTEN / RPC_E_NOMEM with @errmsg (RPC_ERRMSG_SIZE). */
+int rpc_server_start(struct rpc_server **out,
+                     uv_loop_t *loop,
+                     const struct rpc_server_config *cfg,
+                     char *errmsg);
+
+/* Replace the identity stamped into answers from now on (the cluster id is
+ * learned when the bootstrap command applies). */
+void rpc_server_set_ids(struct rpc_server *s, const struct rpc_ids *ids);
+
+/* Counters for status and metrics. */
+struct rpc_server_stats
+{
+    uint64_t conns_open;
+    uint64_t conns_accepted;
+    uint64_t conns_refused; /* over conns_max */
+    uint64_t calls_in_flight;
+    uint64_t calls_served;
+    uint64_t calls_busy;       /* answered RESOURCE_EXHAUSTED by the layer */
+    uint64_t calls_expired;    /* answered DEADLINE_EXCEEDED by the layer */
+    uint64_t frames_malformed; /* connections closed for a bad frame */
+};
+void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st);
+
+/* Stop listening and close every connection. Calls still in flight stay
+ * valid until their handler replies (the reply is then dropped). @cb runs
+ * once every handle has closed and the last call was replied; the server is
+ * freed just before it. */
+void rpc_server_close(struct rpc_server *s, void (*cb)(void *arg), void *arg);
+
+/* From now on, if the call's deadline passes before the handler replies,
+ * the layer answers DEADLINE_EXCEEDED with applied UNKNOWN (before this:
+ * applied FALSE). Call it just before handing the request to Raft. */
+void rpc_call_mark_sent(struct rpc_call *call);
+
+struct rpc_reply
+{
+    enum rpc_status status;   /* OK, or an error status */
+    enum rpc_applied applied; /* UNSPECIFIED iff status OK */
+    const char *error;        /* NULL or text (no NUL, <= RPC_ERROR_MAX) */
+    const char *leader_hint;  /* NULL or "IP:PORT" */
+    const uint8_t *body;      /* encoded <Method>Response (status OK) */
+    size_t body_len;
+};
+
+/* Answer @call (borrowed fields; copied) and free it. Exactly once per
+ * call. If the connection is gone, or the layer already answered for an
+ * expired deadline, only the free happens. A reply that cannot be encoded
+ * (too big, a rule broken) is replaced by status UNKNOWN with applied
+ * UNKNOWN (the handler may have acted) and logged. */
+void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r);
+
+/* ------------------------------------------------------------------------
+ * Client side
+ * ---------------------------------------------------------------------- */
+
+struct rpc_channel;
+
+/* The answer to one rpc_channel_call, exactly once.
+ *   rv == 0: @ans is the decoded answer envelope (its status may be an
+ *            error); valid only during the callback.
+ *   rv  < 0: no answer; @ans is NULL. @sent says whether the request may
+ *            have reached the server (its bytes were handed to the socket):
+ *            false means definitely not applied (RPC_E_CONNECT, RPC_E_BUSY,
+ *            RPC_E_CLOSED before sending), true means the outcome is
+ *            unknown (RPC_E_LOST, RPC_E_TIMEOUT, RPC_E_CLOSED, RPC_E_PROTOCOL
+ *            after sending). */
+typedef void (*rpc_answer_fn)(void *arg,
+                              int rv,
+                              bool sent,
+                              struct envelope_view *ans);
+
+/* A channel to @addr on @loop; connects lazily. 0 and *out, or RPC_E_ADDR /
+ * RPC_E_NOMEM. */
+int rpc_channel_open(struct rpc_channel **out,
+                     uv_loop_t *loop,
+                     const char *addr,
+                     const struct rpc_limits *limits,
+                     char *errmsg);
+
+const char *rpc_channel_addr(const struct rpc_channel *ch);
+
+/* Send one request: @req's method, deadline_ms, group_id, forwarded and
+ * body are used (borrowed, copied before return); call id, direction and
+ * the identity fields are the channel's. @timeout_ms > 0 bounds the wait
+ * for the answer from now (connect included); it is also sent as the
+ * envelope's deadline when @req->deadline_ms is 0. @cb runs exactly once,
+ * never from inside this function. Returns 0, or a negative error before
+ * anything was queued (RPC_E_NOMEM; an envelope_check error for a bad
+ * @req): then @cb never runs. */
+int rpc_channel_call(struct rpc_channel *ch,
+                     const struct envelope_view *req,
+                     uint64_t timeout_ms,
+                     rpc_answer_fn cb,
+                     void *arg);
+
+/* Calls in flight (queued or sent, not yet answered). */
+unsigned rpc_channel_pending(const struct rpc_channel *ch);
+
+/* Fail every pending call with RPC_E_CLOSED and close the connection; the
+ * channel is freed once its handles have closed (run the loop). */
+void rpc_channel_close(struct rpc_channel *ch);
+
+/* Text for an RPC_E_* code of either header. */
+const char *rpc_conn_strerror(int rv);
+
+#endif /* ONCE_RPC_CONN_H_ */
