@@ -214,7 +214,9 @@ struct once_options
 void once_options_init(struct once_options *o);
 
 /* Make a client. Connects lazily (nothing is sent here). Returns 0 and
- * *out, or -1 with a message in @err (@errlen bytes) for bad options. */
+ * *out, or -1 with a message in @err (@errlen bytes) for bad options.
+ * If SIGPIPE still has its default disposition, it is set to SIG_IGN (a
+ * node that resets a connection must not kill the process). */
 int once_client_new(const struct once_options *o,
                     once_client **out,
                     char *err,
@@ -222,7 +224,9 @@ int once_client_new(const struct once_options *o,
 
 /* Close connections, fail outstanding async calls (their callbacks run
  * with status UNKNOWN / applied UNKNOWN if sent, UNAVAILABLE / FALSE if
- * not) and free. NULL-safe. */
+ * not) and free. NULL-safe. Called from inside a callback, it takes
+ * effect when the callback returns: once_run then fails the calls left as
+ * above, frees the client and returns 0. */
 void once_client_free(once_client *c);
 
 /* The cluster id pinned so far (false: none yet). */

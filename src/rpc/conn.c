@@ -39,6 +39,7 @@ void rpc_limits_default(struct rpc_limits *l)
     l->conns_max = 4096;
     l->idle_ms = 300000;
     l->out_max = 8u << 20;
+    l->deadline_ms = 5000;
 }
 
 int rpc_addr_parse(const char *addr, struct sockaddr_in *out)
@@ -104,7 +105,7 @@ struct conn
     bool handle_closed;
     unsigned calls; /* server: unanswered calls */
     unsigned refs;  /* rpc_calls pointing here (answered or not) */
-    uint64_t last_rx_ms;
+    uint64_t last_active_ms;
 };
 
 struct wreq
@@ -225,7 +226,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->rlen += (size_t)nread;
-    c->last_rx_ms = uv_now(s->loop);
+    c->last_active_ms = uv_now(s->loop);
     while (!c->closing && !c->close_after_write) {
         uint32_t env_len;
         int rv = frame_decode_header(c->rbuf + c->rpos, c->rlen - c->rpos,
@@ -336,7 +337,7 @@ static int conn_init(struct conn *c,
         return rv; /* UNTESTED: uv_tcp_init only fails on bad flags */
     }
     c->tcp.data = c;
-    c->last_rx_ms = uv_now(loop);
+    c->last_active_ms = uv_now(loop);
     return 0;
 }
 
@@ -498,21 +499,33 @@ static void conn_bad_frame(struct conn *c, const char *errmsg)
     channel_protocol_error(c);
 }
 
-static void on_call_timer_closed(uv_handle_t *h)
+/* Free an answered call and what it kept alive. The conn (and with its
+ * last conn a closing server) may be freed here: nothing of either is
+ * touched after. */
+static void call_free(struct call *k)
 {
-    struct call *k = h->data;
     struct conn *c = k->c;
     struct rpc_server *s = c->srv;
 
     free(k);
     c->refs--;
     s->n_calls--;
-    conn_maybe_free(c);
-    server_maybe_done(s);
+    if (c->handle_closed && c->refs == 0) {
+        conn_maybe_free(c); /* then server_conn_freed -> server_maybe_done */
+    } else {
+        server_maybe_done(s);
+    }
+}
+
+static void on_call_timer_closed(uv_handle_t *h)
+{
+    call_free(h->data);
 }
 
 static void call_answered(struct call *k)
 {
+    /* Idle time counts from the last frame received or answer given. */
+    k->c->last_active_ms = uv_now(k->c->tcp.loop);
     k->answered = true;
     k->c->calls--;
     k->c->srv->st.calls_in_flight--;
@@ -550,6 +563,15 @@ static void server_request(struct conn *c, struct envelope_view *v)
                    RPC_APPLIED_FALSE, "the node is shutting down");
         return;
     }
+    if (v->has_cluster_id && s->ids.has_cluster_id &&
+        memcmp(v->cluster_id, s->ids.cluster_id, RPC_ID_LEN) != 0) {
+        /* The caller pinned another cluster: refused before the node sees
+         * it, so a claim never lands in a cluster its client refuses. */
+        send_error(c, v->call_id, v->method, RPC_STATUS_FAILED_PRECONDITION,
+                   RPC_APPLIED_FALSE,
+                   "cluster id mismatch: the request is for another cluster");
+        return;
+    }
     if (c->calls >= s->lim.calls_max) {
         s->st.calls_busy++;
         send_error(c, v->call_id, v->method, RPC_STATUS_RESOURCE_EXHAUSTED,
@@ -570,16 +592,21 @@ static void server_request(struct conn *c, struct envelope_view *v)
     k->pub.deadline_ms = v->deadline_ms;
     k->pub.received_mono_ms = uv_now(s->loop);
     k->pub.forwarded = v->forwarded;
+    k->pub.has_cluster_id = v->has_cluster_id;
+    memcpy(k->pub.cluster_id, v->cluster_id, RPC_ID_LEN);
     k->c = c;
     c->refs++;
     c->calls++;
     s->n_calls++;
     s->st.calls_in_flight++;
     s->st.calls_served++;
-    if (v->deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
+    if (k->pub.deadline_ms == 0) {
+        k->pub.deadline_ms = s->lim.deadline_ms; /* may stay 0: none */
+    }
+    if (k->pub.deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
         k->has_timer = true;
         k->timer.data = k;
-        (void)uv_timer_start(&k->timer, on_deadline, v->deadline_ms, 0);
+        (void)uv_timer_start(&k->timer, on_deadline, k->pub.deadline_ms, 0);
     }
     s->serve(s->arg, &k->pub, v);
 }
@@ -649,11 +676,7 @@ void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
         uv_close((uv_handle_t *)&k->timer, on_call_timer_closed);
         return;
     }
-    free(k);
-    c->refs--;
-    s->n_calls--;
-    conn_maybe_free(c);
-    server_maybe_done(s);
+    call_free(k);
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -709,7 +732,7 @@ static void on_idle_timer(uv_timer_t *t)
         struct conn *next = c->next;
 
         if (c->calls == 0 && c->out_bytes == 0 && !c->close_after_write &&
-            now - c->last_rx_ms >= s->lim.idle_ms) {
+            now - c->last_active_ms >= s->lim.idle_ms) {
             conn_close(c);
         }
         c = next;
@@ -845,6 +868,8 @@ struct rpc_channel
     bool connecting;
     bool connected;
     uv_connect_t creq;
+    uv_timer_t kick; /* flush/connect from the loop, never inside a call */
+    bool kick_armed;
     uint64_t next_id;
     struct pcall *buckets[CHANNEL_HASH];
     struct pcall *head, *tail; /* pending (not done) */
@@ -891,6 +916,14 @@ static void channel_unlink(struct rpc_channel *ch, struct pcall *p)
         ch->tail = p->prev;
     }
     ch->n_pending--;
+}
+
+static void on_kick_closed(uv_handle_t *h)
+{
+    struct rpc_channel *ch = h->data;
+
+    ch->n_timers--;
+    channel_maybe_free(ch);
 }
 
 static void on_pcall_timer_closed(uv_handle_t *h)
@@ -1094,6 +1127,21 @@ static void channel_connect(struct rpc_channel *ch)
     ch->connecting = true;
 }
 
+static void on_kick(uv_timer_t *t)
+{
+    struct rpc_channel *ch = t->data;
+
+    ch->kick_armed = false;
+    if (ch->closing) {
+        return; /* UNTESTED: close stops the timer */
+    }
+    if (ch->connected) {
+        channel_flush(ch);
+    } else if (!ch->connecting && ch->n_pending > 0) {
+        channel_connect(ch);
+    }
+}
+
 static void on_pcall_timer(uv_timer_t *t)
 {
     struct pcall *p = t->data;
@@ -1126,6 +1174,9 @@ int rpc_channel_open(struct rpc_channel **out,
     ch->sa = sa;
     ch->lim = *limits;
     ch->next_id = 1;
+    (void)uv_timer_init(loop, &ch->kick);
+    ch->kick.data = ch;
+    ch->n_timers = 1; /* the kick timer */
     *out = ch;
     return 0;
 }
@@ -1155,6 +1206,8 @@ int rpc_channel_call(struct rpc_channel *ch,
     }
     v.group_id = req->group_id;
     v.forwarded = req->forwarded;
+    v.has_cluster_id = req->has_cluster_id; /* the caller's pin, if any */
+    memcpy(v.cluster_id, req->cluster_id, RPC_ID_LEN);
     v.body = req->body;
     v.body_len = req->body_len;
     rv = envelope_encode(&v, ch->lim.frame_max, NULL, 0, &need, NULL);
@@ -1194,8 +1247,7 @@ int rpc_channel_call(struct rpc_channel *ch,
     ch->n_pending++;
     ch->n_timers++;
     if (ch->n_pending > ch->lim.calls_max) {
-        /* Refused, definitely unsent; answered from the loop, never from
-         * inside this call. */
+        /* Refused, definitely unsent; answered from the loop. */
         p->early_rv = RPC_E_BUSY;
         free(p->frame);
         p->frame = NULL;
@@ -1205,10 +1257,11 @@ int rpc_channel_call(struct rpc_channel *ch,
     if (timeout_ms > 0) {
         (void)uv_timer_start(&p->timer, on_pcall_timer, timeout_ms, 0);
     }
-    if (ch->connected) {
-        pcall_write(ch, p);
-    } else if (!ch->connecting) {
-        channel_connect(ch);
+    /* Written (or connected) from the loop, so no callback ever runs inside
+     * this function, and calls made in one loop turn leave together. */
+    if (!ch->kick_armed) {
+        ch->kick_armed = true;
+        (void)uv_timer_start(&ch->kick, on_kick, 0, 0);
     }
     return 0;
 }
@@ -1219,6 +1272,8 @@ void rpc_channel_close(struct rpc_channel *ch)
         return;
     }
     ch->closing = true;
+    (void)uv_timer_stop(&ch->kick);
+    uv_close((uv_handle_t *)&ch->kick, on_kick_closed);
     if (ch->conn != NULL) {
         conn_close(ch->conn); /* fails the sent calls: CLOSED */
     }

@@ -19,11 +19,11 @@
  * connections per server (over it a new connection gets an error frame and is
  * closed), bytes queued for writing (over it the connection stops reading
  * until the queue drains), idle time (a server connection with no call in
- * flight and no frame for idle_ms is closed). A frame that does not decode
- * closes its connection after an error frame (call id 0, method
- * UNSPECIFIED, INVALID_ARGUMENT, applied FALSE, the decoder's message). A
- * request whose body the handler cannot decode is the handler's to answer
- * INVALID_ARGUMENT; the connection stays.
+ * flight that received no frame and gave no answer for idle_ms is closed). A
+ * frame that does not decode closes its connection after an error frame (call
+ * id 0, method UNSPECIFIED, INVALID_ARGUMENT, applied FALSE, the decoder's
+ * message). A request whose body the handler cannot decode is the handler's to
+ * answer INVALID_ARGUMENT; the connection stays.
  *
  * Every stream gets TCP_NODELAY. The stream is reached only through the
  * functions here, so TLS (later) wraps read/write inside conn.c.
@@ -61,6 +61,9 @@ struct rpc_limits
     unsigned conns_max; /* per server, 4096 */
     unsigned idle_ms;   /* server connections, 300000 (5 min); 0: never */
     size_t out_max;     /* queued write bytes before reads pause, 8 MiB */
+    /* server: the deadline of a request that gives none (deadline_ms 0),
+     * 5000; 0: no deadline then. Channels ignore it. */
+    uint64_t deadline_ms;
 };
 
 void rpc_limits_default(struct rpc_limits *l);
@@ -90,9 +93,15 @@ struct rpc_call
     uint64_t call_id;
     enum rpc_method method;
     uint32_t group_id;
-    uint64_t deadline_ms;      /* the request's budget; 0: none given */
+    uint64_t deadline_ms;      /* the request's budget, or the server's
+                                  default; 0: none */
     uint64_t received_mono_ms; /* uv_now() of the loop at receipt */
     bool forwarded;            /* a node forwarded it: never forward again */
+    /* The cluster the caller pinned (forwarders pass it on). A request
+     * whose id differs from the server's is refused by the layer with
+     * FAILED_PRECONDITION, applied FALSE; the handler never sees it. */
+    bool has_cluster_id;
+    uint8_t cluster_id[RPC_ID_LEN];
     void *user;
 };
 
@@ -199,9 +208,10 @@ int rpc_channel_open(struct rpc_channel **out,
 
 const char *rpc_channel_addr(const struct rpc_channel *ch);
 
-/* Send one request: @req's method, deadline_ms, group_id, forwarded and
- * body are used (borrowed, copied before return); call id, direction and
- * the identity fields are the channel's. @timeout_ms > 0 bounds the wait
+/* Send one request: @req's method, deadline_ms, group_id, forwarded,
+ * cluster id (the caller's pin: the server refuses the call if it belongs
+ * to another cluster) and body are used (borrowed, copied before return);
+ * the call id and direction are the channel's. @timeout_ms > 0 bounds the wait
  * for the answer from now (connect included); it is also sent as the
  * envelope's deadline when @req->deadline_ms is 0. @cb runs exactly once,
  * never from inside this function. Returns 0, or a negative error before

@@ -361,26 +361,31 @@ static bool tags_valid(const ProtobufCMessage *m)
         if (f->type != PROTOBUF_C_TYPE_MESSAGE) {
             continue;
         }
+        /* Fields are reached by offset, as protobuf-c itself does; memcpy
+         * keeps that free of alignment-changing casts. */
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-            size_t n =
-                *(const size_t *)((const char *)m + f->quantifier_offset);
-            ProtobufCMessage *const *sub =
-                *(ProtobufCMessage *const *const *)at;
-            size_t j;
+            size_t n;
+            ProtobufCMessage **sub;
 
-            for (j = 0; j < n; j++) {
+            memcpy(&n, (const char *)m + f->quantifier_offset, sizeof n);
+            memcpy(&sub, at, sizeof sub);
+            for (size_t j = 0; j < n; j++) {
                 if (!tags_valid(sub[j])) {
                     return false;
                 }
             }
         } else {
-            const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)at;
+            const ProtobufCMessage *sub;
+            uint32_t which;
 
-            if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
-                *(const uint32_t *)((const char *)m + f->quantifier_offset) !=
-                    f->id) {
-                continue; /* another member of the oneof owns the union */
+            if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+                memcpy(&which, (const char *)m + f->quantifier_offset,
+                       sizeof which);
+                if (which != f->id) {
+                    continue; /* another member of the oneof owns it */
+                }
             }
+            memcpy(&sub, at, sizeof sub);
             if (sub != NULL && !tags_valid(sub)) {
                 return false;
             }

@@ -1,0 +1,230 @@
+/* cli/session.c: `oncectl session`, JSON lines over one client (cli.h).
+ *
+ * Each line of stdin is one request object; each answer is one line on
+ * stdout, flushed, in order. A bad line (not JSON, over CLI_LINE_MAX, not
+ * an object, a wrong field) gets an INVALID_ARGUMENT answer and the
+ * session goes on: a harness must be able to probe the edges without
+ * restarting. Fields go through cli_req_set, the same setter as argv. */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void set(json_t *o, const char *key, json_t *v)
+{
+    if (v == NULL || json_object_set_new(o, key, v) != 0) {
+        fputs("oncectl: out of memory\n", stderr);
+        abort();
+    }
+}
+
+/* Read one line into @buf (at most CLI_LINE_MAX bytes, newline dropped).
+ * Returns 1 for a line, 0 at EOF with nothing read, -1 for a line too
+ * long (consumed up to its newline). */
+static int read_line(FILE *in, char *buf, size_t *len)
+{
+    size_t n = 0;
+    bool over = false;
+    int c;
+
+    while ((c = getc(in)) != EOF && c != '\n') {
+        if (n < CLI_LINE_MAX) {
+            buf[n++] = (char)c;
+        } else {
+            over = true;
+        }
+    }
+    if (c == EOF && n == 0 && !over) {
+        return 0;
+    }
+    *len = n;
+    return over ? -1 : 1;
+}
+
+static bool blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* One JSON value into field @name of @q. */
+static int set_field(struct cli_req *q,
+                     const char *name,
+                     json_t *v,
+                     char *err,
+                     size_t errlen)
+{
+    char num[24];
+
+    switch (json_typeof(v)) {
+        case JSON_STRING:
+            return cli_req_set(q, name, json_string_value(v),
+                               json_string_length(v), err, errlen);
+        case JSON_TRUE:
+            return cli_req_set(q, name, NULL, 0, err, errlen);
+        case JSON_FALSE:
+            if (!cli_req_accepts(q, name)) {
+                return cli_req_set(q, name, NULL, 0, err, errlen);
+            }
+            if (!cli_field_is_flag(name)) {
+                snprintf(err, errlen, "%s: \"%s\": false is not a value",
+                         cli_cmd_name(q->cmd), name);
+                return -1;
+            }
+            return 0; /* a flag left off */
+        case JSON_NULL:
+            if (!cli_req_accepts(q, name)) {
+                return cli_req_set(q, name, NULL, 0, err, errlen);
+            }
+            return 0; /* absent */
+        case JSON_INTEGER:
+            if (json_integer_value(v) < 0) {
+                snprintf(err, errlen, "%s: \"%s\": negative",
+                         cli_cmd_name(q->cmd), name);
+                return -1;
+            }
+            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+            return cli_req_set(q, name, num, strlen(num), err, errlen);
+        default:
+            if (!cli_req_accepts(q, name)) {
+                return cli_req_set(q, name, NULL, 0, err, errlen);
+            }
+            snprintf(err, errlen, "%s: \"%s\": want a string%s",
+                     cli_cmd_name(q->cmd), name,
+                     cli_field_is_flag(name) ? " or a boolean" : "");
+            return -1;
+    }
+}
+
+/* Fill @q from request object @req. */
+static int parse_request(json_t *req,
+                         struct cli_req *q,
+                         char *err,
+                         size_t errlen)
+{
+    json_t *cmd = json_object_get(req, "cmd");
+    json_t *member_id = json_object_get(req, "member_id");
+    enum cli_cmd c;
+    const char *k;
+    json_t *v;
+
+    if (!json_is_string(cmd)) {
+        snprintf(err, errlen, "missing \"cmd\" (a command name)");
+        return -1;
+    }
+    c = cli_cmd_from_name(json_string_value(cmd));
+    if (c == 0 || c == CLI_SESSION) {
+        snprintf(err, errlen, "unknown command \"%.40s\"",
+                 json_string_value(cmd));
+        return -1;
+    }
+    cli_req_init(q, c);
+    q->session = true;
+    if (member_id != NULL) {
+        if (!cli_req_accepts(q, "id")) {
+            snprintf(err, errlen, "%s: unknown field \"member_id\"",
+                     cli_cmd_name(c));
+            return -1;
+        }
+        if (set_field(q, "id", member_id, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    json_object_foreach(req, k, v)
+    {
+        if (strcmp(k, "cmd") == 0 || strcmp(k, "member_id") == 0) {
+            continue;
+        }
+        if (strcmp(k, "id") == 0) {
+            /* Always echoed; the member id only for member commands
+             * without member_id, and only as a hex string. */
+            if (member_id == NULL && cli_req_accepts(q, "id") &&
+                json_is_string(v) && set_field(q, "id", v, err, errlen) != 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (set_field(q, k, v, err, errlen) != 0) {
+            return -1;
+        }
+    }
+    return cli_req_check(q, err, errlen);
+}
+
+int cli_session(const struct cli_ctx *x, FILE *in, FILE *out)
+{
+    char *buf = malloc(CLI_LINE_MAX + 1);
+    struct cli_req *q = malloc(sizeof *q);
+    int rv = CLI_EXIT_OK;
+
+    if (buf == NULL || q == NULL) {
+        fputs("oncectl: out of memory\n", stderr);
+        abort();
+    }
+    for (;;) {
+        char err[CLI_ERR_MAX];
+        json_t *req = NULL;
+        json_t *ans = NULL;
+        json_error_t je;
+        size_t len = 0;
+        int code;
+        int got = read_line(in, buf, &len);
+
+        if (got == 0) {
+            break;
+        }
+        if (got < 0) {
+            snprintf(err, sizeof err, "line over %u bytes", CLI_LINE_MAX);
+            ans = cli_json_usage(err);
+            code = CLI_EXIT_USAGE;
+        } else if (blank(buf, len)) {
+            continue;
+        } else if ((req = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je)) ==
+                   NULL) {
+            snprintf(err, sizeof err, "not JSON: %s (column %d)", je.text,
+                     je.column);
+            ans = cli_json_usage(err);
+            code = CLI_EXIT_USAGE;
+        } else if (!json_is_object(req)) {
+            ans = cli_json_usage("a request is a JSON object");
+            code = CLI_EXIT_USAGE;
+        } else if (parse_request(req, q, err, sizeof err) != 0) {
+            ans = cli_json_usage(err);
+            code = CLI_EXIT_USAGE;
+        } else {
+            code = cli_run(x, q, &ans);
+        }
+        if (json_object_get(ans, "cluster_id") == NULL) {
+            static const struct once_origin none;
+
+            cli_json_origin(ans, &none, NULL);
+        }
+        cli_fill_cluster_id(x, ans);
+        set(ans, "exit", json_integer(code));
+        if (req != NULL && json_is_object(req) &&
+            json_object_get(req, "id") != NULL) {
+            set(ans, "id", json_incref(json_object_get(req, "id")));
+        }
+        if (cli_print_json(out, ans) != 0) {
+            /* Nobody reads the answers any more: stop, and say so. */
+            fputs("oncectl: session: stdout closed\n", stderr);
+            rv = CLI_EXIT_NOT_APPLIED;
+            json_decref(ans);
+            json_decref(req);
+            break;
+        }
+        json_decref(ans);
+        json_decref(req);
+    }
+    if (ferror(in)) {
+        fputs("oncectl: session: read error on stdin\n", stderr);
+        rv = CLI_EXIT_NOT_APPLIED;
+    }
+    free(q);
+    free(buf);
+    return rv;
+}

@@ -1,0 +1,157 @@
+/* client/client.h: libonce internals shared by client.c and its tests.
+ *
+ * client.c owns the loop, the channels and the calls in flight; wire.c holds
+ * the pure parts it is built from, each testable without a socket:
+ *
+ *   - argument checks: every bound of once.h is checked before a round trip
+ *     (INVALID_ARGUMENT with a message naming the field);
+ *   - request bodies: the arguments packed as <Method>Request;
+ *   - answer conversion: a decoded <Method>Response (or its Result) checked
+ *     against once.h's bounds and copied into once_result / the admin
+ *     outputs. A malformed answer is refused whole: the caller decides what
+ *     it means (unknown for a write, unavailable for a read);
+ *   - the retry decision after one attempt (client_decide).
+ *
+ * None of these is exported from libonce.so (only once_* is). */
+#ifndef ONCE_CLIENT_CLIENT_H_
+#define ONCE_CLIENT_CLIENT_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "once.h"
+#include "once_rpc.pb-c.h"
+#include "rpc/frame.h"
+
+/* Room for the messages the library makes itself (argument checks, answer
+ * checks); results' error[] holds ONCE_ERROR_MAX + 1. */
+#define CLIENT_ERR_SIZE 256
+
+/* Attempts whose deadline budget is longer than this are split: one
+ * attempt waits at most half of what remains (but at least this long), so
+ * a node that swallows requests (a black-holed connection) cannot take a
+ * call's whole deadline when other nodes could answer. */
+#define CLIENT_ATTEMPT_MIN_MS 1000u
+
+/* Backoff between attempts: doubles from the first to the cap. */
+#define CLIENT_BACKOFF_FIRST_MS 20u
+#define CLIENT_BACKOFF_MAX_MS   200u
+
+/* What one attempt means for its call. */
+struct client_decision
+{
+    bool final;         /* this attempt's result is the call's */
+    bool maybe_applied; /* this attempt may have taken effect */
+};
+
+/* The decision after one attempt:
+ *   @rv < 0: the channel gave no answer (RPC_E_*), @sent as conn.h says;
+ *   @rv == 0: an answer with @status and @applied (status OK is final).
+ * Retried (final false): UNAVAILABLE, RESOURCE_EXHAUSTED, UNKNOWN,
+ * DEADLINE_EXCEEDED, WRONG_GROUP, MOVING and every channel error but
+ * RPC_E_CLOSED (the client is closing). Final: OK, INVALID_ARGUMENT,
+ * FAILED_PRECONDITION, PERMISSION_DENIED. maybe_applied: a channel error
+ * after sending, status UNKNOWN or DEADLINE_EXCEEDED (whatever the node
+ * says: it may have forwarded the call before its deadline passed), or
+ * an answer that says applied UNKNOWN. */
+struct client_decision client_decide(int rv,
+                                     bool sent,
+                                     enum rpc_status status,
+                                     enum rpc_applied applied);
+
+/* The public status for a wire status (WRONG_GROUP and MOVING, reserved
+ * for several groups, are UNAVAILABLE to this client). */
+enum once_status client_status_from_rpc(enum rpc_status s);
+
+/* Backoff after @prev_ms (0: the first one). */
+unsigned client_backoff_next(unsigned prev_ms);
+
+/* Budget of the next attempt when @remaining_ms of the deadline are left
+ * (see CLIENT_ATTEMPT_MIN_MS); @split false: all of it. */
+uint64_t client_attempt_budget(uint64_t remaining_ms, bool split);
+
+/* ------------------------------------------------------------------------
+ * Argument checks: true if valid, else false with a message naming the
+ * field in @err (CLIENT_ERR_SIZE bytes).
+ * ---------------------------------------------------------------------- */
+
+bool client_check_options(const struct once_options *o, char *err);
+bool client_check_timeout(uint32_t timeout_ms, char *err);
+bool client_check_record(const uint8_t *scope,
+                         size_t scope_len,
+                         const uint8_t *key,
+                         size_t key_len,
+                         char *err);
+bool client_check_claim(const struct once_claim *a, char *err);
+bool client_check_complete(const struct once_complete *a, char *err);
+bool client_check_release(const struct once_release *a, char *err);
+bool client_check_member(const struct once_member *m, char *err);
+bool client_check_role(enum once_role role, char *err);
+
+/* ------------------------------------------------------------------------
+ * Request bodies: 0 and a malloc'd *out (*out_len bytes; free()), or -1
+ * (out of memory). The arguments must have passed their check.
+ * ---------------------------------------------------------------------- */
+
+int client_pack_claim(const struct once_claim *a,
+                      const uint8_t request_id[ONCE_ID_LEN],
+                      uint8_t **out,
+                      size_t *out_len);
+int client_pack_complete(const struct once_complete *a,
+                         const uint8_t request_id[ONCE_ID_LEN],
+                         uint8_t **out,
+                         size_t *out_len);
+int client_pack_release(const struct once_release *a,
+                        const uint8_t request_id[ONCE_ID_LEN],
+                        uint8_t **out,
+                        size_t *out_len);
+/* Lookup and Forget take the same fields. */
+int client_pack_record(enum rpc_method method,
+                       const uint8_t *scope,
+                       size_t scope_len,
+                       const uint8_t *key,
+                       size_t key_len,
+                       uint8_t **out,
+                       size_t *out_len);
+int client_pack_member_add(const struct once_member *m,
+                           uint8_t **out,
+                           size_t *out_len);
+int client_pack_id(enum rpc_method method,
+                   uint64_t id,
+                   enum once_role role,
+                   uint8_t **out,
+                   size_t *out_len);
+/* Status, MembersList, SnapshotTake: empty requests (NULL, 0). */
+
+/* ------------------------------------------------------------------------
+ * Answers: 0 after filling the outputs, or -1 with the reason in @err
+ * (the answer breaks a bound; outputs are then partly written: the caller
+ * discards them, and @r's owned memory stays consistent for
+ * once_result_clear).
+ * ---------------------------------------------------------------------- */
+
+/* The decision of Claim/Complete/Release/Lookup/Forget. @r's transport
+ * fields and request_id are the caller's; @res may be NULL (malformed). */
+int client_read_result(const Once__Rpc__Result *res,
+                       struct once_result *r,
+                       char *err);
+/* The body of a decoded OK answer of @method, into @r (and the outputs
+ * the method has: @status_out, @members_out + @n_members_out,
+ * @u64_a (transfer: new leader; snapshot: index), @u64_b (snapshot: size);
+ * each may be NULL when @method has no such output). */
+struct client_outputs
+{
+    struct once_status_info *status;
+    struct once_member *members; /* ONCE_MEMBERS_MAX */
+    size_t *n_members;
+    uint64_t *u64_a;
+    uint64_t *u64_b;
+};
+int client_read_body(enum rpc_method method,
+                     const ProtobufCMessage *body,
+                     struct once_result *r,
+                     const struct client_outputs *out,
+                     char *err);
+
+#endif /* ONCE_CLIENT_CLIENT_H_ */

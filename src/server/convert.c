@@ -1,0 +1,582 @@
+/* server/convert.c: wire messages <-> fsm values (convert.h). */
+#include "server/convert.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Numbers of the wire enums equal the fsm's (once_rpc.proto says so). */
+_Static_assert((int)ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED == FSM_ACCEPTED,
+               "outcome numbers");
+_Static_assert((int)ONCE__RPC__OUTCOME__OUTCOME_FAILED_PRECONDITION ==
+                   FSM_FAILED_PRECONDITION,
+               "outcome numbers");
+_Static_assert((int)ONCE__RPC__KIND__KIND_IDEMPOTENT == FSM_KIND_IDEMPOTENT,
+               "kind numbers");
+_Static_assert((int)ONCE__RPC__STATE__STATE_FAILED == FSM_STATE_FAILED,
+               "state numbers");
+_Static_assert((int)ONCE__RPC__ROLE__ROLE_SPARE == FSM_ROLE_SPARE,
+               "role numbers");
+
+#define REASON_MAX 256
+
+static int refuse(char *why, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int refuse(char *why, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, CONVERT_WHY_SIZE, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int check_ident(const ProtobufCBinaryData *scope,
+                       const ProtobufCBinaryData *key,
+                       char *why)
+{
+    if (scope->len < 1 || scope->len > FSM_SCOPE_MAX) {
+        return refuse(why, "scope: must be 1..%d bytes (got %zu)",
+                      FSM_SCOPE_MAX, scope->len);
+    }
+    if (key->len < 1 || key->len > FSM_KEY_MAX) {
+        return refuse(why, "key: must be 1..%d bytes (got %zu)", FSM_KEY_MAX,
+                      key->len);
+    }
+    return 0;
+}
+
+static int check_request_id(const ProtobufCBinaryData *rid, char *why)
+{
+    if (rid->len != FSM_REQUEST_ID_LEN) {
+        return refuse(why, "request_id: must be exactly %d bytes (got %zu)",
+                      FSM_REQUEST_ID_LEN, rid->len);
+    }
+    return 0;
+}
+
+/* A token names the accepting claim's entry: index 0 never holds one. */
+static int check_token(const Once__Rpc__OwnerToken *t,
+                       struct fsm_token *out,
+                       char *why)
+{
+    if (t == NULL) {
+        return refuse(why, "owner_token: missing");
+    }
+    if (t->index == 0) {
+        return refuse(why, "owner_token: index must not be 0");
+    }
+    out->group_id = t->group_id;
+    out->index = t->index;
+    out->slot = t->slot;
+    return 0;
+}
+
+int convert_claim_in(const Once__Rpc__ClaimRequest *in,
+                     struct fsm_cmd *out,
+                     char *why)
+{
+    struct fsm_claim *c = &out->u.claim;
+
+    memset(out, 0, sizeof *out);
+    out->type = FSM_CMD_CLAIM;
+    if (check_ident(&in->scope, &in->key, why) != 0 ||
+        check_request_id(&in->request_id, why) != 0) {
+        return -1;
+    }
+    if (in->execution_id.len > FSM_EXECUTION_ID_MAX) {
+        return refuse(why, "execution_id: must be at most %d bytes (got %zu)",
+                      FSM_EXECUTION_ID_MAX, in->execution_id.len);
+    }
+    if (in->kind != ONCE__RPC__KIND__KIND_NONCE &&
+        in->kind != ONCE__RPC__KIND__KIND_IDEMPOTENT) {
+        return refuse(why, "kind: must be NONCE or IDEMPOTENT");
+    }
+    if (in->ttl_ms == 0 && !in->has_ts) {
+        return refuse(why,
+                      "ttl_ms: a claim needs a ttl or has_ts with "
+                      "ts_ms and window_ms");
+    }
+    if (in->ttl_ms > FSM_MAX_TTL_CEIL) {
+        return refuse(why, "ttl_ms: must be at most %llu",
+                      (unsigned long long)FSM_MAX_TTL_CEIL);
+    }
+    if (in->has_ts) {
+        if (in->window_ms < 1 || in->window_ms > FSM_MAX_WINDOW_CEIL) {
+            return refuse(why, "window_ms: must be 1..%llu with has_ts",
+                          (unsigned long long)FSM_MAX_WINDOW_CEIL);
+        }
+        if (in->ts_ms > FSM_TIME_MAX) {
+            return refuse(why, "ts_ms: must be at most %llu",
+                          (unsigned long long)FSM_TIME_MAX);
+        }
+    } else if (in->ts_ms != 0 || in->window_ms != 0) {
+        return refuse(why, "has_ts: ts_ms and window_ms need has_ts");
+    }
+    if (in->kind == ONCE__RPC__KIND__KIND_NONCE) {
+        if (in->payload_hash.len != 0) {
+            return refuse(why, "payload_hash: a NONCE claim takes none");
+        }
+        if (in->lease_ms != 0) {
+            return refuse(why, "lease_ms: a NONCE claim takes no lease");
+        }
+    } else {
+        if (in->payload_hash.len > FSM_PAYLOAD_HASH_MAX) {
+            return refuse(why,
+                          "payload_hash: must be at most %d bytes (got %zu)",
+                          FSM_PAYLOAD_HASH_MAX, in->payload_hash.len);
+        }
+        if (in->lease_ms > FSM_MAX_LEASE_CEIL) {
+            return refuse(why, "lease_ms: must be at most %llu",
+                          (unsigned long long)FSM_MAX_LEASE_CEIL);
+        }
+    }
+    c->scope = in->scope.data;
+    c->scope_len = in->scope.len;
+    c->key = in->key.data;
+    c->key_len = in->key.len;
+    memcpy(c->request_id, in->request_id.data, FSM_REQUEST_ID_LEN);
+    c->execution_id = in->execution_id.data;
+    c->execution_id_len = in->execution_id.len;
+    c->kind = (enum fsm_kind)in->kind;
+    c->ttl_ms = in->ttl_ms;
+    c->has_ts = in->has_ts;
+    c->ts_ms = in->ts_ms;
+    c->window_ms = in->window_ms;
+    c->payload_hash = in->payload_hash.data;
+    c->payload_hash_len = in->payload_hash.len;
+    c->lease_ms = in->lease_ms;
+    return 0;
+}
+
+int convert_check_claim_settings(const struct fsm_claim *c,
+                                 const struct fsm_settings *s,
+                                 char *why)
+{
+    if (c->ttl_ms > s->max_ttl_ms) {
+        return refuse(why, "ttl_ms: above the cluster's max_ttl (%llu ms)",
+                      (unsigned long long)s->max_ttl_ms);
+    }
+    if (c->has_ts && c->window_ms > s->max_window_ms) {
+        return refuse(why,
+                      "window_ms: above the cluster's max_window (%llu ms)",
+                      (unsigned long long)s->max_window_ms);
+    }
+    if (c->lease_ms > s->max_lease_ms) {
+        return refuse(why, "lease_ms: above the cluster's max_lease (%llu ms)",
+                      (unsigned long long)s->max_lease_ms);
+    }
+    return 0;
+}
+
+int convert_complete_in(const Once__Rpc__CompleteRequest *in,
+                        struct fsm_cmd *out,
+                        char *why)
+{
+    struct fsm_complete *c = &out->u.complete;
+
+    memset(out, 0, sizeof *out);
+    out->type = FSM_CMD_COMPLETE;
+    if (check_ident(&in->scope, &in->key, why) != 0 ||
+        check_request_id(&in->request_id, why) != 0 ||
+        check_token(in->owner_token, &c->owner_token, why) != 0) {
+        return -1;
+    }
+    if (in->result.len > FSM_RESULT_MAX) {
+        return refuse(why, "result: must be at most %d bytes (got %zu)",
+                      FSM_RESULT_MAX, in->result.len);
+    }
+    c->scope = in->scope.data;
+    c->scope_len = in->scope.len;
+    c->key = in->key.data;
+    c->key_len = in->key.len;
+    c->result = in->result.data;
+    c->result_len = in->result.len;
+    return 0;
+}
+
+int convert_release_in(const Once__Rpc__ReleaseRequest *in,
+                       struct fsm_cmd *out,
+                       char *why)
+{
+    struct fsm_release *c = &out->u.release;
+
+    memset(out, 0, sizeof *out);
+    out->type = FSM_CMD_RELEASE;
+    if (check_ident(&in->scope, &in->key, why) != 0 ||
+        check_request_id(&in->request_id, why) != 0 ||
+        check_token(in->owner_token, &c->owner_token, why) != 0) {
+        return -1;
+    }
+    if (in->error.len > FSM_ERROR_MAX) {
+        return refuse(why, "error: must be at most %d bytes (got %zu)",
+                      FSM_ERROR_MAX, in->error.len);
+    }
+    c->scope = in->scope.data;
+    c->scope_len = in->scope.len;
+    c->key = in->key.data;
+    c->key_len = in->key.len;
+    c->terminal = in->terminal;
+    c->error = in->error.data;
+    c->error_len = in->error.len;
+    return 0;
+}
+
+int convert_ident_in(const ProtobufCBinaryData *scope,
+                     const ProtobufCBinaryData *key,
+                     enum fsm_cmd_type type,
+                     struct fsm_cmd *out,
+                     char *why)
+{
+    memset(out, 0, sizeof *out);
+    out->type = type;
+    if (check_ident(scope, key, why) != 0) {
+        return -1;
+    }
+    out->u.ident.scope = scope->data;
+    out->u.ident.scope_len = scope->len;
+    out->u.ident.key = key->data;
+    out->u.ident.key_len = key->len;
+    return 0;
+}
+
+/* "A.B.C.D:PORT", PORT 1..65535, 1..FSM_ADDR_MAX bytes. */
+static bool valid_addr(const char *s)
+{
+    char host[INET_ADDRSTRLEN];
+    const char *colon;
+    struct in_addr a;
+    unsigned long port = 0;
+    size_t n = s != NULL ? strlen(s) : 0, i;
+
+    if (n < 1 || n > FSM_ADDR_MAX) {
+        return false;
+    }
+    colon = strrchr(s, ':');
+    if (colon == NULL || (size_t)(colon - s) >= sizeof host ||
+        colon[1] == '\0' || strlen(colon + 1) > 5) {
+        return false;
+    }
+    for (i = 1; colon[i] != '\0'; i++) {
+        if (colon[i] < '0' || colon[i] > '9') {
+            return false;
+        }
+        port = port * 10 + (unsigned long)(colon[i] - '0');
+    }
+    if (port < 1 || port > 65535 || (colon[1] == '0')) {
+        return false;
+    }
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    return inet_pton(AF_INET, host, &a) == 1;
+}
+
+enum fsm_role convert_role_in(Once__Rpc__Role r)
+{
+    switch (r) {
+        case ONCE__RPC__ROLE__ROLE_VOTER:
+            return FSM_ROLE_VOTER;
+        case ONCE__RPC__ROLE__ROLE_STANDBY:
+            return FSM_ROLE_STANDBY;
+        case ONCE__RPC__ROLE__ROLE_SPARE:
+            return FSM_ROLE_SPARE;
+        default:
+            return 0;
+    }
+}
+
+Once__Rpc__Role convert_role_out(enum fsm_role r)
+{
+    switch (r) {
+        case FSM_ROLE_VOTER:
+            return ONCE__RPC__ROLE__ROLE_VOTER;
+        case FSM_ROLE_STANDBY:
+            return ONCE__RPC__ROLE__ROLE_STANDBY;
+        case FSM_ROLE_SPARE:
+            return ONCE__RPC__ROLE__ROLE_SPARE;
+    }
+    return ONCE__RPC__ROLE__ROLE_UNSPECIFIED;
+}
+
+int convert_member_in(const Once__Rpc__Member *in,
+                      bool for_add,
+                      struct fsm_member *out,
+                      char *why)
+{
+    enum fsm_role role;
+
+    memset(out, 0, sizeof *out);
+    if (in == NULL) {
+        return refuse(why, "member: missing");
+    }
+    if (in->id == 0) {
+        return refuse(why, "member.id: must not be 0");
+    }
+    if (!valid_addr(in->raft_addr)) {
+        return refuse(why, "member.raft_addr: must be IPv4 IP:PORT");
+    }
+    if (!valid_addr(in->client_addr)) {
+        return refuse(why, "member.client_addr: must be IPv4 IP:PORT");
+    }
+    role = convert_role_in(in->role);
+    if (role == 0 ||
+        (for_add && role != FSM_ROLE_VOTER && role != FSM_ROLE_STANDBY)) {
+        return refuse(why, for_add ? "member.role: must be VOTER or STANDBY"
+                                   : "member.role: unknown");
+    }
+    out->id = in->id;
+    snprintf(out->raft_addr, sizeof out->raft_addr, "%s", in->raft_addr);
+    snprintf(out->client_addr, sizeof out->client_addr, "%s", in->client_addr);
+    out->role = role;
+    return 0;
+}
+
+void convert_member_out(const struct fsm_member *m,
+                        bool reachable,
+                        Once__Rpc__Member *out)
+{
+    once__rpc__member__init(out);
+    out->id = m->id;
+    /* protobuf-c's packer only reads them. */
+    out->raft_addr = (char *)m->raft_addr;
+    out->client_addr = (char *)m->client_addr;
+    out->role = convert_role_out(m->role);
+    out->reachable = reachable;
+}
+
+void convert_result_out(const struct fsm_result *r,
+                        const uint8_t *request_id,
+                        struct convert_result_buf *b)
+{
+    Once__Rpc__Result *o = &b->res;
+    size_t i;
+
+    once__rpc__result__init(o);
+    o->outcome = (Once__Rpc__Outcome)r->outcome;
+    o->retry = r->retry;
+    if (request_id != NULL) {
+        memcpy(b->request_id, request_id, FSM_REQUEST_ID_LEN);
+        o->request_id.data = b->request_id;
+        o->request_id.len = FSM_REQUEST_ID_LEN;
+    }
+    if (r->reason != NULL) {
+        /* Static text of the fsm, shorter than the schema's 256 bytes;
+         * the packer only reads it. */
+        o->reason = (char *)r->reason;
+    }
+    if (r->has_record) {
+        o->first_request_id.data = (uint8_t *)r->first_request_id;
+        o->first_request_id.len = FSM_REQUEST_ID_LEN;
+        o->first_index = r->first_index;
+        o->first_time_ms = r->first_time_ms;
+        o->attempts_total = r->attempts;
+        o->kind = (Once__Rpc__Kind)r->kind;
+        o->state = (Once__Rpc__State)r->state;
+        o->expires_ms = r->expires_ms;
+        o->lease_expires_ms = r->lease_expires_ms;
+        o->owner_attempt = r->owner_attempt;
+    }
+    if (r->has_owner_token) {
+        once__rpc__owner_token__init(&b->token);
+        b->token.group_id = r->owner_token.group_id;
+        b->token.index = r->owner_token.index;
+        b->token.slot = r->owner_token.slot;
+        o->has_owner_token = true;
+        o->owner_token = &b->token;
+    }
+    o->retry_after_ms = r->retry_after_ms;
+    if (r->result != NULL) {
+        o->result.data = (uint8_t *)r->result;
+        o->result.len = r->result_len;
+    }
+    if (r->stored_error != NULL) {
+        o->stored_error.data = (uint8_t *)r->stored_error;
+        o->stored_error.len = r->stored_error_len;
+    }
+    for (i = 0; i < r->n_attempt_list && i < 1 + FSM_ATTEMPTS_LAST; i++) {
+        const struct fsm_attempt *a = r->attempt_list[i];
+        Once__Rpc__Attempt *pa = &b->attempts[i];
+
+        once__rpc__attempt__init(pa);
+        pa->request_id.data = (uint8_t *)a->request_id;
+        pa->request_id.len = FSM_REQUEST_ID_LEN;
+        pa->execution_id.data = (uint8_t *)a->execution_id;
+        pa->execution_id.len = a->execution_id_len;
+        pa->index = a->index;
+        pa->time_ms = a->time_ms;
+        pa->outcome = (Once__Rpc__Outcome)a->outcome;
+        pa->retry = a->retry;
+        b->attempt_ptrs[i] = pa;
+    }
+    o->n_attempts = i;
+    o->attempts = i > 0 ? b->attempt_ptrs : NULL;
+}
+
+static bool outcome_known(int o)
+{
+    return o >= FSM_ACCEPTED && o <= FSM_FAILED_PRECONDITION;
+}
+
+int convert_result_in(const Once__Rpc__Result *in,
+                      struct fsm_result *out,
+                      struct fsm_attempt attempts[1 + FSM_ATTEMPTS_LAST],
+                      char *why)
+{
+    size_t i;
+
+    memset(out, 0, sizeof *out);
+    if (!outcome_known((int)in->outcome)) {
+        return refuse(why, "result.outcome: unknown (%d)", (int)in->outcome);
+    }
+    if (in->request_id.len != 0 && in->request_id.len != FSM_REQUEST_ID_LEN) {
+        return refuse(why, "result.request_id: must be 16 bytes");
+    }
+    if (in->first_request_id.len != 0 &&
+        in->first_request_id.len != FSM_REQUEST_ID_LEN) {
+        return refuse(why, "result.first_request_id: must be 16 bytes");
+    }
+    if (in->result.len > FSM_RESULT_MAX) {
+        return refuse(why, "result.result: over 64 KiB");
+    }
+    if (in->stored_error.len > FSM_ERROR_MAX) {
+        return refuse(why, "result.stored_error: over 1 KiB");
+    }
+    if (in->reason != NULL && strlen(in->reason) > REASON_MAX) {
+        return refuse(why, "result.reason: over %d bytes", REASON_MAX);
+    }
+    if (in->n_attempts > 1 + FSM_ATTEMPTS_LAST) {
+        return refuse(why, "result.attempts: more than %d",
+                      1 + FSM_ATTEMPTS_LAST);
+    }
+    if (in->has_owner_token && in->owner_token == NULL) {
+        return refuse(why, "result.owner_token: missing");
+    }
+    if (in->kind > ONCE__RPC__KIND__KIND_IDEMPOTENT ||
+        in->state > ONCE__RPC__STATE__STATE_FAILED) {
+        return refuse(why, "result.kind/state: unknown");
+    }
+    out->outcome = (enum fsm_outcome)in->outcome;
+    out->retry = in->retry;
+    out->reason =
+        in->reason != NULL && in->reason[0] != '\0' ? in->reason : NULL;
+    out->has_record = in->first_request_id.len == FSM_REQUEST_ID_LEN;
+    if (out->has_record) {
+        memcpy(out->first_request_id, in->first_request_id.data,
+               FSM_REQUEST_ID_LEN);
+        out->kind = (enum fsm_kind)in->kind;
+        out->state = (enum fsm_state)in->state;
+        out->first_index = in->first_index;
+        out->first_time_ms = in->first_time_ms;
+        out->expires_ms = in->expires_ms;
+        out->attempts = in->attempts_total;
+        out->lease_expires_ms = in->lease_expires_ms;
+        out->owner_attempt = in->owner_attempt;
+    }
+    if (in->has_owner_token) {
+        out->has_owner_token = true;
+        out->owner_token.group_id = in->owner_token->group_id;
+        out->owner_token.index = in->owner_token->index;
+        out->owner_token.slot = in->owner_token->slot;
+    }
+    out->retry_after_ms = in->retry_after_ms;
+    if (in->result.len > 0) {
+        out->result = in->result.data;
+        out->result_len = in->result.len;
+    }
+    if (in->stored_error.len > 0) {
+        out->stored_error = in->stored_error.data;
+        out->stored_error_len = in->stored_error.len;
+    }
+    for (i = 0; i < in->n_attempts; i++) {
+        const Once__Rpc__Attempt *a = in->attempts[i];
+
+        if (a == NULL || a->request_id.len != FSM_REQUEST_ID_LEN ||
+            a->execution_id.len > FSM_EXECUTION_ID_MAX ||
+            !outcome_known((int)a->outcome)) {
+            return refuse(why, "result.attempts[%zu]: out of bounds", i);
+        }
+        memset(&attempts[i], 0, sizeof attempts[i]);
+        memcpy(attempts[i].request_id, a->request_id.data, FSM_REQUEST_ID_LEN);
+        attempts[i].index = a->index;
+        attempts[i].time_ms = a->time_ms;
+        attempts[i].outcome = (enum fsm_outcome)a->outcome;
+        attempts[i].retry = a->retry;
+        attempts[i].execution_id_len = (uint8_t)a->execution_id.len;
+        if (a->execution_id.len > 0) {
+            memcpy(attempts[i].execution_id, a->execution_id.data,
+                   a->execution_id.len);
+        }
+        out->attempt_list[i] = &attempts[i];
+    }
+    out->n_attempt_list = in->n_attempts;
+    return 0;
+}
+
+void convert_claim_out(const struct fsm_claim *c, Once__Rpc__ClaimRequest *out)
+{
+    once__rpc__claim_request__init(out);
+    out->scope.data = (uint8_t *)c->scope;
+    out->scope.len = c->scope_len;
+    out->key.data = (uint8_t *)c->key;
+    out->key.len = c->key_len;
+    out->request_id.data = (uint8_t *)c->request_id;
+    out->request_id.len = FSM_REQUEST_ID_LEN;
+    out->execution_id.data = (uint8_t *)c->execution_id;
+    out->execution_id.len = c->execution_id_len;
+    out->kind = (Once__Rpc__Kind)c->kind;
+    out->ttl_ms = c->ttl_ms;
+    out->has_ts = c->has_ts;
+    out->ts_ms = c->ts_ms;
+    out->window_ms = c->window_ms;
+    out->payload_hash.data = (uint8_t *)c->payload_hash;
+    out->payload_hash.len = c->payload_hash_len;
+    out->lease_ms = c->lease_ms;
+}
+
+static void token_out(const struct fsm_token *t, Once__Rpc__OwnerToken *out)
+{
+    once__rpc__owner_token__init(out);
+    out->group_id = t->group_id;
+    out->index = t->index;
+    out->slot = t->slot;
+}
+
+void convert_complete_out(const struct fsm_complete *c,
+                          const uint8_t request_id[FSM_REQUEST_ID_LEN],
+                          Once__Rpc__CompleteRequest *out,
+                          Once__Rpc__OwnerToken *token)
+{
+    once__rpc__complete_request__init(out);
+    out->scope.data = (uint8_t *)c->scope;
+    out->scope.len = c->scope_len;
+    out->key.data = (uint8_t *)c->key;
+    out->key.len = c->key_len;
+    token_out(&c->owner_token, token);
+    out->owner_token = token;
+    out->result.data = (uint8_t *)c->result;
+    out->result.len = c->result_len;
+    out->request_id.data = (uint8_t *)request_id;
+    out->request_id.len = FSM_REQUEST_ID_LEN;
+}
+
+void convert_release_out(const struct fsm_release *c,
+                         const uint8_t request_id[FSM_REQUEST_ID_LEN],
+                         Once__Rpc__ReleaseRequest *out,
+                         Once__Rpc__OwnerToken *token)
+{
+    once__rpc__release_request__init(out);
+    out->scope.data = (uint8_t *)c->scope;
+    out->scope.len = c->scope_len;
+    out->key.data = (uint8_t *)c->key;
+    out->key.len = c->key_len;
+    token_out(&c->owner_token, token);
+    out->owner_token = token;
+    out->terminal = c->terminal;
+    out->error.data = (uint8_t *)c->error;
+    out->error.len = c->error_len;
+    out->request_id.data = (uint8_t *)request_id;
+    out->request_id.len = FSM_REQUEST_ID_LEN;
+}

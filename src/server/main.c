@@ -1,0 +1,477 @@
+/* server/main.c: onced's flags (DESIGN §6) and main().
+ *
+ * Every flag takes its value as the next argument or after '='. A bad flag
+ * prints one line naming it on stderr and exits 2; --help prints the whole
+ * list on stdout and exits 0. */
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/text.h"
+#include "server/server.h"
+
+#define HOUR_MS (3600ull * 1000)
+#define DAY_MS  (24 * HOUR_MS)
+
+static const char usage_text[] =
+    "usage: onced --data-dir DIR --raft-addr IP:PORT --client-addr IP:PORT\n"
+    "             [--bootstrap | --join IP:PORT,... [--role voter|standby]]\n"
+    "             [options]\n"
+    "\n"
+    "Runs one node of a once cluster. Durations are an integer with ms, s, m\n"
+    "or h (250ms, 5s, 10m, 24h). Addresses are IPv4 literals.\n"
+    "\n"
+    "Node:\n"
+    "  --data-dir DIR          data directory (made if missing); holds the\n"
+    "                          node's id (node-id), the Raft log and\n"
+    "                          snapshots\n"
+    "  --raft-addr IP:PORT     Raft peer address (keep it on a private\n"
+    "                          network: the Raft port is unauthenticated)\n"
+    "  --client-addr IP:PORT   client and admin RPC address\n"
+    "  --http-addr IP:PORT     not supported yet: refused\n"
+    "  --bootstrap             start a new cluster with this node as its\n"
+    "                          only voter (ignored, with a log line, when the\n"
+    "                          data directory already holds a node)\n"
+    "  --join IP:PORT,...      client addresses of members (up to 16; this\n"
+    "                          node's own is skipped): a new node asks them,\n"
+    "                          in turn, to add it; ignored when the node is\n"
+    "                          already in a configuration\n"
+    "  --role voter|standby    role to join as (default voter; with --join)\n"
+    "  A restart needs neither --bootstrap nor --join.\n"
+    "\n"
+    "Raft:\n"
+    "  --election-timeout DUR  election timeout (default 1s; 10ms..60s)\n"
+    "  --heartbeat DUR         heartbeat interval (default 100ms; below the\n"
+    "                          election timeout)\n"
+    "  --snapshot-threshold N  entries between snapshots (default 1024;\n"
+    "                          1..1073741824)\n"
+    "  --snapshot-trailing N   entries kept after a snapshot (default 2048;\n"
+    "                          0..1073741824)\n"
+    "\n"
+    "Cluster settings (replicated; used only when this node proposes the\n"
+    "cluster's bootstrap, i.e. with --bootstrap; later changes go through\n"
+    "the log):\n"
+    "  --max-window DUR        longest signature window (default 5m; ..168h)\n"
+    "  --max-skew DUR          max clock skew K (default 30s; ..1h)\n"
+    "  --max-ttl DUR           longest ttl (default 168h; ..720h)\n"
+    "  --max-lease DUR         longest lease (default 1h; ..24h)\n"
+    "  --max-records N         records in the table (default 20000000;\n"
+    "                          1..268435456)\n"
+    "  --max-bytes N           bytes of records (default 4294967296;\n"
+    "                          4096..17179869184)\n"
+    "\n"
+    "RPC limits:\n"
+    "  --max-frame N           largest frame in bytes (default 1048576;\n"
+    "                          131072..67108864)\n"
+    "  --max-conns N           client connections (default 4096; 1..65536)\n"
+    "  --max-calls-per-conn N  calls in flight per connection (default\n"
+    "                          1024; 1..65536)\n"
+    "  --idle-timeout DUR      close idle connections after DUR (default 5m;\n"
+    "                          0ms: never; ..24h)\n"
+    "\n"
+    "Logs:\n"
+    "  --log-level LEVEL       debug, info, warn or error (default info);\n"
+    "                          logfmt lines on stderr\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "Exit codes: 0 clean stop (SIGTERM/SIGINT, or this node was removed),\n"
+    "1 could not start or stopped on an error, 2 a bad flag, 3 the data\n"
+    "directory belongs to a removed node.\n";
+
+void server_config_default(struct server_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->role = FSM_ROLE_VOTER;
+    fsm_settings_default(&c->settings);
+    c->raft.election_ms = 1000;
+    c->raft.heartbeat_ms = 100;
+    c->raft.snapshot_threshold = 1024;
+    c->raft.snapshot_trailing = 2048;
+    c->raft.max_catch_up_rounds = 10;
+    c->raft.max_catch_up_round_ms = 5000;
+    rpc_limits_default(&c->limits);
+    c->log_level = LOG_INFO;
+}
+
+static int bad(const char *flag, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int bad(const char *flag, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "onced: %s: ", flag);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see onced --help)\n");
+    return -1;
+}
+
+/* @ms in its largest whole unit ("168h", "250ms"). */
+static const char *fmt_dur(uint64_t ms, char buf[24])
+{
+    if (ms >= HOUR_MS && ms % HOUR_MS == 0) {
+        snprintf(buf, 24, "%lluh", (unsigned long long)(ms / HOUR_MS));
+    } else if (ms >= 60000 && ms % 60000 == 0) {
+        snprintf(buf, 24, "%llum", (unsigned long long)(ms / 60000));
+    } else if (ms >= 1000 && ms % 1000 == 0) {
+        snprintf(buf, 24, "%llus", (unsigned long long)(ms / 1000));
+    } else {
+        snprintf(buf, 24, "%llums", (unsigned long long)ms);
+    }
+    return buf;
+}
+
+static int parse_dur(const char *flag,
+                     const char *val,
+                     uint64_t min_ms,
+                     uint64_t max_ms,
+                     uint64_t *out)
+{
+    char lo[24], hi[24];
+    uint64_t v;
+
+    if (!text_parse_duration_ms(val, max_ms, &v) || v < min_ms) {
+        fprintf(stderr,
+                "onced: %s: bad duration \"%s\": want an integer with ms, s, "
+                "m or h, %s..%s (see onced --help)\n",
+                flag, val, fmt_dur(min_ms, lo), fmt_dur(max_ms, hi));
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_num(const char *flag,
+                     const char *val,
+                     uint64_t min,
+                     uint64_t max,
+                     uint64_t *out)
+{
+    uint64_t v;
+
+    if (!text_parse_u64(val, max, &v) || v < min) {
+        fprintf(stderr,
+                "onced: %s: bad number \"%s\": want a decimal integer "
+                "%llu..%llu (see onced --help)\n",
+                flag, val, (unsigned long long)min, (unsigned long long)max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_addr(const char *flag, const char *val)
+{
+    struct sockaddr_in sa;
+
+    if (strlen(val) > RPC_ADDR_MAX || rpc_addr_parse(val, &sa) != 0) {
+        return bad(flag, "bad address \"%s\": want IPv4 IP:PORT", val);
+    }
+    return 0;
+}
+
+static int parse_join(struct server_config *c, const char *val)
+{
+    const char *p = val;
+
+    while (*p != '\0') {
+        const char *comma = strchr(p, ',');
+        size_t n = comma != NULL ? (size_t)(comma - p) : strlen(p);
+
+        if (n == 0 || n > RPC_ADDR_MAX) {
+            return bad("--join", "bad list \"%s\": want IP:PORT,IP:PORT,...",
+                       val);
+        }
+        if (c->n_join == SERVER_JOIN_MAX) {
+            return bad("--join", "too many addresses in \"%s\" (at most 16)",
+                       val);
+        }
+        memcpy(c->join[c->n_join], p, n);
+        c->join[c->n_join][n] = '\0';
+        if (parse_addr("--join", c->join[c->n_join]) != 0) {
+            return -1;
+        }
+        c->n_join++;
+        p += n;
+        if (*p == ',') {
+            p++;
+            if (*p == '\0') {
+                return bad("--join",
+                           "bad list \"%s\": want IP:PORT,IP:PORT,...", val);
+            }
+        }
+    }
+    if (c->n_join == 0) {
+        return bad("--join", "bad list \"%s\": want IP:PORT,IP:PORT,...", val);
+    }
+    return 0;
+}
+
+/* The flags that take a value, in --help order; "seen" catches repeats. */
+static const char *const value_flags[] = {
+    "--data-dir",
+    "--raft-addr",
+    "--client-addr",
+    "--http-addr",
+    "--join",
+    "--role",
+    "--election-timeout",
+    "--heartbeat",
+    "--snapshot-threshold",
+    "--snapshot-trailing",
+    "--max-window",
+    "--max-skew",
+    "--max-ttl",
+    "--max-lease",
+    "--max-records",
+    "--max-bytes",
+    "--max-frame",
+    "--max-conns",
+    "--max-calls-per-conn",
+    "--idle-timeout",
+    "--log-level",
+};
+#define N_VALUE_FLAGS (sizeof value_flags / sizeof value_flags[0])
+
+static int apply_flag(struct server_config *c, const char *k, const char *v)
+{
+    uint64_t n;
+
+    if (strcmp(k, "--data-dir") == 0) {
+        if (v[0] == '\0' || strlen(v) > 4000) {
+            return bad(k, "bad directory \"%s\"", v);
+        }
+        c->data_dir = v;
+    } else if (strcmp(k, "--raft-addr") == 0) {
+        if (parse_addr(k, v) != 0) {
+            return -1;
+        }
+        c->raft_addr = v;
+    } else if (strcmp(k, "--client-addr") == 0) {
+        if (parse_addr(k, v) != 0) {
+            return -1;
+        }
+        c->client_addr = v;
+    } else if (strcmp(k, "--http-addr") == 0) {
+        return bad(k,
+                   "not supported yet (no HTTP endpoint in this version; "
+                   "got \"%s\")",
+                   v);
+    } else if (strcmp(k, "--join") == 0) {
+        return parse_join(c, v);
+    } else if (strcmp(k, "--role") == 0) {
+        if (strcmp(v, "voter") == 0) {
+            c->role = FSM_ROLE_VOTER;
+        } else if (strcmp(v, "standby") == 0) {
+            c->role = FSM_ROLE_STANDBY;
+        } else {
+            return bad(k, "bad role \"%s\": want voter or standby", v);
+        }
+    } else if (strcmp(k, "--election-timeout") == 0) {
+        if (parse_dur(k, v, 10, 60000, &n) != 0) {
+            return -1;
+        }
+        c->raft.election_ms = (unsigned)n;
+    } else if (strcmp(k, "--heartbeat") == 0) {
+        if (parse_dur(k, v, 1, 60000, &n) != 0) {
+            return -1;
+        }
+        c->raft.heartbeat_ms = (unsigned)n;
+    } else if (strcmp(k, "--snapshot-threshold") == 0) {
+        if (parse_num(k, v, 1, 1u << 30, &n) != 0) {
+            return -1;
+        }
+        c->raft.snapshot_threshold = (unsigned)n;
+    } else if (strcmp(k, "--snapshot-trailing") == 0) {
+        if (parse_num(k, v, 0, 1u << 30, &n) != 0) {
+            return -1;
+        }
+        c->raft.snapshot_trailing = (unsigned)n;
+    } else if (strcmp(k, "--max-window") == 0) {
+        c->settings_given = true;
+        return parse_dur(k, v, 1, FSM_MAX_WINDOW_CEIL,
+                         &c->settings.max_window_ms);
+    } else if (strcmp(k, "--max-skew") == 0) {
+        c->settings_given = true;
+        return parse_dur(k, v, 1, FSM_MAX_SKEW_CEIL, &c->settings.max_skew_ms);
+    } else if (strcmp(k, "--max-ttl") == 0) {
+        c->settings_given = true;
+        return parse_dur(k, v, 1, FSM_MAX_TTL_CEIL, &c->settings.max_ttl_ms);
+    } else if (strcmp(k, "--max-lease") == 0) {
+        c->settings_given = true;
+        return parse_dur(k, v, 1, FSM_MAX_LEASE_CEIL,
+                         &c->settings.max_lease_ms);
+    } else if (strcmp(k, "--max-records") == 0) {
+        c->settings_given = true;
+        return parse_num(k, v, 1, 1ull << 28, &c->settings.max_records);
+    } else if (strcmp(k, "--max-bytes") == 0) {
+        c->settings_given = true;
+        return parse_num(k, v, 4096, 16ull << 30, &c->settings.max_bytes);
+    } else if (strcmp(k, "--max-frame") == 0) {
+        if (parse_num(k, v, 128u << 10, FRAME_MAX_CEIL, &n) != 0) {
+            return -1;
+        }
+        c->limits.frame_max = (size_t)n;
+    } else if (strcmp(k, "--max-conns") == 0) {
+        if (parse_num(k, v, 1, 65536, &n) != 0) {
+            return -1;
+        }
+        c->limits.conns_max = (unsigned)n;
+    } else if (strcmp(k, "--max-calls-per-conn") == 0) {
+        if (parse_num(k, v, 1, 65536, &n) != 0) {
+            return -1;
+        }
+        c->limits.calls_max = (unsigned)n;
+    } else if (strcmp(k, "--idle-timeout") == 0) {
+        if (parse_dur(k, v, 0, DAY_MS, &n) != 0) {
+            return -1;
+        }
+        c->limits.idle_ms = (unsigned)n;
+    } else if (strcmp(k, "--log-level") == 0) {
+        if (log_level_parse(v, &c->log_level) != 0) {
+            return bad(k, "bad level \"%s\": want debug, info, warn or error",
+                       v);
+        }
+    } else {
+        return bad(k, "unknown flag");
+    }
+    return 0;
+}
+
+/* 0: run; 1: --help printed; -1: bad flags (message printed). */
+static int parse_args(struct server_config *c, int argc, char **argv)
+{
+    bool seen[N_VALUE_FLAGS] = {false};
+    bool seen_bootstrap = false, seen_role = false;
+    char key[64];
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = NULL, *eq;
+        size_t j;
+
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            fputs(usage_text, stdout);
+            return 1;
+        }
+        if (strcmp(arg, "--bootstrap") == 0) {
+            if (seen_bootstrap) {
+                return bad(arg, "given twice");
+            }
+            seen_bootstrap = true;
+            c->bootstrap = true;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            fprintf(stderr,
+                    "onced: unexpected argument \"%s\" (see onced --help)\n",
+                    arg);
+            return -1;
+        }
+        eq = strchr(arg, '=');
+        if (eq != NULL) {
+            size_t n = (size_t)(eq - arg);
+            if (n >= sizeof key) {
+                return bad(arg, "unknown flag");
+            }
+            memcpy(key, arg, n);
+            key[n] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(key, sizeof key, "%s", arg);
+        }
+        for (j = 0; j < N_VALUE_FLAGS; j++) {
+            if (strcmp(key, value_flags[j]) == 0) {
+                break;
+            }
+        }
+        if (j == N_VALUE_FLAGS) {
+            return bad(key, "unknown flag");
+        }
+        if (seen[j]) {
+            return bad(key, "given twice");
+        }
+        seen[j] = true;
+        if (val == NULL) {
+            if (i + 1 >= argc) {
+                return bad(key, "needs a value");
+            }
+            val = argv[++i];
+        }
+        if (strcmp(key, "--role") == 0) {
+            seen_role = true;
+        }
+        if (apply_flag(c, key, val) != 0) {
+            return -1;
+        }
+    }
+    if (c->data_dir == NULL) {
+        return bad("--data-dir", "required");
+    }
+    if (c->raft_addr == NULL) {
+        return bad("--raft-addr", "required");
+    }
+    if (c->client_addr == NULL) {
+        return bad("--client-addr", "required");
+    }
+    if (strcmp(c->raft_addr, c->client_addr) == 0) {
+        return bad("--client-addr", "must differ from --raft-addr (\"%s\")",
+                   c->client_addr);
+    }
+    if (c->n_join > 0) {
+        /* The same list may be given to every node: this node's own
+         * address is dropped (asking itself would never succeed). */
+        unsigned kept = 0;
+
+        for (unsigned i = 0; i < c->n_join; i++) {
+            if (strcmp(c->join[i], c->client_addr) != 0) {
+                memmove(c->join[kept++], c->join[i], sizeof c->join[i]);
+            }
+        }
+        if (kept == 0) {
+            return bad("--join",
+                       "lists only this node's own --client-addr "
+                       "(%s)",
+                       c->client_addr);
+        }
+        c->n_join = kept;
+    }
+    if (c->bootstrap && c->n_join > 0) {
+        return bad("--join", "cannot be used with --bootstrap");
+    }
+    if (seen_role && c->n_join == 0) {
+        return bad("--role", "only with --join");
+    }
+    if (c->raft.heartbeat_ms >= c->raft.election_ms) {
+        fprintf(stderr,
+                "onced: --heartbeat: %u ms must be below the election "
+                "timeout (%u ms) (see onced --help)\n",
+                c->raft.heartbeat_ms, c->raft.election_ms);
+        return -1;
+    }
+    if (fsm_settings_check(&c->settings) != NULL) {
+        /* Every field was range-checked with its flag; kept as a guard
+         * against the two drifting apart. */
+        return bad("--max-window", "settings refused: %s",
+                   fsm_settings_check(&c->settings));
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct server s; /* large (the replica); one per process */
+    int rv;
+
+    signal(SIGPIPE, SIG_IGN);
+    server_config_default(&s.cfg);
+    rv = parse_args(&s.cfg, argc, argv);
+    if (rv != 0) {
+        return rv > 0 ? SERVER_EXIT_OK : SERVER_EXIT_USAGE;
+    }
+    log_set_level(s.cfg.log_level);
+    return node_run(&s);
+}

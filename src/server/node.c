@@ -1,0 +1,795 @@
+/* server/node.c: the life of one onced node (server.h).
+ *
+ * Start:
+ *   1. the data directory (made if missing) and the node's id: random
+ *      64-bit, made on the first start and kept in DIR/node-id; a directory
+ *      with DIR/tombstone (a removed node) refuses to start;
+ *   2. the Raft layer: uvio (raft_uv, TCP transport with TCP_NODELAY, the
+ *      "uv" store) under the replica (guards, adapter, pipeline);
+ *      --bootstrap on a pristine directory bootstraps a one-voter
+ *      configuration of this node (raft_bootstrap says RAFT_CANTBOOTSTRAP
+ *      when the directory already holds a node: logged and ignored);
+ *      replica_start;
+ *   3. the RPC server on the client address (service.c);
+ *   4. with --join and an empty Raft configuration, Admin.MembersAdd of
+ *      this node on the listed members until one answers.
+ * Then a tick (TICK_MS) watches: it proposes the FSM bootstrap command when
+ * this node is the ready leader and the fsm is not bootstrapped (cluster id
+ * and hash key from RAND_bytes, settings from the flags, this node as the
+ * only member); stamps the cluster id into answers once it is known; logs
+ * leadership and membership changes; stops the node after its retirement.
+ *
+ * Stop (SIGTERM, SIGINT, retirement, a fatal start error): the RPC server
+ * closes, waiting admin calls are answered, forwarding and join channels
+ * close, replica_shutdown, raft_close; the loop ends once every handle is
+ * closed; then uvio_close, replica_close, uv_loop_close. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+#include <raft.h>
+
+#include "once_rpc.pb-c.h"
+#include "raft/identity.h"
+#include "server/server.h"
+
+#define TICK_MS             50
+#define JOIN_CALL_MS        60000 /* a MembersAdd includes the catch-up */
+#define JOIN_BACKOFF_MS     250
+#define JOIN_BACKOFF_MAX_MS 5000
+
+/* --- clocks and hooks ----------------------------------------------------- */
+
+static uint64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t wall_ms(void *arg)
+{
+    (void)arg;
+    return clock_ms(CLOCK_REALTIME);
+}
+
+static uint64_t mono_ms(void *arg)
+{
+    (void)arg;
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+static enum log_level level_of(const char *level)
+{
+    enum log_level l;
+
+    return level != NULL && log_level_parse(level, &l) == 0 ? l : LOG_ERROR;
+}
+
+static void hook_log(void *arg, const char *level, const char *msg)
+{
+    (void)arg;
+    log_kv(level_of(level), msg, "component=raft");
+}
+
+/* Storage failed or an entry of a newer schema arrived (G4, DESIGN §3.3):
+ * fail-stop, never serve on. */
+static void hook_fatal(void *arg, const char *what, int status, const char *msg)
+{
+    char q[300];
+
+    (void)arg;
+    log_kv(LOG_ERROR, "fatal: stopping at once", "what=%s status=%s detail=%s",
+           log_quote(what, (char[64]){0}, 64),
+           log_quote(raft_strerror(status), (char[64]){0}, 64),
+           log_quote(msg != NULL ? msg : "", q, sizeof q));
+    fflush(stderr);
+    _exit(SERVER_EXIT_FAIL);
+}
+
+static void hook_retired(void *arg)
+{
+    struct server *s = arg;
+    char errmsg[IDENTITY_ERRMSG_SIZE];
+
+    /* Written now (durably) so the directory never starts again; the stop
+     * itself waits for the tick, because this runs inside raft's apply (or
+     * raft_start) and raft_close from here would change raft's state in the
+     * middle of its loop. */
+    if (identity_tombstone(s->cfg.data_dir,
+                           "removed from the cluster (id retired)",
+                           errmsg) != 0) {
+        log_kv(LOG_ERROR, "cannot write the tombstone", "error=%s",
+               log_quote(errmsg, (char[300]){0}, 300));
+    }
+    log_kv(LOG_WARN,
+           "this node was removed from the cluster: tombstone "
+           "written, stopping",
+           NULL);
+    s->retire_pending = true;
+}
+
+/* --- FSM bootstrap ---------------------------------------------------------
+ */
+
+static void boot_cb(struct replica_req *req,
+                    int status,
+                    const struct fsm_result *res)
+{
+    struct server *s = req->data;
+    char q[128];
+
+    s->boot_inflight = false;
+    if (status == 0 && res != NULL) {
+        log_kv(res->outcome == FSM_OK ? LOG_INFO : LOG_WARN,
+               "fsm bootstrap applied", "outcome=%s%s%s",
+               fsm_outcome_name(res->outcome),
+               res->reason != NULL ? " reason=" : "",
+               res->reason != NULL ? log_quote(res->reason, q, sizeof q) : "");
+    } else {
+        log_kv(LOG_WARN, "fsm bootstrap failed, will retry", "error=%s",
+               log_quote(replica_strerror(status), q, sizeof q));
+    }
+}
+
+static void submit_bootstrap(struct server *s)
+{
+    struct fsm_bootstrap *b = calloc(1, sizeof *b);
+    struct fsm_cmd cmd;
+    char q[128];
+    int rv;
+
+    if (b == NULL) {
+        return; /* next tick */
+    }
+    /* Randomness is the proposer's (DESIGN §3.3): apply only copies it. */
+    if (RAND_bytes(b->cluster_id, sizeof b->cluster_id) != 1 ||
+        RAND_bytes(b->hash_key, sizeof b->hash_key) != 1) {
+        log_kv(LOG_ERROR, "RAND_bytes failed: cannot make the cluster id",
+               NULL);
+        free(b);
+        return;
+    }
+    b->group_id = 1;
+    b->settings = s->cfg.settings;
+    b->n_members = 1;
+    b->members[0].id = s->id;
+    snprintf(b->members[0].raft_addr, sizeof b->members[0].raft_addr, "%s",
+             s->cfg.raft_addr);
+    snprintf(b->members[0].client_addr, sizeof b->members[0].client_addr, "%s",
+             s->cfg.client_addr);
+    b->members[0].role = FSM_ROLE_VOTER;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.type = FSM_CMD_BOOTSTRAP;
+    cmd.u.bootstrap = b;
+    memset(&s->boot_req, 0, sizeof s->boot_req);
+    s->boot_req.data = s;
+    rv = replica_submit(&s->rep, &s->boot_req, &cmd, boot_cb);
+    OPENSSL_cleanse(b->hash_key, sizeof b->hash_key);
+    free(b);
+    if (rv == 0) {
+        s->boot_inflight = true;
+        log_kv(LOG_INFO, "proposed the fsm bootstrap (new cluster id)",
+               "max_window_ms=%" PRIu64 " max_skew_ms=%" PRIu64
+               " max_ttl_ms=%" PRIu64 " max_lease_ms=%" PRIu64
+               " max_records=%" PRIu64 " max_bytes=%" PRIu64,
+               s->cfg.settings.max_window_ms, s->cfg.settings.max_skew_ms,
+               s->cfg.settings.max_ttl_ms, s->cfg.settings.max_lease_ms,
+               s->cfg.settings.max_records, s->cfg.settings.max_bytes);
+    } else {
+        log_kv(LOG_WARN, "fsm bootstrap not proposed", "error=%s",
+               log_quote(replica_strerror(rv), q, sizeof q));
+    }
+}
+
+/* --- join ------------------------------------------------------------------
+ */
+
+static void join_try(struct server *s);
+
+static void join_timer_cb(uv_timer_t *t)
+{
+    join_try(t->data);
+}
+
+static void join_done(struct server *s)
+{
+    s->join_active = false;
+    if (s->join_ch != NULL) {
+        rpc_channel_close(s->join_ch);
+        s->join_ch = NULL;
+    }
+}
+
+/* After a failed attempt: the next address now, or after a full pass over
+ * the list a pause that doubles up to JOIN_BACKOFF_MAX_MS. @same: try the
+ * same address again (its answer was "unknown" or "busy"). */
+static void join_again(struct server *s, bool same)
+{
+    bool pause = same;
+
+    if (!same) {
+        s->join_next++;
+        if (s->join_next >= s->cfg.n_join) {
+            s->join_next = 0;
+            s->join_round++;
+            pause = true;
+        }
+    }
+    if (!pause) {
+        join_try(s);
+        return;
+    }
+    uv_timer_start(&s->join_timer, join_timer_cb, s->join_backoff_ms, 0);
+    s->join_backoff_ms = s->join_backoff_ms * 2 > JOIN_BACKOFF_MAX_MS
+                             ? JOIN_BACKOFF_MAX_MS
+                             : s->join_backoff_ms * 2;
+}
+
+static void join_cb(void *arg, int rv, bool sent, struct envelope_view *ans)
+{
+    struct server *s = arg;
+    const char *addr = s->cfg.join[s->join_next];
+    ProtobufCMessage *msg = NULL;
+    const Once__Rpc__MembersAddResponse *resp;
+    char errmsg[RPC_ERRMSG_SIZE], q[300];
+
+    s->join_inflight = false;
+    if (s->stopping || !s->join_active) {
+        return;
+    }
+    if (rv != 0) {
+        log_kv(s->join_round == 0 ? LOG_INFO : LOG_WARN,
+               "join: member did not answer", "member=%s error=%s sent=%d",
+               addr, log_quote(rpc_conn_strerror(rv), q, sizeof q),
+               sent ? 1 : 0);
+        /* A MembersAdd is resumable: repeating it continues the steps. */
+        join_again(s, false);
+        return;
+    }
+    if (ans->status != RPC_STATUS_OK) {
+        log_kv(LOG_INFO, "join: not added yet", "member=%s status=%s error=%s",
+               addr, rpc_status_name(ans->status),
+               log_quote_n(ans->error != NULL ? ans->error : "", ans->error_len,
+                           q, sizeof q));
+        switch (ans->status) {
+            case RPC_STATUS_INVALID_ARGUMENT:
+            case RPC_STATUS_FAILED_PRECONDITION:
+            case RPC_STATUS_PERMISSION_DENIED:
+                log_kv(LOG_ERROR, "join refused: stopping", "member=%s", addr);
+                join_done(s);
+                node_stop(s, "join refused", SERVER_EXIT_FAIL);
+                return;
+            case RPC_STATUS_UNKNOWN:
+            case RPC_STATUS_DEADLINE_EXCEEDED:
+            case RPC_STATUS_RESOURCE_EXHAUSTED:
+                join_again(s, true);
+                return;
+            default:
+                join_again(s, false);
+                return;
+        }
+    }
+    if (envelope_unpack_body(ans, &msg, errmsg) != 0) {
+        log_kv(LOG_WARN, "join: answer does not decode", "member=%s error=%s",
+               addr, log_quote(errmsg, q, sizeof q));
+        join_again(s, false);
+        return;
+    }
+    resp = (const Once__Rpc__MembersAddResponse *)msg;
+    if (resp->result != NULL &&
+        resp->result->outcome == ONCE__RPC__OUTCOME__OUTCOME_OK) {
+        log_kv(LOG_INFO, "joined the cluster", "member=%s role=%s", addr,
+               s->cfg.role == FSM_ROLE_STANDBY ? "standby" : "voter");
+        join_done(s);
+        return;
+    }
+    log_kv(LOG_ERROR, "join refused: stopping", "member=%s reason=%s", addr,
+           log_quote(resp->result != NULL ? resp->result->reason : "", q,
+                     sizeof q));
+    join_done(s);
+    node_stop(s, "join refused", SERVER_EXIT_FAIL);
+}
+
+static void join_try(struct server *s)
+{
+    const char *addr = s->cfg.join[s->join_next];
+    Once__Rpc__Member m = ONCE__RPC__MEMBER__INIT;
+    Once__Rpc__MembersAddRequest req = ONCE__RPC__MEMBERS_ADD_REQUEST__INIT;
+    struct envelope_view v;
+    uint8_t body[512];
+    char errmsg[RPC_ERRMSG_SIZE];
+    size_t len;
+    int rv;
+
+    if (s->stopping || !s->join_active || s->join_inflight) {
+        return;
+    }
+    if (s->join_ch != NULL && strcmp(rpc_channel_addr(s->join_ch), addr) != 0) {
+        rpc_channel_close(s->join_ch);
+        s->join_ch = NULL;
+    }
+    if (s->join_ch == NULL) {
+        rv = rpc_channel_open(&s->join_ch, &s->loop, addr, &s->cfg.limits,
+                              errmsg);
+        if (rv != 0) {
+            log_kv(LOG_WARN, "join: cannot open a channel", "member=%s", addr);
+            s->join_ch = NULL;
+            join_again(s, false);
+            return;
+        }
+    }
+    m.id = s->id;
+    m.raft_addr = (char *)s->cfg.raft_addr;
+    m.client_addr = (char *)s->cfg.client_addr;
+    m.role = s->cfg.role == FSM_ROLE_STANDBY ? ONCE__RPC__ROLE__ROLE_STANDBY
+                                             : ONCE__RPC__ROLE__ROLE_VOTER;
+    req.member = &m;
+    len = once__rpc__members_add_request__get_packed_size(&req);
+    if (len > sizeof body) {
+        /* Addresses are at most 64 bytes each: cannot happen. */
+        node_stop(s, "join request too big", SERVER_EXIT_FAIL);
+        return;
+    }
+    once__rpc__members_add_request__pack(&req, body);
+    memset(&v, 0, sizeof v);
+    v.method = RPC_METHOD_MEMBERS_ADD;
+    v.direction = RPC_REQUEST;
+    v.deadline_ms = JOIN_CALL_MS;
+    v.body = body;
+    v.body_len = len;
+    rv = rpc_channel_call(s->join_ch, &v, JOIN_CALL_MS, join_cb, s);
+    if (rv != 0) {
+        log_kv(LOG_WARN, "join: call not sent", "member=%s", addr);
+        join_again(s, false);
+        return;
+    }
+    s->join_inflight = true;
+    /* Every address once at info; the retries that follow at debug. */
+    log_kv(s->join_round == 0 ? LOG_INFO : LOG_DEBUG,
+           "join: asking to be added", "member=%s", addr);
+}
+
+static void join_start(struct server *s)
+{
+    s->join_active = true;
+    s->join_next = 0;
+    s->join_round = 0;
+    s->join_backoff_ms = JOIN_BACKOFF_MS;
+    uv_timer_init(&s->loop, &s->join_timer);
+    s->join_timer.data = s;
+    s->join_timer_init = true;
+    join_try(s);
+}
+
+/* --- the tick --------------------------------------------------------------
+ */
+
+static const char *state_name(int st)
+{
+    switch (st) {
+        case RAFT_LEADER:
+            return "leader";
+        case RAFT_FOLLOWER:
+            return "follower";
+        case RAFT_CANDIDATE:
+            return "candidate";
+        default:
+            return "unavailable";
+    }
+}
+
+static const char *role_name(enum fsm_role r)
+{
+    switch (r) {
+        case FSM_ROLE_VOTER:
+            return "voter";
+        case FSM_ROLE_STANDBY:
+            return "standby";
+        case FSM_ROLE_SPARE:
+            return "spare";
+    }
+    return "unknown";
+}
+
+static void log_leadership(struct server *s)
+{
+    struct raft *r = s->rep.raft;
+    int st = raft_state(r);
+    bool ready = replica_ready(&s->rep);
+    raft_id lid = 0;
+    const char *laddr = NULL;
+    char lidb[IDENTITY_HEX_LEN + 1];
+
+    replica_leader(&s->rep, &lid, &laddr);
+    if (st == s->last_state && r->current_term == s->last_term &&
+        lid == s->last_leader && ready == s->last_ready) {
+        return;
+    }
+    log_kv(LOG_INFO,
+           ready               ? "leader ready (term-start barrier applied)"
+           : st == RAFT_LEADER ? "became leader"
+           : lid != 0          ? "following a leader"
+                               : "no known leader",
+           "role=%s term=%llu leader=%s applied=%llu", state_name(st),
+           (unsigned long long)r->current_term,
+           lid != 0 ? identity_format(lid, lidb) : "none",
+           (unsigned long long)raft_last_applied(r));
+    s->last_state = st;
+    s->last_term = r->current_term;
+    s->last_leader = lid;
+    s->last_ready = ready;
+}
+
+static void log_membership(struct server *s)
+{
+    const struct fsm *f = s->rep.fsm;
+    const struct raft *r = s->rep.raft;
+    uint64_t sig = 1469598103934665603ull;
+    size_t n = fsm_n_members(f), i;
+    char list[FSM_MEMBERS_MAX * 26 + 1], idb[IDENTITY_HEX_LEN + 1];
+    size_t o = 0;
+
+    for (i = 0; i < n; i++) {
+        const struct fsm_member *m = fsm_member(f, i);
+        sig = (sig ^ m->id) * 1099511628211ull;
+        sig = (sig ^ (uint64_t)m->role) * 1099511628211ull;
+    }
+    sig ^= n;
+    if (sig == s->last_dir_sig && r->configuration.n == s->last_conf_n) {
+        return;
+    }
+    s->last_dir_sig = sig;
+    s->last_conf_n = r->configuration.n;
+    list[0] = '\0';
+    for (i = 0; i < n && o + 26 < sizeof list; i++) {
+        const struct fsm_member *m = fsm_member(f, i);
+        int k = snprintf(list + o, sizeof list - o, "%s%s:%s", i ? "," : "",
+                         identity_format(m->id, idb), role_name(m->role));
+        o += k > 0 ? (size_t)k : 0;
+    }
+    log_kv(LOG_INFO, "membership", "directory=%zu raft_servers=%u members=%s",
+           n, r->configuration.n, n > 0 ? list : "none");
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    struct server *s = t->data;
+
+    if (s->stopping) {
+        return;
+    }
+    if (s->retire_pending) {
+        node_stop(s, "this node's id was retired", SERVER_EXIT_OK);
+        return;
+    }
+    log_leadership(s);
+    log_membership(s);
+    if (replica_ready(&s->rep) && !fsm_bootstrapped(s->rep.fsm) &&
+        !s->boot_inflight) {
+        submit_bootstrap(s);
+    }
+    if (!s->ids_have_cluster && fsm_bootstrapped(s->rep.fsm)) {
+        char hex[2 * FSM_CLUSTER_ID_LEN + 1];
+
+        memcpy(s->ids.cluster_id, fsm_cluster_id(s->rep.fsm), RPC_ID_LEN);
+        s->ids.has_cluster_id = true;
+        s->ids_have_cluster = true;
+        rpc_server_set_ids(s->rpc, &s->ids);
+        for (size_t i = 0; i < FSM_CLUSTER_ID_LEN; i++) {
+            snprintf(hex + 2 * i, 3, "%02x", s->ids.cluster_id[i]);
+        }
+        log_kv(LOG_INFO, "cluster id known", "cluster_id=%s", hex);
+    }
+    service_tick(s);
+}
+
+/* --- stop ------------------------------------------------------------------
+ */
+
+static void on_raft_closed(struct raft *r)
+{
+    struct server *s = r->data;
+
+    s->raft_closed = true;
+    log_kv(LOG_INFO, "raft closed", NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+}
+
+static void on_rpc_closed(void *arg)
+{
+    struct server *s = arg;
+
+    s->rpc = NULL;
+    log_kv(LOG_DEBUG, "rpc server closed", NULL);
+}
+
+void node_stop(struct server *s, const char *why, int exit_code)
+{
+    if (s->stopping) {
+        return;
+    }
+    s->stopping = true;
+    s->exit_code = exit_code;
+    log_kv(exit_code == 0 ? LOG_INFO : LOG_WARN, "stopping", "reason=%s",
+           log_quote(why, (char[128]){0}, 128));
+    uv_timer_stop(&s->tick);
+    uv_close((uv_handle_t *)&s->tick, NULL);
+    if (s->join_timer_init) {
+        uv_timer_stop(&s->join_timer);
+        uv_close((uv_handle_t *)&s->join_timer, NULL);
+        s->join_timer_init = false;
+    }
+    join_done(s);
+    service_shutdown(s);
+    if (s->rpc != NULL) {
+        rpc_server_close(s->rpc, on_rpc_closed, s);
+    }
+    replica_shutdown(&s->rep);
+    s->rep.raft->data = s;
+    raft_close(s->rep.raft, on_raft_closed);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    node_stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT",
+              SERVER_EXIT_OK);
+}
+
+static void rpc_log(void *arg, const char *level, const char *msg)
+{
+    (void)arg;
+    log_kv(level_of(level), msg, "component=rpc");
+}
+
+/* --- run -------------------------------------------------------------------
+ */
+
+/* After the loop ended (raft closed): release what exists, give @code. */
+static int finish(struct server *s, int code)
+{
+    int rv;
+
+    uvio_close(&s->uvio);
+    replica_close(&s->rep);
+    rv = uv_loop_close(&s->loop);
+    if (rv != 0) {
+        log_kv(LOG_WARN, "uv_loop_close", "error=%s", uv_err_name(rv));
+    }
+    return code;
+}
+
+/* Why the Raft address cannot be listened on, if that is the reason raft
+ * failed to start: raft_uv's transport does not pass its message on. */
+static const char *probe_raft_addr(const char *addr, char *buf, size_t cap)
+{
+    struct sockaddr_in sa;
+    uv_loop_t loop;
+    uv_tcp_t tcp;
+    int rv;
+
+    snprintf(buf, cap, "%s", "");
+    if (rpc_addr_parse(addr, &sa) != 0 || uv_loop_init(&loop) != 0) {
+        return buf;
+    }
+    uv_tcp_init(&loop, &tcp);
+    rv = uv_tcp_bind(&tcp, (const struct sockaddr *)&sa, 0);
+    if (rv == 0) {
+        rv = uv_listen((uv_stream_t *)&tcp, 1, NULL);
+    }
+    if (rv != 0) {
+        snprintf(buf, cap, "listen on %s: %s", addr, uv_strerror(rv));
+    }
+    uv_close((uv_handle_t *)&tcp, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return buf;
+}
+
+static void on_raft_closed_early(struct raft *r)
+{
+    (void)r;
+}
+
+/* A start step failed after replica_init: raft closes its io (files,
+ * sockets) through the loop, then everything is released. */
+static int close_early(struct server *s, int code)
+{
+    replica_shutdown(&s->rep);
+    raft_close(s->rep.raft, on_raft_closed_early);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return finish(s, code);
+}
+
+int node_run(struct server *s)
+{
+    struct replica_clock clock = {NULL, wall_ms, mono_ms};
+    struct replica_hooks hooks;
+    struct rpc_server_config rc;
+    struct fsm *fsm;
+    char errmsg[RPC_ERRMSG_SIZE > IDENTITY_ERRMSG_SIZE ? RPC_ERRMSG_SIZE
+                                                       : IDENTITY_ERRMSG_SIZE];
+    char idb[IDENTITY_HEX_LEN + 1], q[300];
+    int rv;
+
+    s->last_state = -1;
+    if (mkdir(s->cfg.data_dir, 0700) != 0 && errno != EEXIST) {
+        log_kv(LOG_ERROR, "cannot make the data directory", "dir=%s error=%s",
+               log_quote(s->cfg.data_dir, q, sizeof q),
+               log_quote(strerror(errno), (char[80]){0}, 80));
+        return SERVER_EXIT_FAIL;
+    }
+    rv = identity_open(s->cfg.data_dir, &s->id, errmsg);
+    if (rv != 0) {
+        log_kv(LOG_ERROR,
+               rv == IDENTITY_E_TOMBSTONE
+                   ? "refusing to start: this data directory belongs to a "
+                     "node that was removed from its cluster"
+                   : "refusing to start: node identity",
+               "error=%s", log_quote(errmsg, q, sizeof q));
+        return rv == IDENTITY_E_TOMBSTONE ? SERVER_EXIT_TOMBSTONE
+                                          : SERVER_EXIT_FAIL;
+    }
+    log_set_node(s->id);
+    log_kv(LOG_INFO, "starting", "id=%s raft_addr=%s client_addr=%s dir=%s",
+           identity_format(s->id, idb), s->cfg.raft_addr, s->cfg.client_addr,
+           log_quote(s->cfg.data_dir, q, sizeof q));
+    if (s->cfg.settings_given && !s->cfg.bootstrap) {
+        log_kv(LOG_WARN,
+               "cluster settings flags only matter when this node proposes "
+               "the fsm bootstrap (--bootstrap)",
+               NULL);
+    }
+    if (uv_loop_init(&s->loop) != 0) {
+        log_kv(LOG_ERROR, "uv_loop_init failed", NULL);
+        return SERVER_EXIT_FAIL;
+    }
+    rv = uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, errmsg);
+    if (rv != 0) {
+        log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        uv_loop_close(&s->loop);
+        return SERVER_EXIT_FAIL;
+    }
+    fsm = fsm_new();
+    if (fsm == NULL) {
+        log_kv(LOG_ERROR, "out of memory", NULL);
+        return SERVER_EXIT_FAIL;
+    }
+    memset(&hooks, 0, sizeof hooks);
+    hooks.arg = s;
+    hooks.fatal = hook_fatal;
+    hooks.log = hook_log;
+    hooks.retired = hook_retired;
+    rv = replica_init(&s->rep, &s->uvio.io, &s->uvio.store, fsm, s->id,
+                      s->cfg.raft_addr, &clock, &hooks, errmsg);
+    if (rv != 0) {
+        log_kv(LOG_ERROR, "cannot set up raft", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        fsm_free(fsm);
+        return SERVER_EXIT_FAIL;
+    }
+    rv = replica_configure(&s->rep, &s->cfg.raft, errmsg);
+    if (rv != 0) {
+        log_kv(LOG_ERROR, "bad raft settings", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        return close_early(s, SERVER_EXIT_USAGE);
+    }
+    if (s->cfg.bootstrap) {
+        struct raft_configuration conf;
+
+        raft_configuration_init(&conf);
+        rv = raft_configuration_add(&conf, s->id, s->cfg.raft_addr, RAFT_VOTER);
+        if (rv == 0) {
+            rv = raft_bootstrap(s->rep.raft, &conf);
+        }
+        raft_configuration_close(&conf);
+        if (rv == 0) {
+            log_kv(LOG_INFO, "bootstrapped a new one-voter configuration",
+                   NULL);
+        } else if (rv == RAFT_CANTBOOTSTRAP) {
+            log_kv(LOG_INFO,
+                   "--bootstrap ignored: the data directory already holds a "
+                   "node",
+                   NULL);
+        } else {
+            log_kv(LOG_ERROR, "raft_bootstrap failed", "error=%s",
+                   log_quote(raft_errmsg(s->rep.raft), q, sizeof q));
+            return close_early(s, SERVER_EXIT_FAIL);
+        }
+    }
+    rv = replica_start(&s->rep, errmsg);
+    if (rv != 0) {
+        char why[sizeof s->uvio.tcp.errmsg + 1];
+
+        /* Probe only once raft has closed its own sockets. */
+        replica_shutdown(&s->rep);
+        raft_close(s->rep.raft, on_raft_closed_early);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        if (s->uvio.tcp.errmsg[0] == '\0') {
+            probe_raft_addr(s->cfg.raft_addr, why, sizeof why);
+        } else {
+            snprintf(why, sizeof why, "%s", s->uvio.tcp.errmsg);
+        }
+        log_kv(LOG_ERROR, "cannot start raft",
+               "error=%s raft_addr=%s detail=%s",
+               log_quote(errmsg, q, sizeof q), s->cfg.raft_addr,
+               log_quote(why, (char[300]){0}, 300));
+        return finish(s, SERVER_EXIT_FAIL);
+    }
+    log_kv(LOG_INFO, "raft started",
+           "last_index=%llu applied=%llu raft_servers=%u",
+           (unsigned long long)raft_last_index(s->rep.raft),
+           (unsigned long long)raft_last_applied(s->rep.raft),
+           s->rep.raft->configuration.n);
+
+    /* From here every stop goes through node_stop and the loop. */
+    uv_signal_init(&s->loop, &s->sigterm);
+    s->sigterm.data = s;
+    uv_signal_init(&s->loop, &s->sigint);
+    s->sigint.data = s;
+    uv_timer_init(&s->loop, &s->tick);
+    s->tick.data = s;
+
+    if (RAND_bytes(s->ids.boot_id, sizeof s->ids.boot_id) != 1) {
+        log_kv(LOG_ERROR, "RAND_bytes failed: no boot id", NULL);
+        node_stop(s, "no randomness", SERVER_EXIT_FAIL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        return finish(s, SERVER_EXIT_FAIL);
+    }
+    s->ids.node_id = s->id;
+    s->ids.has_cluster_id = false;
+    memset(&rc, 0, sizeof rc);
+    rc.addr = s->cfg.client_addr;
+    rc.limits = s->cfg.limits;
+    rc.serve = service_serve;
+    rc.arg = s;
+    rc.ids = s->ids;
+    rc.log = rpc_log;
+    rv = rpc_server_start(&s->rpc, &s->loop, &rc, errmsg);
+    if (rv != 0) {
+        s->rpc = NULL;
+        log_kv(LOG_ERROR, "cannot serve the client address",
+               "client_addr=%s error=%s", s->cfg.client_addr,
+               log_quote(errmsg, q, sizeof q));
+        node_stop(s, "cannot listen", SERVER_EXIT_FAIL);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        return finish(s, SERVER_EXIT_FAIL);
+    }
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
+    log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
+
+    if (s->retire_pending) {
+        /* Retired while loading (a snapshot carried it): the tick stops. */
+    } else if (s->cfg.n_join > 0) {
+        if (s->rep.raft->configuration.n > 0) {
+            log_kv(LOG_INFO,
+                   "--join ignored: this node is already in a configuration",
+                   NULL);
+        } else {
+            join_start(s);
+        }
+    } else if (s->rep.raft->configuration.n == 0) {
+        log_kv(LOG_WARN,
+               "empty configuration: waiting to be added (oncectl members "
+               "add ID RAFT_ADDR CLIENT_ADDR on the leader)",
+               "id=%s", idb);
+    }
+
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+
+    rv = finish(s, s->exit_code);
+    log_kv(LOG_INFO, "stopped", "exit=%d", rv);
+    return rv;
+}

@@ -1,0 +1,1486 @@
+/* test_client: libonce (src/client/).
+ *
+ * Pure parts: the retry decision table, argument checks, request bodies,
+ * answer conversion (valid and malformed answers through a real envelope
+ * encode/decode/unpack), names.
+ *
+ * Network parts: the public API against scripted servers (a forked child
+ * running rpc_servers on 127.0.0.1:7321-7323), one scenario per claim
+ * scope: a leader hint, an unknown outcome retried with the same request
+ * id, unknown staying unknown, final statuses, malformed answers, answers
+ * without a cluster id, the cluster-id pin, a server that never answers,
+ * max_inflight and once_client_free with calls outstanding. */
+#include <check.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "client/client.h"
+#include "once_rpc.pb-c.h"
+#include "rpc/conn.h"
+#include "rpc/frame.h"
+
+Suite *client_pure_suite(void);
+Suite *client_net_suite(void);
+
+/* ------------------------------------------------------------------------
+ * Retry decisions
+ * ---------------------------------------------------------------------- */
+
+START_TEST(decide_table)
+{
+    static const struct
+    {
+        int rv;
+        bool sent;
+        enum rpc_status status;
+        enum rpc_applied applied;
+        bool final;
+        bool maybe;
+    } t[] = {
+        /* No answer. */
+        {RPC_E_CONNECT, false, 0, 0, false, false},
+        {RPC_E_BUSY, false, 0, 0, false, false},
+        {RPC_E_TIMEOUT, false, 0, 0, false, false},
+        {RPC_E_TIMEOUT, true, 0, 0, false, true},
+        {RPC_E_LOST, true, 0, 0, false, true},
+        {RPC_E_PROTOCOL, true, 0, 0, false, true},
+        {RPC_E_NOMEM, false, 0, 0, false, false},
+        {RPC_E_CLOSED, false, 0, 0, true, false},
+        {RPC_E_CLOSED, true, 0, 0, true, true},
+        /* Answers. */
+        {0, true, RPC_STATUS_OK, RPC_APPLIED_UNSPECIFIED, true, false},
+        {0, true, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE, true, false},
+        {0, true, RPC_STATUS_FAILED_PRECONDITION, RPC_APPLIED_FALSE, true,
+         false},
+        {0, true, RPC_STATUS_PERMISSION_DENIED, RPC_APPLIED_FALSE, true, false},
+        {0, true, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE, false, false},
+        {0, true, RPC_STATUS_RESOURCE_EXHAUSTED, RPC_APPLIED_FALSE, false,
+         false},
+        {0, true, RPC_STATUS_WRONG_GROUP, RPC_APPLIED_FALSE, false, false},
+        {0, true, RPC_STATUS_MOVING, RPC_APPLIED_FALSE, false, false},
+        {0, true, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, false, true},
+        /* A deadline is unknown even when the node says false (it may have
+         * forwarded the call). */
+        {0, true, RPC_STATUS_DEADLINE_EXCEEDED, RPC_APPLIED_UNKNOWN, false,
+         true},
+        {0, true, RPC_STATUS_DEADLINE_EXCEEDED, RPC_APPLIED_FALSE, false, true},
+        /* The node's applied UNKNOWN is believed on any status. */
+        {0, true, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_UNKNOWN, false, true},
+        {0, true, RPC_STATUS_FAILED_PRECONDITION, RPC_APPLIED_UNKNOWN, true,
+         true},
+    };
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        struct client_decision d =
+            client_decide(t[i].rv, t[i].sent, t[i].status, t[i].applied);
+
+        ck_assert_msg(d.final == t[i].final, "row %zu: final %d", i, d.final);
+        ck_assert_msg(d.maybe_applied == t[i].maybe, "row %zu: maybe %d", i,
+                      d.maybe_applied);
+    }
+}
+END_TEST
+
+START_TEST(status_mapping)
+{
+    ck_assert_int_eq(client_status_from_rpc(RPC_STATUS_OK), ONCE_STATUS_OK);
+    ck_assert_int_eq(client_status_from_rpc(RPC_STATUS_UNAVAILABLE),
+                     ONCE_STATUS_UNAVAILABLE);
+    ck_assert_int_eq(client_status_from_rpc(RPC_STATUS_DEADLINE_EXCEEDED),
+                     ONCE_STATUS_DEADLINE_EXCEEDED);
+    ck_assert_int_eq(client_status_from_rpc(RPC_STATUS_WRONG_GROUP),
+                     ONCE_STATUS_UNAVAILABLE);
+    ck_assert_int_eq(client_status_from_rpc(RPC_STATUS_MOVING),
+                     ONCE_STATUS_UNAVAILABLE);
+    ck_assert_int_eq(client_status_from_rpc((enum rpc_status)55),
+                     ONCE_STATUS_UNKNOWN);
+}
+END_TEST
+
+START_TEST(backoff_and_budget)
+{
+    unsigned b = 0;
+    static const unsigned want[] = {20, 40, 80, 160, 200, 200, 200};
+
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        b = client_backoff_next(b);
+        ck_assert_uint_eq(b, want[i]);
+    }
+    /* Whole budget when alone or when little is left. */
+    ck_assert_uint_eq(client_attempt_budget(5000, false), 5000);
+    ck_assert_uint_eq(client_attempt_budget(2000, true), 2000);
+    ck_assert_uint_eq(client_attempt_budget(10, true), 10);
+    /* Half of what remains, never under the minimum. */
+    ck_assert_uint_eq(client_attempt_budget(5000, true), 2500);
+    ck_assert_uint_eq(client_attempt_budget(2100, true), 1050);
+    ck_assert_uint_eq(client_attempt_budget(2001, true), 1000);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * Argument checks
+ * ---------------------------------------------------------------------- */
+
+START_TEST(options_checks)
+{
+    const char *good[] = {"127.0.0.1:7301", "10.0.0.2:1"};
+    const char *bad[] = {"127.0.0.1:7301", "localhost:7301"};
+    const char *nul[] = {NULL};
+    const char *many[ONCE_ADDRS_MAX + 1];
+    char longaddr[100];
+    const char *lng[] = {longaddr};
+    struct once_options o;
+    char err[CLIENT_ERR_SIZE];
+
+    for (size_t i = 0; i < ONCE_ADDRS_MAX + 1; i++) {
+        many[i] = "127.0.0.1:7301";
+    }
+    memset(longaddr, '1', sizeof longaddr - 1);
+    longaddr[sizeof longaddr - 1] = '\0';
+
+    once_options_init(&o);
+    ck_assert_uint_eq(o.timeout_ms, 5000);
+    ck_assert_uint_eq(o.max_inflight, 1024);
+    ck_assert(!client_check_options(NULL, err));
+    ck_assert(!client_check_options(&o, err));
+    ck_assert_str_eq(err, "addrs: no address given");
+    o.addrs = good;
+    o.n_addrs = 2;
+    ck_assert(client_check_options(&o, err));
+    o.addrs = bad;
+    ck_assert(!client_check_options(&o, err));
+    ck_assert_str_eq(err, "addrs[1]: \"localhost:7301\" is not IPv4 IP:PORT");
+    o.addrs = nul;
+    o.n_addrs = 1;
+    ck_assert(!client_check_options(&o, err));
+    ck_assert_str_eq(err, "addrs[0]: NULL");
+    o.addrs = lng;
+    ck_assert(!client_check_options(&o, err));
+    ck_assert_str_eq(err, "addrs[0]: longer than 64 bytes");
+    o.addrs = many;
+    o.n_addrs = ONCE_ADDRS_MAX + 1;
+    ck_assert(!client_check_options(&o, err));
+    o.n_addrs = ONCE_ADDRS_MAX;
+    ck_assert(client_check_options(&o, err));
+    o.timeout_ms = RPC_DEADLINE_MAX + 1;
+    ck_assert(!client_check_options(&o, err));
+    ck_assert(strstr(err, "timeout_ms") == err);
+    o.timeout_ms = RPC_DEADLINE_MAX;
+    o.max_inflight = 1u << 30;
+    ck_assert(!client_check_options(&o, err));
+    ck_assert(strstr(err, "max_inflight") == err);
+}
+END_TEST
+
+static struct once_claim good_claim(void)
+{
+    struct once_claim a;
+
+    memset(&a, 0, sizeof a);
+    a.scope = (const uint8_t *)"tenant";
+    a.scope_len = 6;
+    a.key = (const uint8_t *)"nonce";
+    a.key_len = 5;
+    a.kind = ONCE_NONCE;
+    a.ttl_ms = 60000;
+    return a;
+}
+
+START_TEST(claim_checks)
+{
+    static const uint8_t big[512];
+    struct once_claim a = good_claim();
+    char err[CLIENT_ERR_SIZE];
+
+    ck_assert(client_check_claim(&a, err));
+    ck_assert(!client_check_claim(NULL, err));
+
+#define BAD(mutate, prefix)                                       \
+    do {                                                          \
+        a = good_claim();                                         \
+        mutate;                                                   \
+        ck_assert(!client_check_claim(&a, err));                  \
+        ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0,  \
+                      "got \"%s\", want \"%s...\"", err, prefix); \
+    } while (0)
+    BAD(a.scope_len = 0, "scope: 0 bytes");
+    BAD(a.scope_len = 129, "scope: 129 bytes");
+    BAD(a.scope = NULL, "scope: NULL");
+    BAD(a.key_len = 0, "key: 0 bytes");
+    BAD((a.key = big, a.key_len = 257), "key: 257 bytes");
+    BAD((a.execution_id = big, a.execution_id_len = 129), "execution_id");
+    BAD(a.execution_id_len = 3, "execution_id: NULL");
+    BAD(a.kind = 0, "kind: 0");
+    BAD(a.kind = 3, "kind: 3");
+    BAD(a.ttl_ms = 0, "ttl_ms");
+    BAD(a.has_ts = true, "window_ms");
+    BAD(a.window_ms = 5, "ts_ms/window_ms");
+    BAD((a.payload_hash = big, a.payload_hash_len = 32), "payload_hash");
+    BAD(a.lease_ms = 1000, "lease_ms");
+    BAD((a.kind = ONCE_IDEMPOTENT, a.payload_hash = big,
+         a.payload_hash_len = 65),
+        "payload_hash: 65 bytes");
+    BAD(a.timeout_ms = RPC_DEADLINE_MAX + 1, "timeout_ms");
+#undef BAD
+
+    /* Limits themselves are fine. */
+    a = good_claim();
+    a.scope = big;
+    a.scope_len = ONCE_SCOPE_MAX;
+    a.key = big;
+    a.key_len = ONCE_KEY_MAX;
+    a.execution_id = big;
+    a.execution_id_len = ONCE_EXECUTION_ID_MAX;
+    a.kind = ONCE_IDEMPOTENT;
+    a.payload_hash = big;
+    a.payload_hash_len = ONCE_PAYLOAD_HASH_MAX;
+    a.lease_ms = 1000;
+    a.ttl_ms = 0;
+    a.has_ts = true;
+    a.ts_ms = 0; /* 0 is a valid time */
+    a.window_ms = 1;
+    ck_assert(client_check_claim(&a, err));
+}
+END_TEST
+
+START_TEST(other_checks)
+{
+    static const uint8_t big[ONCE_RESULT_MAX + 1];
+    struct once_complete co = {0};
+    struct once_release re = {0};
+    struct once_member m;
+    char err[CLIENT_ERR_SIZE];
+
+    co.scope = (const uint8_t *)"s";
+    co.scope_len = 1;
+    co.key = (const uint8_t *)"k";
+    co.key_len = 1;
+    co.result = big;
+    co.result_len = ONCE_RESULT_MAX;
+    ck_assert(client_check_complete(&co, err));
+    co.result_len = ONCE_RESULT_MAX + 1;
+    ck_assert(!client_check_complete(&co, err));
+    ck_assert(strncmp(err, "result: 65537 bytes", 19) == 0);
+
+    re.scope = co.scope;
+    re.scope_len = 1;
+    re.key = co.key;
+    re.key_len = 1;
+    ck_assert(client_check_release(&re, err));
+    re.error = big;
+    re.error_len = 10;
+    ck_assert(!client_check_release(&re, err));
+    ck_assert(strncmp(err, "error: only with terminal", 25) == 0);
+    re.terminal = true;
+    ck_assert(client_check_release(&re, err));
+    re.error_len = ONCE_ERROR_MAX + 1;
+    ck_assert(!client_check_release(&re, err));
+
+    memset(&m, 0, sizeof m);
+    ck_assert(!client_check_member(&m, err));
+    ck_assert_str_eq(err, "id: must not be 0");
+    m.id = 7;
+    strcpy(m.raft_addr, "127.0.0.1:7311");
+    strcpy(m.client_addr, "127.0.0.1:7301");
+    m.role = ONCE_ROLE_VOTER;
+    ck_assert(client_check_member(&m, err));
+    strcpy(m.client_addr, "127.0.0.1");
+    ck_assert(!client_check_member(&m, err));
+    ck_assert(strncmp(err, "client_addr", 11) == 0);
+    strcpy(m.client_addr, "127.0.0.1:7301");
+    memset(m.raft_addr, 'x', sizeof m.raft_addr); /* no NUL */
+    ck_assert(!client_check_member(&m, err));
+    ck_assert(strncmp(err, "raft_addr: not NUL-terminated", 29) == 0);
+    strcpy(m.raft_addr, "127.0.0.1:7311");
+    m.role = ONCE_ROLE_NONE;
+    ck_assert(!client_check_member(&m, err));
+    ck_assert(client_check_role(ONCE_ROLE_SPARE, err));
+    ck_assert(!client_check_role((enum once_role)4, err));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * Request bodies
+ * ---------------------------------------------------------------------- */
+
+START_TEST(claim_body)
+{
+    struct once_claim a = good_claim();
+    uint8_t rid[ONCE_ID_LEN];
+    uint8_t *buf;
+    size_t len;
+    Once__Rpc__ClaimRequest *m;
+
+    memset(rid, 0x5a, sizeof rid);
+    a.kind = ONCE_IDEMPOTENT;
+    a.execution_id = (const uint8_t *)"exec-1";
+    a.execution_id_len = 6;
+    a.payload_hash = (const uint8_t *)"\x01\x02";
+    a.payload_hash_len = 2;
+    a.lease_ms = 30000;
+    a.has_ts = true;
+    a.ts_ms = 1700000000000ull;
+    a.window_ms = 300000;
+    ck_assert_int_eq(client_pack_claim(&a, rid, &buf, &len), 0);
+    m = once__rpc__claim_request__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq(m->scope.len, 6);
+    ck_assert(memcmp(m->scope.data, "tenant", 6) == 0);
+    ck_assert_uint_eq(m->key.len, 5);
+    ck_assert_uint_eq(m->request_id.len, 16);
+    ck_assert(memcmp(m->request_id.data, rid, 16) == 0);
+    ck_assert_uint_eq(m->execution_id.len, 6);
+    ck_assert_int_eq(m->kind, ONCE__RPC__KIND__KIND_IDEMPOTENT);
+    ck_assert_uint_eq(m->ttl_ms, 60000);
+    ck_assert(m->has_ts);
+    ck_assert_uint_eq(m->ts_ms, 1700000000000ull);
+    ck_assert_uint_eq(m->window_ms, 300000);
+    ck_assert_uint_eq(m->payload_hash.len, 2);
+    ck_assert_uint_eq(m->lease_ms, 30000);
+    once__rpc__claim_request__free_unpacked(m, NULL);
+    free(buf);
+}
+END_TEST
+
+START_TEST(admin_bodies)
+{
+    struct once_member mem;
+    uint8_t *buf;
+    size_t len;
+    Once__Rpc__MembersAddRequest *add;
+    Once__Rpc__MembersAssignRequest *as;
+
+    memset(&mem, 0, sizeof mem);
+    mem.id = 0x1234;
+    strcpy(mem.raft_addr, "127.0.0.1:7311");
+    strcpy(mem.client_addr, "127.0.0.1:7301");
+    mem.role = ONCE_ROLE_STANDBY;
+    ck_assert_int_eq(client_pack_member_add(&mem, &buf, &len), 0);
+    add = once__rpc__members_add_request__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(add);
+    ck_assert_ptr_nonnull(add->member);
+    ck_assert_uint_eq(add->member->id, 0x1234);
+    ck_assert_str_eq(add->member->raft_addr, "127.0.0.1:7311");
+    ck_assert_str_eq(add->member->client_addr, "127.0.0.1:7301");
+    ck_assert_int_eq(add->member->role, ONCE__RPC__ROLE__ROLE_STANDBY);
+    once__rpc__members_add_request__free_unpacked(add, NULL);
+    free(buf);
+
+    ck_assert_int_eq(client_pack_id(RPC_METHOD_MEMBERS_ASSIGN, 9,
+                                    ONCE_ROLE_SPARE, &buf, &len),
+                     0);
+    as = once__rpc__members_assign_request__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(as);
+    ck_assert_uint_eq(as->id, 9);
+    ck_assert_int_eq(as->role, ONCE__RPC__ROLE__ROLE_SPARE);
+    once__rpc__members_assign_request__free_unpacked(as, NULL);
+    free(buf);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * Answers: through a real envelope (encode, decode, unpack_body)
+ * ---------------------------------------------------------------------- */
+
+static uint8_t *pack_msg(const ProtobufCMessage *m, size_t *len)
+{
+    uint8_t *buf = malloc(protobuf_c_message_get_packed_size(m) + 1);
+
+    ck_assert_ptr_nonnull(buf);
+    *len = protobuf_c_message_pack(m, buf);
+    return buf;
+}
+
+/* Decode @body as the OK answer of @method and convert it. */
+static int read_answer(enum rpc_method method,
+                       const uint8_t *body,
+                       size_t body_len,
+                       struct once_result *r,
+                       const struct client_outputs *out,
+                       char *err)
+{
+    struct envelope_view v;
+    struct envelope_view d;
+    uint8_t *frame;
+    size_t frame_len;
+    ProtobufCMessage *msg;
+    int rv;
+
+    memset(&v, 0, sizeof v);
+    v.call_id = 1;
+    v.method = method;
+    v.direction = RPC_RESPONSE;
+    v.status = RPC_STATUS_OK;
+    v.has_cluster_id = true;
+    memset(v.cluster_id, 0xcc, RPC_ID_LEN);
+    v.body = body;
+    v.body_len = body_len;
+    ck_assert_int_eq(
+        envelope_encode_alloc(&v, FRAME_MAX_DEFAULT, &frame, &frame_len, NULL),
+        0);
+    envelope_view_init(&d);
+    ck_assert_int_eq(
+        envelope_decode(frame + FRAME_HEADER_LEN, frame_len - FRAME_HEADER_LEN,
+                        FRAME_MAX_DEFAULT, &d, NULL),
+        0);
+    ck_assert_int_eq(envelope_unpack_body(&d, &msg, NULL), 0);
+    rv = client_read_body(method, msg, r, out, err);
+    envelope_view_close(&d);
+    free(frame);
+    return rv;
+}
+
+/* A Result with every field set, and the storage it points into. */
+struct full_result
+{
+    Once__Rpc__Result res;
+    Once__Rpc__OwnerToken token;
+    Once__Rpc__Attempt att[ONCE_ATTEMPTS_MAX + 1];
+    Once__Rpc__Attempt *attp[ONCE_ATTEMPTS_MAX + 1];
+    uint8_t rid[16], first[16], arid[16];
+    uint8_t result[ONCE_RESULT_MAX + 1];
+    uint8_t stored_error[ONCE_ERROR_MAX + 1];
+    char reason[300];
+};
+
+static void full_result_init(struct full_result *f)
+{
+    Once__Rpc__Result res = ONCE__RPC__RESULT__INIT;
+    Once__Rpc__OwnerToken tok = ONCE__RPC__OWNER_TOKEN__INIT;
+
+    memset(f, 0, sizeof *f);
+    memset(f->rid, 0x11, 16);
+    memset(f->first, 0x22, 16);
+    memset(f->arid, 0x33, 16);
+    memset(f->result, 'r', sizeof f->result);
+    memset(f->stored_error, 'e', sizeof f->stored_error);
+    strcpy(f->reason, "because");
+    f->res = res;
+    f->token = tok;
+    f->token.group_id = 1;
+    f->token.index = 42;
+    f->token.slot = 3;
+    for (size_t i = 0; i < ONCE_ATTEMPTS_MAX + 1; i++) {
+        Once__Rpc__Attempt a = ONCE__RPC__ATTEMPT__INIT;
+
+        a.request_id.data = f->arid;
+        a.request_id.len = 16;
+        a.execution_id.data = (uint8_t *)"exec";
+        a.execution_id.len = 4;
+        a.index = 100 + i;
+        a.time_ms = 1000 + i;
+        a.outcome = ONCE__RPC__OUTCOME__OUTCOME_REPLAYED;
+        a.retry = i == 1;
+        f->att[i] = a;
+        f->attp[i] = &f->att[i];
+    }
+    f->res.outcome = ONCE__RPC__OUTCOME__OUTCOME_DUPLICATE;
+    f->res.retry = true;
+    f->res.request_id.data = f->rid;
+    f->res.request_id.len = 16;
+    f->res.first_request_id.data = f->first;
+    f->res.first_request_id.len = 16;
+    f->res.first_index = 7;
+    f->res.first_time_ms = 1700000000123ull;
+    f->res.attempts_total = 12;
+    f->res.n_attempts = ONCE_ATTEMPTS_MAX;
+    f->res.attempts = f->attp;
+    f->res.has_owner_token = true;
+    f->res.owner_token = &f->token;
+    f->res.result.data = f->result;
+    f->res.result.len = ONCE_RESULT_MAX;
+    f->res.stored_error.data = f->stored_error;
+    f->res.stored_error.len = ONCE_ERROR_MAX;
+    f->res.retry_after_ms = 1500;
+    f->res.reason = f->reason;
+    f->res.kind = ONCE__RPC__KIND__KIND_IDEMPOTENT;
+    f->res.state = ONCE__RPC__STATE__STATE_COMPLETED;
+    f->res.expires_ms = 99;
+    f->res.lease_expires_ms = 98;
+    f->res.owner_attempt = 4;
+}
+
+static int read_full(struct full_result *f, struct once_result *r, char *err)
+{
+    Once__Rpc__ClaimResponse cr = ONCE__RPC__CLAIM_RESPONSE__INIT;
+    uint8_t *buf;
+    size_t len;
+    int rv;
+
+    cr.result = &f->res;
+    buf = pack_msg(&cr.base, &len);
+    rv = read_answer(RPC_METHOD_CLAIM, buf, len, r, NULL, err);
+    free(buf);
+    return rv;
+}
+
+START_TEST(result_every_field)
+{
+    static struct full_result f;
+    struct once_result r;
+    char err[CLIENT_ERR_SIZE];
+
+    full_result_init(&f);
+    once_result_init(&r);
+    ck_assert_int_eq(read_full(&f, &r, err), 0);
+    ck_assert_int_eq(r.outcome, ONCE_DUPLICATE);
+    ck_assert(r.retry);
+    ck_assert(r.has_first);
+    ck_assert(memcmp(r.first_request_id, f.first, 16) == 0);
+    ck_assert_uint_eq(r.first_index, 7);
+    ck_assert_uint_eq(r.first_time_ms, 1700000000123ull);
+    ck_assert_uint_eq(r.attempts_total, 12);
+    ck_assert_uint_eq(r.n_attempts, ONCE_ATTEMPTS_MAX);
+    for (size_t i = 0; i < ONCE_ATTEMPTS_MAX; i++) {
+        ck_assert(memcmp(r.attempts[i].request_id, f.arid, 16) == 0);
+        ck_assert_uint_eq(r.attempts[i].execution_id_len, 4);
+        ck_assert(memcmp(r.attempts[i].execution_id, "exec", 4) == 0);
+        ck_assert_uint_eq(r.attempts[i].index, 100 + i);
+        ck_assert_uint_eq(r.attempts[i].time_ms, 1000 + i);
+        ck_assert_int_eq(r.attempts[i].outcome, ONCE_REPLAYED);
+        ck_assert(r.attempts[i].retry == (i == 1));
+    }
+    ck_assert(r.has_owner_token);
+    ck_assert_uint_eq(r.owner_token.group_id, 1);
+    ck_assert_uint_eq(r.owner_token.index, 42);
+    ck_assert_uint_eq(r.owner_token.slot, 3);
+    ck_assert_uint_eq(r.result_len, ONCE_RESULT_MAX);
+    ck_assert_ptr_nonnull(r.result);
+    ck_assert_uint_eq(r.result[ONCE_RESULT_MAX - 1], 'r');
+    ck_assert_uint_eq(r.stored_error_len, ONCE_ERROR_MAX);
+    ck_assert_uint_eq(strlen(r.stored_error), ONCE_ERROR_MAX);
+    ck_assert_uint_eq(r.retry_after_ms, 1500);
+    ck_assert_str_eq(r.reason, "because");
+    ck_assert_int_eq(r.kind, ONCE_IDEMPOTENT);
+    ck_assert_int_eq(r.state, ONCE_STATE_COMPLETED);
+    ck_assert_uint_eq(r.expires_ms, 99);
+    ck_assert_uint_eq(r.lease_expires_ms, 98);
+    ck_assert_uint_eq(r.owner_attempt, 4);
+    once_result_clear(&r);
+    ck_assert_ptr_null(r.result);
+    ck_assert_uint_eq(r.result_len, 0);
+    once_result_clear(NULL);
+
+    /* Empty optional fields. */
+    f.res.first_request_id.len = 0;
+    f.res.n_attempts = 0;
+    f.res.has_owner_token = false;
+    f.res.owner_token = NULL;
+    f.res.result.len = 0;
+    f.res.stored_error.len = 0;
+    ck_assert_int_eq(read_full(&f, &r, err), 0);
+    ck_assert(!r.has_first);
+    ck_assert(!r.has_owner_token);
+    ck_assert_ptr_null(r.result);
+    ck_assert_str_eq(r.stored_error, "");
+    once_result_clear(&r);
+}
+END_TEST
+
+START_TEST(result_malformed)
+{
+    static struct full_result f;
+    struct once_result r;
+    char err[CLIENT_ERR_SIZE];
+
+#define BAD(mutate, prefix)                                       \
+    do {                                                          \
+        full_result_init(&f);                                     \
+        mutate;                                                   \
+        once_result_init(&r);                                     \
+        ck_assert_int_eq(read_full(&f, &r, err), -1);             \
+        ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0,  \
+                      "got \"%s\", want \"%s...\"", err, prefix); \
+        once_result_clear(&r);                                    \
+    } while (0)
+    BAD(f.res.outcome = 0, "result.outcome: unknown value 0");
+    BAD(f.res.outcome = 19, "result.outcome: unknown value 19");
+    BAD(f.res.request_id.len = 15, "result.request_id: 15 bytes");
+    BAD(f.res.first_request_id.len = 17, "result.first_request_id");
+    BAD(f.res.n_attempts = ONCE_ATTEMPTS_MAX + 1, "result.attempts: 6");
+    BAD(f.att[2].request_id.len = 0, "result.attempts[2].request_id");
+    BAD((f.att[0].execution_id.data = f.result,
+         f.att[0].execution_id.len = 129),
+        "result.attempts[0].execution_id");
+    BAD(f.att[4].outcome = 77, "result.attempts[4].outcome");
+    BAD(f.res.owner_token = NULL, "result.owner_token");
+    BAD(f.res.result.len = ONCE_RESULT_MAX + 1, "result.result: 65537");
+    BAD(f.res.stored_error.len = ONCE_ERROR_MAX + 1, "result.stored_error");
+    BAD((memset(f.reason, 'x', 257), f.reason[257] = '\0'),
+        "result.reason: longer than 256");
+    BAD(f.res.kind = 3, "result.kind");
+    BAD(f.res.state = 6, "result.state");
+#undef BAD
+
+    /* No result at all. */
+    {
+        Once__Rpc__ClaimResponse cr = ONCE__RPC__CLAIM_RESPONSE__INIT;
+        uint8_t *buf;
+        size_t len;
+
+        buf = pack_msg(&cr.base, &len);
+        once_result_init(&r);
+        ck_assert_int_eq(read_answer(RPC_METHOD_CLAIM, buf, len, &r, NULL, err),
+                         -1);
+        ck_assert_str_eq(err, "answer without a result");
+        free(buf);
+    }
+}
+END_TEST
+
+START_TEST(status_answer)
+{
+    Once__Rpc__StatusResponse s = ONCE__RPC__STATUS_RESPONSE__INIT;
+    Once__Rpc__Member m[2] = {ONCE__RPC__MEMBER__INIT, ONCE__RPC__MEMBER__INIT};
+    Once__Rpc__Member *mp[2] = {&m[0], &m[1]};
+    struct once_status_info info;
+    struct client_outputs out = {0};
+    struct once_result r;
+    char err[CLIENT_ERR_SIZE];
+    char longs[80];
+    uint8_t *buf;
+    size_t len;
+
+    m[0].id = 1;
+    m[0].raft_addr = "127.0.0.1:7311";
+    m[0].client_addr = "127.0.0.1:7301";
+    m[0].role = ONCE__RPC__ROLE__ROLE_VOTER;
+    m[0].reachable = true;
+    m[1].id = 2;
+    m[1].raft_addr = "127.0.0.1:7312";
+    m[1].client_addr = "127.0.0.1:7302";
+    m[1].role = ONCE__RPC__ROLE__ROLE_STANDBY;
+    s.role = ONCE__RPC__RAFT_ROLE__RAFT_ROLE_LEADER;
+    s.term = 3;
+    s.commit_index = 10;
+    s.applied_index = 9;
+    s.config_index = 2;
+    s.leader_id = 1;
+    s.leader_addr = "127.0.0.1:7301";
+    s.store_backend = "uv";
+    s.n_members = 2;
+    s.members = mp;
+    s.member_role = ONCE__RPC__ROLE__ROLE_VOTER;
+    out.status = &info;
+    once_result_init(&r);
+    buf = pack_msg(&s.base, &len);
+    ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
+                     0);
+    free(buf);
+    ck_assert_int_eq(r.outcome, ONCE_OK);
+    ck_assert_int_eq(info.role, ONCE_RAFT_LEADER);
+    ck_assert_uint_eq(info.term, 3);
+    ck_assert_uint_eq(info.commit_index, 10);
+    ck_assert_uint_eq(info.applied_index, 9);
+    ck_assert_uint_eq(info.config_index, 2);
+    ck_assert_uint_eq(info.leader_id, 1);
+    ck_assert_str_eq(info.leader_addr, "127.0.0.1:7301");
+    ck_assert_str_eq(info.store_backend, "uv");
+    ck_assert_int_eq(info.member_role, ONCE_ROLE_VOTER);
+    ck_assert_uint_eq(info.n_members, 2);
+    ck_assert_uint_eq(info.members[1].id, 2);
+    ck_assert_str_eq(info.members[1].client_addr, "127.0.0.1:7302");
+    ck_assert_int_eq(info.members[1].role, ONCE_ROLE_STANDBY);
+    ck_assert(info.members[0].reachable);
+    ck_assert(!info.members[1].reachable);
+
+    /* Bounds: an address over 64 bytes, a member id 0, a role 9. */
+    memset(longs, '1', sizeof longs - 1);
+    longs[sizeof longs - 1] = '\0';
+    m[1].client_addr = longs;
+    buf = pack_msg(&s.base, &len);
+    ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
+                     -1);
+    ck_assert_str_eq(err,
+                     "status.members[1].client_addr: longer than 64 bytes");
+    free(buf);
+    m[1].client_addr = "127.0.0.1:7302";
+    m[0].id = 0;
+    buf = pack_msg(&s.base, &len);
+    ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
+                     -1);
+    ck_assert_str_eq(err, "status.members[0].id: 0");
+    free(buf);
+    m[0].id = 1;
+    s.role = 9;
+    buf = pack_msg(&s.base, &len);
+    ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
+                     -1);
+    ck_assert_str_eq(err, "status.role: unknown value 9");
+    free(buf);
+}
+END_TEST
+
+START_TEST(config_answers)
+{
+    Once__Rpc__MembersAddResponse a = ONCE__RPC__MEMBERS_ADD_RESPONSE__INIT;
+    Once__Rpc__ConfigResult cfg = ONCE__RPC__CONFIG_RESULT__INIT;
+    Once__Rpc__TransferResponse t = ONCE__RPC__TRANSFER_RESPONSE__INIT;
+    Once__Rpc__SnapshotTakeResponse sn =
+        ONCE__RPC__SNAPSHOT_TAKE_RESPONSE__INIT;
+    struct client_outputs out = {0};
+    struct once_result r;
+    char err[CLIENT_ERR_SIZE];
+    uint64_t x = 0, y = 0;
+    uint8_t *buf;
+    size_t len;
+
+    once_result_init(&r);
+    cfg.outcome = ONCE__RPC__OUTCOME__OUTCOME_FAILED_PRECONDITION;
+    cfg.reason = "id retired";
+    a.result = &cfg;
+    buf = pack_msg(&a.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_MEMBERS_ADD, buf, len, &r, NULL, err), 0);
+    free(buf);
+    ck_assert_int_eq(r.outcome, ONCE_FAILED_PRECONDITION);
+    ck_assert_str_eq(r.reason, "id retired");
+    a.result = NULL;
+    buf = pack_msg(&a.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_MEMBERS_ADD, buf, len, &r, NULL, err), -1);
+    free(buf);
+
+    t.leader_id = 77;
+    out.u64_a = &x;
+    buf = pack_msg(&t.base, &len);
+    ck_assert_int_eq(read_answer(RPC_METHOD_TRANSFER, buf, len, &r, &out, err),
+                     0);
+    free(buf);
+    ck_assert_uint_eq(x, 77);
+    sn.index = 1000;
+    sn.size_bytes = 4096;
+    out.u64_b = &y;
+    buf = pack_msg(&sn.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_SNAPSHOT_TAKE, buf, len, &r, &out, err), 0);
+    free(buf);
+    ck_assert_uint_eq(x, 1000);
+    ck_assert_uint_eq(y, 4096);
+    /* A body of another method is refused. */
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM, &sn.base, &r, &out, err), -1);
+    once_result_clear(&r);
+}
+END_TEST
+
+START_TEST(names)
+{
+    ck_assert_str_eq(once_outcome_name(ONCE_ACCEPTED), "ACCEPTED");
+    ck_assert_str_eq(once_outcome_name(ONCE_NOT_OWNER), "NOT_OWNER");
+    ck_assert_str_eq(once_outcome_name(ONCE_OUT_OF_SPACE),
+                     "RESOURCE_EXHAUSTED");
+    ck_assert_str_eq(once_outcome_name(ONCE_REFUSED_ARGUMENT),
+                     "INVALID_ARGUMENT");
+    ck_assert_str_eq(once_outcome_name(ONCE_FAILED_PRECONDITION),
+                     "FAILED_PRECONDITION");
+    ck_assert_str_eq(once_outcome_name((enum once_outcome)19), "UNKNOWN_VALUE");
+    ck_assert_str_eq(once_status_name(ONCE_STATUS_UNAVAILABLE), "UNAVAILABLE");
+    ck_assert_str_eq(once_status_name(ONCE_STATUS_DEADLINE_EXCEEDED),
+                     "DEADLINE_EXCEEDED");
+    ck_assert_str_eq(once_status_name((enum once_status)1), "UNKNOWN_VALUE");
+    ck_assert_str_eq(once_applied_name(ONCE_APPLIED_FALSE), "false");
+    ck_assert_str_eq(once_applied_name(ONCE_APPLIED_UNKNOWN), "unknown");
+    ck_assert_str_eq(once_applied_name((enum once_applied)3), "UNKNOWN_VALUE");
+    ck_assert_str_eq(once_role_name(ONCE_ROLE_VOTER), "VOTER");
+    ck_assert_str_eq(once_role_name(ONCE_ROLE_STANDBY), "STANDBY");
+    ck_assert_str_eq(once_role_name(ONCE_ROLE_SPARE), "SPARE");
+    ck_assert_str_eq(once_raft_role_name(ONCE_RAFT_LEADER), "LEADER");
+    ck_assert_str_eq(once_raft_role_name((enum once_raft_role)5),
+                     "UNKNOWN_VALUE");
+    ck_assert_str_eq(once_state_name(ONCE_STATE_PENDING), "PENDING");
+    ck_assert_str_eq(once_state_name((enum once_state)6), "UNKNOWN_VALUE");
+    for (int i = 0; i <= ONCE_FAILED_PRECONDITION; i++) {
+        ck_assert_str_ne(once_outcome_name((enum once_outcome)i),
+                         "UNKNOWN_VALUE");
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------
+ * Scripted servers (a forked child)
+ * ---------------------------------------------------------------------- */
+
+#define ADDR_A    "127.0.0.1:7321" /* cluster X, node 1 */
+#define ADDR_B    "127.0.0.1:7322" /* cluster X, node 2 */
+#define ADDR_C    "127.0.0.1:7323" /* no cluster id yet, node 3 */
+#define ADDR_NONE "127.0.0.1:7329" /* nothing listens */
+#define CLUSTER_X 0xaa
+
+struct scen
+{
+    char name[32];
+    unsigned calls[3]; /* per server */
+    bool has_rid;
+    uint8_t rid[16];
+};
+
+static struct scen scens[32];
+
+static struct scen *scen_get(const uint8_t *name, size_t len)
+{
+    for (size_t i = 0; i < 32; i++) {
+        if (scens[i].name[0] == '\0' && len < sizeof scens[i].name) {
+            memcpy(scens[i].name, name, len);
+            return &scens[i];
+        }
+        if (strlen(scens[i].name) == len &&
+            memcmp(scens[i].name, name, len) == 0) {
+            return &scens[i];
+        }
+    }
+    return &scens[31];
+}
+
+static void reply_error(struct rpc_call *call,
+                        enum rpc_status st,
+                        enum rpc_applied ap,
+                        const char *error,
+                        const char *hint)
+{
+    struct rpc_reply rr = {st, ap, error, hint, NULL, 0};
+
+    rpc_call_reply(call, &rr);
+}
+
+/* Every response with a Result packs the same way (field 1): a
+ * ClaimResponse serves for Lookup too. */
+static void reply_result(struct rpc_call *call, Once__Rpc__Result *res)
+{
+    Once__Rpc__ClaimResponse cr = ONCE__RPC__CLAIM_RESPONSE__INIT;
+    uint8_t buf[4096];
+    struct rpc_reply rr = {
+        RPC_STATUS_OK, RPC_APPLIED_UNSPECIFIED, NULL, NULL, buf, 0};
+
+    cr.result = res;
+    rr.body_len = protobuf_c_message_pack(&cr.base, buf);
+    rpc_call_reply(call, &rr);
+}
+
+static void serve(void *arg, struct rpc_call *call, struct envelope_view *req)
+{
+    int who = (int)(intptr_t)arg; /* 0 A, 1 B, 2 C */
+    Once__Rpc__Result res = ONCE__RPC__RESULT__INIT;
+    ProtobufCMessage *msg;
+    const Once__Rpc__ClaimRequest *cl;
+    struct scen *s;
+    uint8_t bad_rid[3] = {1, 2, 3};
+
+    if (envelope_unpack_body(req, &msg, NULL) != 0) {
+        reply_error(call, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE,
+                    "body", NULL);
+        return;
+    }
+    if (call->method == RPC_METHOD_LOOKUP) {
+        /* lookup(count, NAME): the calls each server saw for NAME. */
+        const Once__Rpc__LookupRequest *lk =
+            (const Once__Rpc__LookupRequest *)msg;
+
+        s = scen_get(lk->key.data, lk->key.len);
+        res.outcome = ONCE__RPC__OUTCOME__OUTCOME_FOUND;
+        res.first_index = s->calls[0];
+        res.attempts_total = s->calls[1];
+        res.owner_attempt = s->calls[2];
+        reply_result(call, &res);
+        return;
+    }
+    if (call->method != RPC_METHOD_CLAIM) {
+        reply_error(call, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE,
+                    "method", NULL);
+        return;
+    }
+    cl = (const Once__Rpc__ClaimRequest *)msg;
+    s = scen_get(cl->scope.data, cl->scope.len);
+    s->calls[who]++;
+    res.outcome = ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED;
+    res.request_id = cl->request_id;
+    if (strcmp(s->name, "ok") == 0) {
+        reply_result(call, &res);
+    } else if (strcmp(s->name, "hint") == 0) {
+        if (who == 0) {
+            reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                        "not the leader", ADDR_B);
+        } else {
+            reply_result(call, &res);
+        }
+    } else if (strcmp(s->name, "busy") == 0 && who == 0) {
+        reply_error(call, RPC_STATUS_RESOURCE_EXHAUSTED, RPC_APPLIED_FALSE,
+                    "busy", NULL);
+    } else if (strcmp(s->name, "unknown") == 0 ||
+               strcmp(s->name, "hold") == 0 || strcmp(s->name, "busy") == 0) {
+        if (!s->has_rid) {
+            s->has_rid = true;
+            memcpy(s->rid, cl->request_id.data, 16);
+            if (strcmp(s->name, "hold") == 0) {
+                /* Never answered: the client's attempt budget ends it. */
+                rpc_call_mark_sent(call);
+                return;
+            }
+            if (strcmp(s->name, "unknown") == 0) {
+                reply_error(call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN,
+                            "leader lost mid-commit", NULL);
+                return;
+            }
+        }
+        res.retry = memcmp(s->rid, cl->request_id.data, 16) == 0;
+        res.first_request_id.data = s->rid;
+        res.first_request_id.len = 16;
+        reply_result(call, &res);
+    } else if (strcmp(s->name, "holdall") == 0) {
+        rpc_call_mark_sent(call);
+    } else if (strcmp(s->name, "sticky") == 0) {
+        if (s->calls[0] + s->calls[1] + s->calls[2] == 1) {
+            reply_error(call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, "lost",
+                        NULL);
+        } else {
+            reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                        "no leader", NULL);
+        }
+    } else if (strcmp(s->name, "invalid") == 0) {
+        reply_error(call, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE,
+                    "ttl_ms: over max_ttl", NULL);
+    } else if (strcmp(s->name, "malformed") == 0) {
+        res.request_id.data = bad_rid;
+        res.request_id.len = 3;
+        reply_result(call, &res);
+    } else {
+        reply_error(call, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE,
+                    "no such scenario", NULL);
+    }
+}
+
+static pid_t fake_start(void)
+{
+    int p[2];
+    pid_t pid;
+    char x = 0;
+
+    ck_assert_int_eq(pipe(p), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        static const char *addrs[3] = {ADDR_A, ADDR_B, ADDR_C};
+        uv_loop_t loop;
+        char errmsg[RPC_ERRMSG_SIZE];
+
+        close(p[0]);
+        uv_loop_init(&loop);
+        for (int i = 0; i < 3; i++) {
+            struct rpc_server_config cfg;
+            struct rpc_server *srv;
+
+            memset(&cfg, 0, sizeof cfg);
+            cfg.addr = addrs[i];
+            rpc_limits_default(&cfg.limits);
+            cfg.serve = serve;
+            cfg.arg = (void *)(intptr_t)i;
+            cfg.ids.has_cluster_id = i < 2;
+            memset(cfg.ids.cluster_id, CLUSTER_X, RPC_ID_LEN);
+            cfg.ids.node_id = (uint64_t)i + 1;
+            memset(cfg.ids.boot_id, 0xb0 + i, RPC_ID_LEN);
+            if (rpc_server_start(&srv, &loop, &cfg, errmsg) != 0) {
+                _exit(1); /* the parent sees EOF */
+            }
+        }
+        (void)!write(p[1], "x", 1);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        _exit(0);
+    }
+    close(p[1]);
+    ck_assert_msg(read(p[0], &x, 1) == 1, "scripted servers did not start");
+    close(p[0]);
+    return pid;
+}
+
+static void fake_stop(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static once_client *client_of(const char *a,
+                              const char *b,
+                              uint32_t timeout_ms,
+                              const uint8_t *pin)
+{
+    const char *addrs[2] = {a, b};
+    struct once_options o;
+    once_client *c = NULL;
+    char err[256];
+
+    once_options_init(&o);
+    o.addrs = addrs;
+    o.n_addrs = b != NULL ? 2 : 1;
+    o.timeout_ms = timeout_ms;
+    if (pin != NULL) {
+        o.pin_cluster_id = true;
+        memcpy(o.cluster_id, pin, ONCE_ID_LEN);
+    }
+    ck_assert_msg(once_client_new(&o, &c, err, sizeof err) == 0, "%s", err);
+    return c;
+}
+
+static int claim(once_client *c, const char *scope, struct once_result *r)
+{
+    struct once_claim a = good_claim();
+
+    a.scope = (const uint8_t *)scope;
+    a.scope_len = strlen(scope);
+    return once_claim(c, &a, r);
+}
+
+/* The calls servers A, B, C saw for scenario @name. */
+static void counts(once_client *c, const char *name, unsigned out[3])
+{
+    struct once_result r;
+
+    once_result_init(&r);
+    ck_assert_int_eq(once_lookup(c, (const uint8_t *)"count", 5,
+                                 (const uint8_t *)name, strlen(name), 0, &r),
+                     ONCE_STATUS_OK);
+    out[0] = (unsigned)r.first_index;
+    out[1] = r.attempts_total;
+    out[2] = r.owner_attempt;
+    once_result_clear(&r);
+}
+
+START_TEST(hint_moves_to_leader)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, NULL, 1000, NULL);
+    struct once_result r;
+    unsigned n[3];
+
+    once_result_init(&r);
+    /* A names B (not in the client's list): B is added and answers. */
+    ck_assert_int_eq(claim(c, "hint", &r), ONCE_STATUS_OK);
+    ck_assert_int_eq(r.outcome, ONCE_ACCEPTED);
+    ck_assert_uint_eq(r.origin.node_id, 2);
+    ck_assert(r.origin.has_cluster_id);
+    ck_assert(r.origin.has_boot_id);
+    ck_assert_uint_eq(r.origin.boot_id[0], 0xb1);
+    ck_assert_str_eq(r.error, "");
+    counts(c, "hint", n);
+    ck_assert_uint_eq(n[0], 1);
+    ck_assert_uint_eq(n[1], 1);
+    /* The next call goes straight to the leader. */
+    ck_assert_int_eq(claim(c, "hint", &r), ONCE_STATUS_OK);
+    counts(c, "hint", n);
+    ck_assert_uint_eq(n[0], 1);
+    ck_assert_uint_eq(n[1], 2);
+    once_result_clear(&r);
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(unknown_retried_with_same_id)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, ADDR_B, 1000, NULL);
+    struct once_result r;
+    unsigned n[3];
+
+    once_result_init(&r);
+    ck_assert_int_eq(claim(c, "unknown", &r), ONCE_STATUS_OK);
+    ck_assert_int_eq(r.outcome, ONCE_ACCEPTED);
+    /* The server saw the same request id twice. */
+    ck_assert(r.retry);
+    ck_assert(r.has_first);
+    ck_assert(memcmp(r.first_request_id, r.request_id, 16) == 0);
+    counts(c, "unknown", n);
+    ck_assert_uint_eq(n[0] + n[1], 2);
+    /* RESOURCE_EXHAUSTED moves on too. */
+    ck_assert_int_eq(claim(c, "busy", &r), ONCE_STATUS_OK);
+    counts(c, "busy", n);
+    ck_assert_uint_eq(n[1], 1);
+    once_result_clear(&r);
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(unknown_stays_unknown)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, ADDR_B, 300, NULL);
+    struct once_result r;
+    double t0 = now_ms();
+    unsigned n[3];
+
+    once_result_init(&r);
+    /* UNKNOWN once, then UNAVAILABLE until the deadline. */
+    ck_assert_int_eq(claim(c, "sticky", &r), ONCE_STATUS_UNAVAILABLE);
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_UNKNOWN);
+    ck_assert(now_ms() - t0 < 450);
+    ck_assert(strstr(r.error, "no leader") != NULL);
+    counts(c, "sticky", n);
+    ck_assert_uint_ge(n[0] + n[1], 3);
+    once_result_clear(&r);
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(final_statuses)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, ADDR_B, 1000, NULL);
+    struct once_result r;
+    unsigned n[3];
+
+    once_result_init(&r);
+    ck_assert_int_eq(claim(c, "invalid", &r), ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_FALSE);
+    ck_assert(strncmp(r.error, "ttl_ms: over max_ttl (node 0000000000000001",
+                      43) == 0);
+    counts(c, "invalid", n);
+    ck_assert_uint_eq(n[0] + n[1], 1);
+    once_result_clear(&r);
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(malformed_and_no_cluster_id)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, ADDR_B, 300, NULL);
+    once_client *nc = client_of(ADDR_C, NULL, 300, NULL);
+    struct once_result r;
+    uint8_t id[ONCE_ID_LEN];
+
+    once_result_init(&r);
+    /* A write: perhaps applied. */
+    ck_assert_int_eq(claim(c, "malformed", &r), ONCE_STATUS_UNKNOWN);
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_UNKNOWN);
+    ck_assert(strstr(r.error, "malformed answer") != NULL);
+    ck_assert(strstr(r.error, "result.request_id: 3 bytes") != NULL);
+    /* A malformed answer pins nothing. */
+    ck_assert(!once_client_cluster_id(c, id));
+    /* OK without a cluster id: never a decision. */
+    ck_assert_int_eq(claim(nc, "ok", &r), ONCE_STATUS_UNKNOWN);
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_UNKNOWN);
+    ck_assert(strstr(r.error, "without a cluster id") != NULL);
+    ck_assert_int_eq(once_lookup(nc, (const uint8_t *)"count", 5,
+                                 (const uint8_t *)"ok", 2, 0, &r),
+                     ONCE_STATUS_UNAVAILABLE);
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_FALSE);
+    ck_assert(!once_client_cluster_id(nc, id));
+    once_result_clear(&r);
+    once_client_free(c);
+    once_client_free(nc);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(cluster_id_pin)
+{
+    pid_t pid = fake_start();
+    uint8_t y[ONCE_ID_LEN];
+    uint8_t got[ONCE_ID_LEN];
+    once_client *c;
+    struct once_result r;
+    unsigned n[3];
+    char want[200];
+
+    memset(y, 0xbb, sizeof y);
+    c = client_of(ADDR_A, ADDR_B, 1000, y);
+    once_result_init(&r);
+    ck_assert_int_eq(claim(c, "ok", &r), ONCE_STATUS_FAILED_PRECONDITION);
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_FALSE);
+    snprintf(want, sizeof want,
+             "cluster id mismatch: pinned %s, answered %s by node "
+             "0000000000000001 at " ADDR_A,
+             "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    ck_assert_str_eq(r.error, want);
+    ck_assert(once_client_cluster_id(c, got));
+    ck_assert(memcmp(got, y, 16) == 0);
+    once_client_free(c);
+
+    /* The pin travels with the request: the other cluster's nodes refused
+     * it in their RPC layer, so their handler never saw it (not on A, and
+     * not retried on B). An unpinned client pins the first answer. */
+    c = client_of(ADDR_A, ADDR_B, 1000, NULL);
+    ck_assert(!once_client_cluster_id(c, got));
+    counts(c, "ok", n);
+    ck_assert_uint_eq(n[0] + n[1], 0);
+    ck_assert(once_client_cluster_id(c, got));
+    ck_assert_uint_eq(got[0], CLUSTER_X);
+    ck_assert_int_eq(claim(c, "ok", &r), ONCE_STATUS_OK);
+    once_result_clear(&r);
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(silent_node_does_not_take_the_deadline)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, ADDR_B, 3000, NULL);
+    struct once_result r;
+    double t0 = now_ms();
+    double ms;
+
+    once_result_init(&r);
+    /* A holds the call: after half the deadline the same request goes to
+     * B, which sees the same id. */
+    ck_assert_int_eq(claim(c, "hold", &r), ONCE_STATUS_OK);
+    ms = now_ms() - t0;
+    ck_assert(r.retry);
+    ck_assert_msg(ms > 1300 && ms < 2500, "took %.0f ms", ms);
+    once_result_clear(&r);
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(nothing_listens)
+{
+    once_client *c = client_of(ADDR_NONE, NULL, 200, NULL);
+    struct once_result r;
+    struct once_claim a = good_claim();
+    double t0 = now_ms();
+    double ms;
+
+    once_result_init(&r);
+    ck_assert_int_eq(once_claim(c, &a, &r), ONCE_STATUS_UNAVAILABLE);
+    ms = now_ms() - t0;
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_FALSE);
+    ck_assert(strstr(r.error, "cannot connect") != NULL);
+    ck_assert_msg(ms >= 150 && ms < 400, "took %.0f ms", ms);
+    /* Bad arguments: no round trip, a message naming the field. */
+    t0 = now_ms();
+    a.key_len = 0;
+    ck_assert_int_eq(once_claim(c, &a, &r), ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(r.applied, ONCE_APPLIED_FALSE);
+    ck_assert_str_eq(r.error, "key: 0 bytes, must be 1..256");
+    ck_assert(now_ms() - t0 < 50);
+    ck_assert_int_eq(once_claim(NULL, &a, &r), ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(
+        once_status(c, "127.0.0.1:1", 0, &(struct once_status_info){0}, &r),
+        ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(r.error, "addr: not one of the client's addresses");
+    once_result_clear(&r);
+    once_client_free(c);
+    once_client_free(NULL);
+}
+END_TEST
+
+struct cb_log
+{
+    int n;
+    int ok;
+    int unknown;
+    once_client *c;
+    bool nested_ok;
+};
+
+static void on_claim(void *arg, struct once_result *r)
+{
+    struct cb_log *l = arg;
+
+    l->n++;
+    if (r->status == ONCE_STATUS_OK && r->outcome == ONCE_ACCEPTED) {
+        l->ok++;
+    }
+    if (r->status == ONCE_STATUS_UNKNOWN &&
+        r->applied == ONCE_APPLIED_UNKNOWN) {
+        l->unknown++;
+    }
+    if (l->n == 1 && l->c != NULL) {
+        /* A callback may make a synchronous call (it runs outside
+         * uv_run). */
+        struct once_result s;
+
+        once_result_init(&s);
+        l->nested_ok = claim(l->c, "ok", &s) == ONCE_STATUS_OK;
+        once_result_clear(&s);
+    }
+}
+
+START_TEST(async_calls)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, ADDR_B, 1000, NULL);
+    struct cb_log log = {0};
+    struct once_claim a = good_claim();
+
+    a.scope = (const uint8_t *)"ok";
+    a.scope_len = 2;
+    log.c = c;
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), 0);
+    }
+    /* Callbacks run only from once_run. */
+    ck_assert_int_eq(log.n, 0);
+    ck_assert_int_eq(once_run(c, -1), 0);
+    ck_assert_int_eq(log.n, 100);
+    ck_assert_int_eq(log.ok, 100);
+    ck_assert(log.nested_ok);
+    a.key_len = 0;
+    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), -1);
+    ck_assert_str_eq(once_client_last_error(c), "key: 0 bytes, must be 1..256");
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(async_bound_and_free)
+{
+    pid_t pid = fake_start();
+    const char *addrs[1] = {ADDR_A};
+    struct once_options o;
+    once_client *c;
+    struct cb_log log = {0};
+    struct once_claim a = good_claim();
+    char err[256];
+
+    once_options_init(&o);
+    o.addrs = addrs;
+    o.n_addrs = 1;
+    o.max_inflight = 2;
+    ck_assert_int_eq(once_client_new(&o, &c, err, sizeof err), 0);
+    a.scope = (const uint8_t *)"holdall";
+    a.scope_len = 7;
+    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), 0);
+    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), 0);
+    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), -1);
+    ck_assert(strstr(once_client_last_error(c), "max_inflight") != NULL);
+    /* Sent, never answered: still outstanding after 200 ms. */
+    ck_assert_int_eq(once_run(c, 200), 2);
+    ck_assert_int_eq(log.n, 0);
+    once_client_free(c);
+    ck_assert_int_eq(log.n, 2);
+    ck_assert_int_eq(log.unknown, 2);
+    fake_stop(pid);
+}
+END_TEST
+
+struct free_log
+{
+    once_client *c;
+    int n;
+    int unknown;
+    bool freed;
+};
+
+static void on_claim_free(void *arg, struct once_result *r)
+{
+    struct free_log *l = arg;
+
+    l->n++;
+    if (r->status == ONCE_STATUS_UNKNOWN &&
+        r->applied == ONCE_APPLIED_UNKNOWN) {
+        l->unknown++;
+    }
+    if (r->status == ONCE_STATUS_OK && !l->freed) {
+        /* Freeing from a callback is deferred to once_run's return. */
+        l->freed = true;
+        once_client_free(l->c);
+    }
+}
+
+START_TEST(free_from_callback)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, NULL, 5000, NULL);
+    struct free_log log = {c, 0, 0, false};
+    struct once_claim a = good_claim();
+
+    a.scope = (const uint8_t *)"holdall";
+    a.scope_len = 7;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(once_claim_async(c, &a, on_claim_free, &log), 0);
+    }
+    a.scope = (const uint8_t *)"ok";
+    a.scope_len = 2;
+    ck_assert_int_eq(once_claim_async(c, &a, on_claim_free, &log), 0);
+    /* The OK answer's callback frees the client: once_run returns at once
+     * (not after the held calls' 5 s), and the held calls are failed as
+     * sent, outcome unknown. */
+    ck_assert_int_eq(once_run(c, -1), 0);
+    ck_assert(log.freed);
+    ck_assert_int_eq(log.n, 4);
+    ck_assert_int_eq(log.unknown, 3);
+    fake_stop(pid);
+}
+END_TEST
+
+START_TEST(new_refuses_bad_options)
+{
+    const char *addrs[1] = {"1.2.3.4"};
+    struct once_options o;
+    once_client *c = (once_client *)1;
+    char err[256];
+
+    once_options_init(&o);
+    o.addrs = addrs;
+    o.n_addrs = 1;
+    ck_assert_int_eq(once_client_new(&o, &c, err, sizeof err), -1);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(err, "addrs[0]: \"1.2.3.4\" is not IPv4 IP:PORT");
+    ck_assert_int_eq(once_client_new(NULL, &c, err, sizeof err), -1);
+    ck_assert_int_eq(once_client_new(&o, NULL, NULL, 0), -1);
+}
+END_TEST
+
+Suite *client_pure_suite(void)
+{
+    Suite *s = suite_create("client-pure");
+    TCase *tc = tcase_create("pure");
+
+    tcase_add_test(tc, decide_table);
+    tcase_add_test(tc, status_mapping);
+    tcase_add_test(tc, backoff_and_budget);
+    tcase_add_test(tc, options_checks);
+    tcase_add_test(tc, claim_checks);
+    tcase_add_test(tc, other_checks);
+    tcase_add_test(tc, claim_body);
+    tcase_add_test(tc, admin_bodies);
+    tcase_add_test(tc, result_every_field);
+    tcase_add_test(tc, result_malformed);
+    tcase_add_test(tc, status_answer);
+    tcase_add_test(tc, config_answers);
+    tcase_add_test(tc, names);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+Suite *client_net_suite(void)
+{
+    Suite *s = suite_create("client-net");
+    TCase *tc = tcase_create("net");
+
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, hint_moves_to_leader);
+    tcase_add_test(tc, unknown_retried_with_same_id);
+    tcase_add_test(tc, unknown_stays_unknown);
+    tcase_add_test(tc, final_statuses);
+    tcase_add_test(tc, malformed_and_no_cluster_id);
+    tcase_add_test(tc, cluster_id_pin);
+    tcase_add_test(tc, silent_node_does_not_take_the_deadline);
+    tcase_add_test(tc, nothing_listens);
+    tcase_add_test(tc, async_calls);
+    tcase_add_test(tc, async_bound_and_free);
+    tcase_add_test(tc, free_from_callback);
+    tcase_add_test(tc, new_refuses_bad_options);
+    suite_add_tcase(s, tc);
+    return s;
+}
