@@ -106,6 +106,7 @@ struct conn
     unsigned calls; /* server: unanswered calls */
     unsigned refs;  /* rpc_calls pointing here (answered or not) */
     uint64_t last_active_ms;
+    uint64_t last_write_ms; /* last write completion, or queue start */
 };
 
 struct wreq
@@ -262,6 +263,7 @@ static void on_write(uv_write_t *req, int status)
     struct conn *c = w->c;
 
     c->out_bytes -= w->len;
+    c->last_write_ms = uv_now(c->tcp.loop);
     free(w);
     if (status != 0) {
         conn_close(c);
@@ -314,6 +316,9 @@ static int conn_send(struct conn *c,
         ERRMSG(errmsg, "write: %s", uv_strerror(rv));
         conn_close(c);
         return RPC_E_LOST;
+    }
+    if (c->out_bytes == 0) {
+        c->last_write_ms = uv_now(c->tcp.loop);
     }
     c->out_bytes += w->len;
     if (!c->paused && c->out_bytes > c->lim->out_max) {
@@ -509,6 +514,10 @@ static void call_free(struct call *k)
 
     free(k);
     c->refs--;
+    /* A call counts against calls_max until the handler lets it go, also
+     * after the layer answered it for its deadline: otherwise short
+     * deadlines would let one connection pile up calls without bound. */
+    c->calls--;
     s->n_calls--;
     if (c->handle_closed && c->refs == 0) {
         conn_maybe_free(c); /* then server_conn_freed -> server_maybe_done */
@@ -527,7 +536,6 @@ static void call_answered(struct call *k)
     /* Idle time counts from the last frame received or answer given. */
     k->c->last_active_ms = uv_now(k->c->tcp.loop);
     k->answered = true;
-    k->c->calls--;
     k->c->srv->st.calls_in_flight--;
 }
 
@@ -733,6 +741,16 @@ static void on_idle_timer(uv_timer_t *t)
 
         if (c->calls == 0 && c->out_bytes == 0 && !c->close_after_write &&
             now - c->last_active_ms >= s->lim.idle_ms) {
+            conn_close(c);
+        } else if (c->out_bytes > 0 &&
+                   now - c->last_write_ms >= s->lim.idle_ms) {
+            /* A peer that stopped reading: its answers cannot leave, and
+             * the queue would otherwise stay (up to out_max plus what the
+             * calls in flight produce) for as long as it keeps the socket. */
+            srv_logf(s, "warn",
+                     "closing a client connection that has not read for %u ms "
+                     "(%zu bytes queued)",
+                     s->lim.idle_ms, c->out_bytes);
             conn_close(c);
         }
         c = next;

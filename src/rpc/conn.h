@@ -14,16 +14,22 @@
  *     a channel; a follower forwards to the leader through one.
  *
  * Limits (struct rpc_limits, defaults from DESIGN §5) bound everything a peer
- * controls: frame size, calls in flight per connection (over it a request is
- * answered RESOURCE_EXHAUSTED, applied FALSE, without reaching the handler),
- * connections per server (over it a new connection gets an error frame and is
- * closed), bytes queued for writing (over it the connection stops reading
- * until the queue drains), idle time (a server connection with no call in
- * flight that received no frame and gave no answer for idle_ms is closed). A
- * frame that does not decode closes its connection after an error frame (call
- * id 0, method UNSPECIFIED, INVALID_ARGUMENT, applied FALSE, the decoder's
- * message). A request whose body the handler cannot decode is the handler's to
- * answer INVALID_ARGUMENT; the connection stays.
+ * controls:
+ *   - frame size;
+ *   - calls in flight per connection: over it a request is answered
+ *     RESOURCE_EXHAUSTED, applied FALSE, without reaching the handler; a
+ *     call counts until the handler has replied to it;
+ *   - connections per server: over it a new connection gets an error frame
+ *     and is closed;
+ *   - bytes queued for writing: over it the connection stops reading until
+ *     the queue drains;
+ *   - idle time: a server connection with no call in flight that received
+ *     no frame and gave no answer for idle_ms is closed, and so is one whose
+ *     answers have not drained for idle_ms (a peer that does not read).
+ * A frame that does not decode closes its connection after an error frame
+ * (call id 0, method UNSPECIFIED, INVALID_ARGUMENT, applied FALSE, the
+ * decoder's message). A request whose body the handler cannot decode is the
+ * handler's to answer INVALID_ARGUMENT; the connection stays.
  *
  * Every stream gets TCP_NODELAY. The stream is reached only through the
  * functions here, so TLS (later) wraps read/write inside conn.c.
@@ -126,7 +132,8 @@ struct rpc_server_config
 };
 
 /* Bind, listen and start accepting on @loop. 0 and *out, or RPC_E_ADDR /
- * RPC_E_LISTEN / RPC_E_NOMEM with @errmsg (RPC_ERRMSG_SIZE). */
+ * RPC_E_LISTEN / RPC_E_LIMIT (a limit out of range) / RPC_E_NOMEM with
+ * @errmsg (RPC_ERRMSG_SIZE). */
 int rpc_server_start(struct rpc_server **out,
                      uv_loop_t *loop,
                      const struct rpc_server_config *cfg,

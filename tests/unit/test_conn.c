@@ -1999,6 +1999,46 @@ START_TEST(idle_timer_restarts_on_frames)
 }
 END_TEST
 
+/* Frames the layer answers itself (no call is made: here a cluster id
+ * mismatch) count as activity too. */
+START_TEST(idle_timer_restarts_on_refused_frames)
+{
+    struct rpc_limits lim;
+    struct raw *r;
+    uint64_t last;
+
+    fx_init();
+    F.ids.has_cluster_id = true;
+    memset(F.ids.cluster_id, 0x11, RPC_ID_LEN);
+    rpc_limits_default(&lim);
+    lim.idle_ms = 100;
+    srv_start_lim(7650, &lim);
+    r = raw_connect(7650);
+    for (unsigned i = 1; i <= 6; i++) {
+        struct envelope_view e;
+        run_for(60);
+        ck_assert(!r->eof);
+        memset(&e, 0, sizeof e);
+        e.call_id = i;
+        e.method = RPC_METHOD_CLAIM;
+        e.direction = RPC_REQUEST;
+        e.has_cluster_id = true;
+        memset(e.cluster_id, 0x22, RPC_ID_LEN); /* another cluster */
+        raw_send_env(r, &e);
+        RUN_UNTIL(raw_has_frame(r));
+        raw_take(r);
+        ck_assert_uint_eq(r->v.call_id, i);
+        ck_assert_int_eq(r->v.status, RPC_STATUS_FAILED_PRECONDITION);
+        ck_assert_int_eq(r->v.applied, RPC_APPLIED_FALSE);
+    }
+    ck_assert_uint_eq(F.nserved, 0);
+    last = now_ms();
+    RUN_UNTIL(r->eof);
+    ck_assert_uint_ge(r->eof_at - last, 90);
+    fx_close();
+}
+END_TEST
+
 /* A request envelope of exactly @size bytes (without the header). */
 static uint8_t *frame_of_size(size_t size, size_t *flen)
 {
@@ -2877,6 +2917,7 @@ Suite *conn_suite(void)
     tcase_add_test(tc, channel_refused_by_conns_max);
     tcase_add_test(tc, idle_connections_close);
     tcase_add_test(tc, idle_timer_restarts_on_frames);
+    tcase_add_test(tc, idle_timer_restarts_on_refused_frames);
     tcase_add_test(tc, frame_max_and_empty_frames);
     tcase_add_test(tc, garbage_closes_only_its_connection);
     tcase_add_test(tc, split_and_coalesced_frames);
