@@ -262,18 +262,6 @@ static bool majority_healthy(const struct replica *rep, raft_id except)
     return healthy > voters / 2;
 }
 
-static bool reachable(const struct replica *rep, raft_id id)
-{
-    const struct raft *r = rep->raft;
-
-    for (unsigned i = 0; i < r->configuration.n; i++) {
-        if (r->configuration.servers[i].id == id) {
-            return r->leader_state.progress[i].recent_recv;
-        }
-    }
-    return false;
-}
-
 static raft_index match_of(const struct replica *rep, raft_id id)
 {
     const struct raft *r = rep->raft;
@@ -478,10 +466,15 @@ void member_poll(struct replica *rep)
             rep->inflight = INFLIGHT_CHANGE;
             break;
         case STEP_REMOVE:
-            /* Wait (bounded; not for a dead or unreachable node, which may
-             * always be removed) until the node stored the barrier. */
+            /* Wait, at most an election timeout, until the node stored the
+             * barrier: then it applies its own retirement (tombstone, stop)
+             * instead of lingering as a candidate. Bounded by time only, not
+             * skipped for a node not heard from lately: a leader that just
+             * took over (removing the old leader, after a transfer) has not
+             * heard from anyone yet. A dead node costs the timeout, and may
+             * always be removed. */
             if (m->retire_wait && config_server(r, m->id) != NULL &&
-                reachable(rep, m->id) && match_of(rep, m->id) < m->wait_index &&
+                match_of(rep, m->id) < m->wait_index &&
                 r->io->time(r->io) - m->wait_start <
                     (raft_time)rep->config.election_ms) {
                 break; /* polled again at the next tick */
