@@ -21,10 +21,10 @@ int guard_test_parse(const char *list, unsigned *mask)
     {
         const char *name;
         unsigned bit;
-    } names[] = {{"g1", GUARD_G1},  {"g2", GUARD_G2}, {"g4", GUARD_G4},
-                 {"g5", GUARD_G5},  {"g6", GUARD_G6}, {"g7", GUARD_G7},
-                 {"g8", GUARD_G8},  {"g9", GUARD_G9}, {"g10", GUARD_G10},
-                 {"g11", GUARD_G11}};
+    } names[] = {{"g1", GUARD_G1},   {"g2", GUARD_G2},  {"g4", GUARD_G4},
+                 {"g5", GUARD_G5},   {"g6", GUARD_G6},  {"g7", GUARD_G7},
+                 {"g8", GUARD_G8},   {"g9", GUARD_G9},  {"g10", GUARD_G10},
+                 {"g11", GUARD_G11}, {"g12", GUARD_G12}};
     const char *p = list;
 
     *mask = 0;

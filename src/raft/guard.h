@@ -32,6 +32,13 @@
  *      holding unchecked entries of an older term would apply them (a
  *      divergence found by tests/raft/random.c). The AppendEntries'
  *      leader_commit is clamped to prev + n before raft sees it. rio.c.
+ *   G12 at most one vote per term: 0.15 grants a vote to the target of a
+ *      leadership transfer even after voting for another candidate in the
+ *      same term (electionVote's is_transferee), and a transfer started by
+ *      a stale leader stays pending after it stepped down, so two
+ *      candidates win the same term (B12, two leaders; found by
+ *      tests/raft/random.c, seed 1796120850157). The second vote is neither
+ *      persisted nor sent as granted. rio.c.
  *   G6b: where G6 cannot help (the committed configuration entry was
  *      compacted by an installed snapshot, not by our own), a rollback
  *      would dereference NULL (B5): fail-stop before raft sees the
@@ -68,6 +75,7 @@ enum guard_id {
     GUARD_G9 = 1u << 9,
     GUARD_G10 = 1u << 10,
     GUARD_G11 = 1u << 11,
+    GUARD_G12 = 1u << 12,
 };
 
 /* Is guard @g on? Always true in production builds. */

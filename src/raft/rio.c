@@ -273,6 +273,16 @@ static int rio_io_send(struct raft_io *io,
         }
         return 0;
     }
+    if (m->type == RAFT_IO_REQUEST_VOTE_RESULT && rio->vote_refused != 0 &&
+        m->server_id == rio->vote_refused &&
+        m->request_vote_result.vote_granted &&
+        m->request_vote_result.pre_vote != raft_tribool_true &&
+        m->request_vote_result.term == rio->vote_term) {
+        /* G12: the vote set_vote refused (see there). */
+        copy = *m;
+        copy.request_vote_result.vote_granted = false;
+        m = &copy;
+    }
     if (guard_on(GUARD_G7) && rio->in_append &&
         m->type == RAFT_IO_APPEND_ENTRIES_RESULT &&
         m->append_entries_result.rejected == 0 &&
@@ -377,6 +387,9 @@ static int rio_io_load(struct raft_io *io,
     if (rio->store->cut_index != 0) {
         rio_set_novote(rio, rio->store->cut_index);
     }
+    rio->vote_term = *term;
+    rio->vote_for = *voted_for;
+    rio->vote_refused = 0;
     return 0;
 }
 
@@ -416,6 +429,10 @@ static int sync_result(struct rio *rio, const char *what, int rv)
 
 static int rio_io_set_term(struct raft_io *io, raft_term term)
 {
+    /* A new term has no vote yet (raft_io: set_term resets it). */
+    rio_of(io)->vote_term = term;
+    rio_of(io)->vote_for = 0;
+    rio_of(io)->vote_refused = 0;
     struct rio *rio = rio_of(io);
     return sync_result(rio, "set_term",
                        rio->store->ops->set_term(rio->store, term));
@@ -424,8 +441,27 @@ static int rio_io_set_term(struct raft_io *io, raft_term term)
 static int rio_io_set_vote(struct raft_io *io, raft_id server_id)
 {
     struct rio *rio = rio_of(io);
-    return sync_result(rio, "set_vote",
-                       rio->store->ops->set_vote(rio->store, server_id));
+    int rv;
+
+    if (guard_on(GUARD_G12) && server_id != 0 && rio->vote_for != 0 &&
+        rio->vote_for != server_id &&
+        rio->vote_term == raft_of(rio)->current_term) {
+        /* G12: a second vote in this term (0.15 grants one to a transfer's
+         * target whatever it voted before). Keep the first on disk and
+         * send the answer to this candidate as not granted (rio_io_send);
+         * raft's memory says it voted for @server_id, which only makes it
+         * refuse further candidates of this term. */
+        rio->vote_refused = server_id;
+        rio->stats.g12_refused++;
+        return 0;
+    }
+    rv = sync_result(rio, "set_vote",
+                     rio->store->ops->set_vote(rio->store, server_id));
+    if (rv == 0) {
+        rio->vote_term = raft_of(rio)->current_term;
+        rio->vote_for = server_id;
+    }
+    return rv;
 }
 
 static int rio_io_truncate(struct raft_io *io, raft_index index)

@@ -70,7 +70,8 @@ struct rio_stats
     uint64_t g9_dropped;
     uint64_t g10_rewritten;
     uint64_t g11_clamped;
-    uint64_t g6_stops; /* rollback would need a compacted entry */
+    uint64_t g12_refused; /* second votes in one term not granted */
+    uint64_t g6_stops;    /* rollback would need a compacted entry */
     uint64_t novote_dropped;
     uint64_t storage_errors;
 };
@@ -95,6 +96,12 @@ struct rio
      * entries were appended in. */
     bool in_append_cb;
     raft_term append_cb_term;
+
+    /* G12: the vote persisted for vote_term (0: none), and a second vote
+     * raft tried to give in that term, to be sent as not granted. */
+    raft_term vote_term;
+    raft_id vote_for;
+    raft_id vote_refused;
 
     /* no-vote state: until raft's last_stored reaches novote_until. */
     bool novote;
