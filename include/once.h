@@ -15,7 +15,9 @@
  *     node until the deadline; a call whose outcome is unknown (connection
  *     lost after sending, leader lost mid-commit) is retried with the SAME
  *     request id, which the state machine makes safe (the accepted request
- *     repeated gets ACCEPTED with retry set). Nothing else is retried.
+ *     repeated gets ACCEPTED with retry set). Calls without a request id
+ *     (forget, the admin calls) are not retried once their outcome is
+ *     unknown: they end with applied UNKNOWN. Nothing else is retried.
  *   - Every call has a deadline (the call's timeout_ms, else the client's).
  *   - The client pins the cluster id of the first answer (or the one in its
  *     options) and refuses answers from any other cluster with

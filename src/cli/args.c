@@ -418,8 +418,10 @@ static const char help_overview[] =
     "  2  usage error, or INVALID_ARGUMENT (local, or from the cluster)\n"
     "  3  error, the call was certainly not applied (applied \"false\"):\n"
     "     safe to retry; also a full table (RESOURCE_EXHAUSTED)\n"
-    "  4  error, the outcome is unknown (applied \"unknown\"): retry the same\n"
-    "     call with its --request-id\n";
+    "  4  error, the outcome is unknown (applied \"unknown\"): retry a claim,\n"
+    "     complete or release with its --request-id; check the state\n"
+    "     (lookup, members list, status) before repeating forget or an\n"
+    "     admin command\n";
 
 /* ------------------------------------------------------------------------ */
 

@@ -404,7 +404,11 @@ static void after_attempt(struct op *op,
     if (op->res.applied == ONCE_APPLIED_NONE) {
         op->res.applied = ONCE_APPLIED_FALSE;
     }
-    if (d.final || op->one_node) {
+    /* A write without a request id (forget, admin calls) that may have
+     * applied is final: resending it would be a blind retry, and its second
+     * answer (NOT_FOUND, FAILED_PRECONDITION) would hide the first apply. */
+    if (d.final || op->one_node ||
+        (op->write && !op->has_request_id && op->maybe_applied)) {
         finish(op);
         return;
     }

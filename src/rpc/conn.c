@@ -127,6 +127,7 @@ static void channel_conn_closing(struct conn *c);
 static void channel_conn_freed(struct rpc_channel *ch);
 static void channel_protocol_error(struct conn *c);
 static void channel_answer(struct conn *c, struct envelope_view *v);
+static void on_kick(uv_timer_t *t);
 
 static void conn_maybe_free(struct conn *c)
 {
@@ -1002,6 +1003,31 @@ static void channel_fail_all(struct rpc_channel *ch, int rv, bool only_sent)
     free(set);
 }
 
+/* Fail the calls a refused connection carried (marked by channel_answer). */
+static void channel_fail_refused(struct rpc_channel *ch)
+{
+    struct pcall **set;
+    struct pcall *p;
+    size_t n = 0;
+
+    if (ch->n_pending == 0) {
+        return;
+    }
+    set = malloc(ch->n_pending * sizeof *set);
+    if (set == NULL) { /* UNTESTED: malloc; they end at their timeout */
+        return;
+    }
+    for (p = ch->head; p != NULL; p = p->next) {
+        if (!p->sent && p->early_rv == RPC_E_CONNECT) {
+            set[n++] = p;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        pcall_finish(set[i], RPC_E_CONNECT, NULL);
+    }
+    free(set);
+}
+
 static void channel_conn_freed(struct rpc_channel *ch)
 {
     ch->n_conns--;
@@ -1018,6 +1044,12 @@ static void channel_conn_closing(struct conn *c)
         /* Everything written may have arrived: unknown. Calls queued but
          * not written (none while connected) stay for the next connect. */
         channel_fail_all(ch, ch->closing ? RPC_E_CLOSED : RPC_E_LOST, true);
+        /* Calls not yet written (a write that failed at once stopped the
+         * flush) go out on a new connection. */
+        if (!ch->closing && ch->n_pending > 0 && !ch->kick_armed) {
+            ch->kick_armed = true;
+            (void)uv_timer_start(&ch->kick, on_kick, 0, 0);
+        }
     }
 }
 
@@ -1036,6 +1068,22 @@ static void channel_answer(struct conn *c, struct envelope_view *v)
     struct rpc_channel *ch = c->ch;
     struct pcall *p;
 
+    if (v->direction == RPC_RESPONSE && v->call_id == 0 &&
+        v->status == RPC_STATUS_RESOURCE_EXHAUSTED &&
+        v->applied == RPC_APPLIED_FALSE) {
+        /* The server refused the connection (conns_max) before reading a
+         * byte of it: nothing written on it was seen, so every call on it
+         * is definitely not applied. */
+        for (p = ch->head; p != NULL; p = p->next) {
+            if (p->sent) {
+                p->sent = false;
+                p->early_rv = RPC_E_CONNECT;
+            }
+        }
+        channel_fail_refused(ch);
+        conn_close(c);
+        return;
+    }
     if (v->direction != RPC_RESPONSE || v->call_id == 0) {
         /* A request from a server, or a connection-level error (the server
          * refused the connection or a frame): nothing more comes. */

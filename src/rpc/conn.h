@@ -196,10 +196,11 @@ struct rpc_channel;
  *            error); valid only during the callback.
  *   rv  < 0: no answer; @ans is NULL. @sent says whether the request may
  *            have reached the server (its bytes were handed to the socket):
- *            false means definitely not applied (RPC_E_CONNECT, RPC_E_BUSY,
- *            RPC_E_CLOSED before sending), true means the outcome is
- *            unknown (RPC_E_LOST, RPC_E_TIMEOUT, RPC_E_CLOSED, RPC_E_PROTOCOL
- *            after sending). */
+ *            false means definitely not applied (RPC_E_CONNECT, also when
+ *            the server refused the connection over its conns_max;
+ *            RPC_E_BUSY; RPC_E_CLOSED before sending), true means the outcome
+ * is unknown (RPC_E_LOST, RPC_E_TIMEOUT, RPC_E_CLOSED, RPC_E_PROTOCOL after
+ * sending). */
 typedef void (*rpc_answer_fn)(void *arg,
                               int rv,
                               bool sent,

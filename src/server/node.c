@@ -460,6 +460,27 @@ static void log_membership(struct server *s)
            n, r->configuration.n, n > 0 ? list : "none");
 }
 
+/* Stamp the cluster id into answers (and so into the RPC layer's check of
+ * pinned requests) as soon as the bootstrap command has applied. Called
+ * from the tick and before each request is served, so no request is
+ * served by a bootstrapped node that does not yet refuse other clusters. */
+void node_sync_ids(struct server *s)
+{
+    char hex[2 * FSM_CLUSTER_ID_LEN + 1];
+
+    if (s->ids_have_cluster || !fsm_bootstrapped(s->rep.fsm)) {
+        return;
+    }
+    memcpy(s->ids.cluster_id, fsm_cluster_id(s->rep.fsm), RPC_ID_LEN);
+    s->ids.has_cluster_id = true;
+    s->ids_have_cluster = true;
+    rpc_server_set_ids(s->rpc, &s->ids);
+    for (size_t i = 0; i < FSM_CLUSTER_ID_LEN; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", s->ids.cluster_id[i]);
+    }
+    log_kv(LOG_INFO, "cluster id known", "cluster_id=%s", hex);
+}
+
 static void tick_cb(uv_timer_t *t)
 {
     struct server *s = t->data;
@@ -477,18 +498,7 @@ static void tick_cb(uv_timer_t *t)
         !s->boot_inflight) {
         submit_bootstrap(s);
     }
-    if (!s->ids_have_cluster && fsm_bootstrapped(s->rep.fsm)) {
-        char hex[2 * FSM_CLUSTER_ID_LEN + 1];
-
-        memcpy(s->ids.cluster_id, fsm_cluster_id(s->rep.fsm), RPC_ID_LEN);
-        s->ids.has_cluster_id = true;
-        s->ids_have_cluster = true;
-        rpc_server_set_ids(s->rpc, &s->ids);
-        for (size_t i = 0; i < FSM_CLUSTER_ID_LEN; i++) {
-            snprintf(hex + 2 * i, 3, "%02x", s->ids.cluster_id[i]);
-        }
-        log_kv(LOG_INFO, "cluster id known", "cluster_id=%s", hex);
-    }
+    node_sync_ids(s);
     service_tick(s);
 }
 

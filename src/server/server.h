@@ -122,6 +122,8 @@ struct server
 int node_run(struct server *s);
 /* Start the clean stop (idempotent). */
 void node_stop(struct server *s, const char *why, int exit_code);
+/* Learn the cluster id once the bootstrap applied (node.c). */
+void node_sync_ids(struct server *s);
 
 /* service.c */
 void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req);

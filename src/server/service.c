@@ -419,15 +419,19 @@ static void start_member(struct server *s,
     int rv;
 
     rpc_call_mark_sent(call);
-    rv = replica_member(&s->rep, &op->mem, member_cb);
-    if (rv != 0) {
-        answer_member(op, rv, NULL);
-        free(op);
-        return;
-    }
+    /* Published and logged before the call: replica_member may finish the
+     * operation (member_cb, which frees @op and clears member_op) before it
+     * returns, e.g. a transfer that raft refuses at once. @op is not
+     * touched after a 0 return. */
     s->member_op = op;
     log_kv(LOG_INFO, "membership operation started", "op=%s member=%s",
            op_name(op->mem.op), identity_format(op->mem.id, idb));
+    rv = replica_member(&s->rep, &op->mem, member_cb);
+    if (rv != 0) {
+        s->member_op = NULL; /* refused: the callback never runs */
+        answer_member(op, rv, NULL);
+        free(op);
+    }
 }
 
 static void snapshot_cb(struct replica *rep, int status)
@@ -1012,6 +1016,17 @@ void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req)
     }
     if (call->method == RPC_METHOD_STATUS) {
         do_status(s, call);
+        return;
+    }
+    node_sync_ids(s);
+    if (call->has_cluster_id && s->ids_have_cluster &&
+        memcmp(call->cluster_id, s->ids.cluster_id, RPC_ID_LEN) != 0) {
+        /* The RPC layer checks this too, with the ids it was given; this
+         * covers a request that arrived in the same loop turn as the
+         * bootstrap's apply. */
+        reply_error(call, RPC_STATUS_FAILED_PRECONDITION, RPC_APPLIED_FALSE,
+                    "cluster id mismatch: the request is for another cluster",
+                    NULL);
         return;
     }
     if (replica_ready(&s->rep)) {

@@ -470,6 +470,20 @@ class Scenario:
                     len(refused), len(accepted)), "%s" % wrong[:5])
         self.serves("h")
 
+        # i. admin calls that the Raft layer refuses at once (a transfer to
+        # an id that is not a member finished inside replica_member and
+        # crashed the leader: use after free, found in review). Through a
+        # follower too, so the call is forwarded to the leader.
+        for via in ([A], [c.node("B")]):
+            r = c.ctl(["transfer", "1234"], via=via)
+            t.check(r.rc in (1, 2, 3) and r.outcome != "ACCEPTED",
+                    "i: transfer to a non-member via %s is refused (exit %s)"
+                    % (via[0].name, r.rc), r.describe())
+        for n in c.nodes.values():
+            t.require(n.alive(), "i: node %s still running" % n.name,
+                      n.log_tail())
+        self.serves("i")
+
 
 def scenario(t):
     Scenario(t).run()

@@ -1873,12 +1873,13 @@ START_TEST(channel_refused_by_conns_max)
     r = raw_connect(7645);
     RUN_UNTIL(stat_conns_open() == 1);
     /* The channel's connection is refused with a connection-level error
-     * frame: by the header, RPC_E_PROTOCOL after sending (sent true), and
-     * the handler never saw the call. */
+     * frame (RESOURCE_EXHAUSTED, applied FALSE) sent before the server read
+     * anything: RPC_E_CONNECT, definitely not sent, and the handler never
+     * saw the call. */
     ch_open(7645);
     call_text(&a, "x", 2000);
     RUN_UNTIL(a.n == 1);
-    assert_failed(&a, RPC_E_PROTOCOL, true);
+    assert_failed(&a, RPC_E_CONNECT, false);
     ck_assert_uint_eq(F.nserved, 0);
     ck_assert_uint_eq(stats().conns_refused, 1);
     /* Once the slot is free the channel reconnects. */
