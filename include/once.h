@@ -367,6 +367,9 @@ struct once_status_info
     uint64_t term;
     uint64_t commit_index;
     uint64_t applied_index;
+    /* Digest chained over every entry applied, at applied_index: equal on
+     * every node at the same applied index. */
+    uint64_t applied_digest;
     uint64_t config_index;
     uint64_t leader_id;
     char leader_addr[ONCE_ADDR_MAX + 1];

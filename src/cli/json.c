@@ -328,6 +328,12 @@ json_t *cli_json_status(const struct once_status_info *s)
     set(o, "term", juint(s->term));
     set(o, "commit_index", juint(s->commit_index));
     set(o, "applied_index", juint(s->applied_index));
+    {
+        char d[17]; /* always 16 digits: a digest of 0 is a digest */
+
+        set(o, "applied_digest",
+            json_string(text_format_id(s->applied_digest, d)));
+    }
     set(o, "config_index", juint(s->config_index));
     set(o, "leader", jid(s->leader_id));
     v = json_stringn(s->leader_addr, strnlen(s->leader_addr, ONCE_ADDR_MAX));

@@ -710,6 +710,7 @@ static int read_status(const Once__Rpc__StatusResponse *s,
     out->term = s->term;
     out->commit_index = s->commit_index;
     out->applied_index = s->applied_index;
+    out->applied_digest = s->applied_digest;
     out->config_index = s->config_index;
     out->leader_id = s->leader_id;
     copy_string(out->leader_addr, s->leader_addr);

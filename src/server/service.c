@@ -569,6 +569,7 @@ static void do_status(struct server *s, struct rpc_call *call)
     st.term = r->current_term;
     st.commit_index = r->commit_index;
     st.applied_index = raft_last_applied(r);
+    st.applied_digest = s->rep.digest; /* at applied_index: same loop turn */
     st.config_index = r->configuration_index;
     service_leader_addr(s, &lid, leader);
     st.leader_id = lid;

@@ -3,8 +3,14 @@
 # production Raft layer on raft_fixture (tests/raft/random.c).
 #
 # Runs $ONCE_SCHEDULES (default 240) schedules in two parallel shards. The
-# first seed is $ONCE_SEED if set, else derived from the clock, so every run
-# covers new seeds; it is printed, and a failing seed is reproduced with
+# first seed is $ONCE_SEED: a number, or "clock" for a new window derived
+# from the clock. Without it the window is fixed (FIXED_FIRST), so make
+# check is deterministic: a CI run fails for what its change did, not for
+# a seed it happened to draw. New windows are the long profile's job
+# (make random-long) and ONCE_SEED=clock's; that is how G12 and the open
+# finding in docs/raft.md were found. Every seed a new window finds failing
+# is kept (tests/raft/guard-regress.sh or the fixed window). A failing
+# seed is reproduced with
 #   tests/raft/random-schedules --seeds 1 --first SEED -v
 # Each schedule is ~$ONCE_STEPS_MS (default 20000) ms of fixture time,
 # plus healing and final checks (about 0.3 s each under ASan+UBSan).
@@ -12,12 +18,12 @@ top_builddir=${top_builddir:-.}
 bin="$top_builddir/tests/raft/random-schedules"
 n=${ONCE_SCHEDULES:-240}
 steps=${ONCE_STEPS_MS:-20000}
-if [ -n "$ONCE_SEED" ]; then
-    first=$ONCE_SEED
-else
-    # a new window of seeds every run: seconds since the epoch, times 1000
-    first=$(( $(date +%s) * 1000 ))
-fi
+FIXED_FIRST=1796120850000
+case "${ONCE_SEED:-}" in
+    "") first=$FIXED_FIRST ;;
+    clock) first=$(( $(date +%s) * 1000 )) ;; # seconds since the epoch x 1000
+    *) first=$ONCE_SEED ;;
+esac
 if [ ! -x "$bin" ]; then
     echo "random-schedules.sh: $bin not built" >&2
     exit 1
