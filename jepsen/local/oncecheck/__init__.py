@@ -1,0 +1,1 @@
+"""once's Jepsen history checker (Python 3 standard library only)."""

@@ -1,0 +1,187 @@
+"""R7-R10: the service-level checks over the history's events.
+
+Events are ops whose :process is not an integer (jepsen/README.md):
+  {:type :info :process :nemesis :f :final-phase :value {:members ["127.0.1.1:7101" ...]}}
+  {:type :info :process :status :f :status :value {:node "127.0.1.1:7101" :node-id "..."
+     :role "LEADER" :term 5 :commit-index 90 :applied-index 90 :config-index 12
+     :members [{:id "..." :role "voter" :client-addr "127.0.1.1:7101"} ...]}}
+  {:type :info :process :checker :f :dump :value {:node ... :applied-index 900 :digest "..."}}
+  {:type :info :process :nemesis :f :log-scan :value {:node ... :file ... :matches ["..."]}}
+  {:type :info :process :nemesis :f :core-dump :value {:node ... :file ...}}
+"""
+
+import re
+
+from .claims import Anomaly
+from .history import norm_value, _s, _int
+from .edn import dumps
+
+CRASH_RE = re.compile(r"Assertion|AddressSanitizer|runtime error|raft_start\(\)|Segmentation")
+
+
+def _v(e):
+    return norm_value(e.value) or {}
+
+
+def _time(e):
+    return e.time if isinstance(e.time, (int, float)) and not isinstance(e.time, bool) else None
+
+
+def check_r7(calls, events, res):
+    """R7: after the final phase, every key with an :ok or :info call got a
+    final probe (a claim with :final true) through every member listed."""
+    fin = [e for e in events if e.f == "final-phase"]
+    if not fin:
+        res.skip("R7", "no :final-phase event in the history")
+        return []
+    e = fin[-1]
+    members = [_s(m) for m in (_v(e).get("members") or [])]
+    keys = {}
+    probes = {}
+    for c in calls:
+        if c.final:
+            if c.f == "claim":
+                probes.setdefault(c.kkey, set()).add(c.node)
+        elif c.type in ("ok", "info"):
+            keys.setdefault(c.kkey, c)
+    missing = []
+    for k in sorted(keys, key=str):
+        lack = [m for m in members if m not in probes.get(k, set())]
+        if lack:
+            missing.append((k, lack))
+    out = []
+    if missing:
+        k, lack = missing[0]
+        out.append(Anomaly("R7", "missing-final-probe", None,
+                           "%d keys lack a final probe through some member; first: %s "
+                           "lacks %s" % (len(missing), dumps(list(k)), ", ".join(lack)), [keys[k]], [e]))
+    return out
+
+
+def check_r8(calls, events, res, log_files=(), leader_within_s=30.0):
+    out = []
+    fin = [e for e in events if e.f == "final-phase"]
+    status = [e for e in events if e.f == "status"]
+    # crash scans
+    for e in events:
+        v = _v(e)
+        if e.f == "log-scan" and v.get("matches"):
+            out.append(Anomaly("R8", "crash-in-log", None,
+                               "node %s log %s matches: %s" % (
+                                   _s(v.get("node")), _s(v.get("file")),
+                                   "; ".join(_s(m) for m in list(v["matches"])[:3])),
+                               events=[e]))
+        if e.f == "core-dump":
+            out.append(Anomaly("R8", "core-dump", None, "core dump of node %s: %s" %
+                               (_s(v.get("node")), _s(v.get("file"))), events=[e]))
+    for path in log_files:
+        try:
+            with open(path, "r", encoding="utf-8", errors="replace") as fh:
+                for n, line in enumerate(fh, 1):
+                    if CRASH_RE.search(line):
+                        out.append(Anomaly("R8", "crash-in-log", None,
+                                           "%s:%d: %s" % (path, n, line.strip()[:200])))
+                        break
+        except OSError as err:
+            out.append(Anomaly("R8", "crash-in-log", None,
+                               "cannot read log %s: %s" % (path, err.strerror)))
+    if not fin:
+        res.skip("R8", "no :final-phase event: only the log scans were checked")
+        return out
+    e = fin[-1]
+    t0 = _time(e)
+    members = [_s(m) for m in (_v(e).get("members") or [])]
+    def _after(s):
+        if t0 is not None and _time(s) is not None:
+            return _time(s) >= t0
+        return s.pos > e.pos
+    after = [s for s in status if _after(s)]
+    if not status:
+        res.skip("R8", "no status samples: leader and voter checks skipped")
+    else:
+        leaders = [s for s in after if (_s(_v(s).get("role")) or "").upper() == "LEADER"]
+        first = leaders[0] if leaders else None
+        if first is None or (t0 is not None and _time(first) is not None
+                             and _time(first) - t0 > leader_within_s * 1e9):
+            out.append(Anomaly("R8", "no-leader", None,
+                               "no leader within %g s after the final phase began" %
+                               leader_within_s, events=[e] + ([first] if first else [])))
+        if leaders and members:
+            last = leaders[-1]
+            voters = set()
+            for m in _v(last).get("members") or []:
+                mv = norm_value(m) or {}
+                if (_s(mv.get("role")) or "").lower() == "voter":
+                    voters.add(_s(mv.get("client-addr")))
+            lack = [m for m in members if m not in voters]
+            if lack:
+                out.append(Anomaly("R8", "member-not-voter", None,
+                                   "intended members not voters in the last leader sample: "
+                                   + ", ".join(lack), events=[e, last]))
+    probes = [c for c in calls if c.final]
+    if probes:
+        okn = sum(1 for c in probes if c.type == "ok")
+        if okn < 0.95 * len(probes):
+            out.append(Anomaly("R8", "final-probes-unavailable", None,
+                               "only %d of %d final probes answered :ok (< 95%%)" %
+                               (okn, len(probes)), probes[:3]))
+    return out
+
+
+def check_r9(events, res):
+    dumps = [e for e in events if e.f == "dump"]
+    if not dumps:
+        res.skip("R9", "no :dump events")
+        return []
+    by_idx = {}
+    for e in dumps:
+        v = _v(e)
+        by_idx.setdefault(_int(v.get("applied-index")), {}).setdefault(_s(v.get("digest")), e)
+    out = []
+    for idx, dg in sorted(by_idx.items(), key=lambda x: (x[0] is None, x[0])):
+        if idx is not None and len(dg) > 1:
+            out.append(Anomaly("R9", "replica-divergence", None,
+                               "%d different digests at applied index %d" % (len(dg), idx),
+                               events=list(dg.values())))
+    return out
+
+
+def check_r10(events, res):
+    st = [e for e in events if e.f == "status"]
+    if not st:
+        res.skip("R10", "no :status samples")
+        return []
+    out = []
+    leaders = {}
+    configs = {}
+    for e in st:
+        v = _v(e)
+        node = _s(v.get("node-id")) or _s(v.get("node"))
+        term = _int(v.get("term"))
+        if (_s(v.get("role")) or "").upper() == "LEADER" and term is not None:
+            leaders.setdefault(term, {}).setdefault(node, e)
+        ci, cm = _int(v.get("config-index")), _int(v.get("commit-index"))
+        if ci is not None and cm is not None and ci <= cm and v.get("members") is not None:
+            voters = frozenset(_s((norm_value(m) or {}).get("id")) for m in v["members"]
+                               if (_s((norm_value(m) or {}).get("role")) or "").lower() == "voter")
+            configs.setdefault(ci, {}).setdefault(voters, e)
+    for term, nodes in sorted(leaders.items()):
+        if len(nodes) > 1:
+            out.append(Anomaly("R10", "two-leaders", None,
+                               "%d leaders in term %d: %s" % (len(nodes), term,
+                                                              ", ".join(sorted(nodes))),
+                               events=list(nodes.values())))
+    for ci, vs in sorted(configs.items()):
+        if len(vs) > 1:
+            out.append(Anomaly("R10", "config-disagreement", None,
+                               "%d voter sets for committed configuration index %d" %
+                               (len(vs), ci), events=list(vs.values())))
+    seq = [(ci, next(iter(vs))) for ci, vs in sorted(configs.items())]
+    for (i1, a), (i2, b) in zip(seq, seq[1:]):
+        if len(a ^ b) > 1:
+            out.append(Anomaly("R10", "multi-voter-change", None,
+                               "observed committed configurations %d -> %d differ by %d "
+                               "voters (advisory: sampling may have missed one between)"
+                               % (i1, i2, len(a ^ b)),
+                               events=[configs[i1][a], configs[i2][b]], fatal=False))
+    return out
