@@ -878,6 +878,27 @@ const char *once_client_last_error(const once_client *c)
  * Calls
  * ---------------------------------------------------------------------- */
 
+/* A write op with its request id (@rid, or fresh); NULL with @r filled. */
+static struct op *write_op(once_client *c,
+                           enum rpc_method method,
+                           const uint8_t *rid,
+                           struct once_result *r)
+{
+    struct op *op = op_new(c, method, true);
+
+    if (op == NULL) {
+        fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
+    }
+    if (take_request_id(op, rid) != 0) {
+        op_free(op);
+        fail_local(r, ONCE_STATUS_UNAVAILABLE,
+                   "cannot make a request id (RAND_bytes failed)");
+        return NULL;
+    }
+    return op;
+}
+
 /* Make a claim op (checked arguments); NULL with @r filled. */
 static struct op *claim_op(once_client *c,
                            const struct once_claim *a,
@@ -890,15 +911,8 @@ static struct op *claim_op(once_client *c,
         fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
         return NULL;
     }
-    op = op_new(c, RPC_METHOD_CLAIM, true);
+    op = write_op(c, RPC_METHOD_CLAIM, a->request_id, r);
     if (op == NULL) {
-        fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return NULL;
-    }
-    if (take_request_id(op, a->request_id) != 0) {
-        op_free(op);
-        fail_local(r, ONCE_STATUS_UNAVAILABLE,
-                   "cannot make a request id (RAND_bytes failed)");
         return NULL;
     }
     if (client_pack_claim(a, op->request_id, &op->body, &op->body_len) != 0) {
@@ -945,14 +959,9 @@ int once_complete(once_client *c,
     if (!client_check_complete(a, err)) {
         return fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
     }
-    op = op_new(c, RPC_METHOD_COMPLETE, true);
+    op = write_op(c, RPC_METHOD_COMPLETE, a->request_id, r);
     if (op == NULL) {
-        return fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    }
-    if (take_request_id(op, a->request_id) != 0) {
-        op_free(op);
-        return fail_local(r, ONCE_STATUS_UNAVAILABLE,
-                          "cannot make a request id (RAND_bytes failed)");
+        return r->status;
     }
     if (client_pack_complete(a, op->request_id, &op->body, &op->body_len) !=
         0) {
@@ -978,14 +987,9 @@ int once_release(once_client *c,
     if (!client_check_release(a, err)) {
         return fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
     }
-    op = op_new(c, RPC_METHOD_RELEASE, true);
+    op = write_op(c, RPC_METHOD_RELEASE, a->request_id, r);
     if (op == NULL) {
-        return fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    }
-    if (take_request_id(op, a->request_id) != 0) {
-        op_free(op);
-        return fail_local(r, ONCE_STATUS_UNAVAILABLE,
-                          "cannot make a request id (RAND_bytes failed)");
+        return r->status;
     }
     if (client_pack_release(a, op->request_id, &op->body, &op->body_len) != 0) {
         op_free(op);
