@@ -971,12 +971,26 @@ static void pcall_finish(struct pcall *p, int rv, struct envelope_view *ans)
     uv_close((uv_handle_t *)&p->timer, on_pcall_timer_closed);
 }
 
-/* Fail the pending calls (only the sent ones if @only_sent) with @rv, each
- * with its own sent flag. Callbacks may make new calls on this channel:
- * those are not failed here, so the set is taken first. A pcall's memory
- * lives until its timer has closed, so the pointers stay valid even if a
- * callback finishes another call. */
-static void channel_fail_all(struct rpc_channel *ch, int rv, bool only_sent)
+enum which { ALL_CALLS, SENT_CALLS, REFUSED_CALLS };
+
+static bool pcall_is(const struct pcall *p, enum which w)
+{
+    switch (w) {
+        case SENT_CALLS:
+            return p->sent;
+        case REFUSED_CALLS: /* marked by channel_answer */
+            return !p->sent && p->early_rv == RPC_E_CONNECT;
+        default:
+            return true;
+    }
+}
+
+/* Fail the pending calls of kind @w with @rv, each with its own sent flag.
+ * Callbacks may make new calls on this channel: those are not failed here,
+ * so the set is taken first. A pcall's memory lives until its timer has
+ * closed, so the pointers stay valid even if a callback finishes another
+ * call. */
+static void channel_fail(struct rpc_channel *ch, int rv, enum which w)
 {
     struct pcall **set;
     struct pcall *p;
@@ -987,43 +1001,18 @@ static void channel_fail_all(struct rpc_channel *ch, int rv, bool only_sent)
     }
     set = malloc(ch->n_pending * sizeof *set);
     if (set == NULL) { /* UNTESTED: malloc; fall back to the list walk */
-        while ((p = ch->head) != NULL && (!only_sent || p->sent)) {
+        while ((p = ch->head) != NULL && pcall_is(p, w)) {
             pcall_finish(p, rv, NULL);
         }
         return;
     }
     for (p = ch->head; p != NULL; p = p->next) {
-        if (!only_sent || p->sent) {
+        if (pcall_is(p, w)) {
             set[n++] = p;
         }
     }
     for (size_t i = 0; i < n; i++) {
         pcall_finish(set[i], rv, NULL);
-    }
-    free(set);
-}
-
-/* Fail the calls a refused connection carried (marked by channel_answer). */
-static void channel_fail_refused(struct rpc_channel *ch)
-{
-    struct pcall **set;
-    struct pcall *p;
-    size_t n = 0;
-
-    if (ch->n_pending == 0) {
-        return;
-    }
-    set = malloc(ch->n_pending * sizeof *set);
-    if (set == NULL) { /* UNTESTED: malloc; they end at their timeout */
-        return;
-    }
-    for (p = ch->head; p != NULL; p = p->next) {
-        if (!p->sent && p->early_rv == RPC_E_CONNECT) {
-            set[n++] = p;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        pcall_finish(set[i], RPC_E_CONNECT, NULL);
     }
     free(set);
 }
@@ -1043,7 +1032,7 @@ static void channel_conn_closing(struct conn *c)
         ch->connected = false;
         /* Everything written may have arrived: unknown. Calls queued but
          * not written (none while connected) stay for the next connect. */
-        channel_fail_all(ch, ch->closing ? RPC_E_CLOSED : RPC_E_LOST, true);
+        channel_fail(ch, ch->closing ? RPC_E_CLOSED : RPC_E_LOST, SENT_CALLS);
         /* Calls not yet written (a write that failed at once stopped the
          * flush) go out on a new connection. */
         if (!ch->closing && ch->n_pending > 0 && !ch->kick_armed) {
@@ -1058,7 +1047,7 @@ static void channel_protocol_error(struct conn *c)
     struct rpc_channel *ch = c->ch;
 
     if (ch->conn == c) {
-        channel_fail_all(ch, RPC_E_PROTOCOL, true);
+        channel_fail(ch, RPC_E_PROTOCOL, SENT_CALLS);
     }
     conn_close(c);
 }
@@ -1080,7 +1069,7 @@ static void channel_answer(struct conn *c, struct envelope_view *v)
                 p->early_rv = RPC_E_CONNECT;
             }
         }
-        channel_fail_refused(ch);
+        channel_fail(ch, RPC_E_CONNECT, REFUSED_CALLS);
         conn_close(c);
         return;
     }
@@ -1153,14 +1142,14 @@ static void on_connect(uv_connect_t *req, int status)
         if (c != NULL) {
             conn_close(c);
         }
-        channel_fail_all(ch, ch->closing ? RPC_E_CLOSED : RPC_E_CONNECT, false);
+        channel_fail(ch, ch->closing ? RPC_E_CLOSED : RPC_E_CONNECT, ALL_CALLS);
         channel_maybe_free(ch);
         return;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
         conn_close(c); /* UNTESTED */
-        channel_fail_all(ch, RPC_E_CONNECT, false);
+        channel_fail(ch, RPC_E_CONNECT, ALL_CALLS);
         return;
     }
     ch->connected = true;
@@ -1175,7 +1164,7 @@ static void channel_connect(struct rpc_channel *ch)
     c = malloc(sizeof *c);
     if (c == NULL || conn_init(c, ch->loop, &ch->lim) != 0) {
         free(c); /* UNTESTED: malloc */
-        channel_fail_all(ch, RPC_E_NOMEM, false);
+        channel_fail(ch, RPC_E_NOMEM, ALL_CALLS);
         return;
     }
     c->ch = ch;
@@ -1187,7 +1176,7 @@ static void channel_connect(struct rpc_channel *ch)
     if (rv != 0) {
         ch->conn = NULL;
         conn_close(c);
-        channel_fail_all(ch, RPC_E_CONNECT, false);
+        channel_fail(ch, RPC_E_CONNECT, ALL_CALLS);
         return;
     }
     ch->connecting = true;
@@ -1343,7 +1332,7 @@ void rpc_channel_close(struct rpc_channel *ch)
     if (ch->conn != NULL) {
         conn_close(ch->conn); /* fails the sent calls: CLOSED */
     }
-    channel_fail_all(ch, RPC_E_CLOSED, false);
+    channel_fail(ch, RPC_E_CLOSED, ALL_CALLS);
     channel_maybe_free(ch);
 }
 
