@@ -235,6 +235,15 @@ void cli_json_origin(json_t *o,
 
 /* The object for a data command (claim ... forget) from @r. */
 json_t *cli_json_result(enum cli_cmd cmd, const struct once_result *r);
+/* jansson returns NULL only when out of memory: oncectl aborts with a
+ * message then (json.c). cli_set adds @v to @o under @key (stolen). */
+json_t *cli_must(json_t *v);
+void cli_set(json_t *o, const char *key, json_t *v);
+/* A node id as 16 hex digits, "" for 0. */
+json_t *cli_jid(uint64_t id);
+/* JSON integers are signed 64-bit: past INT64_MAX a decimal string, never
+ * a wrapped negative number. */
+json_t *cli_juint(uint64_t v);
 /* An error object (status not OK) from @r. */
 json_t *cli_json_error(const struct once_result *r);
 /* An INVALID_ARGUMENT object for a local problem (usage, bad line). */

@@ -12,42 +12,6 @@
 
 #include "common/text.h"
 
-static json_t *must(json_t *v)
-{
-    if (v == NULL) {
-        fputs("oncectl: out of memory\n", stderr);
-        abort();
-    }
-    return v;
-}
-
-static void set(json_t *o, const char *key, json_t *v)
-{
-    if (json_object_set_new(o, key, must(v)) != 0) {
-        fputs("oncectl: out of memory\n", stderr);
-        abort();
-    }
-}
-
-static json_t *jid(uint64_t id)
-{
-    char buf[17];
-
-    return json_string(id == 0 ? "" : text_format_id(id, buf));
-}
-
-/* As json.c: past INT64_MAX a decimal string, never a wrapped number. */
-static json_t *juint(uint64_t v)
-{
-    char buf[24];
-
-    if (v <= (uint64_t)INT64_MAX) {
-        return json_integer((json_int_t)v);
-    }
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-    return json_string(buf);
-}
-
 /* An answer that named no cluster (a local refusal, a connection that
  * never answered) still names the one this client pinned, if any. */
 void cli_fill_cluster_id(const struct cli_ctx *x, json_t *o)
@@ -57,8 +21,8 @@ void cli_fill_cluster_id(const struct cli_ctx *x, json_t *o)
     char hex[2 * ONCE_ID_LEN + 1];
 
     if (cid != NULL && *cid == '\0' && once_client_cluster_id(x->client, id)) {
-        set(o, "cluster_id",
-            json_string(text_format_hex(id, ONCE_ID_LEN, hex)));
+        cli_set(o, "cluster_id",
+                json_string(text_format_hex(id, ONCE_ID_LEN, hex)));
     }
 }
 
@@ -231,7 +195,8 @@ static int run_members_list(const struct cli_ctx *x, uint32_t t, json_t **out)
     once_members_list(x->client, t, m, &n, &r);
     *out = cli_json_admin(&r);
     if (r.status == ONCE_STATUS_OK) {
-        set(*out, "members",
+        cli_set(
+            *out, "members",
             cli_json_members(m, n <= ONCE_MEMBERS_MAX ? n : ONCE_MEMBERS_MAX));
     }
     code = cli_exit_code(CLI_MEMBERS_LIST, false, &r);
@@ -283,7 +248,7 @@ static int run_transfer(const struct cli_ctx *x,
                   &r);
     *out = cli_json_admin(&r);
     if (r.status == ONCE_STATUS_OK) {
-        set(*out, "leader", jid(leader));
+        cli_set(*out, "leader", cli_jid(leader));
     }
     code = cli_exit_code(CLI_TRANSFER, false, &r);
     once_result_clear(&r);
@@ -301,8 +266,8 @@ static int run_snapshot_take(const struct cli_ctx *x, uint32_t t, json_t **out)
     once_snapshot_take(x->client, t, &index, &size, &r);
     *out = cli_json_admin(&r);
     if (r.status == ONCE_STATUS_OK) {
-        set(*out, "index", juint(index));
-        set(*out, "size_bytes", juint(size));
+        cli_set(*out, "index", cli_juint(index));
+        cli_set(*out, "size_bytes", cli_juint(size));
     }
     code = cli_exit_code(CLI_SNAPSHOT_TAKE, false, &r);
     once_result_clear(&r);
@@ -335,8 +300,8 @@ static int run_leave(const struct cli_ctx *x, uint32_t t, json_t **out)
         /* Without its id the node cannot be removed; say why rather than
          * guess. */
         *out = cli_json_usage("leave: the node did not say its id");
-        set(*out, "error",
-            json_string(once_status_name(ONCE_STATUS_FAILED_PRECONDITION)));
+        cli_set(*out, "error",
+                json_string(once_status_name(ONCE_STATUS_FAILED_PRECONDITION)));
         cli_json_origin(*out, &r.origin, NULL);
         code = CLI_EXIT_NOT_APPLIED;
         goto done;
@@ -368,14 +333,15 @@ static int run_leave(const struct cli_ctx *x, uint32_t t, json_t **out)
                 goto answer_error;
             }
             if (now_ms() >= deadline) {
-                *out = must(json_object());
-                set(*out, "outcome",
+                *out = cli_must(json_object());
+                cli_set(
+                    *out, "outcome",
                     json_string(once_outcome_name(ONCE_FAILED_PRECONDITION)));
-                set(*out, "reason",
-                    json_string("still the leader after the transfer"));
-                set(*out, "member_id", jid(self));
-                set(*out, "transferred", json_true());
-                set(*out, "leader", jid(leader));
+                cli_set(*out, "reason",
+                        json_string("still the leader after the transfer"));
+                cli_set(*out, "member_id", cli_jid(self));
+                cli_set(*out, "transferred", json_true());
+                cli_set(*out, "leader", cli_jid(leader));
                 cli_json_origin(*out, &r.origin, NULL);
                 code = CLI_EXIT_DENIED;
                 goto done;
@@ -386,9 +352,9 @@ static int run_leave(const struct cli_ctx *x, uint32_t t, json_t **out)
     once_result_clear(&r);
     once_members_remove(x->client, self, t, &r);
     *out = cli_json_admin(&r);
-    set(*out, "member_id", jid(self));
-    set(*out, "transferred", json_boolean(transferred));
-    set(*out, "leader", jid(leader));
+    cli_set(*out, "member_id", cli_jid(self));
+    cli_set(*out, "transferred", json_boolean(transferred));
+    cli_set(*out, "leader", cli_jid(leader));
     code = cli_exit_code(CLI_LEAVE, false, &r);
     goto done;
 
@@ -448,7 +414,7 @@ int cli_run(const struct cli_ctx *x, const struct cli_req *q, json_t **out)
             snprintf(msg, sizeof msg, "%s: not implemented yet",
                      cli_cmd_name(q->cmd));
             *out = cli_json_usage(msg);
-            set(*out, "error", json_string("UNIMPLEMENTED"));
+            cli_set(*out, "error", json_string("UNIMPLEMENTED"));
             code = CLI_EXIT_USAGE;
             break;
         }

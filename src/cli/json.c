@@ -14,7 +14,7 @@
 
 /* jansson returns NULL only when out of memory (or for invalid UTF-8,
  * handled before): a CLI cannot answer anything useful then. */
-static json_t *must(json_t *v)
+json_t *cli_must(json_t *v)
 {
     if (v == NULL) {
         fputs("oncectl: out of memory\n", stderr);
@@ -23,9 +23,9 @@ static json_t *must(json_t *v)
     return v;
 }
 
-static void set(json_t *o, const char *key, json_t *v)
+void cli_set(json_t *o, const char *key, json_t *v)
 {
-    if (json_object_set_new(o, key, must(v)) != 0) {
+    if (json_object_set_new(o, key, cli_must(v)) != 0) {
         fputs("oncectl: out of memory\n", stderr);
         abort();
     }
@@ -33,7 +33,7 @@ static void set(json_t *o, const char *key, json_t *v)
 
 /* JSON integers are signed 64-bit: a larger value is a decimal string
  * rather than a wrapped negative number. */
-static json_t *juint(uint64_t v)
+json_t *cli_juint(uint64_t v)
 {
     char buf[24];
 
@@ -64,7 +64,7 @@ static bool all_zero(const uint8_t *b, size_t n)
     return true;
 }
 
-static json_t *jid(uint64_t id)
+json_t *cli_jid(uint64_t id)
 {
     char buf[17];
 
@@ -84,12 +84,12 @@ static void set_text_bytes(json_t *o,
     char *enc;
 
     if (s != NULL) {
-        set(o, key, s);
+        cli_set(o, key, s);
         return;
     }
     snprintf(alt, sizeof alt, "%s_b64", key);
     enc = cli_b64_encode(b, n);
-    set(o, alt, json_string(enc != NULL ? enc : ""));
+    cli_set(o, alt, json_string(enc != NULL ? enc : ""));
     free(enc);
 }
 
@@ -109,51 +109,52 @@ void cli_json_origin(json_t *o,
                      const uint8_t *pinned)
 {
     if (origin->has_cluster_id) {
-        set(o, "cluster_id", jhex(origin->cluster_id, ONCE_ID_LEN));
+        cli_set(o, "cluster_id", jhex(origin->cluster_id, ONCE_ID_LEN));
     } else if (pinned != NULL) {
-        set(o, "cluster_id", jhex(pinned, ONCE_ID_LEN));
+        cli_set(o, "cluster_id", jhex(pinned, ONCE_ID_LEN));
     } else {
-        set(o, "cluster_id", json_string(""));
+        cli_set(o, "cluster_id", json_string(""));
     }
-    set(o, "node_id", jid(origin->node_id));
+    cli_set(o, "node_id", cli_jid(origin->node_id));
     if (origin->has_boot_id) {
-        set(o, "boot_id", jhex(origin->boot_id, ONCE_ID_LEN));
+        cli_set(o, "boot_id", jhex(origin->boot_id, ONCE_ID_LEN));
     } else {
-        set(o, "boot_id", json_string(""));
+        cli_set(o, "boot_id", json_string(""));
     }
 }
 
 json_t *cli_json_usage(const char *message)
 {
-    json_t *o = must(json_object());
+    json_t *o = cli_must(json_object());
     json_t *msg;
 
-    set(o, "error",
-        json_string(once_status_name(ONCE_STATUS_INVALID_ARGUMENT)));
-    set(o, "applied", json_string("false"));
-    set(o, "leader_hint", json_string(""));
+    cli_set(o, "error",
+            json_string(once_status_name(ONCE_STATUS_INVALID_ARGUMENT)));
+    cli_set(o, "applied", json_string("false"));
+    cli_set(o, "leader_hint", json_string(""));
     /* A message is our own text, but it may quote user bytes: never let
      * invalid UTF-8 lose the whole object. */
     msg = json_stringn(message, strlen(message));
-    set(o, "message", msg != NULL ? msg : json_string("invalid argument"));
+    cli_set(o, "message", msg != NULL ? msg : json_string("invalid argument"));
     return o;
 }
 
 json_t *cli_json_error(const struct once_result *r)
 {
-    json_t *o = must(json_object());
+    json_t *o = cli_must(json_object());
     json_t *msg;
 
-    set(o, "error", json_string(once_status_name(r->status)));
-    set(o, "applied",
+    cli_set(o, "error", json_string(once_status_name(r->status)));
+    cli_set(
+        o, "applied",
         json_string(r->applied == ONCE_APPLIED_UNKNOWN ? "unknown" : "false"));
     msg = json_stringn(r->leader_hint, strnlen(r->leader_hint, ONCE_ADDR_MAX));
-    set(o, "leader_hint", msg != NULL ? msg : json_string(""));
+    cli_set(o, "leader_hint", msg != NULL ? msg : json_string(""));
     msg = json_stringn(r->error, strnlen(r->error, ONCE_ERROR_MAX));
-    set(o, "message", msg != NULL ? msg : json_string("(not UTF-8)"));
+    cli_set(o, "message", msg != NULL ? msg : json_string("(not UTF-8)"));
     /* The request id is what a retry after an unknown outcome needs. */
     if (!all_zero(r->request_id, ONCE_ID_LEN)) {
-        set(o, "request_id", jhex(r->request_id, ONCE_ID_LEN));
+        cli_set(o, "request_id", jhex(r->request_id, ONCE_ID_LEN));
     }
     cli_json_origin(o, &r->origin, NULL);
     return o;
@@ -161,21 +162,21 @@ json_t *cli_json_error(const struct once_result *r)
 
 static json_t *attempts_array(const struct once_result *r)
 {
-    json_t *a = must(json_array());
+    json_t *a = cli_must(json_array());
 
     for (size_t i = 0; i < r->n_attempts && i < ONCE_ATTEMPTS_MAX; i++) {
         const struct once_attempt *at = &r->attempts[i];
-        json_t *e = must(json_object());
+        json_t *e = cli_must(json_object());
 
-        set(e, "request_id", jhex(at->request_id, ONCE_ID_LEN));
+        cli_set(e, "request_id", jhex(at->request_id, ONCE_ID_LEN));
         set_text_bytes(e, "execution_id", at->execution_id,
                        at->execution_id_len <= ONCE_EXECUTION_ID_MAX
                            ? at->execution_id_len
                            : ONCE_EXECUTION_ID_MAX);
-        set(e, "index", juint(at->index));
-        set(e, "time_ms", juint(at->time_ms));
-        set(e, "outcome", json_string(once_outcome_name(at->outcome)));
-        set(e, "retry", json_boolean(at->retry));
+        cli_set(e, "index", cli_juint(at->index));
+        cli_set(e, "time_ms", cli_juint(at->time_ms));
+        cli_set(e, "outcome", json_string(once_outcome_name(at->outcome)));
+        cli_set(e, "retry", json_boolean(at->retry));
         if (json_array_append_new(a, e) != 0) {
             abort();
         }
@@ -191,44 +192,45 @@ json_t *cli_json_result(enum cli_cmd cmd, const struct once_result *r)
     if (r->status != ONCE_STATUS_OK) {
         return cli_json_error(r);
     }
-    o = must(json_object());
-    set(o, "outcome", json_string(once_outcome_name(r->outcome)));
+    o = cli_must(json_object());
+    cli_set(o, "outcome", json_string(once_outcome_name(r->outcome)));
     /* The state machine's refusals arrive as outcomes; they are errors to
      * a caller (nothing was decided about the key), so they carry the
      * error fields too and a script can test for "error" alone. */
     if (r->outcome == ONCE_OUT_OF_SPACE ||
         r->outcome == ONCE_REFUSED_ARGUMENT) {
-        set(o, "error",
+        cli_set(
+            o, "error",
             json_string(once_status_name(r->outcome == ONCE_OUT_OF_SPACE
                                              ? ONCE_STATUS_RESOURCE_EXHAUSTED
                                              : ONCE_STATUS_INVALID_ARGUMENT)));
-        set(o, "applied", json_string("false"));
-        set(o, "leader_hint", json_string(""));
-        set(o, "message",
-            json_string(r->reason[0] != '\0' ? r->reason : "refused"));
+        cli_set(o, "applied", json_string("false"));
+        cli_set(o, "leader_hint", json_string(""));
+        cli_set(o, "message",
+                json_string(r->reason[0] != '\0' ? r->reason : "refused"));
     }
     if (cmd == CLI_CLAIM || cmd == CLI_COMPLETE || cmd == CLI_RELEASE ||
         r->retry) {
-        set(o, "retry", json_boolean(r->retry));
+        cli_set(o, "retry", json_boolean(r->retry));
     }
     if (!all_zero(r->request_id, ONCE_ID_LEN)) {
-        set(o, "request_id", jhex(r->request_id, ONCE_ID_LEN));
+        cli_set(o, "request_id", jhex(r->request_id, ONCE_ID_LEN));
     }
     if (r->has_first) {
-        set(o, "first_request_id", jhex(r->first_request_id, ONCE_ID_LEN));
-        set(o, "first_index", juint(r->first_index));
-        set(o, "first_time_ms", juint(r->first_time_ms));
-        set(o, "attempts_total", juint(r->attempts_total));
+        cli_set(o, "first_request_id", jhex(r->first_request_id, ONCE_ID_LEN));
+        cli_set(o, "first_index", cli_juint(r->first_index));
+        cli_set(o, "first_time_ms", cli_juint(r->first_time_ms));
+        cli_set(o, "attempts_total", cli_juint(r->attempts_total));
     }
     if (r->n_attempts > 0 || (cmd == CLI_LOOKUP && r->has_first)) {
-        set(o, "attempts", attempts_array(r));
+        cli_set(o, "attempts", attempts_array(r));
     }
     if (r->has_owner_token) {
-        set(o, "owner_token",
-            json_string(cli_format_token(&r->owner_token, tok)));
+        cli_set(o, "owner_token",
+                json_string(cli_format_token(&r->owner_token, tok)));
     }
     if (r->owner_attempt != 0) {
-        set(o, "owner_attempt", juint(r->owner_attempt));
+        cli_set(o, "owner_attempt", cli_juint(r->owner_attempt));
     }
     /* An empty stored result or error is still an answer where the
      * outcome (or a lookup of such a record) implies one. */
@@ -237,7 +239,7 @@ json_t *cli_json_result(enum cli_cmd cmd, const struct once_result *r)
         (cmd == CLI_LOOKUP && r->state == ONCE_STATE_COMPLETED)) {
         char *enc = cli_b64_encode(r->result, r->result_len);
 
-        set(o, "result_b64", json_string(enc != NULL ? enc : ""));
+        cli_set(o, "result_b64", json_string(enc != NULL ? enc : ""));
         free(enc);
     }
     if (r->stored_error_len > 0 ||
@@ -249,24 +251,24 @@ json_t *cli_json_result(enum cli_cmd cmd, const struct once_result *r)
                            : ONCE_ERROR_MAX);
     }
     if (r->outcome == ONCE_IN_PROGRESS || r->retry_after_ms != 0) {
-        set(o, "retry_after_ms", juint(r->retry_after_ms));
+        cli_set(o, "retry_after_ms", cli_juint(r->retry_after_ms));
     }
     if (r->reason[0] != '\0') {
         json_t *s = json_stringn(r->reason, strnlen(r->reason, 256));
 
-        set(o, "reason", s != NULL ? s : json_string("(not UTF-8)"));
+        cli_set(o, "reason", s != NULL ? s : json_string("(not UTF-8)"));
     }
     if (r->kind != 0) {
-        set(o, "kind", json_string(kind_name(r->kind)));
+        cli_set(o, "kind", json_string(kind_name(r->kind)));
     }
     if (r->state != ONCE_STATE_NONE) {
-        set(o, "state", json_string(once_state_name(r->state)));
+        cli_set(o, "state", json_string(once_state_name(r->state)));
     }
     if (r->expires_ms != 0) {
-        set(o, "expires_ms", juint(r->expires_ms));
+        cli_set(o, "expires_ms", cli_juint(r->expires_ms));
     }
     if (r->lease_expires_ms != 0) {
-        set(o, "lease_expires_ms", juint(r->lease_expires_ms));
+        cli_set(o, "lease_expires_ms", cli_juint(r->lease_expires_ms));
     }
     cli_json_origin(o, &r->origin, NULL);
     return o;
@@ -279,16 +281,16 @@ json_t *cli_json_admin(const struct once_result *r)
     if (r->status != ONCE_STATUS_OK) {
         return cli_json_error(r);
     }
-    o = must(json_object());
+    o = cli_must(json_object());
     /* Calls without a configuration outcome (list, transfer, snapshot)
      * leave it unspecified: they succeeded. */
-    set(o, "outcome",
-        json_string(once_outcome_name(
-            r->outcome == ONCE_UNSPECIFIED ? ONCE_OK : r->outcome)));
+    cli_set(o, "outcome",
+            json_string(once_outcome_name(
+                r->outcome == ONCE_UNSPECIFIED ? ONCE_OK : r->outcome)));
     if (r->reason[0] != '\0') {
         json_t *s = json_stringn(r->reason, strnlen(r->reason, 256));
 
-        set(o, "reason", s != NULL ? s : json_string("(not UTF-8)"));
+        cli_set(o, "reason", s != NULL ? s : json_string("(not UTF-8)"));
     }
     cli_json_origin(o, &r->origin, NULL);
     return o;
@@ -296,20 +298,20 @@ json_t *cli_json_admin(const struct once_result *r)
 
 json_t *cli_json_members(const struct once_member *m, size_t n)
 {
-    json_t *a = must(json_array());
+    json_t *a = cli_must(json_array());
 
     for (size_t i = 0; i < n && i < ONCE_MEMBERS_MAX; i++) {
-        json_t *e = must(json_object());
+        json_t *e = cli_must(json_object());
         json_t *ra = json_stringn(m[i].raft_addr,
                                   strnlen(m[i].raft_addr, ONCE_ADDR_MAX));
         json_t *ca = json_stringn(m[i].client_addr,
                                   strnlen(m[i].client_addr, ONCE_ADDR_MAX));
 
-        set(e, "id", jid(m[i].id));
-        set(e, "raft_addr", ra != NULL ? ra : json_string(""));
-        set(e, "client_addr", ca != NULL ? ca : json_string(""));
-        set(e, "role", json_string(once_role_name(m[i].role)));
-        set(e, "reachable", json_boolean(m[i].reachable));
+        cli_set(e, "id", cli_jid(m[i].id));
+        cli_set(e, "raft_addr", ra != NULL ? ra : json_string(""));
+        cli_set(e, "client_addr", ca != NULL ? ca : json_string(""));
+        cli_set(e, "role", json_string(once_role_name(m[i].role)));
+        cli_set(e, "reachable", json_boolean(m[i].reachable));
         if (json_array_append_new(a, e) != 0) {
             abort();
         }
@@ -319,32 +321,32 @@ json_t *cli_json_members(const struct once_member *m, size_t n)
 
 json_t *cli_json_status(const struct once_status_info *s)
 {
-    json_t *o = must(json_object());
+    json_t *o = cli_must(json_object());
     json_t *v;
 
-    set(o, "outcome", json_string(once_outcome_name(ONCE_OK)));
-    set(o, "role", json_string(once_raft_role_name(s->role)));
-    set(o, "member_role", json_string(once_role_name(s->member_role)));
-    set(o, "term", juint(s->term));
-    set(o, "commit_index", juint(s->commit_index));
-    set(o, "applied_index", juint(s->applied_index));
+    cli_set(o, "outcome", json_string(once_outcome_name(ONCE_OK)));
+    cli_set(o, "role", json_string(once_raft_role_name(s->role)));
+    cli_set(o, "member_role", json_string(once_role_name(s->member_role)));
+    cli_set(o, "term", cli_juint(s->term));
+    cli_set(o, "commit_index", cli_juint(s->commit_index));
+    cli_set(o, "applied_index", cli_juint(s->applied_index));
     {
         char d[17]; /* always 16 digits: a digest of 0 is a digest */
 
-        set(o, "applied_digest",
-            json_string(text_format_id(s->applied_digest, d)));
+        cli_set(o, "applied_digest",
+                json_string(text_format_id(s->applied_digest, d)));
     }
-    set(o, "config_index", juint(s->config_index));
-    set(o, "leader", jid(s->leader_id));
+    cli_set(o, "config_index", cli_juint(s->config_index));
+    cli_set(o, "leader", cli_jid(s->leader_id));
     v = json_stringn(s->leader_addr, strnlen(s->leader_addr, ONCE_ADDR_MAX));
-    set(o, "leader_addr", v != NULL ? v : json_string(""));
+    cli_set(o, "leader_addr", v != NULL ? v : json_string(""));
     v = json_stringn(s->store_backend,
                      strnlen(s->store_backend, sizeof s->store_backend - 1));
-    set(o, "store_backend", v != NULL ? v : json_string(""));
-    set(o, "members",
-        cli_json_members(s->members, s->n_members <= ONCE_MEMBERS_MAX
-                                         ? s->n_members
-                                         : ONCE_MEMBERS_MAX));
+    cli_set(o, "store_backend", v != NULL ? v : json_string(""));
+    cli_set(o, "members",
+            cli_json_members(s->members, s->n_members <= ONCE_MEMBERS_MAX
+                                             ? s->n_members
+                                             : ONCE_MEMBERS_MAX));
     return o;
 }
 
