@@ -377,6 +377,10 @@ struct once_status_info
     enum once_role member_role;
     size_t n_members;
     struct once_member members[ONCE_MEMBERS_MAX];
+    /* The voters of the Raft configuration at config_index (raft's view;
+     * the directory above is the state machine's). */
+    size_t n_config_voters;
+    uint64_t config_voters[ONCE_MEMBERS_MAX];
 };
 
 /* Admin answers: r->status as above; the configuration outcome (ONCE_OK or

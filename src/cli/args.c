@@ -193,9 +193,10 @@ static const char help_status[] =
     "Fields: outcome OK, role (LEADER, FOLLOWER, CANDIDATE, UNAVAILABLE),\n"
     "member_role, term, commit_index, applied_index, applied_digest (16\n"
     "hex digits: equal on nodes at the same applied_index), config_index,\n"
+    "config_voters (the Raft configuration's voter ids at config_index),\n"
     "leader (hex id, \"\" if none), leader_addr, store_backend, members\n"
-    "[{id, raft_addr, client_addr, role, reachable}]. Exit 0 when it\n"
-    "answered.\n";
+    "(the directory: [{id, raft_addr, client_addr, role, reachable}]).\n"
+    "Exit 0 when it answered.\n";
 
 static const char help_members_list[] =
     "usage: oncectl members list\n"

@@ -337,6 +337,13 @@ json_t *cli_json_status(const struct once_status_info *s)
                 json_string(text_format_id(s->applied_digest, d)));
     }
     cli_set(o, "config_index", cli_juint(s->config_index));
+    v = cli_must(json_array());
+    for (size_t i = 0; i < s->n_config_voters && i < ONCE_MEMBERS_MAX; i++) {
+        if (json_array_append_new(v, cli_jid(s->config_voters[i])) != 0) {
+            abort();
+        }
+    }
+    cli_set(o, "config_voters", v);
     cli_set(o, "leader", cli_jid(s->leader_id));
     v = json_stringn(s->leader_addr, strnlen(s->leader_addr, ONCE_ADDR_MAX));
     cli_set(o, "leader_addr", v != NULL ? v : json_string(""));

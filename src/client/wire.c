@@ -701,6 +701,10 @@ static int read_status(const Once__Rpc__StatusResponse *s,
                       err)) {
         return -1;
     }
+    if (s->n_config_voters > ONCE_MEMBERS_MAX) {
+        ERRI("status.config_voters: %zu ids, at most %d", s->n_config_voters,
+             ONCE_MEMBERS_MAX);
+    }
     memset(out, 0, sizeof *out);
     if (read_members("status.members", s->n_members, s->members, out->members,
                      &out->n_members, err) != 0) {
@@ -716,6 +720,10 @@ static int read_status(const Once__Rpc__StatusResponse *s,
     copy_string(out->leader_addr, s->leader_addr);
     copy_string(out->store_backend, s->store_backend);
     out->member_role = (enum once_role)s->member_role;
+    out->n_config_voters = s->n_config_voters;
+    for (size_t i = 0; i < s->n_config_voters; i++) {
+        out->config_voters[i] = s->config_voters[i];
+    }
     return 0;
 }
 

@@ -559,6 +559,7 @@ static void do_status(struct server *s, struct rpc_call *call)
 {
     static Once__Rpc__Member pm[FSM_MEMBERS_MAX];
     static Once__Rpc__Member *pp[FSM_MEMBERS_MAX];
+    static uint64_t voters[FSM_MEMBERS_MAX];
     Once__Rpc__StatusResponse st = ONCE__RPC__STATUS_RESPONSE__INIT;
     struct raft *r = s->rep.raft;
     char leader[RPC_ADDR_MAX + 1];
@@ -571,6 +572,13 @@ static void do_status(struct server *s, struct rpc_call *call)
     st.applied_index = raft_last_applied(r);
     st.applied_digest = s->rep.digest; /* at applied_index: same loop turn */
     st.config_index = r->configuration_index;
+    for (unsigned i = 0;
+         i < r->configuration.n && st.n_config_voters < FSM_MEMBERS_MAX; i++) {
+        if (r->configuration.servers[i].role == RAFT_VOTER) {
+            voters[st.n_config_voters++] = r->configuration.servers[i].id;
+        }
+    }
+    st.config_voters = voters;
     service_leader_addr(s, &lid, leader);
     st.leader_id = lid;
     st.leader_addr = leader;

@@ -668,6 +668,9 @@ START_TEST(status_answer)
     s.n_members = 2;
     s.members = mp;
     s.member_role = ONCE__RPC__ROLE__ROLE_VOTER;
+    uint64_t voters[65] = {1, 2};
+    s.n_config_voters = 2;
+    s.config_voters = voters;
     out.status = &info;
     once_result_init(&r);
     buf = pack_msg(&s.base, &len);
@@ -690,6 +693,17 @@ START_TEST(status_answer)
     ck_assert_int_eq(info.members[1].role, ONCE_ROLE_STANDBY);
     ck_assert(info.members[0].reachable);
     ck_assert(!info.members[1].reachable);
+    ck_assert_uint_eq(info.n_config_voters, 2);
+    ck_assert_uint_eq(info.config_voters[1], 2);
+
+    /* More config voters than ONCE_MEMBERS_MAX: refused, named. */
+    s.n_config_voters = 65;
+    buf = pack_msg(&s.base, &len);
+    ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
+                     -1);
+    free(buf);
+    ck_assert_ptr_nonnull(strstr(err, "status.config_voters"));
+    s.n_config_voters = 2;
 
     /* Bounds: an address over 64 bytes, a member id 0, a role 9. */
     memset(longs, '1', sizeof longs - 1);
