@@ -1,0 +1,552 @@
+"""Nodes, oncectl calls and sessions, network faults and membership steps.
+
+A *host* is an address slot 127.0.1.h (client port 7101, Raft port 7111) of
+the private namespace; a *Node* is one onced incarnation on a host: its own
+data directory (so its own node id) and log file. Replacing a node means a
+new incarnation with a fresh id, on a free host. A host is free again once
+its last incarnation's process is gone.
+
+The Cluster keeps `members`, the nodes the harness believes are voters. It
+is reconciled from the leader's directory (`members list`) after every
+membership step whose outcome is unknown, and before the final phase, so
+the :final-phase event names the voters the cluster really has.
+"""
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+
+from .common import K, edn_value, log
+
+CLIENT_PORT, RAFT_PORT = 7101, 7111
+ELECTION, HEARTBEAT = "400ms", "75ms"
+ELECTION_S = 0.4
+HOSTS = 9
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+
+class Node:
+    def __init__(self, cl, host, gen):
+        self.cl = cl
+        self.host = host
+        self.gen = gen
+        self.name = "n%dg%d" % (host, gen)
+        self.ip = "127.0.1.%d" % host
+        self.client_addr = "%s:%d" % (self.ip, CLIENT_PORT)
+        self.raft_addr = "%s:%d" % (self.ip, RAFT_PORT)
+        self.dir = os.path.join(cl.dir, self.name)
+        self.log = os.path.join(cl.dir, self.name + ".log")
+        self.proc = None
+        self.paused = False
+        self.starts = 0
+        self.retired = False      # removed: never start it again
+        self.broken = False       # refused to start on its own data
+        self.faketime = None      # FAKETIME offset of the running process
+        self.mount = None         # tmpfs under its data dir, if any
+        self.id = None
+        self.sampler = None
+        os.makedirs(self.dir, exist_ok=True)
+
+    def __repr__(self):
+        return "%s(%s)" % (self.name, self.id or "?")
+
+    def start(self, bootstrap=False, join=None, role=None, faketime=None):
+        args = [self.cl.onced, "--data-dir", self.dir, "--raft-addr",
+                self.raft_addr, "--client-addr", self.client_addr,
+                "--election-timeout", ELECTION, "--heartbeat", HEARTBEAT]
+        args += self.cl.extra_node_args
+        if bootstrap:
+            args.append("--bootstrap")
+        if join:
+            args += ["--join", ",".join(join)]
+        if role:
+            args += ["--role", role]
+        env = dict(self.cl.node_env)
+        env["ONCE_JEPSEN_BIND"] = self.ip
+        self.faketime = faketime
+        if faketime:
+            # libfaketime after the bind shim; monotonic time stays real so
+            # only the wall clock (what a skewed host has wrong) moves.
+            env["LD_PRELOAD"] = env["LD_PRELOAD"] + ":" + FAKETIME_LIB
+            env["FAKETIME"] = faketime
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+            env["FAKETIME_NO_CACHE"] = "1"
+        self.starts += 1
+        with open(self.log, "ab") as f:
+            f.write(("=== %s start #%d%s: %s\n" % (
+                time.strftime("%H:%M:%S"), self.starts,
+                " FAKETIME=%s" % faketime if faketime else "",
+                " ".join(args))).encode())
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                         stdout=f, stderr=f, env=env)
+        self.paused = False
+        self.cl.watch(self)
+
+    def read_id(self):
+        if self.id is None:
+            try:
+                with open(os.path.join(self.dir, "node-id")) as f:
+                    v = f.read().strip()
+                if len(v) == 16:
+                    self.id = v
+            except OSError:
+                pass
+        return self.id
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def exit_code(self):
+        return None if self.proc is None else self.proc.poll()
+
+    def kill9(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        self.paused = False
+
+    def pause(self):
+        if self.alive():
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self):
+        if self.alive() and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop(self, timeout=15):
+        """SIGTERM by PID, SIGKILL after @timeout. Returns the exit code."""
+        if self.proc is None:
+            return None
+        self.resume()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode
+
+    def wait_exit(self, timeout):
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def tombstoned(self):
+        return os.path.exists(os.path.join(self.dir, "tombstone"))
+
+
+def ctl(cl, args, addrs, timeout="1s", wall=10):
+    """One `oncectl --json` call; the parsed object or None."""
+    cmd = [cl.oncectl, "--cluster", ",".join(addrs), "--json",
+           "--timeout", timeout] + args
+    try:
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=wall, env=cl.ctl_env)
+    except subprocess.TimeoutExpired:
+        return None
+    try:
+        o = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        return o if isinstance(o, dict) else None
+    except (ValueError, IndexError):
+        return None
+
+
+class SessionLost(Exception):
+    pass
+
+
+class Session:
+    """One `oncectl --json session` bound to one node's client address."""
+
+    def __init__(self, cl, addr, call_timeout):
+        self.addr = addr
+        self.errf = open(os.path.join(cl.dir, "sessions.log"), "ab")
+        self.proc = subprocess.Popen(
+            [cl.oncectl, "--cluster", addr, "--json", "--timeout",
+             call_timeout, "session"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf,
+            env=cl.ctl_env)
+        self.lines = queue.Queue()
+        self.next_id = 1
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        try:
+            for raw in self.proc.stdout:
+                self.lines.put(raw)
+        except (OSError, ValueError):
+            pass
+        self.lines.put(None)
+
+    def call(self, req, timeout):
+        """Send @req; its answer object. SessionLost on EOF, bad output or
+        no answer within @timeout seconds (the caller starts a new one)."""
+        req = dict(req)
+        req["id"] = self.next_id
+        self.next_id += 1
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except (OSError, ValueError) as e:
+            raise SessionLost("write: %s" % e)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SessionLost("no answer in %.1fs" % timeout)
+            try:
+                raw = self.lines.get(timeout=left)
+            except queue.Empty:
+                raise SessionLost("no answer in %.1fs" % timeout)
+            if raw is None:
+                raise SessionLost("session ended (rc %s)" % self.proc.poll())
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                raise SessionLost("bad JSON line %r" % raw[:200])
+            if not isinstance(obj, dict):
+                raise SessionLost("not an object: %r" % raw[:200])
+            if obj.get("id") == req["id"]:
+                return obj
+            # an answer to an older request we gave up on: skip it
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.close()
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGKILL)
+                self.proc.wait()
+        self.errf.close()
+
+
+def sampler(cl, node):
+    """Samples one node's status at ~2 Hz through its own session
+    ({"cmd":"status","node":ADDR}): :status and :dump events. Ends when the
+    node's process is gone for good or the cluster stops sampling."""
+    sess = None
+    while not cl.sstop.is_set() and node.sampler is threading.current_thread():
+        t0 = time.monotonic()
+        if node.alive() and not node.paused:
+            try:
+                if sess is None:
+                    sess = Session(cl, node.client_addr, "1s")
+                obj = sess.call({"cmd": "status", "node": node.client_addr,
+                                 "timeout": "500ms"}, 3)
+                cl.record_status(node, obj)
+            except SessionLost:
+                if sess is not None:
+                    sess.kill()
+                sess = None
+        cl.sstop.wait(max(0.05, 0.5 - (time.monotonic() - t0)))
+    if sess is not None:
+        sess.close()
+
+
+class Cluster:
+    """The nodes of one run and what the harness does to them."""
+
+    def __init__(self, rdir, build_dir, shim, hist, samples, extra_node_args=()):
+        self.dir = rdir
+        self.onced = os.path.join(build_dir, "onced")
+        self.oncectl = os.path.join(build_dir, "oncectl")
+        self.hist = hist
+        self.samples = samples
+        self.extra_node_args = list(extra_node_args)
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        asan = (asan + ":" if asan else "") + "verify_asan_link_order=0"
+        self.ctl_env = dict(os.environ)
+        self.node_env = dict(os.environ, ASAN_OPTIONS=asan, LD_PRELOAD=shim)
+        self.nodes = []           # every incarnation, in start order
+        self.members = []         # the voters as the harness knows them
+        self.gens = {}
+        self.lock = threading.RLock()
+        self.last_status = {}
+        self.sstop = threading.Event()
+        self.rules = []           # iptables rules in force
+        self.ipt_lock = threading.Lock()
+        self.asserts = []         # harness expectations that failed
+        self.tmpfs_mb = None      # each data dir on its own tmpfs (disk nemesis)
+
+    # -- bookkeeping ------------------------------------------------------
+
+    def fail(self, what, msg):
+        """A harness expectation failed (an anomaly the checker cannot see,
+        e.g. a retired id re-added). Recorded; the run fails."""
+        with self.lock:
+            self.asserts.append((what, msg))
+        self.hist.op("info", "nemesis", "assert-failed",
+                     {K("what"): what, K("message"): msg})
+        log("ASSERTION FAILED: %s: %s" % (what, msg))
+
+    def watch(self, node):
+        with self.lock:
+            if node.sampler is None or not node.sampler.is_alive():
+                node.sampler = threading.Thread(target=sampler,
+                                                args=(self, node), daemon=True)
+                node.sampler.start()
+
+    def running(self):
+        return [n for n in self.nodes if n.alive()]
+
+    def free_host(self):
+        with self.lock:
+            busy = {n.host for n in self.nodes
+                    if n.alive() or (n in self.members) or
+                    (not n.retired and not n.broken and n.proc is not None and
+                     not n.tombstoned())}
+            for h in range(1, HOSTS + 1):
+                if h not in busy:
+                    return h
+        return None
+
+    def new_node(self, host=None):
+        with self.lock:
+            if host is None:
+                host = self.free_host()
+            if host is None:
+                return None
+            g = self.gens.get(host, 0)
+            self.gens[host] = g + 1
+            n = Node(self, host, g)
+            if self.tmpfs_mb:
+                subprocess.run(["mount", "-t", "tmpfs", "-o",
+                                "size=%dm" % self.tmpfs_mb, "tmpfs", n.dir],
+                               check=True)
+                n.mount = n.dir
+            self.nodes.append(n)
+            return n
+
+    def addrs(self, nodes=None):
+        return [n.client_addr for n in (self.members if nodes is None else nodes)]
+
+    def record_status(self, node, obj):
+        if obj.get("error") or obj.get("exit") not in (0, None):
+            return
+        if obj.get("node_id") and node.id is None:
+            node.id = obj.get("node_id")
+        self.last_status[node.client_addr] = obj
+        v = edn_value(obj)
+        v[K("node")] = node.client_addr
+        v[K("node-id")] = obj.get("node_id")
+        self.samples.event("status", "status", v)
+        if "applied_index" in obj and "applied_digest" in obj:
+            self.samples.event("checker", "dump",
+                               {K("node"): node.client_addr,
+                                K("applied-index"): obj["applied_index"],
+                                K("digest"): obj["applied_digest"]})
+
+    def status(self, node, timeout="500ms"):
+        return ctl(self, ["status"], [node.client_addr], timeout, 3)
+
+    def leader(self, quick=False):
+        """The member that says LEADER (in a recent status sample, or asked
+        now), if a majority of members agree on its id."""
+        votes, leaders = {}, {}
+        with self.lock:
+            members = list(self.members)
+        for n in members:
+            if not n.alive() or n.paused:
+                continue
+            st = self.last_status.get(n.client_addr) if quick else self.status(n)
+            if not st:
+                continue
+            lid = st.get("leader")
+            if lid:
+                votes[lid] = votes.get(lid, 0) + 1
+            if str(st.get("role", "")).upper() == "LEADER":
+                leaders[st.get("node_id")] = n
+        for nid, n in leaders.items():
+            if votes.get(nid, 0) * 2 > len(members):
+                return n
+        return None
+
+    def wait(self, pred, timeout, what, step=0.2):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = pred()
+            if r:
+                return r
+            time.sleep(step)
+        raise TimeoutError("timeout (%ds) waiting for %s" % (timeout, what))
+
+    def directory(self, via=None):
+        """The leader's member directory: {id: role} or None."""
+        via = via or self.addrs(self.running()) or self.addrs()
+        o = ctl(self, ["members", "list"], via, "1s", 5)
+        if not o or not isinstance(o.get("members"), list):
+            return None
+        return {m.get("id"): str(m.get("role", "")).lower() for m in o["members"]}
+
+    def voters(self, via=None):
+        d = self.directory(via)
+        return None if d is None else {i for i, r in d.items() if r == "voter"}
+
+    def reconcile(self, timeout=20):
+        """Set `members` from the leader's directory (its voters among our
+        nodes). Returns False if no directory could be read."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = self.voters()
+            if v is not None:
+                with self.lock:
+                    old = list(self.members)
+                    self.members = [n for n in self.nodes
+                                    if n.read_id() in v and not n.retired]
+                    for n in old:
+                        if n not in self.members and n.read_id() not in v:
+                            n.retired = n.retired or n.tombstoned()
+                if [n.name for n in old] != [n.name for n in self.members]:
+                    log("members now %s" % self.members)
+                return True
+            time.sleep(0.5)
+        return False
+
+    # -- membership steps -------------------------------------------------
+
+    def bootstrap(self, n_nodes):
+        first = self.new_node()
+        first.start(bootstrap=True)
+        self.wait(lambda: (self.status(first) or {}).get("role") == "LEADER",
+                  30, "%s to lead" % first.name)
+        first.read_id()
+        with self.lock:
+            self.members = [first]
+        for _ in range(n_nodes - 1):
+            if not self.grow(timeout=60):
+                raise RuntimeError("could not grow the cluster to %d" % n_nodes)
+        log("cluster up: %s" % self.members)
+
+    def grow(self, timeout=30, role=None):
+        """Start a fresh node with --join through the members; wait until it
+        is a voter. Returns the node, or None (it may still join later: it
+        keeps trying, and reconcile() picks it up)."""
+        n = self.new_node()
+        if n is None:
+            return None
+        n.start(join=self.addrs(), role=role)
+        try:
+            self.wait(n.read_id, 10, "%s's node-id" % n.name)
+        except TimeoutError:
+            return None
+        want = "standby" if role == "standby" else "voter"
+        try:
+            self.wait(lambda: (self.directory(self.addrs()) or {}).get(n.id) == want,
+                      timeout, "%s to be a %s" % (n.name, want), step=0.5)
+        except TimeoutError:
+            log("grow: %s not a %s after %ds (left running)" % (n.name, want, timeout))
+            return None
+        if want == "voter":
+            with self.lock:
+                self.members.append(n)
+        return n
+
+    def remove(self, n, wait_exit=20):
+        """Remove member @n (`leave` if it is the leader: transfer first).
+        Returns the ConfigResult outcome ("OK", ...) or None if unknown."""
+        via = [n.client_addr] + [m.client_addr for m in self.members if m is not n]
+        o = ctl(self, ["leave"] if n.alive() else ["members", "remove", n.read_id()],
+                via if n.alive() else via[1:], "10s", 40)
+        out = (o or {}).get("outcome") or (o or {}).get("error")
+        if out == "OK":
+            with self.lock:
+                n.retired = True
+                if n in self.members:
+                    self.members.remove(n)
+            if n.alive() and wait_exit:
+                rc = n.wait_exit(wait_exit)
+                if rc is None:
+                    log("remove: %s still running %ds after its removal" %
+                        (n.name, wait_exit))
+                elif rc != 0:
+                    self.fail("removed-node-exit",
+                              "%s exited %s after its removal (want 0)" % (n.name, rc))
+        return out
+
+    def readd_retired(self, n):
+        """Re-adding a retired id must be refused (FAILED_PRECONDITION)."""
+        o = ctl(self, ["members", "add", n.id, n.raft_addr, n.client_addr],
+                self.addrs(), "5s", 20)
+        out = (o or {}).get("outcome") or (o or {}).get("error")
+        if out == "OK":
+            self.fail("retired-id-re-added",
+                      "members add of retired id %s answered OK" % n.id)
+        return out, (o or {}).get("reason") or (o or {}).get("message")
+
+    def assign(self, n, role):
+        o = ctl(self, ["members", "assign", n.read_id(), role], self.addrs(),
+                "10s", 40)
+        return (o or {}).get("outcome") or (o or {}).get("error")
+
+    def transfer(self, to=None):
+        o = ctl(self, ["transfer"] + ([to.read_id()] if to else []),
+                self.addrs(), "5s", 20)
+        return (o or {}).get("outcome") or (o or {}).get("error")
+
+    def snapshot(self):
+        o = ctl(self, ["snapshot", "take"], self.addrs(), "10s", 30)
+        return o or {}
+
+    # -- network faults ---------------------------------------------------
+
+    def iptables(self, args):
+        p = subprocess.run(["iptables", "-w"] + args, capture_output=True)
+        if p.returncode != 0:
+            log("iptables %s: rc %d %s" % (" ".join(args), p.returncode,
+                                            p.stderr.decode().strip()))
+        return p.returncode == 0
+
+    def drop(self, src, dst, prob=None):
+        """Drop packets from node @src to node @dst (one way)."""
+        rule = ["-s", src.ip, "-d", dst.ip]
+        if prob:
+            rule += ["-m", "statistic", "--mode", "random", "--probability",
+                     "%.2f" % prob]
+        rule += ["-j", "DROP"]
+        with self.ipt_lock:
+            if self.iptables(["-A", "INPUT"] + rule):
+                self.rules.append(rule)
+
+    def cut(self, a, b):
+        """No traffic between the nodes of @a and those of @b."""
+        for x in a:
+            for y in b:
+                self.drop(x, y)
+                self.drop(y, x)
+
+    def heal(self):
+        with self.ipt_lock:
+            had = bool(self.rules)
+            self.iptables(["-F", "INPUT"])
+            self.rules = []
+        return had
+
+    # -- the end ----------------------------------------------------------
+
+    def stop_all(self):
+        out = []
+        for n in self.nodes:
+            if n.proc is not None and n.proc.poll() is None:
+                rc = n.stop()
+                out.append((n, rc))
+        self.sstop.set()
+        return out

@@ -1,0 +1,494 @@
+"""The fault schedule (jepsen/README.md "Nemeses").
+
+Every 2-5 s (seeded) the nemesis picks one of its kinds and runs one fault
+of it to the end (the fault heals itself after a seeded time); each step is
+an :info op of :process :nemesis in the history. heal_all() undoes whatever
+is still in force (the final phase calls it).
+
+Kinds: partition, loss, kill, pause, membership, clock, disk, corrupt.
+"""
+
+import os
+import time
+
+from .cluster import ELECTION_S
+from .common import K, log
+from .workload import Client
+from .common import rid
+
+KINDS = ("partition", "loss", "kill", "pause", "membership", "clock", "disk",
+         "corrupt")
+PARTITIONS = ("one", "leader", "majority", "majorities-ring", "minority-third",
+              "bridge", "one-way")
+MEMBERSHIP = ("grow", "shrink", "replace", "remove-leader", "resize", "role",
+              "transfer", "zombie", "readd-retired")
+DISK_MB = 96
+
+
+class Nemesis:
+    def __init__(self, run, kinds, rng):
+        self.run = run
+        self.cl = run.cluster
+        self.kinds = list(kinds)
+        self.rng = rng
+        self.killed = []
+        self.paused = []
+        self.skewed = []
+        self.filled = []
+        self.zombies = []
+        self.events = 0
+        self.counts = {}
+
+    def event(self, f, value, typ="info"):
+        self.run.hist.op(typ, "nemesis", f, value)
+        self.counts[f] = self.counts.get(f, 0) + 1
+
+    # -- targets ------------------------------------------------------------
+
+    def members(self):
+        with self.cl.lock:
+            return list(self.cl.members)
+
+    def leader(self):
+        return self.cl.leader(quick=True)
+
+    def target(self):
+        # The rng is drawn the same way whatever the cluster's state, so a
+        # seed fixes the schedule's choices; "the leader" is resolved at run
+        # time (a random member when none is known).
+        want_leader = self.rng.random() < 0.4
+        ms = self.members()
+        pick = ms[self.rng.randrange(len(ms))]
+        if want_leader:
+            ld = self.leader()
+            if ld is not None:
+                return ld, "leader"
+        return pick, "one"
+
+    def loop(self, stop):
+        while not stop.is_set():
+            if stop.wait(self.rng.uniform(2, 5)):
+                break
+            kind = self.rng.choice(self.kinds)
+            try:
+                getattr(self, "do_" + kind)(stop)
+            except Exception as e:   # noqa: BLE001 -- a harness error, logged
+                log("nemesis %s: error %r" % (kind, e))
+                self.event("nemesis-error", {K("kind"): kind, K("message"): repr(e)})
+                self.heal_all(final=False)
+            self.events += 1
+
+    # -- network --------------------------------------------------------------
+
+    def do_partition(self, stop, mode=None, hold=None):
+        ms = self.members()
+        others = [n for n in self.cl.running() if n not in ms]
+        mode = mode or self.rng.choice(PARTITIONS)
+        self.rng.shuffle(ms)
+        ld = self.leader()
+        n = len(ms)
+        desc = None
+        if mode == "leader" and ld is None:
+            mode = "one"
+        if mode in ("one", "leader"):
+            a = [ld] if mode == "leader" else [ms[0]]
+            b = [x for x in ms + others if x not in a]
+            self.cl.cut(a, b)
+            desc = [a, b]
+        elif mode == "majority":
+            a = ms[:n // 2]
+            b = [x for x in ms + others if x not in a]
+            self.cl.cut(a, b)
+            desc = [a, b]
+        elif mode == "minority-third":
+            a = ms[:max(1, n // 3)]
+            b = [x for x in ms + others if x not in a]
+            self.cl.cut(a, b)
+            desc = [a, b]
+        elif mode == "majorities-ring":
+            # each node sees its ring neighbours only: with 5, every node has
+            # a majority (itself + 2) but no two majorities agree.
+            for i, x in enumerate(ms):
+                near = {ms[(i + d) % n] for d in range(-(n // 2), n // 2 + 1)}
+                for y in ms:
+                    if y not in near:
+                        self.cl.drop(y, x)
+            desc = [[x] for x in ms]
+        elif mode == "bridge":
+            # two halves that only the bridge node sees both of
+            bridge = ms[0]
+            rest = ms[1:]
+            a, b = rest[:len(rest) // 2], rest[len(rest) // 2:]
+            self.cl.cut(a, b)
+            desc = [a + [bridge], [bridge] + b]
+        elif mode == "one-way":
+            # the leader (or a node) hears nobody; everybody hears it
+            x = ld or ms[0]
+            for y in ms + others:
+                if y is not x:
+                    self.cl.drop(y, x)
+            desc = [[x], [y for y in ms if y is not x]]
+        grp = [[x.client_addr for x in g] for g in desc]
+        self.event("start-partition", {K("mode"): mode, K("groups"): grp})
+        log("nemesis: partition %s: %s" % (mode, " | ".join(" ".join(g) for g in grp)))
+        if hold is None:
+            stop.wait(self.rng.uniform(3, 8))
+            self.heal_net()
+
+    def do_loss(self, stop):
+        ms = self.members()
+        p = self.rng.choice((0.2, 0.3, 0.5))
+        for x in ms:
+            for y in ms:
+                if x is not y:
+                    self.cl.drop(x, y, prob=p)
+        self.event("start-loss", {K("probability"): p})
+        log("nemesis: packet loss %.0f%% between members" % (100 * p))
+        stop.wait(self.rng.uniform(3, 8))
+        self.heal_net()
+
+    def heal_net(self):
+        if self.cl.heal():
+            self.event("stop-partition", {})
+            log("nemesis: heal (iptables -F)")
+
+    # -- processes ------------------------------------------------------------
+
+    def do_kill(self, stop):
+        ms = self.members()
+        mode = self.rng.choice(("one", "leader", "majority", "all", "one"))
+        self.rng.shuffle(ms)
+        if mode == "leader":
+            ld = self.leader()
+            victims = [ld] if ld else ms[:1]
+        elif mode == "one":
+            victims = ms[:1]
+        elif mode == "majority":
+            victims = ms[:len(ms) // 2 + 1]
+        else:
+            victims = ms
+        self.event("kill", {K("mode"): mode,
+                            K("nodes"): [n.client_addr for n in victims]})
+        log("nemesis: kill -9 %s: %s" % (mode, victims))
+        for n in victims:
+            n.kill9()
+            self.killed.append(n)
+        stop.wait(self.rng.uniform(2, 5))
+        self.restart_killed()
+
+    def restart_killed(self):
+        for n in self.killed:
+            if not n.alive() and not n.retired and not n.broken:
+                self.start_checked(n)
+                self.event("restart", {K("node"): n.client_addr})
+                log("nemesis: restart %s" % n.name)
+        self.killed = []
+
+    def start_checked(self, n, faketime=None):
+        n.start(faketime=faketime)
+
+    def do_pause(self, stop):
+        n, how = self.target()
+        self.event("pause", {K("node"): n.client_addr, K("target"): how})
+        log("nemesis: SIGSTOP %s (%s)" % (n.name, how))
+        n.pause()
+        self.paused.append(n)
+        stop.wait(self.rng.uniform(4 * ELECTION_S, 10 * ELECTION_S))
+        self.resume_paused()
+
+    def resume_paused(self):
+        for n in self.paused:
+            n.resume()
+            self.event("resume", {K("node"): n.client_addr})
+            log("nemesis: SIGCONT %s" % n.name)
+        self.paused = []
+
+    # -- clock ----------------------------------------------------------------
+
+    def do_clock(self, stop):
+        """A minority member runs with its wall clock ±5 min off (libfaketime;
+        monotonic time is left alone), then is restarted on the true clock."""
+        ms = self.members()
+        n = ms[self.rng.randrange(len(ms))]
+        off = self.rng.choice(("+5m", "-5m", "+299s", "-301s"))
+        self.event("clock-skew", {K("node"): n.client_addr, K("offset"): off})
+        log("nemesis: clock %s on %s (restart under libfaketime)" % (off, n.name))
+        n.kill9()
+        self.start_checked(n, faketime=off)
+        self.skewed.append(n)
+        stop.wait(self.rng.uniform(5, 12))
+        self.unskew()
+
+    def unskew(self):
+        for n in self.skewed:
+            if n.faketime and not n.retired and not n.broken:
+                n.kill9()
+                self.start_checked(n)
+                self.event("clock-reset", {K("node"): n.client_addr})
+                log("nemesis: clock reset on %s" % n.name)
+        self.skewed = []
+
+    # -- disk -----------------------------------------------------------------
+
+    def do_disk(self, stop):
+        """Fill a minority member's data directory (its own tmpfs, mounted by
+        the runner when `disk` is a nemesis) to the last byte."""
+        ms = [n for n in self.members() if n.mount]
+        if not ms:
+            return
+        n = ms[self.rng.randrange(len(ms))]
+        path = os.path.join(n.dir, "ballast")
+        self.event("disk-full", {K("node"): n.client_addr})
+        log("nemesis: disk full on %s" % n.name)
+        try:
+            with open(path, "wb") as f:
+                chunk = b"\xa5" * (1 << 20)
+                while True:
+                    f.write(chunk)
+                    f.flush()
+        except OSError:
+            pass
+        self.filled.append(n)
+        stop.wait(self.rng.uniform(4, 10))
+        self.free_disk()
+
+    def free_disk(self):
+        for n in self.filled:
+            try:
+                os.unlink(os.path.join(n.dir, "ballast"))
+            except OSError:
+                pass
+            rc = n.exit_code()
+            self.event("disk-freed", {K("node"): n.client_addr,
+                                      K("exit"): rc})
+            log("nemesis: disk freed on %s (process %s)" %
+                (n.name, "running" if rc is None else "exited %s" % rc))
+            if rc is not None and not n.retired:
+                self.start_checked(n)
+        self.filled = []
+
+    # -- corruption -----------------------------------------------------------
+
+    def do_corrupt(self, stop):
+        """kill -9 a minority member, cut or flip bytes in its newest log
+        file's tail, restart it. If it refuses to start (a bad record it
+        will not take for a torn tail), replace it with a fresh id."""
+        ms = self.members()
+        n = ms[self.rng.randrange(len(ms))]
+        n.kill9()
+        seg = newest_segment(n.dir)
+        how = self.rng.choice(("truncate", "bitflip"))
+        info = {K("node"): n.client_addr, K("how"): how}
+        if seg:
+            size = os.path.getsize(seg)
+            with open(seg, "r+b") as f:
+                if how == "truncate" and size > 8:
+                    cut = self.rng.randint(1, min(200, size - 8))
+                    f.truncate(size - cut)
+                    info[K("bytes")] = cut
+                elif size > 0:
+                    off = max(0, size - self.rng.randint(1, min(256, size)))
+                    f.seek(off)
+                    b = f.read(1)
+                    f.seek(off)
+                    f.write(bytes([b[0] ^ (1 << self.rng.randrange(8))]))
+                    info[K("offset")] = off
+            info[K("file")] = os.path.basename(seg)
+        self.event("corrupt", info)
+        log("nemesis: corrupt %s: %s" % (n.name, info))
+        n.start()
+        rc = n.wait_exit(4)
+        if rc is not None and rc != 0:
+            n.broken = True
+            self.event("corrupt-refused", {K("node"): n.client_addr, K("exit"): rc})
+            log("nemesis: %s refused its data (exit %s): replace it" % (n.name, rc))
+            out = self.cl.remove(n, wait_exit=0)
+            if out != "OK":
+                self.cl.reconcile()
+            self.cl.grow(timeout=30)
+
+    # -- membership -----------------------------------------------------------
+
+    def do_membership(self, stop, op=None):
+        op = op or self.rng.choice(MEMBERSHIP)
+        ms = self.members()
+        n = len(ms)
+        if op == "grow" and n >= 5:
+            op = "shrink"
+        if op == "shrink" and n <= 3:
+            op = "grow"
+        if op == "resize":
+            op = "resize-up" if n <= 3 else "resize-down"
+        under = None
+        if "partition" in self.kinds and self.rng.random() < 0.3 and op not in (
+                "zombie", "readd-retired"):
+            under = self.rng.choice(("leader", "one"))
+        self.event("membership", {K("op"): op, K("members"): self.cl.addrs(ms),
+                                  K("under-partition"): under})
+        log("nemesis: membership %s%s (members %s)" % (
+            op, " under partition " + under if under else "", ms))
+        if under:
+            self.do_partition(stop, mode=under, hold=True)
+        res = getattr(self, "m_" + op.replace("-", "_"))(stop)
+        if under:
+            stop.wait(self.rng.uniform(1, 4))
+            self.heal_net()
+        if res is None or res is False:
+            self.cl.reconcile()
+        self.event("membership-done", {K("op"): op, K("result"): str(res),
+                                       K("members"): self.cl.addrs()})
+        log("nemesis: membership %s -> %s; members %s" % (op, res, self.cl.members))
+
+    def m_grow(self, stop):
+        n = self.cl.grow(timeout=30)
+        return n is not None
+
+    def m_shrink(self, stop):
+        ms = self.members()
+        ld = self.leader()
+        cand = [x for x in ms if x is not ld] or ms
+        victim = cand[self.rng.randrange(len(cand))]
+        return self.cl.remove(victim) == "OK"
+
+    def m_replace(self, stop):
+        ms = self.members()
+        victim = ms[self.rng.randrange(len(ms))]
+        ok = self.cl.remove(victim) == "OK"
+        if not ok:
+            return False
+        return self.cl.grow(timeout=30) is not None
+
+    def m_remove_leader(self, stop):
+        ld = self.cl.leader()
+        if ld is None:
+            return False
+        ok = self.cl.remove(ld) == "OK"
+        if ok and len(self.members()) < 3:
+            self.cl.grow(timeout=30)
+        return ok
+
+    def m_resize_up(self, stop):
+        a = self.cl.grow(timeout=30) is not None
+        b = a and self.cl.grow(timeout=30) is not None
+        return a and b
+
+    def m_resize_down(self, stop):
+        ok = True
+        while len(self.members()) > 3 and ok:
+            ok = self.m_shrink(stop)
+        return ok
+
+    def m_role(self, stop):
+        ms = self.members()
+        ld = self.leader()
+        cand = [x for x in ms if x is not ld] or ms
+        x = cand[self.rng.randrange(len(cand))]
+        a = self.cl.assign(x, "standby")
+        with self.cl.lock:
+            if a == "OK" and x in self.cl.members:
+                self.cl.members.remove(x)
+        stop.wait(self.rng.uniform(1, 3))
+        b = self.cl.assign(x, "voter")
+        if b == "OK":
+            with self.cl.lock:
+                if x not in self.cl.members:
+                    self.cl.members.append(x)
+        return a == "OK" and b == "OK"
+
+    def m_transfer(self, stop):
+        return self.cl.transfer() == "OK"
+
+    def m_readd_retired(self, stop):
+        old = [x for x in self.cl.nodes if x.retired and x.id]
+        if not old:
+            ms = self.members()
+            if len(ms) <= 3:
+                if self.cl.grow(timeout=30) is None:
+                    return False
+            if not self.m_shrink(stop):
+                return False
+            old = [x for x in self.cl.nodes if x.retired and x.id]
+        x = old[self.rng.randrange(len(old))]
+        out, why = self.cl.readd_retired(x)
+        self.event("readd-retired", {K("node-id"): x.id, K("outcome"): str(out),
+                                     K("reason"): str(why)})
+        return out == "FAILED_PRECONDITION"
+
+    def m_zombie(self, stop):
+        """Isolate a follower, remove it through the majority, send claims
+        to it while it still believes it is a member, heal, then stop it."""
+        ms = self.members()
+        if len(ms) <= 3 and self.cl.grow(timeout=30) is None:
+            return False
+        ms = self.members()
+        ld = self.leader()
+        cand = [x for x in ms if x is not ld]
+        if not cand:
+            return False
+        z = cand[self.rng.randrange(len(cand))]
+        rest = [x for x in self.cl.running() if x is not z]
+        self.cl.cut([z], rest)
+        self.event("start-partition", {K("mode"): "zombie",
+                                       K("groups"): [[z.client_addr],
+                                                     self.cl.addrs(rest)]})
+        out = self.cl.remove(z, wait_exit=0)
+        self.zombies.append(z)
+        cl = Client(self.run, z.client_addr, sticky=True)
+        try:
+            for _ in range(3):
+                key = self.run.wl.keys.old_key()
+                if key:
+                    if self.run.wl.idempotent:
+                        cl.claim(self.run.scope, key, rid(), idempotent=True)
+                    else:
+                        cl.claim(self.run.scope, key, rid())
+            self.heal_net()
+            stop.wait(self.rng.uniform(1, 3))
+            key = self.run.wl.keys.old_key()
+            if key:
+                cl.claim(self.run.scope, key, rid(),
+                         idempotent=self.run.wl.idempotent)
+        finally:
+            cl.close()
+        self.stop_zombies()
+        if out == "OK":
+            self.cl.grow(timeout=30)
+        return out == "OK"
+
+    def stop_zombies(self):
+        for z in self.zombies:
+            rc = z.stop(timeout=10)
+            self.event("zombie-stopped", {K("node"): z.client_addr, K("exit"): rc})
+            log("nemesis: zombie %s stopped (exit %s)" % (z.name, rc))
+        self.zombies = []
+
+    # -- the end ----------------------------------------------------------------
+
+    def heal_all(self, final=True):
+        self.heal_net()
+        self.resume_paused()
+        self.restart_killed()
+        self.unskew()
+        self.free_disk()
+        self.stop_zombies()
+
+
+def newest_segment(d):
+    """The raft log file written last in data dir @d (raft_uv's open-N or
+    START-END segments; the once stores' seg-* files), or None."""
+    best = None
+    for root, _, files in os.walk(d):
+        for f in files:
+            if f in ("node-id", "tombstone", "ballast", "metadata1",
+                     "metadata2") or f.startswith("snapshot"):
+                continue
+            p = os.path.join(root, f)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            if st.st_size == 0:
+                continue
+            if best is None or st.st_mtime_ns > best[0]:
+                best = (st.st_mtime_ns, p)
+    return best[1] if best else None

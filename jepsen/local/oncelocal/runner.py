@@ -1,0 +1,258 @@
+"""One randomized run: cluster, workload, nemesis, final phase, checker."""
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+from . import sandbox
+from .cluster import Cluster, ELECTION, HEARTBEAT
+from .common import HERE, K, History, Samples, dumps, log, rid
+from .nemesis import DISK_MB, KINDS, Nemesis
+from .workload import WORKLOADS, Client, worker
+
+
+class Run:
+    """What one run holds: options, history, cluster, counters."""
+
+    def __init__(self, a):
+        self.a = a
+        self.dir = a.inner
+        self.seed = a.seed
+        self.rate = a.rate
+        self.n_workers = a.workers
+        self.call_timeout = "2s"
+        self.harness_timeout = 6.0
+        self.scope = "jepsen-%s-%s" % (os.path.basename(self.dir), rid()[:8])
+        self.clients = []
+        self.counts = {}
+        self.lock = threading.Lock()
+        self.process = -1
+        self.hist = History(os.path.join(self.dir, "history.edn"))
+        self.samples = Samples(os.path.join(self.dir, "status.edn"), self.hist)
+        self.cluster = Cluster(self.dir, a.build_dir, a.shim, self.hist,
+                               self.samples, a.node_args)
+        sandbox.CLEANUPS.append(self.cluster.stop_all)
+        if "disk" in getattr(a, "nemesis", ()):
+            self.cluster.tmpfs_mb = DISK_MB
+        self.wl = None
+
+    def next_process(self):
+        with self.lock:
+            self.process += 1
+            return self.process
+
+    def count(self, typ, what):
+        with self.lock:
+            k = "%s %s" % (typ, what)
+            self.counts[k] = self.counts.get(k, 0) + 1
+
+    def write_options(self, extra):
+        a = self.a
+        m = {K("seed"): a.seed, K("nodes"): a.nodes, K("rate"): a.rate,
+             K("workers"): a.workers, K("scope"): self.scope,
+             K("build-dir"): a.build_dir, K("election-timeout"): ELECTION,
+             K("heartbeat"): HEARTBEAT, K("node-args"): list(a.node_args)}
+        m.update(extra)
+        with open(os.path.join(self.dir, "run.edn"), "w") as f:
+            f.write(dumps(m) + "\n")
+
+    # -- the final phase ------------------------------------------------------
+
+    def settle(self, timeout=60):
+        """After healing: a leader, the members reconciled from its directory,
+        every member running. Returns the members."""
+        cl = self.cluster
+        t0 = time.monotonic()
+        try:
+            ld = cl.wait(lambda: cl.leader(), 30, "a leader")
+            log("leader %s after %.1fs" % (ld.name, time.monotonic() - t0))
+        except TimeoutError as e:
+            log(str(e))
+        # joiners still trying: give them time, then stop those not voters
+        pending = [n for n in cl.running() if n not in cl.members and
+                   not n.retired]
+        if pending:
+            log("final: waiting for joiners %s" % pending)
+            try:
+                cl.wait(lambda: all(n.read_id() in (cl.voters() or set())
+                                    for n in pending), 30, "joiners", step=0.5)
+            except TimeoutError as e:
+                log(str(e))
+        if not cl.reconcile(timeout=timeout):
+            log("final: no member directory could be read")
+        for n in cl.running():
+            if n not in cl.members:
+                rc = n.stop(timeout=10)
+                log("final: stopped non-member %s (exit %s)" % (n.name, rc))
+        for n in cl.members:
+            if not n.alive():
+                log("final: restarting member %s" % n.name)
+                n.start()
+        try:
+            cl.wait(lambda: cl.leader(), 30, "a leader of the final members")
+        except TimeoutError as e:
+            log(str(e))
+        return list(cl.members)
+
+    def probe_all(self, keys, members, idempotent):
+        """One prober per member claims every key through it with a fresh
+        request id (:final true); an :info probe is retried 3 times."""
+        self.hist.op("info", "nemesis", "final-phase",
+                     {K("members"): [n.client_addr for n in members]})
+        log("final probes: %d keys x %d members" % (len(keys), len(members)))
+        t0 = time.monotonic()
+        errors = []
+
+        def prober(n):
+            c = Client(self, n.client_addr, sticky=True)
+            try:
+                for k in keys:
+                    req_id = rid()
+                    for _ in range(4):
+                        typ, _ = c.claim(self.scope, k, req_id, final=True,
+                                         idempotent=idempotent)
+                        if typ != "info":
+                            break
+                        time.sleep(0.5)
+            except Exception as e:   # noqa: BLE001 -- report, do not hide
+                errors.append(e)
+            finally:
+                c.close()
+
+        ts = [threading.Thread(target=prober, args=(n,)) for n in members]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        if errors:
+            raise errors[0]
+        log("final probes done in %.1fs" % (time.monotonic() - t0))
+
+    def finish(self):
+        """Last status of every running node, stop everything by PID."""
+        cl = self.cluster
+        time.sleep(1.5)       # status samples after the probes
+        for n in cl.running():
+            st = cl.status(n, "1s")
+            if st:
+                cl.record_status(n, st)
+                log("status %s: %s term %s applied_index %s applied_digest %s"
+                    % (n.name, st.get("role"), st.get("term"),
+                       st.get("applied_index"), st.get("applied_digest")))
+        for n, rc in cl.stop_all():
+            self.hist.op("info", "nemesis", "stop", {K("node"): n.client_addr,
+                                                     K("exit"): rc})
+            log("stopped %s: exit %s" % (n.name, rc))
+        self.hist.close()
+        self.samples.close()
+        for k in sorted(self.counts):
+            log("  %6d %s" % (self.counts[k], k))
+
+    def check(self):
+        cmd = [sys.executable, os.path.join(HERE, "check"),
+               os.path.join(self.dir, "history.edn"),
+               "--samples", os.path.join(self.dir, "status.edn"),
+               "--results", os.path.join(self.dir, "results.edn")]
+        for n in self.cluster.nodes:
+            cmd += ["--logs", n.log]
+        log("checking: %s" % " ".join(cmd[:6]))
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        with open(os.path.join(self.dir, "check.out"), "w") as f:
+            f.write(p.stdout + p.stderr)
+        for line in p.stdout.strip().splitlines()[-40:]:
+            log("check: " + line)
+        if p.stderr.strip():
+            log("check stderr: " + p.stderr.strip()[-2000:])
+        rc = p.returncode
+        if self.cluster.asserts:
+            for what, msg in self.cluster.asserts:
+                log("harness assertion failed: %s: %s" % (what, msg))
+            rc = rc if rc not in (0,) else 1
+        return rc
+
+    # -- one randomized run ---------------------------------------------------
+
+    def go(self):
+        a = self.a
+        log("run %s: %d nodes, %ds, rate %s, workers %d, workload %s, "
+            "nemesis %s, seed %d" % (os.path.basename(self.dir), a.nodes,
+                                     a.time_limit, a.rate, a.workers, a.workload,
+                                     ",".join(a.nemesis) or "none", a.seed))
+        self.write_options({K("time-limit"): a.time_limit,
+                            K("workload"): a.workload,
+                            K("nemesis"): [K(x) for x in a.nemesis]})
+        self.cluster.bootstrap(a.nodes)
+        self.wl = WORKLOADS[a.workload](self, random.Random(a.seed + 1))
+        stop, nstop = threading.Event(), threading.Event()
+        nem = Nemesis(self, a.nemesis or ["none"], random.Random(a.seed))
+        ws = [threading.Thread(target=worker, args=(self, w, self.wl, stop),
+                               daemon=True) for w in range(self.n_workers)]
+        for t in ws:
+            t.start()
+        nt = threading.Thread(target=nem.loop, args=(nstop,), daemon=True)
+        nt.start()
+        time.sleep(a.time_limit)
+        nstop.set()
+        nt.join()
+        nem.heal_all()
+        stop.set()
+        for e in self.wl.keys.wake:
+            e.set()
+        for t in ws:
+            t.join(timeout=30)
+        log("workload done: %d keys, %d nemesis events %s" % (
+            self.wl.keys.next_key, nem.events,
+            " ".join("%s=%d" % kv for kv in sorted(nem.counts.items()))))
+        members = self.settle()
+        self.probe_all(list(self.wl.keys.keys), members, self.wl.idempotent)
+        self.finish()
+        return self.check()
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(
+        prog="jepsen/local/run",
+        description="Local chaos run of once: nodes on 127.0.1.x in a "
+        "private namespace, a workload, nemeses, the checker. Exit 0 only "
+        "when every check passed (1 anomalies, 2 runner error).")
+    p.add_argument("--nodes", type=int, default=3, choices=(3, 5),
+                   help="initial voters (default 3); membership may move "
+                   "between 3 and 5")
+    p.add_argument("--time-limit", type=int, default=60,
+                   help="seconds of workload + nemesis (default 60)")
+    p.add_argument("--rate", type=float, default=40,
+                   help="target client ops/s over all workers (default 40)")
+    p.add_argument("--workers", type=int, default=6)
+    p.add_argument("--nemesis", default="kill,partition",
+                   help="comma list of %s; or none (default kill,partition)"
+                   % ", ".join(KINDS))
+    p.add_argument("--workload", default="nonce", choices=sorted(WORKLOADS))
+    p.add_argument("--seed", type=int, default=None)
+    sandbox.add_common_args(p)
+    a = p.parse_args(argv)
+    a.nemesis = [x for x in a.nemesis.split(",") if x and x != "none"]
+    for x in a.nemesis:
+        if x not in KINDS:
+            p.error("unknown nemesis %r (%s, none)" % (x, ", ".join(KINDS)))
+    if a.time_limit < 1:
+        p.error("--time-limit must be at least 1")
+    if a.rate <= 0 or a.workers < 1:
+        p.error("--rate and --workers must be positive")
+    return p, a
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p, a = parse(argv)
+    if a.seed is None:
+        a.seed = int.from_bytes(os.urandom(4), "big") % 1000000
+    needs = set()
+    if set(a.nemesis) & {"partition", "loss"} or "membership" in a.nemesis:
+        needs.add("iptables")
+    if "clock" in a.nemesis:
+        needs.add("faketime")
+    sandbox.main(p, a, argv, "run", lambda: Run(a).go(), needs)

@@ -1,0 +1,292 @@
+"""The workloads (jepsen/README.md "Workloads") and their workers.
+
+nonce       keys n-0, n-1, ... of a fresh scope, NONCE claims: bursts of
+            concurrent first claims through different nodes, replays with
+            fresh request ids, client retries with the same request id.
+idempotent  keys i-0, i-1, ...: IDEMPOTENT claims with a short lease, then
+            complete (most), release, terminal release, or abandon; later
+            claims of old keys (DUPLICATE, or a takeover after the lease
+            expired), completes with an abandoned (fenced) owner token.
+
+Every call is an :invoke and one completion in the history: :ok when the
+answer has an outcome, :fail when `applied` is "false", :info otherwise
+(also when the session gave no answer in time or died; it is then killed
+and a new one started, under a new :process, Jepsen's rule).
+"""
+
+import base64
+import os
+import queue
+import random
+import threading
+import time
+
+from .cluster import Session, SessionLost
+from .common import K, edn_value, rid
+
+LEASE = "2s"
+LEASE_S = 2.0
+
+
+class Client:
+    """A worker's client: a session bound to one member (re-bound when that
+    node is no longer a member), a Jepsen process number that changes after
+    every :info."""
+
+    def __init__(self, run, addr=None, sticky=False):
+        self.run = run
+        self.process = run.next_process()
+        self.addr = addr
+        self.sticky = sticky       # stays on @addr even when it is no member
+        self.session = None
+
+    def _bind(self, hint):
+        cl = self.run.cluster
+        if self.sticky:
+            return
+        with cl.lock:
+            addrs = [n.client_addr for n in cl.members]
+        if not addrs:
+            return
+        if self.addr not in addrs:
+            new = addrs[hint % len(addrs)]
+            if self.session is not None:
+                self.session.close()
+                self.session = None
+            self.addr = new
+
+    def call(self, f, inv, req, hint=0):
+        """One call, recorded (invoke + completion). Returns (type, obj)."""
+        run = self.run
+        self._bind(hint)
+        if self.session is None:
+            self.session = Session(run.cluster, self.addr, run.call_timeout)
+        inv = dict(inv)
+        inv[K("node")] = self.addr
+        run.hist.op("invoke", self.process, f, inv)
+        try:
+            obj = self.session.call(req, run.harness_timeout)
+        except SessionLost as e:
+            run.hist.op("info", self.process, f,
+                        {K("error"): "HARNESS", K("applied"): "unknown",
+                         K("message"): str(e)})
+            self._lost()
+            run.count("info", "HARNESS")
+            return "info", {}
+        v = edn_value(obj)
+        if obj.get("outcome") and not obj.get("error"):
+            typ = "ok"
+        elif obj.get("applied") == "false":
+            typ = "fail"
+        else:
+            typ = "info"
+        run.hist.op(typ, self.process, f, v)
+        if typ == "info":
+            self.process = run.next_process()
+        run.count(typ, "%s %s" % (f, obj.get("outcome") or obj.get("error")))
+        return typ, obj
+
+    def claim(self, scope, key, request_id, final=False, idempotent=False,
+              hint=0):
+        inv = {K("scope"): scope, K("key"): key, K("request-id"): request_id,
+               K("kind"): "IDEMPOTENT" if idempotent else "NONCE"}
+        req = {"cmd": "claim", "scope": scope, "key": key,
+               "request_id": request_id, "timeout": self.run.call_timeout}
+        if idempotent:
+            inv[K("lease")] = LEASE
+            req["idempotent"] = True
+            req["lease"] = LEASE
+        if final:
+            inv[K("final")] = True
+        return self.call("claim", inv, req, hint)
+
+    def complete(self, scope, key, token, result_b64, request_id, hint=0):
+        inv = {K("scope"): scope, K("key"): key, K("request-id"): request_id,
+               K("owner-token"): token, K("result-b64"): result_b64}
+        req = {"cmd": "complete", "scope": scope, "key": key,
+               "owner_token": token, "result_b64": result_b64,
+               "request_id": request_id, "timeout": self.run.call_timeout}
+        return self.call("complete", inv, req, hint)
+
+    def release(self, scope, key, token, request_id, terminal=False, hint=0):
+        inv = {K("scope"): scope, K("key"): key, K("request-id"): request_id,
+               K("owner-token"): token, K("terminal"): terminal}
+        req = {"cmd": "release", "scope": scope, "key": key,
+               "owner_token": token, "request_id": request_id,
+               "timeout": self.run.call_timeout}
+        if terminal:
+            inv[K("error")] = "declined"
+            req["terminal"] = True
+            req["error"] = "declined"
+        return self.call("release", inv, req, hint)
+
+    def _lost(self):
+        self.process = self.run.next_process()
+        s, self.session = self.session, None
+        if s is not None:
+            s.kill()
+
+    def close(self):
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+class Keys:
+    """The keys of one workload and the burst queues between workers."""
+
+    def __init__(self, run, prefix, rng):
+        self.run = run
+        self.prefix = prefix
+        self.rng = rng
+        self.lock = threading.Lock()
+        self.keys = []
+        self.next_key = 0
+        self.bursts = {}
+        self.wake = [threading.Event() for _ in range(run.n_workers)]
+
+    def new_burst(self, worker):
+        """A new key; 1-2 other workers (bound to other nodes first) are told
+        to claim it at once: concurrent first claims through several nodes."""
+        with self.lock:
+            k = "%s-%d" % (self.prefix, self.next_key)
+            self.next_key += 1
+            self.keys.append(k)
+            n = max(1, len(self.run.cluster.members))
+            others = [w for w in range(self.run.n_workers) if w != worker]
+            self.rng.shuffle(others)
+            others.sort(key=lambda w: w % n == worker % n)
+            for w in others[:self.rng.randint(1, 2)]:
+                self.bursts.setdefault(w, queue.Queue()).put(k)
+                self.wake[w].set()
+            return k
+
+    def pending(self, worker):
+        with self.lock:
+            q = self.bursts.get(worker)
+        if q is None:
+            return None
+        try:
+            return q.get_nowait()
+        except queue.Empty:
+            return None
+
+    def has_pending(self, worker):
+        with self.lock:
+            q = self.bursts.get(worker)
+        return q is not None and not q.empty()
+
+    def old_key(self):
+        with self.lock:
+            return self.rng.choice(self.keys) if self.keys else None
+
+
+class NonceWorkload:
+    name = "nonce"
+    idempotent = False
+
+    def __init__(self, run, rng):
+        self.run = run
+        self.keys = Keys(run, "n", rng)
+
+    def worker_state(self, w):
+        return {"retry": None}
+
+    def step(self, w, cl, rng, st):
+        if st["retry"] is not None:
+            key, req_id = st["retry"]
+            st["retry"] = None
+        else:
+            key = self.keys.pending(w)
+            if key is None:
+                old = self.keys.old_key() if rng.random() < 0.45 else None
+                key = old if old is not None else self.keys.new_burst(w)
+            req_id = rid()
+        typ, _ = cl.claim(self.run.scope, key, req_id, hint=w)
+        if typ == "info" and rng.random() < 0.7:
+            st["retry"] = (key, req_id)     # a client retry: same request id
+
+
+class IdempotentWorkload:
+    """Owners complete, release or abandon; others see IN_PROGRESS, then
+    DUPLICATE, or take over after the lease; abandoned tokens are tried
+    again after a takeover could have happened (NOT_OWNER expected then)."""
+
+    name = "idempotent"
+    idempotent = True
+
+    def __init__(self, run, rng):
+        self.run = run
+        self.keys = Keys(run, "i", rng)
+
+    def worker_state(self, w):
+        return {"retry": None, "owned": None, "abandoned": []}
+
+    def _result(self, rng):
+        return base64.b64encode(os.urandom(rng.randint(1, 24))).decode()
+
+    def step(self, w, cl, rng, st):
+        scope = self.run.scope
+        if st["retry"] is not None:
+            call = st["retry"]
+            st["retry"] = None
+        elif st["owned"] is not None:
+            key, token = st["owned"]
+            st["owned"] = None
+            r = rng.random()
+            if r < 0.75:
+                call = ("complete", key, token, self._result(rng), rid())
+            elif r < 0.85:
+                call = ("release", key, token, rid(), False)
+            elif r < 0.90:
+                call = ("release", key, token, rid(), True)
+            else:
+                # abandon: the lease runs out; try the token again later
+                st["abandoned"].append((time.monotonic() + LEASE_S * 1.5,
+                                        key, token))
+                return
+        elif st["abandoned"] and st["abandoned"][0][0] <= time.monotonic():
+            _, key, token = st["abandoned"].pop(0)
+            call = ("complete", key, token, self._result(rng), rid())
+        else:
+            key = self.keys.pending(w)
+            if key is None:
+                old = self.keys.old_key() if rng.random() < 0.35 else None
+                key = old if old is not None else self.keys.new_burst(w)
+            call = ("claim", key, rid())
+        typ, obj = self._do(cl, call, w)
+        if typ == "info" and rng.random() < 0.7:
+            st["retry"] = call             # a client retry: same request id
+        elif (typ == "ok" and call[0] == "claim" and
+              obj.get("outcome") == "ACCEPTED" and obj.get("owner_token")):
+            st["owned"] = (call[1], obj["owner_token"])
+
+    def _do(self, cl, call, w):
+        scope = self.run.scope
+        if call[0] == "claim":
+            return cl.claim(scope, call[1], call[2], idempotent=True, hint=w)
+        if call[0] == "complete":
+            return cl.complete(scope, call[1], call[2], call[3], call[4], hint=w)
+        return cl.release(scope, call[1], call[2], call[3], terminal=call[4],
+                          hint=w)
+
+
+WORKLOADS = {"nonce": NonceWorkload, "idempotent": IdempotentWorkload}
+
+
+def worker(run, w, wl, stop):
+    rng = random.Random(run.seed * 1000 + w)
+    cl = Client(run)
+    run.clients.append(cl)
+    period = run.n_workers / float(run.rate)
+    st = wl.worker_state(w)
+    try:
+        while not stop.is_set():
+            t0 = time.monotonic()
+            wl.step(w, cl, rng, st)
+            left = period - (time.monotonic() - t0)
+            if left > 0 and not wl.keys.has_pending(w):
+                wl.keys.wake[w].wait(rng.uniform(0, 2 * left))
+            wl.keys.wake[w].clear()
+    finally:
+        cl.close()
