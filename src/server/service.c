@@ -571,7 +571,12 @@ static void do_status(struct server *s, struct rpc_call *call)
     st.commit_index = r->commit_index;
     st.applied_index = raft_last_applied(r);
     st.applied_digest = s->rep.digest; /* at applied_index: same loop turn */
-    st.config_index = r->configuration_index;
+    /* The index of the entry r->configuration comes from: the uncommitted
+     * one while there is one (raft.h, "possible scenarios" 3), so that
+     * config_index and config_voters always describe the same entry. */
+    st.config_index = r->configuration_uncommitted_index != 0
+                          ? r->configuration_uncommitted_index
+                          : r->configuration_index;
     for (unsigned i = 0;
          i < r->configuration.n && st.n_config_voters < FSM_MEMBERS_MAX; i++) {
         if (r->configuration.servers[i].role == RAFT_VOTER) {

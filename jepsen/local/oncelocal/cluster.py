@@ -463,9 +463,14 @@ class Cluster:
     def remove(self, n, wait_exit=20):
         """Remove member @n (`leave` if it is the leader: transfer first).
         Returns the ConfigResult outcome ("OK", ...) or None if unknown."""
-        via = [n.client_addr] + [m.client_addr for m in self.members if m is not n]
-        o = ctl(self, ["leave"] if n.alive() else ["members", "remove", n.read_id()],
-                via if n.alive() else via[1:], "10s", 40)
+        others = [m.client_addr for m in self.members if m is not n]
+        if n.alive() and self.leader(quick=True) is n:
+            # the leader: `leave` transfers leadership first, then removes
+            o = ctl(self, ["leave"], [n.client_addr] + others, "10s", 40)
+        else:
+            # through the others, so the answer does not depend on the
+            # node that is about to stop
+            o = ctl(self, ["members", "remove", n.read_id()], others, "10s", 40)
         out = (o or {}).get("outcome") or (o or {}).get("error")
         if out == "OK":
             with self.lock:

@@ -90,6 +90,8 @@ class Nemesis:
         desc = None
         if mode == "leader" and ld is None:
             mode = "one"
+        if mode in ("majorities-ring", "bridge") and n < 5:
+            mode = "majority"      # with 3 nodes a ring is no partition at all
         if mode in ("one", "leader"):
             a = [ld] if mode == "leader" else [ms[0]]
             b = [x for x in ms + others if x not in a]
@@ -280,22 +282,27 @@ class Nemesis:
         how = self.rng.choice(("truncate", "bitflip"))
         info = {K("node"): n.client_addr, K("how"): how}
         if seg:
-            size = os.path.getsize(seg)
-            with open(seg, "r+b") as f:
-                if how == "truncate" and size > 8:
-                    cut = self.rng.randint(1, min(200, size - 8))
-                    f.truncate(size - cut)
-                    info[K("bytes")] = cut
-                elif size > 0:
-                    off = max(0, size - self.rng.randint(1, min(256, size)))
-                    f.seek(off)
-                    b = f.read(1)
-                    f.seek(off)
-                    f.write(bytes([b[0] ^ (1 << self.rng.randrange(8))]))
-                    info[K("offset")] = off
+            # the written end: segments are preallocated and zero-filled, so
+            # the last record ends at the last non-zero byte
+            with open(seg, "rb") as f:
+                data = f.read()
+            end = len(data.rstrip(b"\0"))
+            if end > 8:
+                k = self.rng.randint(1, min(200, end - 8))
+                with open(seg, "r+b") as f:
+                    if how == "truncate":
+                        # a torn write: the tail from end-k on never landed
+                        f.seek(end - k)
+                        f.write(b"\0" * k)
+                        info[K("zeroed")] = k
+                    else:
+                        f.seek(end - k)
+                        f.write(bytes([data[end - k] ^ (1 << self.rng.randrange(8))]))
+                        info[K("offset")] = end - k
             info[K("file")] = os.path.basename(seg)
+            info[K("end")] = end
         self.event("corrupt", info)
-        log("nemesis: corrupt %s: %s" % (n.name, info))
+        log("nemesis: corrupt %s: %s" % (n.name, " ".join("%s=%s" % (k.name, v) for k, v in info.items())))
         n.start()
         rc = n.wait_exit(4)
         if rc is not None and rc != 0:
@@ -335,6 +342,11 @@ class Nemesis:
             self.heal_net()
         if res is None or res is False:
             self.cl.reconcile()
+        # never fewer than 3 voters for long: a failed step may have left 2
+        while len(self.members()) < 3 and not stop.is_set():
+            if self.cl.grow(timeout=30) is None:
+                self.cl.reconcile()
+                break
         self.event("membership-done", {K("op"): op, K("result"): str(res),
                                        K("members"): self.cl.addrs()})
         log("nemesis: membership %s -> %s; members %s" % (op, res, self.cl.members))
@@ -359,13 +371,14 @@ class Nemesis:
         return self.cl.grow(timeout=30) is not None
 
     def m_remove_leader(self, stop):
+        # at 3 voters a replacement joins first (as an operator would), so
+        # the removal itself never leaves the cluster with 2
+        if len(self.members()) <= 3 and self.cl.grow(timeout=30) is None:
+            return False
         ld = self.cl.leader()
         if ld is None:
             return False
-        ok = self.cl.remove(ld) == "OK"
-        if ok and len(self.members()) < 3:
-            self.cl.grow(timeout=30)
-        return ok
+        return self.cl.remove(ld) == "OK"
 
     def m_resize_up(self, stop):
         a = self.cl.grow(timeout=30) is not None

@@ -38,6 +38,10 @@ class Run:
         sandbox.CLEANUPS.append(self.cluster.stop_all)
         if "disk" in getattr(a, "nemesis", ()):
             self.cluster.tmpfs_mb = DISK_MB
+            # snapshots every ~3 s: a full disk then fails a write soon
+            # (raft_uv's preallocated segments alone last for minutes)
+            self.cluster.extra_node_args += ["--snapshot-threshold", "128",
+                                             "--snapshot-trailing", "64"]
         self.wl = None
 
     def next_process(self):

@@ -218,9 +218,17 @@ class IdempotentWorkload:
     def __init__(self, run, rng):
         self.run = run
         self.keys = Keys(run, "i", rng)
+        self.lock = threading.Lock()
+        self.takeovers = []        # (due, key): abandoned keys to take over
 
     def worker_state(self, w):
         return {"retry": None, "owned": None, "abandoned": []}
+
+    def _takeover_due(self, pop=False):
+        with self.lock:
+            if self.takeovers and self.takeovers[0][0] <= time.monotonic():
+                return self.takeovers.pop(0)[1] if pop else self.takeovers[0][1]
+        return None
 
     def _result(self, rng):
         return base64.b64encode(os.urandom(rng.randint(1, 24))).decode()
@@ -241,10 +249,15 @@ class IdempotentWorkload:
             elif r < 0.90:
                 call = ("release", key, token, rid(), True)
             else:
-                # abandon: the lease runs out; try the token again later
-                st["abandoned"].append((time.monotonic() + LEASE_S * 1.5,
-                                        key, token))
+                # abandon: the lease runs out, another worker takes the key
+                # over, then this owner tries its (fenced) token again
+                now = time.monotonic()
+                with self.lock:
+                    self.takeovers.append((now + LEASE_S * 1.3, key))
+                st["abandoned"].append((now + LEASE_S * 2.5, key, token))
                 return
+        elif self._takeover_due() is not None:
+            call = ("claim", self._takeover_due(pop=True), rid())
         elif st["abandoned"] and st["abandoned"][0][0] <= time.monotonic():
             _, key, token = st["abandoned"].pop(0)
             call = ("complete", key, token, self._result(rng), rid())

@@ -1,0 +1,126 @@
+"""The long profile: randomized runs until >= 500 membership changes and
+>= 1,000 partition/kill events have been survived, resumable in parts.
+
+Each part is one jepsen/local/run (default 300 s) with the next schedule of
+a fixed rotation (membership + network + process faults, alternating the
+nonce and idempotent workloads) and a seed derived from the soak's. After
+each part the counts of its history are added to the state file; a part
+that fails stops the soak (its store directory is kept and named). Running
+the command again resumes where the state file left off; --reset starts
+over. Ends with exit 0 when the targets are met, 1 on a failed part, 3 when
+the --parts budget ran out first (resume later).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from .common import HERE, REPO
+
+ROTATION = (
+    ("membership,partition,kill", "nonce"),
+    ("membership,pause,kill", "idempotent"),
+    ("partition,kill,loss", "nonce"),
+    ("membership,clock,partition", "idempotent"),
+    ("membership,partition,kill,pause", "idempotent"),
+    ("kill,partition,corrupt", "nonce"),
+)
+MEMBERSHIP_TARGET, FAULT_TARGET = 500, 1000
+
+
+def count_history(path):
+    """(membership changes, partition/kill events) in one history."""
+    mem = faults = 0
+    with open(path) as f:
+        for line in f:
+            if ":process :nemesis" not in line:
+                continue
+            if ":f :membership-done" in line and ':result "True"' in line:
+                mem += 1
+            elif any(x in line for x in (":f :start-partition", ":f :kill",
+                                         ":f :start-loss")):
+                faults += 1
+    return mem, faults
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="jepsen/local/soak",
+        description="The long chaos profile (>= %d membership changes, >= %d "
+        "partition/kill events), resumable in parts." % (MEMBERSHIP_TARGET,
+                                                          FAULT_TARGET))
+    p.add_argument("--part-seconds", type=int, default=300,
+                   help="workload time of each part (default 300)")
+    p.add_argument("--parts", type=int, default=1000,
+                   help="at most this many parts in this invocation")
+    p.add_argument("--nodes", type=int, default=5, choices=(3, 5))
+    p.add_argument("--seed", type=int, default=None,
+                   help="the soak's seed (kept in the state file)")
+    p.add_argument("--state", default=os.path.join(REPO, "jepsen", "store",
+                                                   "soak-state.json"))
+    p.add_argument("--reset", action="store_true", help="start over")
+    p.add_argument("--build-dir", default=os.path.join(REPO, "build", "debug"))
+    p.add_argument("--store", default=os.path.join(REPO, "jepsen", "store"))
+    a = p.parse_args(argv)
+    st = None
+    if os.path.exists(a.state) and not a.reset:
+        with open(a.state) as f:
+            st = json.load(f)
+    if st is None:
+        seed = a.seed if a.seed is not None else \
+            int.from_bytes(os.urandom(4), "big") % 1000000
+        st = {"seed": seed, "parts": 0, "membership": 0, "faults": 0,
+              "seconds": 0, "runs": []}
+    print("soak: seed %d, %d parts done: %d membership changes, %d partition/"
+          "kill events, %.0f s so far" % (st["seed"], st["parts"], st["membership"],
+                                          st["faults"], st["seconds"]), flush=True)
+    for _ in range(a.parts):
+        if st["membership"] >= MEMBERSHIP_TARGET and st["faults"] >= FAULT_TARGET:
+            break
+        nem, wl = ROTATION[st["parts"] % len(ROTATION)]
+        seed = st["seed"] * 1000 + st["parts"]
+        t0 = time.monotonic()
+        cmd = [sys.executable, os.path.join(HERE, "run"), "--nodes", str(a.nodes),
+               "--time-limit", str(a.part_seconds), "--nemesis", nem,
+               "--workload", wl, "--seed", str(seed), "--build-dir", a.build_dir,
+               "--store", a.store]
+        print("soak: part %d: %s" % (st["parts"] + 1, " ".join(cmd[2:])), flush=True)
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        sys.stdout.write(out.stdout[-3000:])
+        dt = time.monotonic() - t0
+        rdir = None
+        for line in out.stdout.splitlines():
+            if line.startswith("run: seed "):
+                rdir = line.split("store ", 1)[1].strip()
+        mem = faults = 0
+        if rdir and os.path.exists(os.path.join(rdir, "history.edn")):
+            mem, faults = count_history(os.path.join(rdir, "history.edn"))
+        st["parts"] += 1
+        st["membership"] += mem
+        st["faults"] += faults
+        st["seconds"] += dt
+        st["runs"].append({"dir": rdir, "rc": out.returncode, "membership": mem,
+                           "faults": faults, "seconds": round(dt, 1),
+                           "nemesis": nem, "workload": wl, "seed": seed})
+        os.makedirs(os.path.dirname(os.path.abspath(a.state)), exist_ok=True)
+        with open(a.state + ".tmp", "w") as f:
+            json.dump(st, f, indent=1)
+        os.replace(a.state + ".tmp", a.state)
+        print("soak: part %d: rc %d, +%d membership, +%d faults in %.0f s; total "
+              "%d / %d membership, %d / %d faults, %.0f s" % (
+                  st["parts"], out.returncode, mem, faults, dt, st["membership"],
+                  MEMBERSHIP_TARGET, st["faults"], FAULT_TARGET, st["seconds"]),
+              flush=True)
+        if out.returncode != 0:
+            print("soak: FAIL: part %d (seed %d): %s" % (st["parts"], seed, rdir))
+            sys.exit(1)
+    if st["membership"] >= MEMBERSHIP_TARGET and st["faults"] >= FAULT_TARGET:
+        print("soak: PASS: %d parts, %d membership changes, %d partition/kill "
+              "events in %.0f s" % (st["parts"], st["membership"], st["faults"],
+                                    st["seconds"]))
+        sys.exit(0)
+    print("soak: parts budget used; resume with the same command")
+    sys.exit(3)
