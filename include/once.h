@@ -381,6 +381,9 @@ struct once_status_info
      * the directory above is the state machine's). */
     size_t n_config_voters;
     uint64_t config_voters[ONCE_MEMBERS_MAX];
+    /* once_status_digest only (else 0): a digest of the whole state machine
+     * at applied_index, equal on nodes at the same applied_index. */
+    uint64_t state_digest;
 };
 
 /* Admin answers: r->status as above; the configuration outcome (ONCE_OK or
@@ -394,6 +397,15 @@ int once_status(once_client *c,
                 uint32_t timeout_ms,
                 struct once_status_info *out,
                 struct once_result *r);
+
+/* As once_status, and the node also hashes its whole state machine (the
+ * canonical snapshot bytes) into out->state_digest: O(state) work on that
+ * node, for tests and audits, not for frequent monitoring. */
+int once_status_digest(once_client *c,
+                       const char *addr,
+                       uint32_t timeout_ms,
+                       struct once_status_info *out,
+                       struct once_result *r);
 int once_members_list(once_client *c,
                       uint32_t timeout_ms,
                       struct once_member *out, /* ONCE_MEMBERS_MAX */

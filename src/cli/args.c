@@ -36,6 +36,7 @@ enum field {
     F_TERMINAL,
     F_ERROR,
     F_NODE,
+    F_STATE_DIGEST,
     F_ID,
     F_RAFT_ADDR,
     F_CLIENT_ADDR,
@@ -69,6 +70,7 @@ static const struct field_def fields[F_COUNT] = {
     [F_TERMINAL] = {"terminal", true},
     [F_ERROR] = {"error", false},
     [F_NODE] = {"node", false},
+    [F_STATE_DIGEST] = {"state_digest", true},
     [F_ID] = {"id", false},
     [F_RAFT_ADDR] = {"raft_addr", false},
     [F_CLIENT_ADDR] = {"client_addr", false},
@@ -183,12 +185,15 @@ static const char help_forget[] =
     "Outcomes: FORGOTTEN (exit 0), NOT_FOUND (exit 1).\n";
 
 static const char help_status[] =
-    "usage: oncectl status [--node IP:PORT]\n"
+    "usage: oncectl status [--node IP:PORT] [--state-digest]\n"
     "\n"
     "One node's own view, never forwarded: of the first --cluster address\n"
     "that answers, or of --node (added to the addresses if not among them).\n"
     "\n"
     "  --node IP:PORT        the node to ask\n"
+    "  --state-digest        also state_digest: the node hashes its whole\n"
+    "                        state machine (O(state); equal on nodes at one\n"
+    "                        applied_index)\n"
     "\n"
     "Fields: outcome OK, role (LEADER, FOLLOWER, CANDIDATE, UNAVAILABLE),\n"
     "member_role, term, commit_index, applied_index, applied_digest (16\n"
@@ -315,7 +320,12 @@ static const struct cmd_def cmds[] = {
      help_release},
     {CLI_LOOKUP, "lookup", {F_SCOPE, F_KEY, -1}, 2, 0, help_lookup},
     {CLI_FORGET, "forget", {F_SCOPE, F_KEY, -1}, 2, 0, help_forget},
-    {CLI_STATUS, "status", {-1, -1, -1}, 0, BIT(F_NODE), help_status},
+    {CLI_STATUS,
+     "status",
+     {-1, -1, -1},
+     0,
+     BIT(F_NODE) | BIT(F_STATE_DIGEST),
+     help_status},
     {CLI_MEMBERS_LIST, "members list", {-1, -1, -1}, 0, 0, help_members_list},
     {CLI_MEMBERS_ADD,
      "members add",
@@ -946,6 +956,9 @@ int cli_req_set(struct cli_req *q,
             break;
         case F_TERMINAL:
             q->terminal = true;
+            break;
+        case F_STATE_DIGEST:
+            q->state_digest = true;
             break;
         case F_ERROR:
             ok = set_bytes(q->error, &q->error_len, ONCE_ERROR_MAX, val, len);

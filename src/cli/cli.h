@@ -117,6 +117,7 @@ struct cli_req
 
     bool has_node;
     char node[ONCE_ADDR_MAX + 1];
+    bool state_digest; /* status --state-digest */
     bool has_member_id;
     uint64_t member_id;
     bool has_raft_addr;

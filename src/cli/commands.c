@@ -167,7 +167,8 @@ static int run_status(const struct cli_ctx *x,
         abort();
     }
     once_result_init(&r);
-    once_status(x->client, q->has_node ? q->node : NULL, t, s, &r);
+    (q->state_digest ? once_status_digest : once_status)(
+        x->client, q->has_node ? q->node : NULL, t, s, &r);
     if (r.status == ONCE_STATUS_OK) {
         *out = cli_json_status(s);
         cli_json_origin(*out, &r.origin, NULL);

@@ -335,6 +335,10 @@ json_t *cli_json_status(const struct once_status_info *s)
 
         cli_set(o, "applied_digest",
                 json_string(text_format_id(s->applied_digest, d)));
+        if (s->state_digest != 0) {
+            cli_set(o, "state_digest",
+                    json_string(text_format_id(s->state_digest, d)));
+        }
     }
     cli_set(o, "config_index", cli_juint(s->config_index));
     v = cli_must(json_array());

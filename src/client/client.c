@@ -1190,11 +1190,37 @@ static int admin_call(once_client *c,
     return run_sync(op, timeout_ms, r);
 }
 
+static int status_call(once_client *c,
+                       const char *addr,
+                       uint32_t timeout_ms,
+                       bool digest,
+                       struct once_status_info *out,
+                       struct once_result *r);
+
 int once_status(once_client *c,
                 const char *addr,
                 uint32_t timeout_ms,
                 struct once_status_info *out,
                 struct once_result *r)
+{
+    return status_call(c, addr, timeout_ms, false, out, r);
+}
+
+int once_status_digest(once_client *c,
+                       const char *addr,
+                       uint32_t timeout_ms,
+                       struct once_status_info *out,
+                       struct once_result *r)
+{
+    return status_call(c, addr, timeout_ms, true, out, r);
+}
+
+static int status_call(once_client *c,
+                       const char *addr,
+                       uint32_t timeout_ms,
+                       bool digest,
+                       struct once_status_info *out,
+                       struct once_result *r)
 {
     char err[CLIENT_ERR_SIZE];
     struct client_outputs o = {0};
@@ -1229,7 +1255,11 @@ int once_status(once_client *c,
         }
     }
     op = op_new(c, RPC_METHOD_STATUS, false);
-    if (op == NULL) {
+    if (op == NULL ||
+        (digest && client_pack_status(true, &op->body, &op->body_len) != 0)) {
+        if (op != NULL) {
+            op_free(op);
+        }
         return fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     }
     op->no_hint = true;

@@ -122,6 +122,8 @@ int client_pack_id(enum rpc_method method,
                    enum once_role role,
                    uint8_t **out,
                    size_t *out_len);
+/* Status with state_digest set (without it the request is empty). */
+int client_pack_status(bool state_digest, uint8_t **out, size_t *out_len);
 /* Status, MembersList, SnapshotTake: empty requests (NULL, 0). */
 
 /* ------------------------------------------------------------------------

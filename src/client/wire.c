@@ -453,6 +453,14 @@ int client_pack_member_add(const struct once_member *m,
     return pack(&req.base, out, out_len);
 }
 
+int client_pack_status(bool state_digest, uint8_t **out, size_t *out_len)
+{
+    Once__Rpc__StatusRequest m = ONCE__RPC__STATUS_REQUEST__INIT;
+
+    m.state_digest = state_digest;
+    return pack(&m.base, out, out_len);
+}
+
 int client_pack_id(enum rpc_method method,
                    uint64_t id,
                    enum once_role role,
@@ -720,6 +728,7 @@ static int read_status(const Once__Rpc__StatusResponse *s,
     copy_string(out->leader_addr, s->leader_addr);
     copy_string(out->store_backend, s->store_backend);
     out->member_role = (enum once_role)s->member_role;
+    out->state_digest = s->state_digest;
     out->n_config_voters = s->n_config_voters;
     for (size_t i = 0; i < s->n_config_voters; i++) {
         out->config_voters[i] = s->config_voters[i];

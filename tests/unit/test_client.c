@@ -382,6 +382,17 @@ START_TEST(admin_bodies)
     ck_assert_int_eq(as->role, ONCE__RPC__ROLE__ROLE_SPARE);
     once__rpc__members_assign_request__free_unpacked(as, NULL);
     free(buf);
+
+    {
+        Once__Rpc__StatusRequest *sr;
+
+        ck_assert_int_eq(client_pack_status(true, &buf, &len), 0);
+        sr = once__rpc__status_request__unpack(NULL, len, buf);
+        ck_assert_ptr_nonnull(sr);
+        ck_assert(sr->state_digest);
+        once__rpc__status_request__free_unpacked(sr, NULL);
+        free(buf);
+    }
 }
 END_TEST
 
@@ -671,6 +682,7 @@ START_TEST(status_answer)
     uint64_t voters[65] = {1, 2};
     s.n_config_voters = 2;
     s.config_voters = voters;
+    s.state_digest = 0xfeed;
     out.status = &info;
     once_result_init(&r);
     buf = pack_msg(&s.base, &len);
@@ -694,6 +706,7 @@ START_TEST(status_answer)
     ck_assert(info.members[0].reachable);
     ck_assert(!info.members[1].reachable);
     ck_assert_uint_eq(info.n_config_voters, 2);
+    ck_assert_uint_eq(info.state_digest, 0xfeed);
     ck_assert_uint_eq(info.config_voters[1], 2);
 
     /* More config voters than ONCE_MEMBERS_MAX: refused, named. */

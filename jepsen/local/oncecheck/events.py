@@ -133,16 +133,27 @@ def check_r9(events, res):
     if not dumps:
         res.skip("R9", "no :dump events")
         return []
-    by_idx = {}
+    # :digest chains the applied entries (the same log); :state-digest,
+    # when present, hashes the state machine itself (the same state: apply
+    # was deterministic). Both must agree at one applied index.
+    by_idx, by_state = {}, {}
     for e in dumps:
         v = _v(e)
-        by_idx.setdefault(_int(v.get("applied-index")), {}).setdefault(_s(v.get("digest")), e)
+        idx = _int(v.get("applied-index"))
+        by_idx.setdefault(idx, {}).setdefault(_s(v.get("digest")), e)
+        if v.get("state-digest") is not None:
+            by_state.setdefault(idx, {}).setdefault(_s(v.get("state-digest")), e)
     out = []
     for idx, dg in sorted(by_idx.items(), key=lambda x: (x[0] is None, x[0])):
         if idx is not None and len(dg) > 1:
             out.append(Anomaly("R9", "replica-divergence", None,
                                "%d different digests at applied index %d" % (len(dg), idx),
                                events=list(dg.values())))
+    for idx, dg in sorted(by_state.items(), key=lambda x: (x[0] is None, x[0])):
+        if idx is not None and len(dg) > 1:
+            out.append(Anomaly("R9", "state-divergence", None,
+                               "%d different state-machine digests at applied index %d"
+                               % (len(dg), idx), events=list(dg.values())))
     return out
 
 

@@ -251,7 +251,7 @@ def sampler(cl, node):
                 if sess is None:
                     sess = Session(cl, node.client_addr, "1s")
                 obj = sess.call({"cmd": "status", "node": node.client_addr,
-                                 "timeout": "500ms"}, 3)
+                                 "state_digest": True, "timeout": "500ms"}, 3)
                 cl.record_status(node, obj)
             except SessionLost:
                 if sess is not None:
@@ -350,13 +350,16 @@ class Cluster:
         v[K("node-id")] = obj.get("node_id")
         self.samples.event("status", "status", v)
         if "applied_index" in obj and "applied_digest" in obj:
-            self.samples.event("checker", "dump",
-                               {K("node"): node.client_addr,
-                                K("applied-index"): obj["applied_index"],
-                                K("digest"): obj["applied_digest"]})
+            d = {K("node"): node.client_addr,
+                 K("applied-index"): obj["applied_index"],
+                 K("digest"): obj["applied_digest"]}
+            if obj.get("state_digest"):
+                d[K("state-digest")] = obj["state_digest"]
+            self.samples.event("checker", "dump", d)
 
-    def status(self, node, timeout="500ms"):
-        return ctl(self, ["status"], [node.client_addr], timeout, 3)
+    def status(self, node, timeout="500ms", digest=False):
+        return ctl(self, ["status"] + (["--state-digest"] if digest else []),
+                   [node.client_addr], timeout, 3)
 
     def leader(self, quick=False):
         """The member that says LEADER (in a recent status sample, or asked

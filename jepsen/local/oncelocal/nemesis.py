@@ -242,14 +242,7 @@ class Nemesis:
         path = os.path.join(n.dir, "ballast")
         self.event("disk-full", {K("node"): n.client_addr})
         log("nemesis: disk full on %s" % n.name)
-        try:
-            with open(path, "wb") as f:
-                chunk = b"\xa5" * (1 << 20)
-                while True:
-                    f.write(chunk)
-                    f.flush()
-        except OSError:
-            pass
+        fill(path)
         self.filled.append(n)
         stop.wait(self.rng.uniform(4, 10))
         self.free_disk()
@@ -484,6 +477,25 @@ class Nemesis:
         self.unskew()
         self.free_disk()
         self.stop_zombies()
+
+
+def fill(path):
+    """Write @path until its file system has not one byte left: 1 MiB
+    writes, then smaller ones down to 1 byte (a partial last chunk of a
+    buffered write would leave up to a MiB free)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        size = 1 << 20
+        buf = b"\xa5" * size
+        while size >= 1:
+            try:
+                n = os.write(fd, buf[:size])
+                if n < size:
+                    size //= 2
+            except OSError:
+                size //= 2
+    finally:
+        os.close(fd)
 
 
 def newest_segment(d):

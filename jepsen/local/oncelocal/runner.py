@@ -141,12 +141,14 @@ class Run:
         cl = self.cluster
         time.sleep(1.5)       # status samples after the probes
         for n in cl.running():
-            st = cl.status(n, "1s")
+            st = cl.status(n, "1s", digest=True)
             if st:
                 cl.record_status(n, st)
-                log("status %s: %s term %s applied_index %s applied_digest %s"
-                    % (n.name, st.get("role"), st.get("term"),
-                       st.get("applied_index"), st.get("applied_digest")))
+                log("status %s: %s term %s applied_index %s applied_digest %s "
+                    "state_digest %s" % (n.name, st.get("role"), st.get("term"),
+                                         st.get("applied_index"),
+                                         st.get("applied_digest"),
+                                         st.get("state_digest")))
         for n, rc in cl.stop_all():
             self.hist.op("info", "nemesis", "stop", {K("node"): n.client_addr,
                                                      K("exit"): rc})
