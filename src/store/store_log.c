@@ -1995,6 +1995,18 @@ static int scan_all(struct slog *sl,
     if (rv != 0) {
         return rv;
     }
+    if (sc->n_entries == 0 && sl->n_segs > 0) {
+        /* Only a segment rolled right before a crash can be empty, and it
+         * starts where the log does. */
+        uint64_t want = *snapshot != NULL ? (*snapshot)->index + 1 : 1;
+        if (sl->segs[0].first != want) {
+            return fail_msg(sl->s, RAFT_CORRUPT,
+                            "%s/seg-%020" PRIu64
+                            ": an empty segment where "
+                            "the log should start at %" PRIu64 " (a gap)",
+                            sl->dir, sl->segs[0].first, want);
+        }
+    }
     if (*snapshot != NULL) {
         uint64_t si = (*snapshot)->index, st = (*snapshot)->term;
         uint64_t last = sc->first + sc->n_entries - 1;
@@ -2458,7 +2470,33 @@ int store_log_init(struct store *s,
     sl->meta_fd[0] = sl->meta_fd[1] = -1;
     sl->efd = -1;
     sl->base = sl->next = 1;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    if (mkdir(dir, 0700) == 0) {
+        /* The new directory's name must be durable before anything in it
+         * is acknowledged. */
+        char parent[PATH_MAX];
+        char *slash;
+        int pfd;
+
+        snprintf(parent, sizeof parent, "%s", dir);
+        slash = strrchr(parent, '/');
+        if (slash == parent) {
+            slash[1] = '\0';
+        } else if (slash != NULL) {
+            *slash = '\0';
+        } else {
+            snprintf(parent, sizeof parent, ".");
+        }
+        pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (pfd < 0 || fsync(pfd) != 0) {
+            errf(errmsg, "fsync %s: %s", parent, strerror(errno));
+            if (pfd >= 0) {
+                close(pfd);
+            }
+            free(sl);
+            return RAFT_IOERR;
+        }
+        close(pfd);
+    } else if (errno != EEXIST) {
         errf(errmsg, "mkdir %s: %s", dir, strerror(errno));
         free(sl);
         return RAFT_IOERR;
