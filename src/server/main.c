@@ -31,6 +31,12 @@ static const char usage_text[] =
     "                          network: the Raft port is unauthenticated)\n"
     "  --client-addr IP:PORT   client and admin RPC address\n"
     "  --http-addr IP:PORT     not supported yet: refused\n"
+    "  --storage uring|pwrite|uv\n"
+    "                          log store backend (default: uring when the\n"
+    "                          kernel allows io_uring, else pwrite; a data\n"
+    "                          directory that already holds a raft_uv log\n"
+    "                          keeps uv). uring and pwrite share one format\n"
+    "                          in DIR/log; uv is raft_uv's own storage\n"
     "  --bootstrap             start a new cluster with this node as its\n"
     "                          only voter (ignored, with a log line, when the\n"
     "                          data directory already holds a node)\n"
@@ -217,6 +223,7 @@ static const char *const value_flags[] = {
     "--raft-addr",
     "--client-addr",
     "--http-addr",
+    "--storage",
     "--join",
     "--role",
     "--election-timeout",
@@ -331,6 +338,16 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -1;
         }
         c->limits.idle_ms = (unsigned)n;
+    } else if (strcmp(k, "--storage") == 0) {
+        if (strcmp(v, "uring") == 0) {
+            c->storage = SERVER_STORAGE_URING;
+        } else if (strcmp(v, "pwrite") == 0) {
+            c->storage = SERVER_STORAGE_PWRITE;
+        } else if (strcmp(v, "uv") == 0) {
+            c->storage = SERVER_STORAGE_UV;
+        } else {
+            return bad(k, "bad backend \"%s\": want uring, pwrite or uv", v);
+        }
     } else if (strcmp(k, "--log-level") == 0) {
         if (log_level_parse(v, &c->log_level) != 0) {
             return bad(k, "bad level \"%s\": want debug, info, warn or error",

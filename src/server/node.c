@@ -4,8 +4,10 @@
  *   1. the data directory (made if missing) and the node's id: random
  *      64-bit, made on the first start and kept in DIR/node-id; a directory
  *      with DIR/tombstone (a removed node) refuses to start;
- *   2. the Raft layer: uvio (raft_uv, TCP transport with TCP_NODELAY, the
- *      "uv" store) under the replica (guards, adapter, pipeline);
+ *   2. the Raft layer: uvio (raft_uv, TCP transport with TCP_NODELAY) and
+ *      the store chosen by --storage (open_store: "uring" or "pwrite" in
+ *      DIR/log, or raft_uv's own "uv") under the replica (guards, adapter,
+ *      pipeline);
  *      --bootstrap on a pristine directory bootstraps a one-voter
  *      configuration of this node (raft_bootstrap says RAFT_CANTBOOTSTRAP
  *      when the directory already holds a node: logged and ignored);
@@ -39,6 +41,7 @@
 #include "once_rpc.pb-c.h"
 #include "raft/identity.h"
 #include "server/server.h"
+#include "store/store_log.h"
 
 #define TICK_MS             50
 #define JOIN_CALL_MS        60000 /* a MembersAdd includes the catch-up */
@@ -78,6 +81,91 @@ static void hook_log(void *arg, const char *level, const char *msg)
 {
     (void)arg;
     log_kv(level_of(level), msg, "component=raft");
+}
+
+static void store_log(void *arg, const char *level, const char *msg)
+{
+    (void)arg;
+    log_kv(level_of(level), msg, "component=store");
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char p[4200];
+    struct stat st;
+
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &st) == 0;
+}
+
+static const char *storage_name(enum server_storage st)
+{
+    switch (st) {
+        case SERVER_STORAGE_URING:
+            return "uring";
+        case SERVER_STORAGE_PWRITE:
+            return "pwrite";
+        case SERVER_STORAGE_UV:
+            return "uv";
+        case SERVER_STORAGE_AUTO:
+            break;
+    }
+    return "auto";
+}
+
+/* --storage: replace uvio's "uv" pass-through with the log store in
+ * DIR/log, unless uv is asked for or the directory already holds a
+ * raft_uv log. The two formats never mix: a directory holding one is
+ * refused by the other, so switching backends can never start a node on
+ * an empty log that once acknowledged entries. */
+static int open_store(struct server *s, char *errmsg)
+{
+    const char *dir = s->cfg.data_dir;
+    enum server_storage want = s->cfg.storage;
+    bool uv_log =
+        file_exists(dir, "metadata1") || file_exists(dir, "metadata2");
+    bool our_log = file_exists(dir, "log/meta-a");
+    struct store_log_options o;
+    char path[4200];
+    int rv;
+
+    if (uv_log && our_log) {
+        snprintf(errmsg, 256,
+                 "the data directory holds both a raft_uv log and DIR/log");
+        return -1;
+    }
+    if (want == SERVER_STORAGE_UV && our_log) {
+        snprintf(errmsg, 256,
+                 "--storage=uv, but the data directory holds a uring/pwrite "
+                 "log (DIR/log): start with --storage=uring or pwrite");
+        return -1;
+    }
+    if (want != SERVER_STORAGE_UV && want != SERVER_STORAGE_AUTO && uv_log) {
+        snprintf(errmsg, 256,
+                 "--storage=%s, but the data directory holds a raft_uv log: "
+                 "start with --storage=uv",
+                 storage_name(want));
+        return -1;
+    }
+    if (want == SERVER_STORAGE_UV || uv_log) {
+        log_kv(LOG_INFO, "storage", "backend=uv reason=%s",
+               want == SERVER_STORAGE_UV ? "flag" : "existing-raft_uv-log");
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/log", dir);
+    memset(&o, 0, sizeof o);
+    o.engine = want == SERVER_STORAGE_URING    ? STORE_ENGINE_URING
+               : want == SERVER_STORAGE_PWRITE ? STORE_ENGINE_PWRITE
+                                               : STORE_ENGINE_AUTO;
+    o.log = store_log;
+    rv = store_log_init(&s->uvio.store, &s->loop, path, &o, errmsg);
+    if (rv != 0) {
+        return -1;
+    }
+    log_kv(LOG_INFO, "storage", "backend=%s reason=%s dir=%s",
+           s->uvio.store.name, want == SERVER_STORAGE_AUTO ? "default" : "flag",
+           log_quote(path, (char[300]){0}, 300));
+    return 0;
 }
 
 /* Storage failed or an entry of a newer schema arrived (G4, DESIGN §3.3):
@@ -668,6 +756,11 @@ int node_run(struct server *s)
         log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
                log_quote(errmsg, q, sizeof q));
         uv_loop_close(&s->loop);
+        return SERVER_EXIT_FAIL;
+    }
+    if (open_store(s, errmsg) != 0) {
+        log_kv(LOG_ERROR, "refusing to start: storage", "error=%s",
+               log_quote(errmsg, q, sizeof q));
         return SERVER_EXIT_FAIL;
     }
     fsm = fsm_new();

@@ -42,9 +42,19 @@ enum {
                                 * node */
 };
 
+/* --storage: the log store backend (docs/store.md). */
+enum server_storage {
+    SERVER_STORAGE_AUTO = 0, /* uring if io_uring works, else pwrite; uv for
+                              * a data directory raft_uv already holds */
+    SERVER_STORAGE_URING,
+    SERVER_STORAGE_PWRITE,
+    SERVER_STORAGE_UV,
+};
+
 struct server_config
 {
     const char *data_dir;
+    enum server_storage storage;
     const char *raft_addr;
     const char *client_addr;
     bool bootstrap;

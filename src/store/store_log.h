@@ -1,0 +1,70 @@
+/* store/store_log.h: the "uring" and "pwrite" store backends (store.h).
+ *
+ * One store logic (segments, metadata, snapshots, load rules; docs/store.md
+ * and store_format.h) over two I/O engines for the hot path, chosen at
+ * start:
+ *   uring   appends are one IORING_OP_WRITEV linked to one
+ *           IORING_OP_FSYNC(DATASYNC) per group-commit batch; the ring's
+ *           completions wake the libuv loop through an eventfd registered
+ *           with the ring (uv_poll);
+ *   pwrite  the same batch is one pwritev + fdatasync on the store's worker
+ *           thread, whose completions reach the loop through a uv_async.
+ * Both run segment preparation, rollover, truncation and snapshots on the
+ * worker thread, so the loop thread does no blocking I/O for appends.
+ * load, bootstrap, recover, set_term and set_vote are synchronous by raft's
+ * contract and do their I/O on the calling (loop) thread; they are rare.
+ *
+ * One operation at a time: appends queued while a batch is being written
+ * form the next batch (group commit); a truncation or snapshot waits behind
+ * everything queued before it. Callbacks run on the loop, strictly in
+ * order. After any I/O error the store fails every later call (fail-stop;
+ * the decorator aborts the node).
+ *
+ * Loop thread only. */
+#ifndef ONCE_STORE_STORE_LOG_H_
+#define ONCE_STORE_STORE_LOG_H_
+
+#include <stddef.h>
+
+#include <uv.h>
+
+#include "store/store.h"
+
+enum store_engine {
+    STORE_ENGINE_AUTO = 0, /* uring when the kernel allows it, else pwrite */
+    STORE_ENGINE_URING,
+    STORE_ENGINE_PWRITE,
+};
+
+struct store_log_options
+{
+    enum store_engine engine;
+    size_t segment_size; /* bytes per preallocated segment; 0: 8 MiB */
+    /* Notices worth an operator's attention (a torn tail cut at load, a
+     * failed segment preparation). May be NULL. Loop thread. */
+    void (*log)(void *arg, const char *level, const char *msg);
+    void *log_arg;
+};
+
+/* Whether this process may use io_uring: sets up a ring and runs a NOP
+ * through it. 0, or a negative errno with the reason in @why. */
+int store_uring_probe(char *why, size_t n);
+
+/* Open (creating it if needed) the store in directory @dir on @loop. The
+ * store's name is the engine chosen: "uring" or "pwrite". Returns 0, or a
+ * RAFT_* code with @errmsg (256 bytes) set; on failure nothing is left to
+ * close. Close with s->ops->close (then @s may be freed). */
+int store_log_init(struct store *s,
+                   uv_loop_t *loop,
+                   const char *dir,
+                   const struct store_log_options *o,
+                   char *errmsg);
+
+/* Test hook: records written, segments rolled, batches (group commits). */
+struct store_log_stats
+{
+    unsigned long long records, batches, rolls, truncations;
+};
+void store_log_stats(const struct store *s, struct store_log_stats *out);
+
+#endif /* ONCE_STORE_STORE_LOG_H_ */
