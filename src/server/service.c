@@ -619,7 +619,10 @@ static void do_status(struct server *s,
     service_leader_addr(s, &lid, leader);
     st.leader_id = lid;
     st.leader_addr = leader;
-    st.store_backend = "uv";
+    /* The backend chosen at start (--storage; "uring", "pwrite" or "uv"). */
+    st.store_backend = s->rep.store != NULL && s->rep.store->name != NULL
+                           ? (char *)s->rep.store->name
+                           : "";
     st.n_members = fill_members(s, pm, pp);
     st.members = st.n_members > 0 ? pp : NULL;
     for (size_t i = 0; i < fsm_n_members(f); i++) {
