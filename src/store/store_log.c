@@ -993,6 +993,9 @@ static void poll_cb(uv_poll_t *h, int status, int events)
         io_uring_cqe_seen(&sl->ring, cqe);
         if (--sl->cqes_pending == 0 && sl->wjob != NULL) {
             uring_batch_done(sl);
+            if (sl->stop) {
+                return; /* it finished the close: the handles are closing */
+            }
         }
     }
 }
@@ -1446,6 +1449,12 @@ static void handle_closed(uv_handle_t *h)
     if (--sl->handles > 0) {
         return;
     }
+    if (sl->engine == STORE_ENGINE_URING) {
+        /* Here, not in maybe_shutdown: that may run inside poll_cb (a
+         * batch's completion), whose loop reads the ring again. */
+        io_uring_queue_exit(&sl->ring);
+        close(sl->efd);
+    }
     free_state(sl);
     s->impl = NULL;
     if (cb != NULL) {
@@ -1483,9 +1492,9 @@ static void maybe_shutdown(struct slog *sl)
     stop_worker(sl);
     uv_close((uv_handle_t *)&sl->async, handle_closed);
     if (sl->engine == STORE_ENGINE_URING) {
+        /* The ring and its eventfd go in handle_closed, after the last
+         * callback of this loop turn. */
         uv_close((uv_handle_t *)&sl->poll, handle_closed);
-        io_uring_queue_exit(&sl->ring);
-        close(sl->efd);
     }
 }
 

@@ -504,8 +504,10 @@ def newest_segment(d):
     best = None
     for root, _, files in os.walk(d):
         for f in files:
+            # not log files: identity, ballast, raft_uv's metadata and
+            # snapshots, the once store's meta-a/b, prep-next, snap-*
             if f in ("node-id", "tombstone", "ballast", "metadata1",
-                     "metadata2") or f.startswith("snapshot"):
+                     "metadata2") or f.startswith(("snap", "meta-", "prep")):
                 continue
             p = os.path.join(root, f)
             try:
