@@ -42,12 +42,13 @@
             :when (and (seq? clause) (= :require (first clause)))
             spec (rest clause)
             :when (vector? spec)]
-      ;; [a.b :as x] and the prefix form [a [b :as x] [c :as y]]
-      (let [direct (when (symbol? (first spec)) [spec])
-            prefixed (when (and (symbol? (first spec)) (some vector? (rest spec)))
-                       (for [v (rest spec) :when (vector? v)]
-                         (into [(symbol (str (first spec) "." (first v)))] (rest v))))]
-        (doseq [[lib & opts] (concat (remove #(some vector? (rest %)) direct) prefixed)
+      ;; [a.b :as x :refer [...]], or the prefix form [a [b :as x] [c :as y]]
+      (let [prefix? (and (symbol? (first spec)) (next spec) (not (keyword? (second spec))))
+            specs   (if prefix?
+                      (for [v (rest spec) :when (vector? v)]
+                        (into [(symbol (str (first spec) "." (first v)))] (rest v)))
+                      (when (symbol? (first spec)) [spec]))]
+        (doseq [[lib & opts] specs
                 :let [m (apply hash-map (if (even? (count opts)) opts (butlast opts)))]
                 :when (symbol? (:as m))]
           (create-ns lib)
