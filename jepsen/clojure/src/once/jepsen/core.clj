@@ -53,7 +53,9 @@
                          :client         (oc/client)
                          :remote-oncectl odb/remote-oncectl
                          :harness-timeout-ms 6000
-                         :membership     (atom nil)})
+                         :membership     (atom nil)
+                         ;; the membership atom stays out of test.fressian
+                         :nonserializable-keys [:membership]})
         test     (assoc test :initial-members (:initial-members opts
                                                             (if (= :acceptance wl-name) 3 (count (:nodes opts)))))
         _        (reset! (:membership test) (on/initial-state test))
@@ -62,9 +64,11 @@
                               :extra-packages (when (= :acceptance wl-name) [(acceptance/package opts)])})
         members  (fn [] (or (:voters (on/refresh! test)) (on/member-nodes test)))
         main     (if (= :acceptance wl-name)
-                   ;; the scripted sequence, with whatever nemesis was asked for beside it
+                   ;; the scripted sequence; faults asked for with --nemesis run
+                   ;; beside it for --time-limit seconds
                    (gen/any (:generator wl)
-                            (gen/nemesis (gen/phases (gen/sleep 5) (:generator pkg))))
+                            (gen/time-limit (:time-limit opts)
+                                            (gen/nemesis (gen/phases (gen/sleep 5) (:generator pkg)))))
                    (->> (gen/clients (:generator wl))
                         (gen/nemesis (gen/phases (gen/sleep 5) (:generator pkg)))
                         (gen/time-limit (:time-limit opts))))]

@@ -139,7 +139,9 @@
     (install! test node)
     (kill-onced!)
     (wipe!)
-    (c/su (c/exec :rm :-f log-file))
+    ;; an empty log on every node, so spares that never start have one too
+    (c/su (c/exec :mkdir :-p (str/replace log-file #"/[^/]+$" ""))
+          (c/exec :truncate :-s 0 log-file))
     (let [members (initial-members test)]
       (when (some #{node} members)
         (if (= node (first members))
@@ -156,11 +158,12 @@
   db/Kill
   (kill! [this test node] (kill-onced!))
   (start! [this test node]
-    ;; a plain restart: same data directory, same id; a removed node's
-    ;; tombstone makes onced refuse (exit 3), a wiped spare waits to be added
-    (if (:wiped? (get @(:membership test) node))
-      :spare
-      (start-onced! test node {})))
+    ;; a plain restart (same data directory, same id) of members and
+    ;; zombies only: spares and removed nodes stay down (the membership
+    ;; nemesis keeps the states: once.jepsen.nemesis/initial-state)
+    (if (#{:member :zombie} (get-in @(:membership test) [:nodes node :state] :member))
+      (start-onced! test node {})
+      :not-a-member))
 
   db/Pause
   (pause!  [this test node] (signal-onced! "STOP"))
@@ -175,8 +178,8 @@
 
   db/LogFiles
   (log-files [this test node]
-    (c/su (c/exec :sh :-c (str "tar czf /tmp/once-data.tar.gz -C " (str/replace data-dir #"/[^/]+$" "")
-                               " data 2>/dev/null || true")))
+    (c/su (c/exec :sh :-c (str "mkdir -p " data-dir "; tar czf /tmp/once-data.tar.gz --ignore-failed-read -C "
+                               (str/replace data-dir #"/[^/]+$" "") " data 2>/dev/null || true")))
     {log-file "onced.log"
      "/tmp/once-data.tar.gz" "data.tar.gz"}))
 

@@ -246,21 +246,24 @@
   (let [[a b] (n/bisect (rand/shuffle nodes))]
     (into {} (for [x a] [x (set b)]))))
 
-(defn partition-nemesis [db]
-  (let [inner (nc/partition-nemesis db)]
-    (reify
-      n/Reflection
-      (fs [this] [:start-partition :stop-partition])
-      n/Nemesis
-      (setup! [this test] (n/setup! inner test) this)
-      (invoke! [this test op]
-        (let [v (:value op)
-              v (case v
-                  :bridge  (n/bridge (rand/shuffle (:nodes test)))
-                  :one-way (one-way-grudge (:nodes test))
-                  v)]
-          (assoc (n/invoke! inner test (assoc op :value v)) :spec (:value op))))
-      (teardown! [this test] (n/teardown! inner test)))))
+(defn partition-nemesis
+  "Jepsen's partition nemesis (nc/partition-nemesis) with two more specs:
+  :bridge and :one-way, turned into grudges here."
+  ([db] (partition-nemesis db (nc/partition-nemesis db)))
+  ([db inner]
+   (reify
+     n/Reflection
+     (fs [this] [:start-partition :stop-partition])
+     n/Nemesis
+     (setup! [this test] (partition-nemesis db (n/setup! inner test)))
+     (invoke! [this test op]
+       (let [spec (:value op)
+             v    (case spec
+                    :bridge  (n/bridge (rand/shuffle (:nodes test)))
+                    :one-way (one-way-grudge (:nodes test))
+                    spec)]
+         (assoc (n/invoke! inner test (assoc op :value v)) :spec spec)))
+     (teardown! [this test] (n/teardown! inner test)))))
 
 (def partition-targets
   [:one :majority :majorities-ring :minority-third :primaries :bridge :one-way])
