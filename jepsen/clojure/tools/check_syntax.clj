@@ -88,9 +88,13 @@
               :else
               (let [ns-form? (and (seq? form) (= 'ns (first form)) (symbol? (second form)))]
                 (if (and want (zero? n) (not ns-form?))
-                  (format "%s:%d:1: the first form is not an ns form" path line)
+                  (format "%s:%d:1: the first form is not an ns form" path
+                          (or (some-> form meta :line) line))
                   (do (when ns-form? (set! *ns* (prepare-ns! form)))
-                      (recur (inc n) (if ns-form? (conj nss [(second form) line]) nss))))))))))))
+                      ;; the reader puts the line a list starts on in its meta
+                      (recur (inc n) (if ns-form?
+                                       (conj nss [(second form) (or (:line (meta form)) line)])
+                                       nss))))))))))))
 
 (defn check-edn [root ^File f]
   (with-open [r (LineNumberingPushbackReader. (io/reader f))]
