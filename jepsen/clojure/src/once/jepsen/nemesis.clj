@@ -52,14 +52,18 @@
 
 (defn refresh!
   "Re-reads the directory from the leader through the members; returns
-  {:voters [node] :members {node member-map}} and marks every listed node a
-  member (a change whose answer was lost may have committed)."
+  {:voters [node] :members {node member-map}}. Every listed node becomes a
+  member and every unlisted member :removed (a change whose answer was lost
+  may have committed either way); zombies stay zombies."
   [test]
   (let [ms (oc/members test (distinct (concat (member-nodes test) (:nodes test))))]
     (when ms
       (let [by-node (into {} (for [m ms :let [nd (addr->node test (:client-addr m))] :when nd] [nd m]))]
-        (doseq [[nd _] by-node :when (not= :zombie (state-of test nd))]
-          (set-state! test nd :member))
+        (doseq [nd (:nodes test)
+                :let [st (state-of test nd)]
+                :when (not= :zombie st)]
+          (cond (contains? by-node nd) (set-state! test nd :member)
+                (= :member st)         (set-state! test nd :removed)))
         {:voters  (vec (for [[nd m] by-node :when (= "voter" (str/lower-case (str (:role m))))] nd))
          :members by-node}))))
 
@@ -148,8 +152,10 @@
         {:skipped "no follower"})
 
       :member-remove-leader
-      (if-not ld
-        {:skipped "no leader"}
+      (cond
+        (not ld) {:skipped "no leader"}
+        (and (<= nv 3) (empty? (spares test))) {:skipped (str nv " voters and no spare")}
+        :else
         (let [g   (when (<= nv 3) (when-let [s (pick (spares test))] (grow! test s)))
               id  (:node-id (oc/status test ld))
               ;; leave through the leader itself, the others after it: it
