@@ -58,6 +58,25 @@
   (when (= :partition (:acceptance-variant test))
     (net/heal! (:net test) test)))
 
+(defn- ensure-removed!
+  "After a removal whose answer was not OK (e.g. sent to a leader that was
+  cut off): polls the directory for up to 60 s, repeating the removal every
+  5 s (retiring an id again is OK), until node is gone. \"OK\" or the last
+  answer's outcome."
+  [test node id ans]
+  (if (= "OK" (:outcome ans))
+    "OK"
+    (let [deadline (+ (System/currentTimeMillis) 60000)]
+      (loop [i 0]
+        (let [ms (:members (on/refresh! test))]
+          (cond
+            (and ms (not (contains? ms node))) "OK"
+            (> (System/currentTimeMillis) deadline) (or (:outcome ans) (:error ans))
+            :else (do (when (and (pos? i) (zero? (mod i 5)))
+                        (on/ctl-members! test ["members" "remove" id] "10s"))
+                      (Thread/sleep 1000)
+                      (recur (inc i)))))))))
+
 (defn- remove-node!
   "Removes node as the variant says; leaves it running (a zombie) unless
   it was killed first. Returns what happened."
@@ -71,14 +90,14 @@
             ans (oc/ctl! test node (map oc/client-addr (cons node (remove #{node} (on/member-nodes test))))
                          ["leave"] "30s")]
         (on/set-state! test node :zombie)
-        {:node node :id id :how how :transfer (:outcome t) :outcome (:outcome ans)
+        {:node node :id id :how how :transfer (:outcome t) :outcome (ensure-removed! test node id ans)
          :answer (select-keys ans [:outcome :error :applied :reason :message])})
 
       :kill-first
       (do (c/on-nodes test [node] (fn [_ _] (odb/kill-onced!)))
           (let [ans (on/ctl-members! test ["members" "remove" id] "30s")]
             (on/set-state! test node :removed)
-            {:node node :id id :how how :outcome (:outcome ans)
+            {:node node :id id :how how :outcome (ensure-removed! test node id ans)
              :answer (select-keys ans [:outcome :error :applied :reason :message])}))
 
       ;; :follower, :partition
@@ -88,7 +107,7 @@
             ans (on/ctl-members! test ["members" "remove" id] "30s")]
         (heal! test)
         (on/set-state! test node :zombie)
-        {:node node :id id :how how :isolated iso :outcome (:outcome ans)
+        {:node node :id id :how how :isolated iso :outcome (ensure-removed! test node id ans)
          :answer (select-keys ans [:outcome :error :applied :reason :message])}))))
 
 (defn- add-node! [test node]

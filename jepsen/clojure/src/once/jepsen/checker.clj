@@ -156,6 +156,7 @@
          :ops              (frequencies (map :f done))
          :skipped          (frequencies (map :f (filter #(:skipped (:value %)) ops)))
          :reuse-refused    (count (filter #(true? (:refused? (:value %))) reused))
+         :reuse-undecided  (count (filter #(nil? (:refused? (:value %))) reused))
          :reuse-accepted   (vec (take 5 accepted))}))))
 
 (defn crash-checker

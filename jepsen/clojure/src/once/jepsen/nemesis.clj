@@ -148,7 +148,9 @@
       (if-let [old follower]
         (if-let [s (pick (spares test))]
           (let [g (grow! test s)] {:added g :removed (shrink! test old {})})
-          (let [r (shrink! test old {})] {:removed r :added (when (:answer r) (grow! test old))}))
+          (let [r (shrink! test old {})]
+            ;; re-add only once the removal is OK (the host is then a wiped spare)
+            {:removed r :added (when (= :spare (state-of test old)) (grow! test old))}))
         {:skipped "no follower"})
 
       :member-remove-leader
@@ -195,8 +197,10 @@
       ;; negative test: a retired id must be refused for ever
       (if-let [{:keys [id raft-addr client-addr node]} (pick (:retired @(:membership test)))]
         (let [ans (ctl-members! test ["members" "add" id raft-addr client-addr] "30s")]
+          ;; refused: FAILED_PRECONDITION; accepted: OK (a bug); anything
+          ;; else (unavailable, unknown) decides nothing
           {:id id :node node :answer (summary ans)
-           :refused? (not= "OK" (:outcome ans))})
+           :refused? (case (:outcome ans) "FAILED_PRECONDITION" true "OK" false nil)})
         {:skipped "no retired id yet"})
 
       :member-restore
