@@ -69,7 +69,7 @@ class Acceptance(Run):
                 return n
         return None
 
-    def claim_until(self, node, key, req_id, timeout=STEP_TIMEOUT, stop_on=None):
+    def claim_until(self, node, key, req_id, timeout=STEP_TIMEOUT):
         """Claim through @node until a definite answer (:ok); :info keeps
         the request id (a client retry), :fail retries too. Returns the
         answer object, or None at the timeout."""
@@ -79,8 +79,6 @@ class Acceptance(Run):
             while time.monotonic() < deadline:
                 typ, obj = c.claim(self.scope, key, req_id)
                 if typ == "ok":
-                    return obj
-                if stop_on and stop_on(typ, obj):
                     return obj
                 time.sleep(0.3)
         finally:

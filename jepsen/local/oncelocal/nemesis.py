@@ -9,12 +9,10 @@ Kinds: partition, loss, kill, pause, membership, clock, disk, corrupt.
 """
 
 import os
-import time
 
 from .cluster import ELECTION_S
-from .common import K, log
+from .common import K, log, rid
 from .workload import Client
-from .common import rid
 
 KINDS = ("partition", "loss", "kill", "pause", "membership", "clock", "disk",
          "corrupt")

@@ -234,7 +234,6 @@ class IdempotentWorkload:
         return base64.b64encode(os.urandom(rng.randint(1, 24))).decode()
 
     def step(self, w, cl, rng, st):
-        scope = self.run.scope
         if st["retry"] is not None:
             call = st["retry"]
             st["retry"] = None
