@@ -24,8 +24,9 @@ DISK_MB = 96
 
 
 class Nemesis:
-    def __init__(self, run, kinds, rng):
+    def __init__(self, run, kinds, rng, tempo=1.0):
         self.run = run
+        self.tempo = tempo
         self.cl = run.cluster
         self.kinds = list(kinds)
         self.rng = rng
@@ -36,6 +37,10 @@ class Nemesis:
         self.zombies = []
         self.events = 0
         self.counts = {}
+
+    def hold(self, stop, lo, hi):
+        """Wait a seeded time in [lo, hi) s times the tempo; True if stopped."""
+        return stop.wait(self.rng.uniform(lo, hi) * self.tempo)
 
     def event(self, f, value, typ="info"):
         self.run.hist.op(typ, "nemesis", f, value)
@@ -65,7 +70,7 @@ class Nemesis:
 
     def loop(self, stop):
         while not stop.is_set():
-            if stop.wait(self.rng.uniform(2, 5)):
+            if self.hold(stop, 2, 5):
                 break
             kind = self.rng.choice(self.kinds)
             try:
@@ -132,7 +137,7 @@ class Nemesis:
         self.event("start-partition", {K("mode"): mode, K("groups"): grp})
         log("nemesis: partition %s: %s" % (mode, " | ".join(" ".join(g) for g in grp)))
         if hold is None:
-            stop.wait(self.rng.uniform(3, 8))
+            self.hold(stop, 3, 8)
             self.heal_net()
 
     def do_loss(self, stop):
@@ -144,7 +149,7 @@ class Nemesis:
                     self.cl.drop(x, y, prob=p)
         self.event("start-loss", {K("probability"): p})
         log("nemesis: packet loss %.0f%% between members" % (100 * p))
-        stop.wait(self.rng.uniform(3, 8))
+        self.hold(stop, 3, 8)
         self.heal_net()
 
     def heal_net(self):
@@ -173,7 +178,7 @@ class Nemesis:
         for n in victims:
             n.kill9()
             self.killed.append(n)
-        stop.wait(self.rng.uniform(2, 5))
+        self.hold(stop, 2, 5)
         self.restart_killed()
 
     def restart_killed(self):
@@ -193,7 +198,9 @@ class Nemesis:
         log("nemesis: SIGSTOP %s (%s)" % (n.name, how))
         n.pause()
         self.paused.append(n)
-        stop.wait(self.rng.uniform(4 * ELECTION_S, 10 * ELECTION_S))
+        # never shorter than 2 election timeouts, whatever the tempo
+        stop.wait(max(2 * ELECTION_S,
+                      self.rng.uniform(4 * ELECTION_S, 10 * ELECTION_S) * self.tempo))
         self.resume_paused()
 
     def resume_paused(self):
@@ -216,7 +223,7 @@ class Nemesis:
         n.kill9()
         self.start_checked(n, faketime=off)
         self.skewed.append(n)
-        stop.wait(self.rng.uniform(5, 12))
+        self.hold(stop, 5, 12)
         self.unskew()
 
     def unskew(self):
@@ -242,7 +249,7 @@ class Nemesis:
         log("nemesis: disk full on %s" % n.name)
         fill(path)
         self.filled.append(n)
-        stop.wait(self.rng.uniform(4, 10))
+        self.hold(stop, 4, 10)
         self.free_disk()
 
     def free_disk(self):
@@ -329,7 +336,7 @@ class Nemesis:
             self.do_partition(stop, mode=under, hold=True)
         res = getattr(self, "m_" + op.replace("-", "_"))(stop)
         if under:
-            stop.wait(self.rng.uniform(1, 4))
+            self.hold(stop, 1, 4)
             self.heal_net()
         if res is None or res is False:
             self.cl.reconcile()
@@ -391,7 +398,7 @@ class Nemesis:
         with self.cl.lock:
             if a == "OK" and x in self.cl.members:
                 self.cl.members.remove(x)
-        stop.wait(self.rng.uniform(1, 3))
+        self.hold(stop, 1, 3)
         b = self.cl.assign(x, "voter")
         if b == "OK":
             with self.cl.lock:
@@ -447,7 +454,7 @@ class Nemesis:
                     else:
                         cl.claim(self.run.scope, key, rid())
             self.heal_net()
-            stop.wait(self.rng.uniform(1, 3))
+            self.hold(stop, 1, 3)
             key = self.run.wl.keys.old_key()
             if key:
                 cl.claim(self.run.scope, key, rid(),
