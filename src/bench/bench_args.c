@@ -57,7 +57,8 @@ const char bench_usage[] =
     "time), latency p50/p90/p99/p99.9/max (HDR-style histogram, < 0.8 %\n"
     "error), outcome counts, errors by status, the longest window without\n"
     "a successful claim, and the CPU seconds of this process.\n"
-    "Exit: 0 done, 1 could not run (e.g. no client), 2 bad flag.\n";
+    "Exit: 0 done, 1 could not run or no claim was answered in the\n"
+    "measured time (the figures are still printed), 2 bad flag.\n";
 
 static void errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -749,6 +749,12 @@ int main(int argc, char **argv)
         print_text(&run, &t);
     }
     rc = 0;
+    if (t.ok == 0) {
+        fprintf(stderr,
+                "once-bench: no claim was answered in the measured "
+                "time\n");
+        rc = 1;
+    }
     if (cfg.plot != NULL && plot(&run, cfg.plot) != 0) {
         rc = 1;
     }
