@@ -8,16 +8,19 @@
  * reading, so a peer that sends calls without reading answers cannot make
  * the node buffer without bound.
  *
- * Server side, answers are corked: every answer made during one loop
- * iteration (a batch commit answers dozens of calls at once) is appended
- * to one buffer, and a prepare handle, which runs just before the loop
- * blocks, hands it to one uv_write. One write syscall per iteration
- * instead of one per answer: those were a quarter of the leader's CPU at
- * 256 clients (bench/README.md). Nothing waits longer than the iteration:
- * the prepare phase always runs before the loop polls. Corked bytes count
- * in out_bytes like queued ones (backpressure, close_after_write and the
- * idle timer see them); a closing connection drops them, as uv_close
- * cancels queued writes.
+ * Frames are corked: every frame made during one loop iteration (a batch
+ * commit answers dozens of calls at once; a pipelining client sends many
+ * calls) is appended to one buffer, and a prepare handle, which runs just
+ * before the loop blocks, hands it to one uv_write. One write syscall per
+ * iteration instead of one per frame: those were a quarter of the
+ * leader's CPU, and of the benchmark client's, at 256 clients
+ * (bench/README.md). Nothing waits longer than the iteration: the prepare
+ * phase always runs before the loop polls. Corked bytes count in out_bytes
+ * like queued ones (backpressure, close_after_write and the idle timer see
+ * them); a closing connection drops them, as uv_close cancels queued
+ * writes. A call corked on a channel counts as sent (it may reach the
+ * socket at any moment), so a connection lost before the flush reports it
+ * "unknown": conservative, never "not applied" for bytes that might leave.
  *
  * Lifetimes: a conn is freed when its handle has closed and no rpc_call
  * refers to it; an rpc_call is freed by rpc_call_reply (after its deadline
@@ -115,7 +118,7 @@ struct conn
     bool close_after_write;
     bool handle_closed;    /* every handle below has closed */
     unsigned open_handles; /* tcp, and flush when corking */
-    /* Server side: answers of this iteration, written by on_flush. */
+    /* Frames of this iteration, written by on_flush. */
     bool corking;
     uv_prepare_t flush;
     uint8_t *cbuf;
@@ -308,7 +311,9 @@ static void note_queued(struct conn *c, size_t len)
         c->last_write_ms = uv_now(c->tcp.loop);
     }
     c->out_bytes += len;
-    if (!c->paused && c->out_bytes > c->lim->out_max) {
+    /* Server side only: a channel keeps reading (its answers are what
+     * drains the server, which applies its own limit). */
+    if (c->srv != NULL && !c->paused && c->out_bytes > c->lim->out_max) {
         c->paused = true;
         (void)uv_read_stop((uv_stream_t *)&c->tcp);
     }
@@ -347,15 +352,9 @@ static void on_flush(uv_prepare_t *h)
     }
 }
 
-/* Append the frame of @v (@need bytes) to the cork. */
-static int conn_cork(struct conn *c,
-                     const struct envelope_view *v,
-                     size_t need,
-                     char *errmsg)
+/* Room for @need more bytes in the cork: where they go, or NULL. */
+static uint8_t *cork_reserve(struct conn *c, size_t need)
 {
-    size_t len = 0;
-    int rv;
-
     if (c->ccap - c->clen < need) {
         size_t cap = c->ccap != 0 ? c->ccap : 4096;
         uint8_t *nb;
@@ -367,20 +366,41 @@ static int conn_cork(struct conn *c,
         }
         nb = realloc(c->cbuf, cap);
         if (nb == NULL) {
-            ERRMSG(errmsg, "out of memory"); /* UNTESTED: malloc */
-            return RPC_E_NOMEM;
+            return NULL; /* UNTESTED: malloc */
         }
         c->cbuf = nb;
         c->ccap = cap;
     }
-    rv = envelope_encode(v, c->lim->frame_max, c->cbuf + c->clen, need, &len,
-                         errmsg);
-    if (rv != 0) {
-        return rv; /* UNTESTED: the first pass checked the same rules */
-    }
+    return c->cbuf + c->clen;
+}
+
+/* @len bytes were appended at cork_reserve's pointer. */
+static void cork_commit(struct conn *c, size_t len)
+{
     c->clen += len;
     (void)uv_prepare_start(&c->flush, on_flush);
     note_queued(c, len);
+}
+
+/* Append the frame of @v (@need bytes) to the cork. */
+static int conn_cork(struct conn *c,
+                     const struct envelope_view *v,
+                     size_t need,
+                     char *errmsg)
+{
+    uint8_t *dst = cork_reserve(c, need);
+    size_t len = 0;
+    int rv;
+
+    if (dst == NULL) {
+        ERRMSG(errmsg, "out of memory"); /* UNTESTED: malloc */
+        return RPC_E_NOMEM;
+    }
+    rv = envelope_encode(v, c->lim->frame_max, dst, need, &len, errmsg);
+    if (rv != 0) {
+        return rv; /* UNTESTED: the first pass checked the same rules */
+    }
+    cork_commit(c, len);
     return 0;
 }
 
@@ -449,7 +469,7 @@ static int conn_init(struct conn *c,
     return 0;
 }
 
-/* Server side: answers go through the cork (see the top). */
+/* Frames go through the cork (see the top). */
 static void conn_cork_init(struct conn *c, uv_loop_t *loop)
 {
     if (uv_prepare_init(loop, &c->flush) == 0) { /* cannot fail in 1.44 */
@@ -1214,10 +1234,25 @@ static void channel_answer(struct conn *c, struct envelope_view *v)
 static void pcall_write(struct rpc_channel *ch, struct pcall *p)
 {
     struct conn *c = ch->conn;
-    struct wreq *w = malloc(sizeof *w + p->frame_len);
+    struct wreq *w;
     uv_buf_t b;
     int rv;
 
+    if (c->corking) {
+        uint8_t *dst = cork_reserve(c, p->frame_len);
+
+        if (dst == NULL) { /* UNTESTED: malloc */
+            pcall_finish(p, RPC_E_NOMEM, NULL);
+            return;
+        }
+        memcpy(dst, p->frame, p->frame_len);
+        cork_commit(c, p->frame_len);
+        free(p->frame);
+        p->frame = NULL;
+        p->sent = true; /* see the top: it may leave at any moment */
+        return;
+    }
+    w = malloc(sizeof *w + p->frame_len);
     if (w == NULL) { /* UNTESTED: malloc */
         pcall_finish(p, RPC_E_NOMEM, NULL);
         return;
@@ -1292,6 +1327,7 @@ static void channel_connect(struct rpc_channel *ch)
         return;
     }
     c->ch = ch;
+    conn_cork_init(c, ch->loop);
     ch->n_conns++;
     ch->conn = c;
     ch->creq.data = ch;
