@@ -31,7 +31,7 @@ const char bench_usage[] =
     "  --warmup DUR           run first without measuring (default 0s)\n"
     "  --keys unique          every claim a new key (default): ACCEPTED\n"
     "  --keys replay:PCT      PCT % (0..100) of claims repeat a key this\n"
-    "                         connection claimed before: REPLAYED (or\n"
+    "                         connection sent before: REPLAYED (or\n"
     "                         IN_PROGRESS for idempotent)\n"
     "  --keys hot:K           keys drawn uniformly from K (1..1e8) shared\n"
     "                         by all connections\n"

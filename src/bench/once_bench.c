@@ -130,7 +130,7 @@ static void next_key(struct worker *w, char *buf)
             return;
         case BENCH_KEYS_REPLAY:
             if (w->seq > 0 && rng_next(&w->rng) % 100 < cfg->replay_pct) {
-                n = rng_next(&w->rng) % w->seq; /* one claimed before */
+                n = rng_next(&w->rng) % w->seq; /* one sent before */
                 break;
             }
             n = w->seq++;
