@@ -1,0 +1,59 @@
+/* bench/bench.h: once-bench's configuration and its flag parser (pure, so
+ * tests/unit/test_bench.c can check every refusal). */
+#ifndef ONCE_BENCH_BENCH_H_
+#define ONCE_BENCH_BENCH_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "once.h"
+
+#define BENCH_CONNECTIONS_MAX 1024u
+#define BENCH_PIPELINE_MAX    1024u /* libonce's default max_inflight */
+#define BENCH_DURATION_MAX_MS (24ull * 3600 * 1000)
+#define BENCH_RATE_MAX        10000000u
+#define BENCH_HOT_MAX         100000000u
+#define BENCH_ERR_MAX         256
+
+enum bench_keys {
+    BENCH_KEYS_UNIQUE = 1, /* every claim a new key: ACCEPTED */
+    BENCH_KEYS_REPLAY = 2, /* PCT % repeat a key claimed before */
+    BENCH_KEYS_HOT = 3,    /* uniformly from K keys shared by all */
+};
+
+struct bench_cfg
+{
+    const char *addrs[ONCE_ADDRS_MAX];
+    size_t n_addrs;
+    char cluster_buf[ONCE_ADDRS_MAX * (ONCE_ADDR_MAX + 1)];
+    uint32_t connections;
+    uint32_t pipeline;
+    uint64_t duration_ms;
+    uint64_t warmup_ms;
+    enum bench_keys keys;
+    uint32_t replay_pct; /* BENCH_KEYS_REPLAY */
+    uint64_t hot_keys;   /* BENCH_KEYS_HOT */
+    enum once_kind kind;
+    uint64_t rate; /* claims/s over all connections; 0: closed loop */
+    uint64_t ttl_ms;
+    uint32_t timeout_ms;
+    uint64_t gap_ms; /* report windows without a success longer than this */
+    bool json;
+    const char *plot; /* PNG path, or NULL */
+    char scope[ONCE_SCOPE_MAX + 1];
+};
+
+/* Parse argv into @cfg (defaults first). 0: run; 1: --help asked; -1: a
+ * bad flag, with one line naming it in @err. @argv stays referenced
+ * (cfg->plot). */
+int bench_parse(int argc,
+                char **argv,
+                struct bench_cfg *cfg,
+                char *err,
+                size_t errlen);
+
+/* The --help text. */
+extern const char bench_usage[];
+
+#endif /* ONCE_BENCH_BENCH_H_ */

@@ -1,0 +1,391 @@
+/* bench/bench_args.c: once-bench's flags (bench.h). Every value is
+ * checked here, before anything connects: a bad flag is one line naming it
+ * and exit 2. */
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "common/text.h"
+
+const char bench_usage[] =
+    "usage: once-bench [--cluster IP:PORT,...] [--connections N]\n"
+    "                  [--pipeline P] [--duration DUR] [--warmup DUR]\n"
+    "                  [--keys unique|replay:PCT|hot:K]\n"
+    "                  [--kind nonce|idempotent] [--rate R] [--ttl DUR]\n"
+    "                  [--timeout DUR] [--gap DUR] [--scope S] [--json]\n"
+    "                  [--plot FILE.png]\n"
+    "\n"
+    "Claims against a once cluster through libonce's pipelined interface\n"
+    "(once_claim_async + once_run): N connections, one thread and one\n"
+    "client each, every one keeping up to P claims in flight.\n"
+    "\n"
+    "  --cluster IP:PORT,...  client addresses, 1..64 (default the\n"
+    "                         scripts/run cluster: 127.0.0.1:7101,7102,7103)\n"
+    "  --connections N        clients (threads), 1..1024 (default 1)\n"
+    "  --pipeline P           claims in flight per connection, 1..1024\n"
+    "                         (default 1)\n"
+    "  --duration DUR         measured time (default 10s; ms, s, m, h)\n"
+    "  --warmup DUR           run first without measuring (default 0s)\n"
+    "  --keys unique          every claim a new key (default): ACCEPTED\n"
+    "  --keys replay:PCT      PCT % (0..100) of claims repeat a key this\n"
+    "                         connection sent before: REPLAYED (or\n"
+    "                         IN_PROGRESS for idempotent)\n"
+    "  --keys hot:K           keys drawn uniformly from K (1..1e8) shared\n"
+    "                         by all connections\n"
+    "  --kind nonce|idempotent  record kind (default nonce)\n"
+    "  --rate R               fixed rate: R claims/s over all connections\n"
+    "                         (1..1e7), each sent at its scheduled time and\n"
+    "                         its latency counted from that time, so a\n"
+    "                         stall is not hidden (coordinated omission);\n"
+    "                         a claim that finds P in flight waits, and\n"
+    "                         its wait counts. Default: closed loop, each\n"
+    "                         slot sends again as soon as it is answered\n"
+    "  --ttl DUR              record ttl (default 10m)\n"
+    "  --timeout DUR          per-claim deadline, libonce retries inside it\n"
+    "                         (default 5s)\n"
+    "  --gap DUR              list every window without a successful claim\n"
+    "                         longer than DUR (default 200ms; failover)\n"
+    "  --scope S              scope of the keys (default \"bench\")\n"
+    "  --json                 one JSON object instead of text\n"
+    "  --plot FILE.png        throughput and p50/p99 per second (gnuplot)\n"
+    "  --help                 this text\n"
+    "\n"
+    "Prints ops/s (answered claims, status OK, per second of the measured\n"
+    "time), latency p50/p90/p99/p99.9/max (HDR-style histogram, < 0.8 %\n"
+    "error), outcome counts, errors by status, the longest window without\n"
+    "a successful claim, and the CPU seconds of this process.\n"
+    "Exit: 0 done, 1 could not run or no claim was answered in the\n"
+    "measured time (the figures are still printed), 2 bad flag.\n";
+
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* An IPv4 literal and a port 1..65535. */
+static bool check_addr(const char *s)
+{
+    char ip[16];
+    const char *colon = strrchr(s, ':');
+    uint64_t port;
+    struct in_addr a;
+    size_t n;
+
+    if (colon == NULL) {
+        return false;
+    }
+    n = (size_t)(colon - s);
+    if (n == 0 || n >= sizeof ip) {
+        return false;
+    }
+    memcpy(ip, s, n);
+    ip[n] = '\0';
+    return inet_pton(AF_INET, ip, &a) == 1 &&
+           text_parse_u64(colon + 1, 65535, &port) && port != 0;
+}
+
+static int parse_cluster(struct bench_cfg *cfg,
+                         const char *s,
+                         char *err,
+                         size_t errlen)
+{
+    size_t len = strlen(s);
+    char *p;
+
+    if (len == 0 || len >= sizeof cfg->cluster_buf) {
+        errf(err, errlen, "--cluster: %s", len == 0 ? "empty" : "too long");
+        return -1;
+    }
+    memcpy(cfg->cluster_buf, s, len + 1);
+    cfg->n_addrs = 0;
+    p = cfg->cluster_buf;
+    for (;;) {
+        char *comma = strchr(p, ',');
+
+        if (comma != NULL) {
+            *comma = '\0';
+        }
+        if (cfg->n_addrs == ONCE_ADDRS_MAX) {
+            errf(err, errlen, "--cluster: more than %u addresses",
+                 (unsigned)ONCE_ADDRS_MAX);
+            return -1;
+        }
+        if (strlen(p) > ONCE_ADDR_MAX || !check_addr(p)) {
+            errf(err, errlen,
+                 "--cluster: bad address \"%.64s\" (want an IPv4 IP:PORT)", p);
+            return -1;
+        }
+        cfg->addrs[cfg->n_addrs++] = p;
+        if (comma == NULL) {
+            return 0;
+        }
+        p = comma + 1;
+    }
+}
+
+static int parse_keys(struct bench_cfg *cfg,
+                      const char *s,
+                      char *err,
+                      size_t errlen)
+{
+    uint64_t v;
+
+    if (strcmp(s, "unique") == 0) {
+        cfg->keys = BENCH_KEYS_UNIQUE;
+        return 0;
+    }
+    if (strncmp(s, "replay:", 7) == 0) {
+        if (!text_parse_u64(s + 7, 100, &v)) {
+            errf(err, errlen,
+                 "--keys: replay:PCT wants PCT 0..100, got \"%.32s\"", s + 7);
+            return -1;
+        }
+        cfg->keys = BENCH_KEYS_REPLAY;
+        cfg->replay_pct = (uint32_t)v;
+        return 0;
+    }
+    if (strncmp(s, "hot:", 4) == 0) {
+        if (!text_parse_u64(s + 4, BENCH_HOT_MAX, &v) || v == 0) {
+            errf(err, errlen, "--keys: hot:K wants K 1..%u, got \"%.32s\"",
+                 BENCH_HOT_MAX, s + 4);
+            return -1;
+        }
+        cfg->keys = BENCH_KEYS_HOT;
+        cfg->hot_keys = v;
+        return 0;
+    }
+    errf(err, errlen, "--keys: want unique, replay:PCT or hot:K, got \"%.32s\"",
+         s);
+    return -1;
+}
+
+static void defaults(struct bench_cfg *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    (void)parse_cluster(cfg, "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
+                        NULL, 0);
+    cfg->connections = 1;
+    cfg->pipeline = 1;
+    cfg->duration_ms = 10000;
+    cfg->keys = BENCH_KEYS_UNIQUE;
+    cfg->kind = ONCE_NONCE;
+    cfg->ttl_ms = 10ull * 60 * 1000;
+    cfg->timeout_ms = 5000;
+    cfg->gap_ms = 200;
+    memcpy(cfg->scope, "bench", sizeof "bench");
+}
+
+/* "--flag VALUE" or "--flag=VALUE": the value, or NULL if @arg is not
+ * @name. *i moves past a separate value. */
+static const char *value_of(int argc,
+                            char **argv,
+                            int *i,
+                            const char *name,
+                            bool *missing)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+
+    *missing = false;
+    if (strncmp(arg, name, n) != 0) {
+        return NULL;
+    }
+    if (arg[n] == '=') {
+        return arg + n + 1;
+    }
+    if (arg[n] != '\0') {
+        return NULL;
+    }
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    (*i)++;
+    return argv[*i];
+}
+
+static bool u64_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v;
+
+    if (!text_parse_u64(s, hi, &v) || v < lo) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int bench_parse(int argc,
+                char **argv,
+                struct bench_cfg *cfg,
+                char *err,
+                size_t errlen)
+{
+    int i;
+
+    defaults(cfg);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        bool missing = false;
+        uint64_t n;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            return 1;
+        }
+        if (strcmp(a, "--json") == 0) {
+            cfg->json = true;
+            continue;
+        }
+#define FLAG(name)                                              \
+    (v = value_of(argc, argv, &i, (name), &missing)) != NULL || \
+        (missing && (errf(err, errlen, "%s: needs a value", (name)), true))
+        if (FLAG("--cluster")) {
+            if (v == NULL || parse_cluster(cfg, v, err, errlen) != 0) {
+                return -1;
+            }
+        } else if (FLAG("--connections")) {
+            if (v == NULL || !u64_in(v, 1, BENCH_CONNECTIONS_MAX, &n)) {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--connections: want 1..%u, got \"%.32s\"",
+                         BENCH_CONNECTIONS_MAX, v);
+                }
+                return -1;
+            }
+            cfg->connections = (uint32_t)n;
+        } else if (FLAG("--pipeline")) {
+            if (v == NULL || !u64_in(v, 1, BENCH_PIPELINE_MAX, &n)) {
+                if (v != NULL) {
+                    errf(err, errlen, "--pipeline: want 1..%u, got \"%.32s\"",
+                         BENCH_PIPELINE_MAX, v);
+                }
+                return -1;
+            }
+            cfg->pipeline = (uint32_t)n;
+        } else if (FLAG("--duration")) {
+            if (v == NULL ||
+                !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n) ||
+                n == 0) {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--duration: want a duration 1ms..24h (e.g. 10s), "
+                         "got \"%.32s\"",
+                         v);
+                }
+                return -1;
+            }
+            cfg->duration_ms = n;
+        } else if (FLAG("--warmup")) {
+            if (v == NULL ||
+                !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n)) {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--warmup: want a duration 0ms..24h, got \"%.32s\"",
+                         v);
+                }
+                return -1;
+            }
+            cfg->warmup_ms = n;
+        } else if (FLAG("--keys")) {
+            if (v == NULL || parse_keys(cfg, v, err, errlen) != 0) {
+                return -1;
+            }
+        } else if (FLAG("--kind")) {
+            if (v != NULL && strcmp(v, "nonce") == 0) {
+                cfg->kind = ONCE_NONCE;
+            } else if (v != NULL && strcmp(v, "idempotent") == 0) {
+                cfg->kind = ONCE_IDEMPOTENT;
+            } else {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--kind: want nonce or idempotent, got \"%.32s\"", v);
+                }
+                return -1;
+            }
+        } else if (FLAG("--rate")) {
+            if (v == NULL || !u64_in(v, 1, BENCH_RATE_MAX, &n)) {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--rate: want 1..%u claims/s, got \"%.32s\"",
+                         BENCH_RATE_MAX, v);
+                }
+                return -1;
+            }
+            cfg->rate = n;
+        } else if (FLAG("--ttl")) {
+            /* 168h: the cluster's default max_ttl. */
+            if (v == NULL ||
+                !text_parse_duration_ms(v, 168ull * 3600 * 1000, &n) ||
+                n == 0) {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--ttl: want a duration 1ms..168h, got \"%.32s\"", v);
+                }
+                return -1;
+            }
+            cfg->ttl_ms = n;
+        } else if (FLAG("--timeout")) {
+            if (v == NULL || !text_parse_duration_ms(v, 3600 * 1000, &n) ||
+                n == 0) {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--timeout: want a duration 1ms..1h, got \"%.32s\"",
+                         v);
+                }
+                return -1;
+            }
+            cfg->timeout_ms = (uint32_t)n;
+        } else if (FLAG("--gap")) {
+            if (v == NULL ||
+                !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n) ||
+                n == 0) {
+                if (v != NULL) {
+                    errf(err, errlen,
+                         "--gap: want a duration 1ms..24h, got \"%.32s\"", v);
+                }
+                return -1;
+            }
+            cfg->gap_ms = n;
+        } else if (FLAG("--scope")) {
+            size_t len = v == NULL ? 0 : strlen(v);
+
+            if (v == NULL || len == 0 || len > ONCE_SCOPE_MAX) {
+                if (v != NULL) {
+                    errf(err, errlen, "--scope: want 1..%u bytes",
+                         (unsigned)ONCE_SCOPE_MAX);
+                }
+                return -1;
+            }
+            memcpy(cfg->scope, v, len + 1);
+        } else if (FLAG("--plot")) {
+            if (v == NULL || v[0] == '\0') {
+                if (v != NULL) {
+                    errf(err, errlen, "--plot: want a file name");
+                }
+                return -1;
+            }
+            cfg->plot = v;
+        } else {
+            errf(err, errlen, "unknown flag \"%.64s\" (see --help)", a);
+            return -1;
+        }
+#undef FLAG
+    }
+    if (cfg->rate != 0 && cfg->rate < cfg->connections) {
+        errf(err, errlen,
+             "--rate: %llu claims/s is less than one per connection (%u)",
+             (unsigned long long)cfg->rate, cfg->connections);
+        return -1;
+    }
+    return 0;
+}
