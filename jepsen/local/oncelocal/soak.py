@@ -23,8 +23,8 @@ from .common import HERE, REPO
 ROTATION = (
     ("membership", "nonce"),
     ("partition,kill", "idempotent"),
-    ("membership,partition", "nonce"),
-    ("kill,partition,loss", "idempotent"),
+    ("membership", "idempotent"),
+    ("kill,partition,loss", "nonce"),
     ("membership,pause,kill", "nonce"),
     ("membership,clock,partition,corrupt", "idempotent"),
 )
