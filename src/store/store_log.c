@@ -2396,6 +2396,11 @@ int store_uring_probe(char *why, size_t n)
     /* Set up is not enough: a seccomp filter may allow it and block
      * io_uring_enter. */
     sqe = io_uring_get_sqe(&ring);
+    if (sqe == NULL) {
+        io_uring_queue_exit(&ring);
+        snprintf(why, n, "io_uring: no submission entry");
+        return -EBUSY;
+    }
     io_uring_prep_nop(sqe);
     rv = io_uring_submit_and_wait(&ring, 1);
     if (rv >= 0) {
