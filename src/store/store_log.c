@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/le.h"
 #include "store/store_format.h"
 
 #define DEFAULT_SEGMENT (8u << 20)
@@ -1742,7 +1743,7 @@ static bool torn_tail(const uint8_t *file, size_t size, size_t p, size_t *end)
     size_t e = p + SF_REC_HDR;
 
     if (size - p >= SF_REC_HDR) {
-        size_t len = le32toh(*(const uint32_t *)(file + p + 28));
+        size_t len = le_get32(file + p + 28);
         if (len <= SF_REC_MAX && sf_rec_size(len) <= size - p) {
             e = p + sf_rec_size(len);
         }
@@ -1754,7 +1755,7 @@ static bool torn_tail(const uint8_t *file, size_t size, size_t p, size_t *end)
         return false;
     }
     for (size_t q = p + 8; q + 4 <= e; q += 8) {
-        if (le32toh(*(const uint32_t *)(file + q)) == SF_REC_MAGIC) {
+        if (le_get32(file + q) == SF_REC_MAGIC) {
             return false;
         }
     }
