@@ -427,6 +427,8 @@ static void run_write(struct job *j)
     }
 }
 
+/* In the order given, each durable before the next: the order is what
+ * keeps the log contiguous if the node crashes midway. */
 static void run_unlinks(struct job *j)
 {
     int err;
@@ -436,11 +438,10 @@ static void run_unlinks(struct job *j)
             job_err(j, errno, "unlink", j->unlink[i]);
             return;
         }
-    }
-    if (j->n_unlink > 0) {
         err = fsync_dir(j->sl->dirfd);
         if (err != 0) {
             job_err(j, err, "fsync", "directory");
+            return;
         }
     }
 }
@@ -1522,9 +1523,11 @@ static int meta_write(struct slog *sl, uint64_t term, uint64_t vote)
         err = errno;
     }
     if (err != 0) {
-        set_failed(sl, raft_code(err), "");
-        return fail_msg(sl->s, sl->failed, "write meta-%c: %s",
-                        slot == 0 ? 'a' : 'b', strerror(err));
+        char msg[RAFT_ERRMSG_BUF_SIZE];
+        snprintf(msg, sizeof msg, "write meta-%c: %s", slot == 0 ? 'a' : 'b',
+                 strerror(err));
+        set_failed(sl, raft_code(err), msg);
+        return sl->failed;
     }
     sl->meta_seq = seq;
     sl->term = term;
