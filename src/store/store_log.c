@@ -1565,8 +1565,6 @@ static void handle_closed(uv_handle_t *h)
     }
 }
 
-static bool shutting;
-
 static void stop_worker(struct slog *sl)
 {
     pthread_mutex_lock(&sl->mu);
@@ -1587,7 +1585,6 @@ static void stop_worker(struct slog *sl)
 
 static void maybe_shutdown(struct slog *sl)
 {
-    (void)shutting;
     if (!sl->closing || sl->busy || sl->head != NULL || sl->close_cb == NULL ||
         sl->handles == 0 || sl->stop) {
         return;
