@@ -161,7 +161,8 @@ struct op
     size_t bytes;
     unsigned n;
     uint64_t first_index;
-    uint32_t *sizes; /* per record */
+    uint32_t *sizes;  /* per record */
+    bool inline_bufs; /* buf and sizes live in the op's own allocation */
     /* truncate */
     uint64_t index;
     /* snapshot put/get */
@@ -800,8 +801,10 @@ static void set_failed(struct slog *sl, int rv, const char *msg)
 
 static void op_free(struct op *op)
 {
-    free(op->buf);
-    free(op->sizes);
+    if (!op->inline_bufs) {
+        free(op->buf);
+        free(op->sizes);
+    }
     free(op);
 }
 
@@ -2386,14 +2389,19 @@ static int store_append(struct store *s,
         }
         bytes += sf_rec_size(entries[i].buf.len);
     }
-    op = calloc(1, sizeof *op);
-    if (op == NULL || (op->buf = malloc(bytes > 0 ? bytes : 1)) == NULL ||
-        (op->sizes = malloc((n > 0 ? n : 1) * sizeof *op->sizes)) == NULL) {
-        if (op != NULL) {
-            free(op->buf);
-            free(op);
+    /* One allocation: the op, then the record sizes, then the records
+     * (8-aligned: sizeof(struct op) and n * 4 rounded up). */
+    {
+        size_t head = sf_pad8(sizeof *op) + sf_pad8((size_t)n * 4);
+        uint8_t *mem = calloc(1, head + bytes);
+
+        if (mem == NULL) {
+            return fail_msg(s, RAFT_NOMEM, "out of memory");
         }
-        return fail_msg(s, RAFT_NOMEM, "out of memory");
+        op = (struct op *)(void *)mem;
+        op->sizes = (uint32_t *)(void *)(mem + sf_pad8(sizeof *op));
+        op->buf = mem + head;
+        op->inline_bufs = true;
     }
     op->kind = OP_APPEND;
     op->req = req;
