@@ -7,7 +7,8 @@
  *         each callback submits the next, so the store group-commits what
  *         queued behind the write in progress;
  * it runs the backends "uring", "pwrite" (store_log.h) and "uv" (raft_uv's
- * own storage through the same store interface), and two floors without
+ * own storage through the same store interface; per_wr, the records per
+ * write, is known for the first two), and two floors without
  * any store: "fdatasync" (pwrite + fdatasync of one record, in a loop) and
  * "fdatasync64" (64 records per pwrite + fdatasync). Latency is from the
  * append call to its callback. Everything is durable when counted.
@@ -49,6 +50,7 @@ struct result
     uint64_t ops;
     double secs;
     double mean, p50, p99, max;
+    double per_write; /* records per write (group commit), 0: unknown */
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -168,6 +170,7 @@ struct run
 struct breq
 {
     struct raft_io_append req;
+    struct raft_entry e; /* raft's contract: valid until the callback */
     struct run *run;
     double t0;
 };
@@ -198,19 +201,17 @@ static void submit(struct run *run)
 {
     while (!run->stop && run->failed == 0 && run->inflight < run->qd) {
         struct breq *b = calloc(1, sizeof *b);
-        struct raft_entry e;
         int rv;
 
-        memset(&e, 0, sizeof e);
-        e.term = 1;
-        e.type = RAFT_COMMAND;
-        e.buf.base = run->payload;
-        e.buf.len = run->size;
+        b->e.term = 1;
+        b->e.type = RAFT_COMMAND;
+        b->e.buf.base = run->payload;
+        b->e.buf.len = run->size;
         b->req.data = b;
         b->run = run;
         b->t0 = now_us();
         run->inflight++;
-        rv = run->s->ops->append(run->s, &b->req, &e, 1, bench_cb);
+        rv = run->s->ops->append(run->s, &b->req, &b->e, 1, bench_cb);
         if (rv != 0) {
             run->inflight--;
             run->failed = rv;
@@ -311,6 +312,14 @@ static int run_store(const char *dir,
         fprintf(stderr, "bench-store: %s append failed: %s\n", backend,
                 s->errmsg);
     }
+    if (u == NULL) {
+        struct store_log_stats stt;
+        store_log_stats(s, &stt);
+        r->per_write =
+            stt.batches > 0 ? (double)stt.records / (double)stt.batches : 0;
+    } else if (qd == 1) {
+        r->per_write = 1;
+    }
     closed = false;
     s->ops->close(s, store_closed);
     while (!closed) {
@@ -334,11 +343,18 @@ static int run_store(const char *dir,
 
 static void print_row(const struct result *r)
 {
-    printf("%-11s %5zu %4u %9llu %10.0f %8.1f %9.1f %9.1f %9.1f %9.1f\n",
+    char pw[16];
+
+    if (r->per_write > 0) {
+        snprintf(pw, sizeof pw, "%.1f", r->per_write);
+    } else {
+        snprintf(pw, sizeof pw, "-");
+    }
+    printf("%-11s %5zu %4u %9llu %10.0f %8.1f %9.1f %9.1f %9.1f %9.1f %7s\n",
            r->backend, r->size, r->qd, (unsigned long long)r->ops,
            r->secs > 0 ? (double)r->ops / r->secs : 0,
            r->secs > 0 ? (double)r->ops * (double)r->size / r->secs / 1e6 : 0,
-           r->mean, r->p50, r->p99, r->max);
+           r->mean, r->p50, r->p99, r->max, pw);
     fflush(stdout);
 }
 
@@ -386,20 +402,22 @@ int main(int argc, char **argv)
     memset(floor64, 0, sizeof floor64);
     printf("# bench-store: dir=%s seconds=%.1f io_uring=%s\n", dir, seconds,
            have_uring ? "yes" : why);
-    printf("%-11s %5s %4s %9s %10s %8s %9s %9s %9s %9s\n", "backend", "size",
-           "qd", "ops", "ops/s", "MB/s", "mean_us", "p50_us", "p99_us",
-           "max_us");
+    printf("%-11s %5s %4s %9s %10s %8s %9s %9s %9s %9s %7s\n", "backend",
+           "size", "qd", "ops", "ops/s", "MB/s", "mean_us", "p50_us", "p99_us",
+           "max_us", "per_wr");
     for (int si = 0; si < 2; si++) {
         if (only == NULL || strcmp(only, "fdatasync") == 0) {
             floor1[si].backend = "fdatasync";
             floor1[si].size = sizes[si];
             floor1[si].qd = 1;
+            floor1[si].per_write = 1;
             if (run_floor(dir, sizes[si], 1, seconds, lat, &floor1[si]) == 0) {
                 print_row(&floor1[si]);
             }
             floor64[si].backend = "fdatasync64";
             floor64[si].size = sizes[si];
             floor64[si].qd = 64;
+            floor64[si].per_write = 64;
             if (run_floor(dir, sizes[si], 64, seconds, lat, &floor64[si]) ==
                 0) {
                 print_row(&floor64[si]);

@@ -7,11 +7,14 @@
  * truncate are synchronous and durable before they return; append,
  * snapshot_put and snapshot_get complete through their callbacks, append
  * callbacks strictly in order. Ownership of entries, snapshots and buffers is
- * exactly raft's.
+ * exactly raft's. (truncate: raft_uv, and the log store, return at once and
+ * order the truncation behind the appends queued before it, with every
+ * later append behind it; no acknowledgement can depend on it before it is
+ * durable.)
  *
  * Backends: "uv" (store_io.c: pass-through to a raft_io's own storage, i.e.
- * raft_uv's, or the raft_fixture's in tests); the io_uring and pwrite
- * backends of DESIGN §4 plug in here later.
+ * raft_uv's, or the raft_fixture's in tests); "uring" and "pwrite"
+ * (store_log.h, docs/store.md).
  *
  * A store is used from the raft loop thread only. */
 #ifndef ONCE_STORE_STORE_H_

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/le.h"
 #include "store/store_format.h"
 
 #define DEFAULT_SEGMENT (8u << 20)
@@ -159,7 +160,8 @@ struct op
     size_t bytes;
     unsigned n;
     uint64_t first_index;
-    uint32_t *sizes; /* per record */
+    uint32_t *sizes;  /* per record */
+    bool inline_bufs; /* buf and sizes live in the op's own allocation */
     /* truncate */
     uint64_t index;
     /* snapshot put/get */
@@ -426,6 +428,8 @@ static void run_write(struct job *j)
     }
 }
 
+/* In the order given, each durable before the next: the order is what
+ * keeps the log contiguous if the node crashes midway. */
 static void run_unlinks(struct job *j)
 {
     int err;
@@ -435,11 +439,10 @@ static void run_unlinks(struct job *j)
             job_err(j, errno, "unlink", j->unlink[i]);
             return;
         }
-    }
-    if (j->n_unlink > 0) {
         err = fsync_dir(j->sl->dirfd);
         if (err != 0) {
             job_err(j, err, "fsync", "directory");
+            return;
         }
     }
 }
@@ -755,8 +758,10 @@ static void set_failed(struct slog *sl, int rv, const char *msg)
 
 static void op_free(struct op *op)
 {
-    free(op->buf);
-    free(op->sizes);
+    if (!op->inline_bufs) {
+        free(op->buf);
+        free(op->sizes);
+    }
     free(op);
 }
 
@@ -1462,8 +1467,6 @@ static void handle_closed(uv_handle_t *h)
     }
 }
 
-static bool shutting;
-
 static void stop_worker(struct slog *sl)
 {
     pthread_mutex_lock(&sl->mu);
@@ -1484,7 +1487,6 @@ static void stop_worker(struct slog *sl)
 
 static void maybe_shutdown(struct slog *sl)
 {
-    (void)shutting;
     if (!sl->closing || sl->busy || sl->head != NULL || sl->close_cb == NULL ||
         sl->handles == 0 || sl->stop) {
         return;
@@ -1530,9 +1532,11 @@ static int meta_write(struct slog *sl, uint64_t term, uint64_t vote)
         err = errno;
     }
     if (err != 0) {
-        set_failed(sl, raft_code(err), "");
-        return fail_msg(sl->s, sl->failed, "write meta-%c: %s",
-                        slot == 0 ? 'a' : 'b', strerror(err));
+        char msg[RAFT_ERRMSG_BUF_SIZE];
+        snprintf(msg, sizeof msg, "write meta-%c: %s", slot == 0 ? 'a' : 'b',
+                 strerror(err));
+        set_failed(sl, raft_code(err), msg);
+        return sl->failed;
     }
     sl->meta_seq = seq;
     sl->term = term;
@@ -1751,7 +1755,7 @@ static bool torn_tail(const uint8_t *file, size_t size, size_t p, size_t *end)
     size_t e = p + SF_REC_HDR;
 
     if (size - p >= SF_REC_HDR) {
-        size_t len = le32toh(*(const uint32_t *)(file + p + 28));
+        size_t len = le_get32(file + p + 28);
         if (len <= SF_REC_MAX && sf_rec_size(len) <= size - p) {
             e = p + sf_rec_size(len);
         }
@@ -1763,7 +1767,7 @@ static bool torn_tail(const uint8_t *file, size_t size, size_t p, size_t *end)
         return false;
     }
     for (size_t q = p + 8; q + 4 <= e; q += 8) {
-        if (le32toh(*(const uint32_t *)(file + q)) == SF_REC_MAGIC) {
+        if (le_get32(file + q) == SF_REC_MAGIC) {
             return false;
         }
     }
@@ -2273,14 +2277,19 @@ static int store_append(struct store *s,
         }
         bytes += sf_rec_size(entries[i].buf.len);
     }
-    op = calloc(1, sizeof *op);
-    if (op == NULL || (op->buf = malloc(bytes > 0 ? bytes : 1)) == NULL ||
-        (op->sizes = malloc((n > 0 ? n : 1) * sizeof *op->sizes)) == NULL) {
-        if (op != NULL) {
-            free(op->buf);
-            free(op);
+    /* One allocation: the op, then the record sizes, then the records
+     * (8-aligned: sizeof(struct op) and n * 4 rounded up). */
+    {
+        size_t head = sf_pad8(sizeof *op) + sf_pad8((size_t)n * 4);
+        uint8_t *mem = calloc(1, head + bytes);
+
+        if (mem == NULL) {
+            return fail_msg(s, RAFT_NOMEM, "out of memory");
         }
-        return fail_msg(s, RAFT_NOMEM, "out of memory");
+        op = (struct op *)(void *)mem;
+        op->sizes = (uint32_t *)(void *)(mem + sf_pad8(sizeof *op));
+        op->buf = mem + head;
+        op->inline_bufs = true;
     }
     op->kind = OP_APPEND;
     op->req = req;
@@ -2405,6 +2414,11 @@ int store_uring_probe(char *why, size_t n)
     /* Set up is not enough: a seccomp filter may allow it and block
      * io_uring_enter. */
     sqe = io_uring_get_sqe(&ring);
+    if (sqe == NULL) {
+        io_uring_queue_exit(&ring);
+        snprintf(why, n, "io_uring: no submission entry");
+        return -EBUSY;
+    }
     io_uring_prep_nop(sqe);
     rv = io_uring_submit_and_wait(&ring, 1);
     if (rv >= 0) {

@@ -31,7 +31,8 @@ INVALID_ARGUMENT, 3 error not applied, 4 error outcome unknown.
 Environment: top_builddir / top_srcdir (as make check sets them), or ONCED
 and ONCECTL (paths of the binaries); ONCE_TEST_KEEP=1 keeps the work
 directory; ONCE_TEST_ELECTION / ONCE_TEST_HEARTBEAT override the Raft
-timings (defaults 400ms / 75ms); TMPDIR.
+timings (defaults 400ms / 75ms); ONCE_TEST_STORAGE=uring|pwrite|uv gives
+every node that --storage (default: onced's own choice); TMPDIR.
 """
 
 import json
@@ -382,6 +383,10 @@ class Cluster:
         el = os.environ.get("ONCE_TEST_ELECTION", "400ms")
         hb = os.environ.get("ONCE_TEST_HEARTBEAT", "75ms")
         self.node_flags = ["--election-timeout", el, "--heartbeat", hb]
+        # ONCE_TEST_STORAGE=uring|pwrite|uv runs every node on that store
+        # (default: onced's own choice).
+        if os.environ.get("ONCE_TEST_STORAGE"):
+            self.node_flags += ["--storage", os.environ["ONCE_TEST_STORAGE"]]
         for k, v in (snapshot or {}).items():
             self.node_flags += ["--snapshot-" + k, str(v)]
         self.node_flags += list(extra_flags)
