@@ -103,7 +103,8 @@ enum sf_rec_status sf_rec_decode(const uint8_t *p,
 void sf_meta_encode(uint8_t out[SF_META_SIZE],
                     uint64_t seq,
                     uint64_t term,
-                    uint64_t vote)
+                    uint64_t vote,
+                    uint64_t cut)
 {
     memset(out, 0, SF_META_SIZE);
     memcpy(out, meta_magic, 8);
@@ -111,13 +112,15 @@ void sf_meta_encode(uint8_t out[SF_META_SIZE],
     le_put64(out + 16, seq);
     le_put64(out + 24, term);
     le_put64(out + 32, vote);
+    le_put64(out + 40, cut); /* zero in records written before it existed */
     le_put32(out + 12, crc32c(0, out + 16, SF_META_SIZE - 16));
 }
 
 int sf_meta_decode(const uint8_t in[SF_META_SIZE],
                    uint64_t *seq,
                    uint64_t *term,
-                   uint64_t *vote)
+                   uint64_t *vote,
+                   uint64_t *cut)
 {
     if (all_zero(in, SF_META_SIZE)) {
         return 1;
@@ -129,6 +132,7 @@ int sf_meta_decode(const uint8_t in[SF_META_SIZE],
     *seq = le_get64(in + 16);
     *term = le_get64(in + 24);
     *vote = le_get64(in + 32);
+    *cut = le_get64(in + 40);
     return 0;
 }
 

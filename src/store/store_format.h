@@ -9,8 +9,10 @@
  *            u16 flags (0) | u32 len | payload | zero padding to 8. The crc
  *            covers everything after itself, padding included.
  *   meta     meta-a, meta-b: 64 bytes each ("ONCEMETA", format, crc, seq,
- *            term, vote); written alternately, the valid one with the higher
- *            seq wins.
+ *            term, vote, cut); written alternately, the valid one with the
+ *            higher seq wins. cut: the index of a torn record load cut (0:
+ *            none), kept until the log holds that index again, so that
+ *            every start until then keeps the node from voting.
  *   snapshot snap-<term %020>-<index %020>: a 64-byte header ("ONCESNAP",
  *            format, crc over the rest of the file, term, index, conf index,
  *            conf length, data length), the configuration, the data.
@@ -85,12 +87,14 @@ enum sf_rec_status sf_rec_decode(const uint8_t *p,
 void sf_meta_encode(uint8_t out[SF_META_SIZE],
                     uint64_t seq,
                     uint64_t term,
-                    uint64_t vote);
+                    uint64_t vote,
+                    uint64_t cut);
 /* 0 when valid, 1 when all zero (never written), -1 when bad. */
 int sf_meta_decode(const uint8_t in[SF_META_SIZE],
                    uint64_t *seq,
                    uint64_t *term,
-                   uint64_t *vote);
+                   uint64_t *vote,
+                   uint64_t *cut);
 
 /* Size of the configuration's encoding. */
 size_t sf_conf_size(const struct raft_configuration *c);

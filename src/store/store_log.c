@@ -229,6 +229,7 @@ struct slog
 
     int meta_fd[2];
     uint64_t meta_seq, term, vote;
+    uint64_t meta_cut; /* persisted cut index (store_format.h "meta") */
 
     struct seg *segs;
     size_t n_segs, cap_segs;
@@ -1524,7 +1525,7 @@ static int meta_write(struct slog *sl, uint64_t term, uint64_t vote)
     if (sl->failed != 0) {
         return sl->failed;
     }
-    sf_meta_encode(buf, seq, term, vote);
+    sf_meta_encode(buf, seq, term, vote, sl->meta_cut);
     /* The other slot keeps the previous state: a torn write here loses
      * only this update, which has not been reported durable yet. */
     err = write_all(sl->meta_fd[slot], buf, sizeof buf, 0);
@@ -1560,6 +1561,7 @@ static int meta_open(struct slog *sl, char *errmsg)
 {
     static const char *names[2] = {"meta-a", "meta-b"};
     uint64_t seq[2] = {0, 0}, term[2] = {0, 0}, vote[2] = {0, 0};
+    uint64_t cut[2] = {0, 0};
     int st[2];
     bool created = false;
 
@@ -1592,7 +1594,7 @@ static int meta_open(struct slog *sl, char *errmsg)
             errf(errmsg, "read %s/%s: %s", sl->dir, names[i], strerror(err));
             return RAFT_IOERR;
         }
-        st[i] = sf_meta_decode(buf, &seq[i], &term[i], &vote[i]);
+        st[i] = sf_meta_decode(buf, &seq[i], &term[i], &vote[i], &cut[i]);
     }
     if (created && fsync_dir(sl->dirfd) != 0) {
         errf(errmsg, "fsync %s: %s", sl->dir, strerror(errno));
@@ -1630,6 +1632,7 @@ static int meta_open(struct slog *sl, char *errmsg)
         sl->meta_seq = seq[best];
         sl->term = term[best];
         sl->vote = vote[best];
+        sl->meta_cut = cut[best];
     }
     return 0;
 }
@@ -1907,7 +1910,17 @@ static int load_segments(struct slog *sl, struct scan *sc)
             if (stt != SF_REC_INDEX && last && torn_tail(file, size, p, &end)) {
                 /* Cut, durably, and keep the node from voting until the
                  * log holds this index again: the record may have been
-                 * acknowledged (rio's no-vote state). */
+                 * acknowledged (rio's no-vote state). The cut index goes
+                 * into the metadata first, so that every later start (a
+                 * restart, a --bootstrap that is then ignored) still
+                 * knows it after the record is gone. */
+                if (expect > sl->meta_cut) {
+                    sl->meta_cut = expect;
+                    rv = meta_write(sl, sl->term, sl->vote);
+                    if (rv != 0) {
+                        break;
+                    }
+                }
                 err = zero_range(fd, p, end);
                 if (err == 0 && fdatasync(fd) != 0) {
                     err = errno;
@@ -2113,6 +2126,27 @@ static int store_load(struct store *s,
         scan_free(&sc);
         reset_state(sl);
         return rv;
+    }
+    {
+        uint64_t last = sc.n_entries > 0    ? sc.first + sc.n_entries - 1
+                        : *snapshot != NULL ? (*snapshot)->index
+                                            : 0;
+
+        if (sl->meta_cut > last) {
+            /* A cut of this start or of an earlier one: the log does not
+             * hold that index yet, so no votes until it does. */
+            if (s->cut_index == 0) {
+                notice(sl, "warn",
+                       "no votes until the log holds index %" PRIu64
+                       " again (cut at an earlier start; the log ends at "
+                       "%" PRIu64 ")",
+                       sl->meta_cut, last);
+            }
+            s->cut_index = sl->meta_cut;
+        } else {
+            s->cut_index = 0;
+            sl->meta_cut = 0; /* done: cleared at the next metadata write */
+        }
     }
     *term = sl->term;
     *voted_for = sl->vote;

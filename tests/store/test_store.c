@@ -453,6 +453,25 @@ START_TEST(torn_tail_every_offset)
         ck_assert_uint_eq(h.s.cut_index, k == 0 ? 0 : n);
         ck_assert_int_eq(h.cut_notices, k == 0 ? 0 : 1);
         sh_loaded_free(&l);
+        /* A restart before the log holds index n again: the record is gone
+         * from the disk, the no-vote state is not (it is in the
+         * metadata). A --bootstrap restart, which raft refuses here,
+         * scans first and must not lose it either. */
+        sh_close(&h);
+        ck_assert_int_eq(sh_open(&h, dir, sh_engine(_i), 1 << 16), 0);
+        {
+            struct raft_configuration c;
+
+            raft_configuration_init(&c);
+            ck_assert_int_eq(
+                raft_configuration_add(&c, 7, "127.0.0.1:9", RAFT_VOTER), 0);
+            ck_assert_int_eq(h.s.ops->bootstrap(&h.s, &c), RAFT_CANTBOOTSTRAP);
+            raft_configuration_close(&c);
+        }
+        ck_assert_int_eq(sh_load(&h, &l), 0);
+        ck_assert_uint_eq(l.n, n - 1);
+        ck_assert_uint_eq(h.s.cut_index, k == 0 ? 0 : n);
+        sh_loaded_free(&l);
         ck_assert_int_eq(sh_append(&h, n, 2, 3, 0), 0);
         sh_close(&h);
         ck_assert_int_eq(sh_open(&h, dir, sh_engine(_i), 1 << 16), 0);
