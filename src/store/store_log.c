@@ -40,7 +40,7 @@
 #define MIN_SEGMENT     (4u << 10)
 #define BATCH_MAX       (4u << 20)
 #define NAME_LEN        64
-#define ZERO_CHUNK      (256u << 10)
+#define ZERO_PAGE       4096u /* zero_range writes one page at a time */
 #define RING_ENTRIES    16
 
 /* Into a 256-byte errmsg; a long path is cut, which is fine for a
@@ -107,15 +107,25 @@ static int read_all(int fd, void *buf, size_t len, uint64_t off)
 
 static int zero_range(int fd, uint64_t from, uint64_t to)
 {
-    static const uint8_t zeros[ZERO_CHUNK];
+    /* From the end backwards, one page per write: a kill part way leaves
+     * the old records' prefix and zeros after it (a shorter log, or a torn
+     * record that load cuts), never zeros with old records after them,
+     * which load must refuse (docs/store.md). A page is the unit a
+     * buffered write lands in, so one write leaves no hole of its own. */
+    static const uint8_t zeros[ZERO_PAGE];
 
-    while (from < to) {
-        size_t n = to - from > ZERO_CHUNK ? ZERO_CHUNK : (size_t)(to - from);
-        int err = write_all(fd, zeros, n, from);
+    while (to > from) {
+        uint64_t lo = (to - 1) & ~(uint64_t)(ZERO_PAGE - 1);
+        int err;
+
+        if (lo < from) {
+            lo = from;
+        }
+        err = write_all(fd, zeros, (size_t)(to - lo), lo);
         if (err != 0) {
             return err;
         }
-        from += n;
+        to = lo;
     }
     return 0;
 }
@@ -1359,10 +1369,14 @@ static void job_done(struct slog *sl, struct job *j)
                 sl->base = j->first;
             }
             sl->stats.rolls++;
-            start_prep(sl); /* the next one, ahead of need */
             if (sl->failed == 0) {
                 start_write(sl);
+            } else {
+                /* The store failed while the roll ran (set_term, ...):
+                 * the batch must still get its callbacks. */
+                finish_batch(sl, sl->failed);
             }
+            start_prep(sl); /* the next one, ahead of need, after the write */
             break;
         case J_WRITE:
             sl->wjob = NULL;
