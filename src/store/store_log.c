@@ -1434,6 +1434,11 @@ static void async_cb(uv_async_t *h)
             break;
         }
         job_done(sl, j);
+        if (sl->stop) {
+            /* A callback in job_done closed the store: the worker is gone
+             * and mu destroyed; the handles are closing. */
+            return;
+        }
         kick(sl);
     }
     maybe_shutdown(sl);
@@ -1783,8 +1788,18 @@ static bool torn_tail(const uint8_t *file, size_t size, size_t p, size_t *end)
     if (!zero_from(file, e, size)) {
         return false;
     }
+    /* A valid record inside the extent means the length was damaged, not
+     * torn: refuse. A bare magic is not enough (a payload may hold
+     * "REC1" at an 8-aligned offset); its checksum must hold too. */
     for (size_t q = p + 8; q + 4 <= e; q += 8) {
-        if (le_get32(file + q) == SF_REC_MAGIC) {
+        struct sf_rec r;
+        enum sf_rec_status st;
+
+        if (le_get32(file + q) != SF_REC_MAGIC) {
+            continue;
+        }
+        st = sf_rec_decode(file + q, size - q, 0, &r);
+        if (st == SF_REC_OK || st == SF_REC_INDEX) {
             return false;
         }
     }

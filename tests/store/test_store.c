@@ -488,6 +488,35 @@ START_TEST(torn_tail_every_offset)
 }
 END_TEST
 
+/* A torn last record whose payload holds the record magic at an 8-aligned
+ * offset is still a torn tail (the magic alone is no later record). */
+START_TEST(torn_tail_magic_in_payload)
+{
+    char dir[256], p[512];
+    size_t off, size, len;
+    uint8_t *b;
+    const unsigned n = 12;
+    struct sh h;
+    struct sh_loaded l;
+
+    sh_mkdir(dir, sizeof dir, "torn-magic");
+    build_log(dir, _i, n, &off, &size);
+    seg_path(p, sizeof p, dir, 1);
+    b = sh_read_file(p, &len);
+    memcpy(b + off + 32, "REC1", 4);  /* payload start: 8-aligned */
+    memset(b + off + size - 8, 0, 8); /* and its end never landed */
+    sh_write_file(p, b, len);
+    free(b);
+    ck_assert_int_eq(sh_open(&h, dir, sh_engine(_i), 1 << 16), 0);
+    ck_assert_int_eq(sh_load(&h, &l), 0);
+    ck_assert_uint_eq(l.n, n - 1);
+    ck_assert_uint_eq(h.s.cut_index, n);
+    sh_loaded_free(&l);
+    sh_close(&h);
+    sh_rmdir(dir);
+}
+END_TEST
+
 /* One flipped bit in any byte of a record that has a record after it:
  * refuse to start, naming the file and the offset. */
 START_TEST(bit_flip_refused)
@@ -740,6 +769,7 @@ static Suite *store_suite(void)
     tcase_add_loop_test(tc, metadata_double_record, 0, 2);
     tcase_add_loop_test(tc, bootstrap_once, 0, 2);
     tcase_add_loop_test(tc, torn_tail_every_offset, 0, 2);
+    tcase_add_loop_test(tc, torn_tail_magic_in_payload, 0, 2);
     tcase_add_loop_test(tc, bit_flip_refused, 0, 2);
     tcase_add_loop_test(tc, refuse_gaps_and_bad_snapshots, 0, 2);
     tcase_add_loop_test(tc, out_of_space, 0, 2);
