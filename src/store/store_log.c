@@ -940,10 +940,25 @@ static int uring_submit(struct slog *sl)
     sl->cqes_pending = 2;
     sl->wres = 0;
     sl->fres = 0;
-    do {
-        rv = io_uring_submit(&sl->ring);
-    } while (rv == -EINTR || rv == -EAGAIN);
-    return rv < 0 ? rv : 0;
+    /* Both SQEs must go in: a write whose sync never completes would
+     * leave cqes_pending above 0 for ever. The kernel takes what is queued
+     * unless it fails; a short count is retried, and a second short count
+     * fails the store (fail-stop) rather than hang. */
+    {
+        int in = 0, tries = 0;
+
+        do {
+            rv = io_uring_submit(&sl->ring);
+            if (rv > 0) {
+                in += rv;
+            }
+        } while ((rv == -EINTR || rv == -EAGAIN || (rv >= 0 && in < 2)) &&
+                 ++tries < 100);
+        if (rv < 0) {
+            return rv;
+        }
+        return in >= 2 ? 0 : -EIO;
+    }
 }
 
 static void uring_batch_done(struct slog *sl)
