@@ -475,6 +475,10 @@ class Cluster:
             # node that is about to stop
             o = ctl(self, ["members", "remove", n.read_id()], others, "10s", 40)
         out = (o or {}).get("outcome") or (o or {}).get("error")
+        if out != "OK":
+            log("remove %s: %s %s" % (n.name, out or "no answer",
+                                      (o or {}).get("reason") or
+                                      (o or {}).get("message") or ""))
         if out == "OK":
             with self.lock:
                 n.retired = True

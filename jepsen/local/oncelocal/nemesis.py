@@ -443,6 +443,14 @@ class Nemesis:
                                        K("groups"): [[z.client_addr],
                                                      self.cl.addrs(rest)]})
         out = self.cl.remove(z, wait_exit=0)
+        if out != "OK":
+            # Not removed (or not known to be): it is no zombie but a
+            # member cut off; heal and leave it be (stopping it would take
+            # a voter away for the rest of the run).
+            self.heal_net()
+            self.cl.reconcile()
+            if z.read_id() in (self.cl.voters() or set()):
+                return False
         self.zombies.append(z)
         cl = Client(self.run, z.client_addr, sticky=True)
         try:
