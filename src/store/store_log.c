@@ -2389,19 +2389,35 @@ static int store_append(struct store *s,
     return 0;
 }
 
+/* A queued op of @kind, or NULL with s->errmsg set (a failed store, or
+ * out of memory); *rv is then the code to return. */
+static struct op *op_alloc(struct slog *sl, enum op_kind kind, int *rv)
+{
+    struct op *op;
+
+    if (sl->failed != 0) {
+        *rv = sl->failed;
+        return NULL;
+    }
+    op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        *rv = fail_msg(sl->s, RAFT_NOMEM, "out of memory");
+        return NULL;
+    }
+    op->kind = kind;
+    return op;
+}
+
 static int store_truncate(struct store *s, raft_index index)
 {
     struct slog *sl = sl_of(s);
     struct op *op;
+    int rv = 0;
 
-    if (sl->failed != 0) {
-        return sl->failed;
-    }
-    op = calloc(1, sizeof *op);
+    op = op_alloc(sl, OP_TRUNCATE, &rv);
     if (op == NULL) {
-        return fail_msg(s, RAFT_NOMEM, "out of memory");
+        return rv;
     }
-    op->kind = OP_TRUNCATE;
     op->index = index;
     if (index < sl->next) {
         sl->next = index;
@@ -2420,15 +2436,12 @@ static int store_snapshot_put(struct store *s,
 {
     struct slog *sl = sl_of(s);
     struct op *op;
+    int rv = 0;
 
-    if (sl->failed != 0) {
-        return sl->failed;
-    }
-    op = calloc(1, sizeof *op);
+    op = op_alloc(sl, OP_PUT, &rv);
     if (op == NULL) {
-        return fail_msg(s, RAFT_NOMEM, "out of memory");
+        return rv;
     }
-    op->kind = OP_PUT;
     op->trailing = trailing;
     op->put = req;
     op->snap = snapshot;
@@ -2446,15 +2459,12 @@ static int store_snapshot_get(struct store *s,
 {
     struct slog *sl = sl_of(s);
     struct op *op;
+    int rv = 0;
 
-    if (sl->failed != 0) {
-        return sl->failed;
-    }
-    op = calloc(1, sizeof *op);
+    op = op_alloc(sl, OP_GET, &rv);
     if (op == NULL) {
-        return fail_msg(s, RAFT_NOMEM, "out of memory");
+        return rv;
     }
-    op->kind = OP_GET;
     op->get = req;
     op->get_cb = cb;
     enqueue(sl, op);

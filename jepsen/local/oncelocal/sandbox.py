@@ -9,6 +9,7 @@ starts dies with it. Inside, it brings `lo` up and runs the body; every node
 is stopped by its PID at the end or on an error.
 """
 
+import argparse
 import os
 import signal
 import subprocess
@@ -30,13 +31,8 @@ def add_common_args(p):
     p.add_argument("--node-arg", dest="node_args", action="append", default=[],
                    metavar="ARG", help="an extra onced argument for every node "
                    "(repeatable), e.g. --node-arg=--storage=pwrite")
-    p.add_argument("--inner", help=argparse_suppress())
-    p.add_argument("--shim", help=argparse_suppress())
-
-
-def argparse_suppress():
-    import argparse
-    return argparse.SUPPRESS
+    p.add_argument("--inner", help=argparse.SUPPRESS)
+    p.add_argument("--shim", help=argparse.SUPPRESS)
 
 
 def build_shim(store):
