@@ -361,6 +361,13 @@ static void run_prep(struct job *j)
     if (err == 0 && fdatasync(fd) != 0) {
         err = errno;
     }
+    if (err == 0 && sl->direct) {
+        /* The zeros are on disk: drop their (clean) pages, or every direct
+         * write into them first has to invalidate what it covers. Buffered
+         * engines keep them: a partial-page write into an uncached page
+         * would read it first. */
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
     close(fd);
     if (err != 0) {
         (void)unlinkat(sl->dirfd, "prep-next", 0);
