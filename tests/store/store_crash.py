@@ -118,6 +118,10 @@ def main():
     has_uring = "io_uring unavailable" not in uring.stderr
     work = tempfile.mkdtemp(prefix="store-crash-",
                             dir=os.environ.get("TMPDIR", "/tmp"))
+    # STORE_CRASH_ENGINES (comma separated) narrows the rotation, e.g. to
+    # "uring" to hunt a failure of one engine.
+    engines = os.environ.get("STORE_CRASH_ENGINES",
+                             "uring,pwrite,uring-buffered").split(",")
     model = {"req": {}, "term": 0, "snap": 0}
     seg = 64 << 10
     total = 0
@@ -125,8 +129,7 @@ def main():
           (seed, iterations, work, "yes" if has_uring else "no (pwrite only)"))
     try:
         for it in range(iterations):
-            engine = ("uring", "pwrite", "uring-buffered")[it % 3] \
-                if has_uring else "pwrite"
+            engine = engines[it % len(engines)] if has_uring else "pwrite"
             acks = run_iteration(child, work, engine, rng.randrange(1 << 30),
                                  seg, model, rng)
             if acks is None:
