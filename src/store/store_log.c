@@ -42,6 +42,7 @@
 #define NAME_LEN        64
 #define ZERO_PAGE       4096u /* zero_range writes one page at a time */
 #define RING_ENTRIES    16
+#define BLOCK           4096u /* O_DIRECT alignment (fits 512 and 4096) */
 
 /* Into a 256-byte errmsg; a long path is cut, which is fine for a
  * message. */
@@ -208,12 +209,18 @@ struct job
     uint64_t first;
     size_t need;
     int fd_out;
+    int dfd_out; /* O_DIRECT descriptor of the same file, or -1 */
     uint64_t cap_out;
+    uint8_t *tail_out; /* trunc: the block holding the new end */
     /* write */
     int fd;
     uint64_t off;
     struct iovec *iov; /* advanced past what was written */
     struct iovec *iov_mem;
+    uint8_t *dbuf; /* direct: the aligned buffer written at d_base */
+    uint64_t d_base;
+    size_t d_used; /* bytes of dbuf that are records (the rest zeros) */
+    unsigned retries;
     unsigned n_iov;
     size_t total;
     /* trunc/put: names to unlink, in order; zero range */
@@ -244,6 +251,9 @@ struct slog
     struct seg *segs;
     size_t n_segs, cap_segs;
     int cur_fd;       /* the last segment, -1 when there is none */
+    int cur_dfd;      /* uring with O_DIRECT: the same file, else -1 */
+    bool direct;      /* uring appends as O_DIRECT + RWF_DSYNC writes */
+    uint8_t *dtail;   /* direct: the block holding cur_end (BLOCK bytes) */
     uint64_t cur_end; /* its write offset */
     uint64_t cur_cap; /* its size */
     uint64_t *offs;   /* record offsets of [base, base + n_offs) */
@@ -351,6 +361,13 @@ static void run_prep(struct job *j)
     if (err == 0 && fdatasync(fd) != 0) {
         err = errno;
     }
+    if (err == 0 && sl->direct) {
+        /* The zeros are on disk: drop their (clean) pages, or every direct
+         * write into them first has to invalidate what it covers. Buffered
+         * engines keep them: a partial-page write into an uncached page
+         * would read it first. */
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
     close(fd);
     if (err != 0) {
         (void)unlinkat(sl->dirfd, "prep-next", 0);
@@ -371,6 +388,7 @@ static void run_roll(struct job *j)
 
     seg_name(name, j->first);
     j->fd_out = -1;
+    j->dfd_out = -1;
     if (sl->prep_ok && j->need <= sl->seg_size) {
         fd = openat(sl->dirfd, src, O_RDWR | O_CLOEXEC);
         if (fd < 0) {
@@ -380,7 +398,7 @@ static void run_roll(struct job *j)
     } else {
         src = "tmp-roll";
         if (j->need > cap) {
-            cap = j->need;
+            cap = (j->need + BLOCK - 1) / BLOCK * BLOCK;
         }
         fd = openat(sl->dirfd, src, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
                     0600);
@@ -410,6 +428,14 @@ static void run_roll(struct job *j)
         close(fd);
         job_err(j, err, "roll to", name);
         return;
+    }
+    if (sl->direct) {
+        j->dfd_out = openat(sl->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+        if (j->dfd_out < 0) {
+            close(fd);
+            job_err(j, errno, "open (O_DIRECT)", name);
+            return;
+        }
     }
     j->fd_out = fd;
     j->cap_out = cap;
@@ -488,6 +514,27 @@ static void run_trunc(struct job *j)
         close(fd);
         job_err(j, err, "zero the tail of", j->zname);
         return;
+    }
+    if (j->sl->direct) {
+        /* The block holding the new end: direct writes rewrite it. */
+        uint64_t a = j->zfrom / BLOCK * BLOCK;
+        ssize_t got;
+
+        j->tail_out = calloc(1, BLOCK);
+        j->dfd_out =
+            openat(j->sl->dirfd, j->zname, O_RDWR | O_DIRECT | O_CLOEXEC);
+        if (j->tail_out == NULL || j->dfd_out < 0) {
+            close(fd);
+            job_err(j, j->tail_out == NULL ? ENOMEM : errno, "open (O_DIRECT)",
+                    j->zname);
+            return;
+        }
+        got = pread(fd, j->tail_out, (size_t)(j->zfrom - a), (off_t)a);
+        if (got != (ssize_t)(j->zfrom - a)) {
+            close(fd);
+            job_err(j, got < 0 ? errno : EIO, "read the tail of", j->zname);
+            return;
+        }
     }
     j->fd_out = fd;
 }
@@ -715,12 +762,15 @@ static struct job *job_new(struct slog *sl, enum job_kind kind)
         j->sl = sl;
         j->fd = -1;
         j->fd_out = -1;
+        j->dfd_out = -1;
     }
     return j;
 }
 
 static void job_free(struct job *j)
 {
+    free(j->dbuf);
+    free(j->tail_out);
     free(j->unlink);
     free(j->iov_mem);
     free(j);
@@ -877,6 +927,17 @@ static size_t seg_of(const struct slog *sl, uint64_t index)
     return lo;
 }
 
+static void close_current(struct slog *sl)
+{
+    if (sl->cur_fd >= 0) {
+        close(sl->cur_fd);
+    }
+    if (sl->cur_dfd >= 0) {
+        close(sl->cur_dfd);
+    }
+    sl->cur_fd = sl->cur_dfd = -1;
+}
+
 static void finish_batch(struct slog *sl, int status)
 {
     struct op *op = sl->batch;
@@ -927,6 +988,22 @@ static int uring_submit(struct slog *sl)
     if (sqe == NULL) {
         return -EBUSY;
     }
+    if (w->dbuf != NULL) {
+        /* One O_DIRECT write, durable by itself (RWF_DSYNC): into
+         * pre-zeroed, written blocks it needs no metadata, and the kernel
+         * issues it without a worker thread. */
+        io_uring_prep_write(sqe, sl->cur_dfd, w->dbuf, (unsigned)w->total,
+                            w->off);
+        sqe->rw_flags = RWF_DSYNC;
+        io_uring_sqe_set_data64(sqe, 1);
+        sl->cqes_pending = 1;
+        sl->wres = 0;
+        sl->fres = 0;
+        do {
+            rv = io_uring_submit(&sl->ring);
+        } while (rv == -EINTR || rv == -EAGAIN);
+        return rv < 0 ? rv : 0;
+    }
     io_uring_prep_writev(sqe, w->fd, w->iov,
                          w->n_iov > IOV_MAX ? IOV_MAX : w->n_iov, w->off);
     sqe->flags |= IOSQE_IO_LINK;
@@ -973,6 +1050,10 @@ static void uring_batch_done(struct slog *sl)
         err = -uring_submit(sl); /* the same write and sync, again */
     } else if (wr < 0) {
         err = -wr;
+    } else if ((size_t)wr < w->total && w->dbuf != NULL) {
+        /* A short direct write: the whole aligned buffer again (the same
+         * bytes at the same place), a few times at most. */
+        err = ++w->retries > 8 ? EIO : -uring_submit(sl);
     } else if ((size_t)wr < w->total) {
         /* Short write (the linked sync was cancelled): the rest, again. */
         w->off += (uint64_t)wr;
@@ -983,6 +1064,13 @@ static void uring_batch_done(struct slog *sl)
         err = -fr;
     } else {
         sl->wjob = NULL;
+        if (w->dbuf != NULL) {
+            /* The block holding the new end, for the next write. */
+            uint64_t end = w->d_base + w->d_used;
+            uint64_t a = end / BLOCK * BLOCK;
+            memset(sl->dtail, 0, BLOCK);
+            memcpy(sl->dtail, w->dbuf + (a - w->d_base), (size_t)(end - a));
+        }
         job_free(w);
         batch_written(sl);
         kick(sl);
@@ -1052,6 +1140,33 @@ static void start_write(struct slog *sl)
     w->n_iov = i;
     w->fd = sl->cur_fd;
     w->off = sl->cur_end;
+    if (sl->engine == STORE_ENGINE_URING && sl->direct) {
+        uint64_t a = sl->cur_end / BLOCK * BLOCK;
+        size_t head = (size_t)(sl->cur_end - a);
+        size_t len = (head + w->total + BLOCK - 1) / BLOCK * BLOCK;
+        uint8_t *p;
+
+        w->dbuf = aligned_alloc(BLOCK, len);
+        if (w->dbuf == NULL) {
+            job_free(w);
+            set_failed(sl, RAFT_NOMEM, "out of memory starting a write");
+            finish_batch(sl, RAFT_NOMEM);
+            return;
+        }
+        /* The start of the last block is rewritten with what it holds;
+         * after the records, zeros, which the pre-zeroed file holds too. */
+        memcpy(w->dbuf, sl->dtail, head);
+        p = w->dbuf + head;
+        for (unsigned k = 0; k < w->n_iov; k++) {
+            memcpy(p, w->iov[k].iov_base, w->iov[k].iov_len);
+            p += w->iov[k].iov_len;
+        }
+        memset(p, 0, len - head - w->total);
+        w->d_base = a;
+        w->d_used = head + w->total;
+        w->off = a;
+        w->total = len;
+    }
     sl->wjob = w;
     if (sl->engine == STORE_ENGINE_URING) {
         rv = uring_submit(sl);
@@ -1165,10 +1280,7 @@ static void trunc_done(struct slog *sl, struct job *j)
         set_failed(sl, j->rv, j->err);
         return;
     }
-    if (sl->cur_fd >= 0) {
-        close(sl->cur_fd);
-        sl->cur_fd = -1;
-    }
+    close_current(sl);
     if (j->zname[0] == '\0') {
         /* The next append starts a new segment at @index: the previous
          * one (if any) ends right before it. */
@@ -1179,9 +1291,14 @@ static void trunc_done(struct slog *sl, struct job *j)
         struct stat st;
         sl->n_segs = k + 1;
         sl->cur_fd = j->fd_out;
+        sl->cur_dfd = j->dfd_out;
+        j->fd_out = j->dfd_out = -1;
+        if (j->tail_out != NULL) {
+            memcpy(sl->dtail, j->tail_out, BLOCK);
+        }
         sl->cur_end = j->zfrom;
         sl->cur_cap =
-            fstat(j->fd_out, &st) == 0 ? (uint64_t)st.st_size : j->zfrom;
+            fstat(sl->cur_fd, &st) == 0 ? (uint64_t)st.st_size : j->zfrom;
     }
     if (index < sl->base) {
         sl->base = index;
@@ -1265,10 +1382,7 @@ static void put_done(struct slog *sl, struct job *j)
     sl->snaps[0].term = sn->term;
     sl->snaps[0].index = sn->index;
     if (op->trailing == 0) {
-        if (sl->cur_fd >= 0) {
-            close(sl->cur_fd);
-        }
-        sl->cur_fd = -1;
+        close_current(sl);
         sl->cur_end = sl->cur_cap = 0;
         sl->n_segs = 0;
         sl->base = sn->index + 1;
@@ -1368,16 +1482,20 @@ static void job_done(struct slog *sl, struct job *j)
                 finish_batch(sl, sl->failed);
                 break;
             }
-            if (sl->cur_fd >= 0) {
-                close(sl->cur_fd);
-            }
+            close_current(sl);
             if (push_seg(sl, j->first) != 0) {
                 close(j->fd_out);
+                if (j->dfd_out >= 0) {
+                    close(j->dfd_out);
+                }
                 set_failed(sl, RAFT_NOMEM, "out of memory rolling a segment");
                 finish_batch(sl, RAFT_NOMEM);
                 break;
             }
             sl->cur_fd = j->fd_out;
+            sl->cur_dfd = j->dfd_out;
+            memset(sl->dtail, 0, BLOCK);
+            sf_seg_header(sl->dtail, j->first);
             sl->cur_end = SF_SEG_HDR;
             sl->cur_cap = j->cap_out;
             if (sl->n_offs == 0) {
@@ -1464,9 +1582,8 @@ static void async_cb(uv_async_t *h)
 
 static void free_state(struct slog *sl)
 {
-    if (sl->cur_fd >= 0) {
-        close(sl->cur_fd);
-    }
+    close_current(sl);
+    free(sl->dtail);
     for (int i = 0; i < 2; i++) {
         if (sl->meta_fd[i] >= 0) {
             close(sl->meta_fd[i]);
@@ -2000,6 +2117,20 @@ static int load_segments(struct slog *sl, struct scan *sc)
             sl->cur_fd = fd;
             sl->cur_end = p;
             sl->cur_cap = size;
+            if (sl->direct) {
+                uint64_t a = p / BLOCK * BLOCK;
+                sl->cur_dfd =
+                    openat(sl->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+                if (sl->cur_dfd < 0 || size % BLOCK != 0) {
+                    rv = fail_msg(sl->s, RAFT_IOERR,
+                                  "open %s/%s with O_DIRECT: %s", sl->dir, name,
+                                  sl->cur_dfd < 0 ? strerror(errno)
+                                                  : "size not in blocks");
+                    break;
+                }
+                memset(sl->dtail, 0, BLOCK);
+                memcpy(sl->dtail, file + a, (size_t)(p - a));
+            }
         } else {
             close(fd);
         }
@@ -2010,10 +2141,7 @@ static int load_segments(struct slog *sl, struct scan *sc)
 
 static void reset_state(struct slog *sl)
 {
-    if (sl->cur_fd >= 0) {
-        close(sl->cur_fd);
-    }
-    sl->cur_fd = -1;
+    close_current(sl);
     sl->cur_end = sl->cur_cap = 0;
     sl->n_segs = 0;
     sl->n_offs = 0;
@@ -2221,6 +2349,7 @@ static int write_sync(struct slog *sl,
     if (sl->cur_fd < 0 || sl->cur_end + size > sl->cur_cap) {
         struct job j;
         memset(&j, 0, sizeof j);
+        j.fd_out = j.dfd_out = -1;
         j.sl = sl;
         j.first = index;
         j.need = SF_SEG_HDR + size;
@@ -2230,10 +2359,9 @@ static int write_sync(struct slog *sl,
             free(rec);
             return fail_msg(sl->s, j.rv, "%s", j.err);
         }
-        if (sl->cur_fd >= 0) {
-            close(sl->cur_fd);
-        }
+        close_current(sl);
         sl->cur_fd = j.fd_out;
+        sl->cur_dfd = j.dfd_out; /* (unused here; closed with it) */
         sl->cur_end = SF_SEG_HDR;
         sl->cur_cap = j.cap_out;
     }
@@ -2577,8 +2705,16 @@ int store_log_init(struct store *s,
     if (sl->seg_size < MIN_SEGMENT) {
         sl->seg_size = MIN_SEGMENT;
     }
-    sl->cur_fd = -1;
+    sl->cur_fd = sl->cur_dfd = -1;
     sl->meta_fd[0] = sl->meta_fd[1] = -1;
+    sl->seg_size = (sl->seg_size + BLOCK - 1) / BLOCK * BLOCK;
+    sl->dtail = aligned_alloc(BLOCK, BLOCK);
+    if (sl->dtail == NULL) {
+        errf(errmsg, "out of memory");
+        free(sl);
+        return RAFT_NOMEM;
+    }
+    memset(sl->dtail, 0, BLOCK);
     sl->efd = -1;
     sl->base = sl->next = 1;
     if (mkdir(dir, 0700) == 0) {
@@ -2603,18 +2739,21 @@ int store_log_init(struct store *s,
             if (pfd >= 0) {
                 close(pfd);
             }
+            free(sl->dtail);
             free(sl);
             return RAFT_IOERR;
         }
         close(pfd);
     } else if (errno != EEXIST) {
         errf(errmsg, "mkdir %s: %s", dir, strerror(errno));
+        free(sl->dtail);
         free(sl);
         return RAFT_IOERR;
     }
     sl->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sl->dirfd < 0) {
         errf(errmsg, "open %s: %s", dir, strerror(errno));
+        free(sl->dtail);
         free(sl);
         return RAFT_IOERR;
     }
@@ -2635,6 +2774,22 @@ int store_log_init(struct store *s,
         sl->engine = p == 0 ? STORE_ENGINE_URING : STORE_ENGINE_PWRITE;
         if (p != 0) {
             notice(sl, "info", "io_uring unavailable (%s): using pwrite", why);
+        }
+    }
+    if (sl->engine == STORE_ENGINE_URING && !o->no_direct) {
+        /* O_DIRECT where the file system has it: a direct RWF_DSYNC write
+         * completes without io_uring's worker threads (the buffered write's
+         * linked fsync always runs on one). */
+        int t = openat(sl->dirfd, "meta-a", O_RDONLY | O_DIRECT | O_CLOEXEC);
+        if (t >= 0) {
+            sl->direct = true;
+            close(t);
+            notice(sl, "info", "uring appends: O_DIRECT writes with RWF_DSYNC");
+        } else {
+            notice(sl, "info",
+                   "O_DIRECT unavailable in %s (%s): buffered writes with "
+                   "a linked fsync",
+                   dir, strerror(errno));
         }
     }
     if (sl->engine == STORE_ENGINE_URING &&

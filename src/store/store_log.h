@@ -3,10 +3,12 @@
  * One store logic (segments, metadata, snapshots, load rules; docs/store.md
  * and store_format.h) over two I/O engines for the hot path, chosen at
  * start:
- *   uring   appends are one IORING_OP_WRITEV linked to one
- *           IORING_OP_FSYNC(DATASYNC) per group-commit batch; the ring's
- *           completions wake the libuv loop through an eventfd registered
- *           with the ring (uv_poll);
+ *   uring   appends are one O_DIRECT IORING_OP_WRITE with RWF_DSYNC per
+ *           group-commit batch (the last partial block rewritten, into the
+ *           pre-zeroed segment), or, where the file system has no O_DIRECT,
+ *           one IORING_OP_WRITEV linked to one IORING_OP_FSYNC(DATASYNC);
+ *           the ring's completions wake the libuv loop through an eventfd
+ *           registered with the ring (uv_poll);
  *   pwrite  the same batch is one pwritev + fdatasync on the store's worker
  *           thread, whose completions reach the loop through a uv_async.
  * Both run segment preparation, rollover, truncation and snapshots on the
@@ -24,6 +26,7 @@
 #ifndef ONCE_STORE_STORE_LOG_H_
 #define ONCE_STORE_STORE_LOG_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <uv.h>
@@ -40,6 +43,9 @@ struct store_log_options
 {
     enum store_engine engine;
     size_t segment_size; /* bytes per preallocated segment; 0: 8 MiB */
+    /* uring only: never O_DIRECT (buffered write + linked fsync even where
+     * the file system has O_DIRECT). For tests and measurements. */
+    bool no_direct;
     /* Notices worth an operator's attention (a torn tail cut at load, a
      * failed segment preparation). May be NULL. Loop thread. */
     void (*log)(void *arg, const char *level, const char *msg);

@@ -15,8 +15,9 @@
  *       V <term> <snapshot index> <start> <n>
  *     then "e <index> <term>" per entry; exit 1 on any mismatch or a
  *     refused load (the message on stderr).
- * ENGINE: uring or pwrite. Payload of entry i of term t: u64 i, u64 t,
- * then bytes (i * 7 + t + k) & 0xff, 16 + 8 * ((i * 13) % 64) bytes. */
+ * ENGINE: uring, uring-buffered (no O_DIRECT) or pwrite. Payload of entry i of
+ * term t: u64 i, u64 t, then bytes (i * 7 + t + k) & 0xff, 16 + 8 * ((i * 13) %
+ * 64) bytes. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,8 +242,9 @@ int main(int argc, char **argv)
         return 2;
     }
     memset(&o, 0, sizeof o);
-    o.engine = strcmp(argv[3], "uring") == 0 ? STORE_ENGINE_URING
-                                             : STORE_ENGINE_PWRITE;
+    o.engine = strncmp(argv[3], "uring", 5) == 0 ? STORE_ENGINE_URING
+                                                 : STORE_ENGINE_PWRITE;
+    o.no_direct = strcmp(argv[3], "uring-buffered") == 0;
     o.segment_size = strtoull(argv[ai], NULL, 10);
     rng = verify ? 1 : strtoull(argv[4], NULL, 10);
     uv_loop_init(&loop);

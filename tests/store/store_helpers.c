@@ -10,11 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static bool no_direct;
+
 enum store_engine sh_engine(int i)
 {
     static int probed = 0; /* 1 ok, -1 refused */
     char why[128];
 
+    no_direct = i == 2;
     if (i == 0) {
         return STORE_ENGINE_PWRITE;
     }
@@ -84,6 +87,7 @@ int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
     memset(&o, 0, sizeof o);
     o.engine = e;
     o.segment_size = seg;
+    o.no_direct = no_direct;
     o.log = on_log;
     o.log_arg = h;
     rv = store_log_init(&h->s, &h->loop, dir, &o, err);

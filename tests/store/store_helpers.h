@@ -24,8 +24,10 @@ struct sh
     int cut_notices;
 };
 
-/* The engine loop tests run: 0 pwrite, 1 uring (pwrite again when the
- * kernel refuses io_uring; said on stderr). */
+/* The engine loop tests run: 0 pwrite, 1 uring (O_DIRECT where the file
+ * system has it), 2 uring with buffered writes and a linked fsync; uring
+ * runs as pwrite when the kernel refuses io_uring (said on stderr). Sets
+ * what the next sh_open uses. */
 enum store_engine sh_engine(int i);
 
 /* A fresh directory under $TMPDIR (or /tmp). */

@@ -1,5 +1,6 @@
 /* tests/store/test_store.c: the log store without raft, on both engines
- * (loop tests: _i 0 is pwrite, 1 is uring). Round trips of append,
+ * (loop tests: _i 0 is pwrite, 1 uring with O_DIRECT, 2 uring buffered).
+ * Round trips of append,
  * truncate, snapshots and metadata; a torn tail at every byte offset of the
  * last record; a bit flip in every byte of a record followed by data (must
  * refuse); resurrection after truncate and a shorter rewrite; running out
@@ -67,9 +68,10 @@ START_TEST(empty_then_roundtrip)
 
     sh_mkdir(dir, sizeof dir, "rt");
     ck_assert_int_eq(sh_open(&h, dir, sh_engine(_i), SEG_SMALL), 0);
-    ck_assert_str_eq(h.s.name, _i == 0                              ? "pwrite"
-                               : sh_engine(1) == STORE_ENGINE_URING ? "uring"
-                                                                    : "pwrite");
+    ck_assert_str_eq(h.s.name, _i == 0 ? "pwrite"
+                               : sh_engine(_i) == STORE_ENGINE_URING
+                                   ? "uring"
+                                   : "pwrite");
     ck_assert_int_eq(sh_load(&h, &l), 0);
     ck_assert_uint_eq(l.term, 0);
     ck_assert_uint_eq(l.n, 0);
@@ -760,19 +762,19 @@ static Suite *store_suite(void)
     TCase *tc = tcase_create("store");
 
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, empty_then_roundtrip, 0, 2);
-    tcase_add_loop_test(tc, group_commit, 0, 2);
-    tcase_add_loop_test(tc, truncate_roundtrip, 0, 2);
-    tcase_add_loop_test(tc, no_resurrection, 0, 2);
-    tcase_add_loop_test(tc, snapshots, 0, 2);
-    tcase_add_loop_test(tc, stale_log_below_installed_snapshot, 0, 2);
-    tcase_add_loop_test(tc, metadata_double_record, 0, 2);
-    tcase_add_loop_test(tc, bootstrap_once, 0, 2);
-    tcase_add_loop_test(tc, torn_tail_every_offset, 0, 2);
-    tcase_add_loop_test(tc, torn_tail_magic_in_payload, 0, 2);
-    tcase_add_loop_test(tc, bit_flip_refused, 0, 2);
-    tcase_add_loop_test(tc, refuse_gaps_and_bad_snapshots, 0, 2);
-    tcase_add_loop_test(tc, out_of_space, 0, 2);
+    tcase_add_loop_test(tc, empty_then_roundtrip, 0, 3);
+    tcase_add_loop_test(tc, group_commit, 0, 3);
+    tcase_add_loop_test(tc, truncate_roundtrip, 0, 3);
+    tcase_add_loop_test(tc, no_resurrection, 0, 3);
+    tcase_add_loop_test(tc, snapshots, 0, 3);
+    tcase_add_loop_test(tc, stale_log_below_installed_snapshot, 0, 3);
+    tcase_add_loop_test(tc, metadata_double_record, 0, 3);
+    tcase_add_loop_test(tc, bootstrap_once, 0, 3);
+    tcase_add_loop_test(tc, torn_tail_every_offset, 0, 3);
+    tcase_add_loop_test(tc, torn_tail_magic_in_payload, 0, 3);
+    tcase_add_loop_test(tc, bit_flip_refused, 0, 3);
+    tcase_add_loop_test(tc, refuse_gaps_and_bad_snapshots, 0, 3);
+    tcase_add_loop_test(tc, out_of_space, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }
