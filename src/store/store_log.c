@@ -977,12 +977,32 @@ static void batch_written(struct slog *sl)
     finish_batch(sl, 0);
 }
 
+/* Submit the @want SQEs just queued. All must go in: an SQE left behind
+ * would leave cqes_pending above 0 for ever. The kernel takes what is
+ * queued unless it fails; a short count is retried, and if it stays short
+ * the store fails (fail-stop) rather than hang. */
+static int submit_all(struct slog *sl, int want)
+{
+    int rv, in = 0, tries = 0;
+
+    do {
+        rv = io_uring_submit(&sl->ring);
+        if (rv > 0) {
+            in += rv;
+        }
+    } while ((rv == -EINTR || rv == -EAGAIN || (rv >= 0 && in < want)) &&
+             ++tries < 100);
+    if (rv < 0) {
+        return rv;
+    }
+    return in >= want ? 0 : -EIO;
+}
+
 /* uring engine: submit the batch's write (from @done bytes) and sync. */
 static int uring_submit(struct slog *sl)
 {
     struct job *w = sl->wjob;
     struct io_uring_sqe *sqe;
-    int rv;
 
     sqe = io_uring_get_sqe(&sl->ring);
     if (sqe == NULL) {
@@ -999,10 +1019,7 @@ static int uring_submit(struct slog *sl)
         sl->cqes_pending = 1;
         sl->wres = 0;
         sl->fres = 0;
-        do {
-            rv = io_uring_submit(&sl->ring);
-        } while (rv == -EINTR || rv == -EAGAIN);
-        return rv < 0 ? rv : 0;
+        return submit_all(sl, 1);
     }
     io_uring_prep_writev(sqe, w->fd, w->iov,
                          w->n_iov > IOV_MAX ? IOV_MAX : w->n_iov, w->off);
@@ -1017,25 +1034,7 @@ static int uring_submit(struct slog *sl)
     sl->cqes_pending = 2;
     sl->wres = 0;
     sl->fres = 0;
-    /* Both SQEs must go in: a write whose sync never completes would
-     * leave cqes_pending above 0 for ever. The kernel takes what is queued
-     * unless it fails; a short count is retried, and a second short count
-     * fails the store (fail-stop) rather than hang. */
-    {
-        int in = 0, tries = 0;
-
-        do {
-            rv = io_uring_submit(&sl->ring);
-            if (rv > 0) {
-                in += rv;
-            }
-        } while ((rv == -EINTR || rv == -EAGAIN || (rv >= 0 && in < 2)) &&
-                 ++tries < 100);
-        if (rv < 0) {
-            return rv;
-        }
-        return in >= 2 ? 0 : -EIO;
-    }
+    return submit_all(sl, 2);
 }
 
 static void uring_batch_done(struct slog *sl)
