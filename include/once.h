@@ -2,7 +2,7 @@
  *
  * A once cluster is a replicated replay authority: it answers "has this
  * (scope, key) been used before?" linearizably and durably (see the README).
- * This library talks to it over TCP (the RPC of DESIGN §5).
+ * This library talks to it over TCP (the RPC of docs/design.md §5).
  *
  * Model
  *   - A client (once_client) is made from the client addresses of some or all
@@ -66,7 +66,7 @@ extern "C" {
 #define ONCE_MEMBERS_MAX      64
 #define ONCE_ADDRS_MAX        64 /* addresses in once_options */
 
-/* Call status: gRPC names and numbers (DESIGN §5). */
+/* Call status: gRPC names and numbers (docs/design.md §5). */
 enum once_status {
     ONCE_STATUS_OK = 0,
     ONCE_STATUS_UNKNOWN = 2, /* outcome unknown */
@@ -165,7 +165,7 @@ struct once_result
     char leader_hint[ONCE_ADDR_MAX + 1]; /* "" unless given */
     struct once_origin origin;
 
-    /* Decision (status OK); fields set as they apply (DESIGN §6). */
+    /* Decision (status OK); fields set as they apply (docs/design.md §6). */
     enum once_outcome outcome;
     bool retry;
     uint8_t request_id[ONCE_ID_LEN]; /* this call's */

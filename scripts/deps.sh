@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages once needs to build and test, when missing.
 # Sourced by scripts/test and scripts/run; also runnable alone.
-# Every dependency comes from Debian 12's archive (DESIGN §8).
+# Every dependency comes from Debian 12's archive (docs/design.md §8).
 # Sourcing this file defines once_install_deps and changes no shell option.
 
 ONCE_DEPS="build-essential git ca-certificates autoconf automake libtool pkg-config

@@ -1,4 +1,4 @@
-/* cli/cli.h: oncectl, the operator CLI (DESIGN §6, docs/oncectl.md).
+/* cli/cli.h: oncectl, the operator CLI (docs/design.md §6, docs/oncectl.md).
  *
  * Layers, so that the pure parts can be unit-tested without a cluster:
  *   args.c     the command and option table, parsing of argv words and of
@@ -26,7 +26,7 @@
 
 #include "once.h"
 
-/* Exit codes (DESIGN §6). */
+/* Exit codes (docs/design.md §6). */
 enum {
     CLI_EXIT_OK = 0,          /* ACCEPTED, or the command's success outcome */
     CLI_EXIT_DENIED = 1,      /* a definite non-accept outcome */

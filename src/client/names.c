@@ -1,6 +1,6 @@
 /* client/names.c: the printable names of once.h's enums.
  *
- * Spellings are DESIGN §6's (what oncectl prints and harnesses parse):
+ * Spellings are docs/design.md §6's (what oncectl prints and harnesses parse):
  * outcomes, statuses, states and roles in capitals ("ACCEPTED",
  * "UNAVAILABLE", "SEEN", "VOTER", "LEADER"); applied in lower case ("false",
  * "unknown"; "none" for a status OK). Outcomes 13 and 14 carry their wire

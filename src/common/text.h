@@ -2,7 +2,7 @@
  *
  * Durations, integers, node ids and byte strings appear in flags of onced,
  * arguments of oncectl and JSON of `oncectl session`; one parser for each
- * keeps their rules identical everywhere (DESIGN §6: a duration is an
+ * keeps their rules identical everywhere (docs/design.md §6: a duration is an
  * integer with ms, s, m or h; ids are hex strings). Every parser takes a
  * NUL-terminated string and accepts it whole or not at all (on false an
  * output buffer may be partly written, *out scalars are untouched). None

@@ -1,4 +1,4 @@
-/* fsm/fsm.h: the claim state machine (DESIGN §3).
+/* fsm/fsm.h: the claim state machine (docs/design.md §3).
  *
  * The replicated table of (scope, key) records, NONCE and IDEMPOTENT, plus the
  * replicated cluster state beside it: cluster id and hash key, settings,
@@ -42,7 +42,7 @@
 /* Virtual partitions = shards: vp = top 12 bits of the keyed hash. */
 #define FSM_VP_BITS 12
 #define FSM_N_VPS   (1u << FSM_VP_BITS)
-/* Largest batch payload (DESIGN §4) and commands per batch. */
+/* Largest batch payload (docs/design.md §4) and commands per batch. */
 #define FSM_BATCH_MAX          (1u << 20)
 #define FSM_BATCH_COMMANDS_MAX 65536
 
@@ -315,7 +315,7 @@ int fsm_apply_cmds(struct fsm *f,
                    fsm_emit_cb emit,
                    void *arg);
 
-/* Linearizable only when called after a barrier (DESIGN §4): read the record
+/* Linearizable only when called after a barrier (docs/design.md §4): read the record
  * of (scope, key) as of fsm_now. Fills @out (borrowed pointers). */
 void fsm_lookup(struct fsm *f,
                 const struct fsm_ident *id,

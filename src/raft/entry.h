@@ -4,7 +4,7 @@
  * a multiple of 8. The length is needed because protobuf cannot skip padding,
  * and the padding because Debian's libraft 0.15 (built with NDEBUG) writes a
  * payload whose length is not a multiple of 8 as an unreadable segment
- * (research/raft-0.15.md, B8). Pure: no I/O; thread-safe. */
+ * (docs/raft-0.15.md, B8). Pure: no I/O; thread-safe. */
 #ifndef ONCE_RAFT_ENTRY_H_
 #define ONCE_RAFT_ENTRY_H_
 

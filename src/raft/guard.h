@@ -1,6 +1,6 @@
 /* raft/guard.h: the guards against libraft 0.15's safety bugs.
  *
- * research/raft-0.15.md §3 lists the bugs (B1..B14) that Debian's libraft
+ * docs/raft-0.15.md §3 lists the bugs (B1..B14) that Debian's libraft
  * 0.15.0 has and §6 the guards; this module holds the pure decisions, the
  * decorator (rio.c), the FSM adapter (adapter.c) and the pipeline
  * (pipeline.c) apply them at the right places:

@@ -1,4 +1,4 @@
-/* raft/identity.h: a node's Raft id, kept in its data directory (DESIGN §4).
+/* raft/identity.h: a node's Raft id, kept in its data directory (docs/design.md §4).
  *
  * Files in the data directory DIR:
  *   DIR/node-id    exactly 16 lowercase hex digits and a newline (17 bytes):

@@ -1,4 +1,4 @@
-/* raft/ltime.h: the leader's rule for stamping log time (DESIGN §1.7).
+/* raft/ltime.h: the leader's rule for stamping log time (docs/design.md §1.7).
  *
  * Each batch carries a time stamped by the leader as
  *   max(fsm_now, clamp(wall, est - K, est + K)),
@@ -7,7 +7,7 @@
  *
  * Which batch: the last one applied before this node's leadership began,
  * frozen for the whole term (ltime_anchor). Following the leader's own
- * batches instead, as DESIGN §1.7's wording allows, is a ratchet: each stamp
+ * batches instead, as docs/design.md §1.7's wording allows, is a ratchet: each stamp
  * may be K ahead of the previous one, so a fast wall clock drags log time K
  * further per batch (tests/unit/test_ltime.c shows it). Frozen at the start
  * of the term, a wrong wall clock moves log time at most K from real elapsed

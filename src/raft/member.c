@@ -1,4 +1,4 @@
-/* raft/member.c: membership operations (DESIGN §4), one at a time, on the
+/* raft/member.c: membership operations (docs/design.md §4), one at a time, on the
  * ready leader, each step a proposal of its own in the pipeline.
  *
  *   add:      SetMember(spare) in the directory (refused for a retired id,

@@ -307,7 +307,7 @@ static void propose_batch(struct replica *rep)
         rep->fl_cmds[i] = req->cmd;
         rep->fl_lens[i] = req->cmd_len;
     }
-    /* DESIGN §1.7: max(fsm_now, clamp(wall, est - K, est + K)). */
+    /* docs/design.md §1.7: max(fsm_now, clamp(wall, est - K, est + K)). */
     stamp = ltime_stamp(&rep->ltime, fsm_now(rep->fsm),
                         rep->clock.wall_ms(rep->clock.arg),
                         rep->clock.mono_ms(rep->clock.arg),

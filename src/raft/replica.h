@@ -18,7 +18,7 @@
  * raft_fixture tests (replica_adopt). Everything runs on the raft loop
  * thread; nothing here is thread-safe.
  *
- * Outcome semantics for callers (DESIGN §5): every failure says whether the
+ * Outcome semantics for callers (docs/design.md §5): every failure says whether the
  * request was applied. replica_status_applied() is "false" for
  * REPLICA_E_NOTLEADER, _BUSY, _SHUTDOWN, _TOOBIG, _INVALID, _NOMEM,
  * _PRECONDITION and "unknown" for REPLICA_E_UNKNOWN. */
@@ -72,7 +72,7 @@ struct replica_hooks
 {
     void *arg;
     /* Must not return in a node: storage failed, or an entry of a newer
-     * schema arrived (G4, DESIGN §3.3). NULL: log and abort. */
+     * schema arrived (G4, docs/design.md §3.3). NULL: log and abort. */
     void (*fatal)(void *arg, const char *what, int status, const char *msg);
     /* A log line (level: "info", "warn", "error"). NULL: stderr. */
     void (*log)(void *arg, const char *level, const char *msg);

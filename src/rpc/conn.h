@@ -1,4 +1,4 @@
-/* rpc/conn.h: framed RPC connections over libuv TCP (DESIGN §5).
+/* rpc/conn.h: framed RPC connections over libuv TCP (docs/design.md §5).
  *
  * Two sides share one connection type (struct rpc_conn, private to conn.c):
  *
@@ -13,7 +13,7 @@
  *     request may have reached the server. libonce talks to each node through
  *     a channel; a follower forwards to the leader through one.
  *
- * Limits (struct rpc_limits, defaults from DESIGN §5) bound everything a peer
+ * Limits (struct rpc_limits, defaults from docs/design.md §5) bound everything a peer
  * controls:
  *   - frame size;
  *   - calls in flight per connection: over it a request is answered

@@ -1,4 +1,4 @@
-/* rpc/frame.h: RPC frames and envelopes (DESIGN §5), pure.
+/* rpc/frame.h: RPC frames and envelopes (docs/design.md §5), pure.
  *
  * A frame is a 4-byte big-endian length followed by that many bytes: one
  * encoded once.rpc.Envelope (proto/once_rpc.proto). The envelope carries the
@@ -27,7 +27,7 @@
 #include "common/arena.h"
 
 #define FRAME_HEADER_LEN 4
-/* Default largest envelope (DESIGN §5); callers pass their own limit. */
+/* Default largest envelope (docs/design.md §5); callers pass their own limit. */
 #define FRAME_MAX_DEFAULT (1u << 20)
 /* No limit above this is accepted (keeps lengths in 32 bits with room). */
 #define FRAME_MAX_CEIL (64u << 20)
@@ -93,8 +93,8 @@ enum rpc_status {
     RPC_STATUS_RESOURCE_EXHAUSTED = 8,
     RPC_STATUS_FAILED_PRECONDITION = 9,
     RPC_STATUS_UNAVAILABLE = 14,
-    RPC_STATUS_WRONG_GROUP = 100, /* DESIGN §7, not sent yet */
-    RPC_STATUS_MOVING = 101,      /* DESIGN §7, not sent yet */
+    RPC_STATUS_WRONG_GROUP = 100, /* docs/design.md §7, not sent yet */
+    RPC_STATUS_MOVING = 101,      /* docs/design.md §7, not sent yet */
 };
 
 enum rpc_applied {

@@ -1,4 +1,4 @@
-/* server/main.c: onced's flags (DESIGN §6) and main().
+/* server/main.c: onced's flags (docs/design.md §6) and main().
  *
  * Every flag takes its value as the next argument or after '='. A bad flag
  * prints one line naming it on stderr and exits 2; --help prints the whole

@@ -1,7 +1,7 @@
-/* server/server.h: onced, one member of a once cluster (DESIGN §2, §5, §6).
+/* server/server.h: onced, one member of a once cluster (docs/design.md §2, §5, §6).
  *
  * Pieces:
- *   main.c     flags (DESIGN §6) into struct server_config, --help;
+ *   main.c     flags (docs/design.md §6) into struct server_config, --help;
  *   node.c     the node's life: data directory and id (raft/identity.h),
  *              the Raft layer (raft/replica.h over raft/uvio.h), --bootstrap
  *              and the FSM bootstrap command, --join through Admin.MembersAdd,
@@ -68,7 +68,7 @@ struct server_config
     enum log_level log_level;
 };
 
-/* Defaults of every flag (DESIGN §5, §6; the fsm's settings). */
+/* Defaults of every flag (docs/design.md §5, §6; the fsm's settings). */
 void server_config_default(struct server_config *c);
 
 struct service_op;

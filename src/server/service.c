@@ -1,4 +1,4 @@
-/* server/service.c: the RPC methods of DESIGN §5 on one node.
+/* server/service.c: the RPC methods of docs/design.md §5 on one node.
  *
  * Every request:
  *   1. its body is decoded (envelope_unpack_body) and every field bound is
@@ -21,7 +21,7 @@
  *      was not sent, UNKNOWN applied UNKNOWN when it may have been: never a
  *      blind retry.
  *
- * Errors of the Raft layer map to the wire (DESIGN §5, replica.h):
+ * Errors of the Raft layer map to the wire (docs/design.md §5, replica.h):
  *   NOTLEADER        UNAVAILABLE, applied FALSE, leader hint
  *   UNKNOWN          UNKNOWN, applied UNKNOWN
  *   PRECONDITION     FAILED_PRECONDITION, applied FALSE (membership: the
@@ -41,7 +41,7 @@
 #include "server/convert.h"
 #include "server/server.h"
 
-/* Deadline of a forwarded call whose caller gave none (DESIGN §5). */
+/* Deadline of a forwarded call whose caller gave none (docs/design.md §5). */
 #define FORWARD_DEFAULT_MS 5000
 /* At most one forwarding error line per this many ms (the rest counted). */
 #define FORWARD_LOG_MS 1000

@@ -356,7 +356,7 @@ static void run_prep(struct job *j)
         return;
     }
     /* Zeros written, not fallocated: a later write into unwritten extents
-     * costs a metadata update per sync (research/raft-0.15.md §4.2). */
+     * costs a metadata update per sync (docs/raft-0.15.md §4.2). */
     err = zero_range(fd, 0, sl->seg_size);
     if (err == 0 && fdatasync(fd) != 0) {
         err = errno;
@@ -2449,7 +2449,7 @@ static int store_recover(struct store *s, const struct raft_configuration *conf)
         rv = raft_configuration_encode(conf, &buf);
         if (rv == 0) {
             /* At the next index, with the last entry's term (raft_uv uses
-             * term 1, research/raft-0.15.md §2.3.5). */
+             * term 1, docs/raft-0.15.md §2.3.5). */
             rv = write_sync(sl, sl->next, term, RAFT_CHANGE, &buf);
             raft_free(buf.base);
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """once_pin.py: scenario 7, a client pinned to a cluster id refuses an
-amnesiac authority (DESIGN §1.11).
+amnesiac authority (docs/design.md §1.11).
 
   1. Cluster 1 (3 nodes): its cluster id C1 from `oncectl status`; a claim
      with `--cluster-id C1` is ACCEPTED; every node reports C1.

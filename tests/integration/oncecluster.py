@@ -22,7 +22,7 @@ What it gives a test:
   Session    one long-lived `oncectl session` process: JSON lines in, JSON
              lines out, pipelined and matched by "id".
 
-Contract followed (DESIGN §6): onced --data-dir --raft-addr --client-addr
+Contract followed (docs/design.md §6): onced --data-dir --raft-addr --client-addr
 (--bootstrap | --join CLIENT_ADDRS), timing / snapshot / settings flags;
 oncectl [--cluster ADDRS] [--json] [--timeout DUR] [--cluster-id HEX]
 COMMAND; exit codes 0 accepted/success, 1 definite non-accept, 2 usage or
@@ -65,7 +65,7 @@ PORT_SPAN = 2 * SLOTS
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                    "runtime error:", "ERROR: UndefinedBehaviorSanitizer")
 
-# Exit codes of oncectl (DESIGN §6).
+# Exit codes of oncectl (docs/design.md §6).
 RC_OK, RC_NO, RC_USAGE, RC_NOT_APPLIED, RC_UNKNOWN = 0, 1, 2, 3, 4
 
 

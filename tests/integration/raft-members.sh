@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/integration/raft-members.sh: membership changes over real raftnode
-# processes on 127.0.0.1 (DESIGN §4): a one-node cluster grows by ADD, a new
+# processes on 127.0.0.1 (docs/design.md §4): a one-node cluster grows by ADD, a new
 # node learns old keys from a snapshot only, a removed follower and a removed
 # leader tombstone themselves, a removed dead node comes back as a harmless
 # zombie; at the end the members agree and every acked claim is there.

@@ -1166,7 +1166,7 @@ int main(int argc, char **argv)
     }
     g.last_state = -1;
     uv_loop_init(&g.loop);
-    /* A removed node's directory never starts again (DESIGN §4). */
+    /* A removed node's directory never starts again (docs/design.md §4). */
     if (g.id_auto) {
         uint64_t id = 0;
         rv = identity_open(g.dir, &id, errmsg);

@@ -15,7 +15,7 @@
  * (G4) instead of aborting: a server that hit one is killed in the fixture
  * at the next step, as a fail-stopped node would be.
  *
- * 0.15 fixture quirks handled here (research/raft-0.15.md §1.7): the
+ * 0.15 fixture quirks handled here (docs/raft-0.15.md §1.7): the
  * fixture is zeroed before raft_fixture_initialize; raft_fixture_elect is
  * never used (B14): cl_elect() lowers one server's election timeout
  * instead. Every test runs in its own forked Check test. */

@@ -3,7 +3,7 @@
  *
  * It forwards everything to the fixture's io, but orders a truncation
  * behind the appends still in flight, as real stores do (raft_uv queues it
- * behind a barrier; research/raft-0.15.md §4.2). raft 0.15 truncates
+ * behind a barrier; docs/raft-0.15.md §4.2). raft 0.15 truncates
  * conflicting entries on a follower while earlier appends are still being
  * written, and 0.15's fixture io truncates at once: it then copies entries
  * out of a shorter array (a heap overflow found by tests/raft/random.c) and

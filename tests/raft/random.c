@@ -8,7 +8,7 @@
  * 3 or 5 voters, random network and disk latency, randomised election
  * timeouts, partitions (pairs and isolated servers), kills and revivals
  * (never more dead voters than a minority, never anything while the
- * fixture still names a killed leader: research/raft-0.15.md §1.7),
+ * fixture still names a killed leader: docs/raft-0.15.md §1.7),
  * membership changes (add a grown server as voter, remove a non-leader,
  * transfer) and a client workload of NONCE claims over 8 keys, with client
  * retries reusing the request id after an unknown (or not applied) outcome
@@ -19,7 +19,7 @@
  * cl_same_applied now and then). After healing everything: a ready leader,
  * every member applied its last index, cl_same_applied, every acknowledged
  * ACCEPTED key present on every member, and per-key claim linearizability
- * over the history (research/jepsen.md §7, R1-R4 with the request id as the
+ * over the history (jepsen/README.md, "Checker rules", R1-R4 with the request id as the
  * label and first_index as the winner's name), including a final fresh
  * probe of every key.
  *

@@ -1,7 +1,7 @@
 /* tests/raft/regress.c: guard regressions on raft_fixture clusters running
  * the production Raft layer (rio decorator, adapter, pipeline) over the real
  * state machine. Each scenario reproduces one of libraft 0.15's bugs
- * (research/raft-0.15.md §3) and checks a safety property; with the guard
+ * (docs/raft-0.15.md §3) and checks a safety property; with the guard
  * that closes it switched off (test-only switches, raft/guard.h) the
  * property must break, with every guard on it must hold.
  *

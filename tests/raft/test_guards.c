@@ -343,7 +343,7 @@ START_TEST(retired_member_is_removed_by_the_leader)
 END_TEST
 
 /* Group commit: everything queued while a batch is in flight goes into the
- * next entry, and no entry is over 1 MiB (DESIGN §4): 4,000 claims with
+ * next entry, and no entry is over 1 MiB (docs/design.md §4): 4,000 claims with
  * 256-byte keys (~1.2 MB of commands) need at least two entries. */
 START_TEST(batches_group_and_stay_under_1mib)
 {

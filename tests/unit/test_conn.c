@@ -1152,7 +1152,7 @@ START_TEST(setup_errors)
 
     fx_init();
     rpc_limits_default(&lim);
-    /* The defaults of DESIGN §5. */
+    /* The defaults of docs/design.md §5. */
     ck_assert_uint_eq(lim.frame_max, FRAME_MAX_DEFAULT);
     ck_assert_uint_eq(lim.calls_max, 1024);
     ck_assert_uint_eq(lim.conns_max, 4096);

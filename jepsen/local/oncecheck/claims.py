@@ -1,4 +1,4 @@
-"""The claim rules R1-R6 (per key) of research/jepsen.md §7 as corrected.
+"""The claim rules R1-R6 (per key) of jepsen/README.md, "Checker rules" as corrected.
 
 Per key = (scope, key). Calls sharing a request id are one logical op (a
 client retry); a replay is a new call with a fresh request id. Positions
