@@ -3,8 +3,8 @@
  * Every answer is first built as a jansson object; --json prints it
  * compact, the text mode renders the same object. One builder per kind of
  * answer keeps the two outputs saying the same thing. Fields appear "as
- * they apply" (docs/design.md §6): a record's facts only when there is a record,
- * owner_token only when the cluster gave it, and so on. */
+ * they apply" (docs/design.md §6): a record's facts only when there is a
+ * record, owner_token only when the cluster gave it, and so on. */
 #include "cli/cli.h"
 
 #include <stdlib.h>

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/err.h"
+
 /* Highest log/snapshot schema this code applies. */
 #define FSM_SCHEMA_VERSION 1
 
@@ -59,12 +61,7 @@
 
 /* Errors returned by fsm functions (0 is success). Business outcomes are
  * never errors; they are enum fsm_outcome values in a result. */
-enum {
-    FSM_E_MALFORMED = -1101, /* batch or snapshot does not decode */
-    FSM_E_SCHEMA = -1102,    /* newer schema than this code knows: stop */
-    FSM_E_CHECKSUM = -1103,  /* snapshot checksum mismatch */
-    FSM_E_TOOBIG = -1104,    /* over a size limit */
-};
+enum { ERR_FSM_CODES(ERR_ENUM) }; /* common/err.h */
 
 enum fsm_outcome {
     FSM_ACCEPTED = 1,
@@ -315,8 +312,8 @@ int fsm_apply_cmds(struct fsm *f,
                    fsm_emit_cb emit,
                    void *arg);
 
-/* Linearizable only when called after a barrier (docs/design.md §4): read the record
- * of (scope, key) as of fsm_now. Fills @out (borrowed pointers). */
+/* Linearizable only when called after a barrier (docs/design.md §4): read the
+ * record of (scope, key) as of fsm_now. Fills @out (borrowed pointers). */
 void fsm_lookup(struct fsm *f,
                 const struct fsm_ident *id,
                 struct fsm_result *out);

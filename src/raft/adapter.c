@@ -5,8 +5,8 @@
  * never an error: raft would retry a failing entry for ever. An entry that
  * does not decode is the same bytes on every replica, so skipping it is
  * deterministic; it is logged loudly. An entry of a newer schema stops the
- * node (docs/design.md §3.3). Each command's outcome goes to the pipeline, which
- * hands it to the leader's caller if this entry is the batch in flight.
+ * node (docs/design.md §3.3). Each command's outcome goes to the pipeline,
+ * which hands it to the leader's caller if this entry is the batch in flight.
  *
  * snapshot: G5 refuses while a configuration change is uncommitted; G6
  * raises the trailing so the committed configuration entry stays in the

@@ -13,16 +13,14 @@
 
 #include <raft.h>
 
+#include "common/err.h"
+
 #define ENTRY_MAGIC    0x42434e4fu /* "ONCB" little-endian */
 #define ENTRY_HDR_SIZE 8
 /* A batch is at most FSM_BATCH_MAX bytes; the entry adds header and pad. */
 #define ENTRY_MAX (ENTRY_HDR_SIZE + (1u << 20) + 7)
 
-enum {
-    ENTRY_E_MALFORMED = -1201, /* not an entry of ours */
-    ENTRY_E_TOOBIG = -1202,    /* batch over 1 MiB */
-    ENTRY_E_NOMEM = -1203,
-};
+enum { ERR_ENTRY_CODES(ERR_ENUM) }; /* common/err.h */
 
 /* Size of the entry for a batch of @batch_len bytes (a multiple of 8). */
 static inline size_t entry_size(size_t batch_len)

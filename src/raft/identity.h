@@ -1,4 +1,5 @@
-/* raft/identity.h: a node's Raft id, kept in its data directory (docs/design.md §4).
+/* raft/identity.h: a node's Raft id, kept in its data directory (docs/design.md
+ * §4).
  *
  * Files in the data directory DIR:
  *   DIR/node-id    exactly 16 lowercase hex digits and a newline (17 bytes):
@@ -26,17 +27,14 @@
 
 #include <stdint.h>
 
+#include "common/err.h"
+
 #define IDENTITY_ERRMSG_SIZE 256
 
 /* Length of a printed id, without the NUL. */
 #define IDENTITY_HEX_LEN 16
 
-enum {
-    IDENTITY_E_TOMBSTONE = -1401, /* DIR/tombstone exists: a removed node */
-    IDENTITY_E_CORRUPT = -1402,   /* DIR/node-id is not a valid id */
-    IDENTITY_E_IO = -1403,        /* a system call failed (errno in msg) */
-    IDENTITY_E_INVALID = -1404,   /* bad argument (NULL, empty dir...) */
-};
+enum { ERR_IDENTITY_CODES(ERR_ENUM) }; /* common/err.h */
 
 /* Open the identity of the data directory @dir (must exist):
  *  - DIR/tombstone exists: IDENTITY_E_TOMBSTONE, the message says the

@@ -7,9 +7,9 @@
  *
  * Which batch: the last one applied before this node's leadership began,
  * frozen for the whole term (ltime_anchor). Following the leader's own
- * batches instead, as docs/design.md §1.7's wording allows, is a ratchet: each stamp
- * may be K ahead of the previous one, so a fast wall clock drags log time K
- * further per batch (tests/unit/test_ltime.c shows it). Frozen at the start
+ * batches instead, as docs/design.md §1.7's wording allows, is a ratchet: each
+ * stamp may be K ahead of the previous one, so a fast wall clock drags log time
+ * K further per batch (tests/unit/test_ltime.c shows it). Frozen at the start
  * of the term, a wrong wall clock moves log time at most K from real elapsed
  * time; a later leader with a right clock stamps real time again (log time
  * waits, never goes back, until real time catches up).

@@ -1,5 +1,5 @@
-/* raft/member.c: membership operations (docs/design.md §4), one at a time, on the
- * ready leader, each step a proposal of its own in the pipeline.
+/* raft/member.c: membership operations (docs/design.md §4), one at a time, on
+ * the ready leader, each step a proposal of its own in the pipeline.
  *
  *   add:      SetMember(spare) in the directory (refused for a retired id,
  *             atomically at apply) -> raft_add (spare) -> raft_assign

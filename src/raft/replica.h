@@ -18,8 +18,8 @@
  * raft_fixture tests (replica_adopt). Everything runs on the raft loop
  * thread; nothing here is thread-safe.
  *
- * Outcome semantics for callers (docs/design.md §5): every failure says whether the
- * request was applied. replica_status_applied() is "false" for
+ * Outcome semantics for callers (docs/design.md §5): every failure says whether
+ * the request was applied. replica_status_applied() is "false" for
  * REPLICA_E_NOTLEADER, _BUSY, _SHUTDOWN, _TOOBIG, _INVALID, _NOMEM,
  * _PRECONDITION and "unknown" for REPLICA_E_UNKNOWN. */
 #ifndef ONCE_RAFT_REPLICA_H_
@@ -31,24 +31,12 @@
 
 #include <raft.h>
 
+#include "common/err.h"
 #include "fsm/fsm.h"
 #include "raft/ltime.h"
 #include "raft/rio.h"
 
-enum {
-    REPLICA_E_NOTLEADER = -1301,    /* not applied: not the (ready) leader */
-    REPLICA_E_BUSY = -1302,         /* not applied: queue full, or an
-                                       operation of its kind is running */
-    REPLICA_E_UNKNOWN = -1303,      /* outcome unknown: leadership lost or
-                                       shutdown after it was proposed */
-    REPLICA_E_SHUTDOWN = -1304,     /* not applied: closing */
-    REPLICA_E_TOOBIG = -1305,       /* not applied: over the batch size */
-    REPLICA_E_INVALID = -1306,      /* not applied: does not encode */
-    REPLICA_E_NOMEM = -1307,        /* not applied */
-    REPLICA_E_PRECONDITION = -1308, /* not applied: e.g. a retired id */
-    REPLICA_E_INTERNAL = -1309,     /* committed but did nothing (an entry
-                                       that did not decode): not applied */
-};
+enum { ERR_REPLICA_CODES(ERR_ENUM) }; /* common/err.h */
 
 /* Largest number of requests and bytes queued for the next batches. */
 #define REPLICA_QUEUE_MAX       65536

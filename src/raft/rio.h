@@ -1,10 +1,10 @@
 /* raft/rio.h: our struct raft_io, a decorator over libraft 0.15's own.
  *
- * raft never talks to disk or network directly (docs/design.md §4): it gets this
- * raft_io, which passes init, start, send, time, random, async_work and close
- * to an inner raft_io (raft_uv in a node, the raft_fixture's io in tests) and
- * every storage call to a pluggable store (store/store.h). On those paths it
- * hosts the guards of raft/guard.h that belong to I/O:
+ * raft never talks to disk or network directly (docs/design.md §4): it gets
+ * this raft_io, which passes init, start, send, time, random, async_work and
+ * close to an inner raft_io (raft_uv in a node, the raft_fixture's io in tests)
+ * and every storage call to a pluggable store (store/store.h). On those paths
+ * it hosts the guards of raft/guard.h that belong to I/O:
  *
  *   G2  drop AppendEntries results at a leader whose last stored entry is of
  *       an older term (recv path);

@@ -13,8 +13,8 @@
  *     request may have reached the server. libonce talks to each node through
  *     a channel; a follower forwards to the leader through one.
  *
- * Limits (struct rpc_limits, defaults from docs/design.md §5) bound everything a peer
- * controls:
+ * Limits (struct rpc_limits, defaults from docs/design.md §5) bound everything
+ * a peer controls:
  *   - frame size;
  *   - calls in flight per connection: over it a request is answered
  *     RESOURCE_EXHAUSTED, applied FALSE, without reaching the handler; a
@@ -47,18 +47,7 @@
 
 #include "rpc/frame.h"
 
-/* Errors of this layer, beside frame.h's (-1500..-1519). */
-enum {
-    RPC_E_ADDR = -1520,     /* address is not IPv4 IP:PORT */
-    RPC_E_LISTEN = -1521,   /* bind/listen failed (errmsg says why) */
-    RPC_E_CONNECT = -1522,  /* channel: could not connect; not sent */
-    RPC_E_LOST = -1523,     /* channel: connection lost after sending */
-    RPC_E_TIMEOUT = -1524,  /* channel: no answer within the timeout */
-    RPC_E_CLOSED = -1525,   /* channel closed by its owner */
-    RPC_E_BUSY = -1526,     /* channel: calls_max already in flight */
-    RPC_E_PROTOCOL = -1527, /* channel: server sent a frame that does not
-                             * decode, or a connection-level error frame */
-};
+/* Errors of this layer: RPC_E_ADDR..RPC_E_PROTOCOL (common/err.h). */
 
 struct rpc_limits
 {

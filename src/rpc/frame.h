@@ -25,9 +25,11 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "common/arena.h"
+#include "common/err.h"
 
 #define FRAME_HEADER_LEN 4
-/* Default largest envelope (docs/design.md §5); callers pass their own limit. */
+/* Default largest envelope (docs/design.md §5); callers pass their own limit.
+ */
 #define FRAME_MAX_DEFAULT (1u << 20)
 /* No limit above this is accepted (keeps lengths in 32 bits with room). */
 #define FRAME_MAX_CEIL (64u << 20)
@@ -45,20 +47,7 @@
 #define ENVELOPE_BUDGET(len) (2 * (size_t)(len) + 16384)
 
 /* Errors (0 is success). Reserved range -1500..-1599. */
-enum {
-    RPC_E_EMPTY = -1501,     /* frame length 0 */
-    RPC_E_TOOBIG = -1502,    /* frame length over the limit */
-    RPC_E_MALFORMED = -1503, /* envelope does not decode as protobuf */
-    RPC_E_BUDGET = -1504,    /* decoding would allocate over the budget */
-    RPC_E_ID = -1505,        /* cluster/boot id not empty nor 16 bytes */
-    RPC_E_STRING = -1506,    /* string over its bound or with a NUL */
-    RPC_E_ENUM = -1507,      /* method/direction/status/applied unknown */
-    RPC_E_DEADLINE = -1508,  /* deadline over RPC_DEADLINE_MAX */
-    RPC_E_FIELDS = -1509,    /* fields inconsistent (see below) */
-    RPC_E_NOSPACE = -1510,   /* encode: caller buffer too small */
-    RPC_E_LIMIT = -1511,     /* frame_max out of 1..FRAME_MAX_CEIL */
-    RPC_E_NOMEM = -1512,     /* out of memory */
-};
+enum { ERR_RPC_CODES(ERR_ENUM) }; /* common/err.h; conn.h's too */
 
 /* Numbers equal the wire enums of proto/once_rpc.proto (checked by static
  * assertions in frame.c). */

@@ -3,8 +3,8 @@
  * Requests: a decoded <Method>Request becomes a struct fsm_cmd whose
  * pointers borrow from the message (valid while the message is: for a
  * server, during the serve callback; the Raft layer copies the command when
- * it is submitted). Every field bound of docs/design.md §3 is checked here, so a
- * request the node accepts is one the fsm's decoder would accept: scope
+ * it is submitted). Every field bound of docs/design.md §3 is checked here, so
+ * a request the node accepts is one the fsm's decoder would accept: scope
  * 1..128, key 1..256, request id exactly 16 bytes, execution id <= 128,
  * payload hash <= 64 (IDEMPOTENT only), result <= 64 KiB, error <= 1 KiB,
  * kind known, a ttl or a timestamp with its window, no lease or payload
@@ -83,8 +83,8 @@ struct convert_result_buf
 };
 
 /* Fill @b->res from @r; @request_id (16 bytes, copied) is this call's, or
- * NULL for calls without one (Lookup, Forget). Every field of docs/design.md §6 is
- * set as it applies: outcome, retry, request_id, first_request_id,
+ * NULL for calls without one (Lookup, Forget). Every field of docs/design.md §6
+ * is set as it applies: outcome, retry, request_id, first_request_id,
  * first_index, first_time_ms (record facts, when there is a record),
  * attempts (total, and the kept list for Lookup), owner token (when the fsm
  * gives it), result, stored_error, retry_after_ms, reason, kind, state,

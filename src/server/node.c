@@ -175,8 +175,8 @@ static int open_store(struct server *s, char *errmsg)
     return 0;
 }
 
-/* Storage failed or an entry of a newer schema arrived (G4, docs/design.md §3.3):
- * fail-stop, never serve on. */
+/* Storage failed or an entry of a newer schema arrived (G4, docs/design.md
+ * §3.3): fail-stop, never serve on. */
 static void hook_fatal(void *arg, const char *what, int status, const char *msg)
 {
     char q[300];
@@ -245,7 +245,8 @@ static void submit_bootstrap(struct server *s)
     if (b == NULL) {
         return; /* next tick */
     }
-    /* Randomness is the proposer's (docs/design.md §3.3): apply only copies it. */
+    /* Randomness is the proposer's (docs/design.md §3.3): apply only copies it.
+     */
     if (RAND_bytes(b->cluster_id, sizeof b->cluster_id) != 1 ||
         RAND_bytes(b->hash_key, sizeof b->hash_key) != 1) {
         log_kv(LOG_ERROR, "RAND_bytes failed: cannot make the cluster id",

@@ -1,4 +1,5 @@
-/* server/server.h: onced, one member of a once cluster (docs/design.md §2, §5, §6).
+/* server/server.h: onced, one member of a once cluster (docs/design.md §2, §5,
+ * §6).
  *
  * Pieces:
  *   main.c     flags (docs/design.md §6) into struct server_config, --help;

@@ -403,7 +403,7 @@ static void creq_answer(struct creq *q, const char *fmt, ...)
     q->done = true;
 }
 
-static const char *err_name(int rv)
+static const char *rv_name(int rv)
 {
     switch (rv) {
         case REPLICA_E_NOTLEADER:
@@ -448,7 +448,7 @@ static void answer_error(struct creq *q, int rv)
     if (rv == REPLICA_E_NOTLEADER) {
         creq_answer(q, "ERR NOTLEADER %s", fmt_id(leader_id(), idb));
     } else {
-        creq_answer(q, "ERR %s", err_name(rv));
+        creq_answer(q, "ERR %s", rv_name(rv));
     }
 }
 
@@ -575,7 +575,7 @@ static void answer_admin_error(struct creq *q, int rv, const char *msg)
     if (rv == REPLICA_E_NOTLEADER) {
         creq_answer(q, "ERR NOTLEADER %s %s", fmt_id(leader_id(), idb), msg);
     } else {
-        creq_answer(q, "ERR %s %s", err_name(rv), msg);
+        creq_answer(q, "ERR %s %s", rv_name(rv), msg);
     }
 }
 

@@ -19,9 +19,9 @@
  * cl_same_applied now and then). After healing everything: a ready leader,
  * every member applied its last index, cl_same_applied, every acknowledged
  * ACCEPTED key present on every member, and per-key claim linearizability
- * over the history (jepsen/README.md, "Checker rules", R1-R4 with the request id as the
- * label and first_index as the winner's name), including a final fresh
- * probe of every key.
+ * over the history (jepsen/README.md, "Checker rules", R1-R4 with the request
+ * id as the label and first_index as the winner's name), including a final
+ * fresh probe of every key.
  *
  * Each schedule runs in a forked child (a harness ck_assert or a sanitizer
  * report then fails that seed only, and the parent names it). */

@@ -4,6 +4,7 @@
 
 Suite *arena_suite(void);
 Suite *crc32c_suite(void);
+Suite *err_suite(void);
 Suite *hash_suite(void);
 Suite *text_suite(void);
 
@@ -13,6 +14,7 @@ int main(void)
     int failed;
 
     srunner_add_suite(sr, crc32c_suite());
+    srunner_add_suite(sr, err_suite());
     srunner_add_suite(sr, hash_suite());
     srunner_add_suite(sr, text_suite());
     srunner_run_all(sr, CK_ENV);

@@ -1,0 +1,119 @@
+/* common/err.h: the one error convention of once.
+ *
+ * A function that can fail returns an int: 0 is success, a negative value
+ * is an error. Three kinds of negative values exist, in disjoint ranges:
+ *
+ *   -1 .. -999      a negated errno value (-ENOMEM, -EIO ...): a system
+ *                   call or libc failed; err_str() gives strerror's text;
+ *   -1100 .. -1999  a module's own code, one range of 100 per module, all
+ *                   listed in ERR_CODES below (the single table of names);
+ *
+ * and, at the raft_io and raft_fsm boundaries only, libraft's positive
+ * RAFT_* codes, because raft reads them (raft_strerror gives their text).
+ * Nothing else returns a positive value as an error.
+ *
+ * A message goes with a code where the caller must show the operator why
+ * (a path, an offset, a peer): a buffer of ERR_MSG_SIZE bytes (the same size
+ * as raft's errmsg, so one can be copied into the other), filled with
+ * err_printf and prefixed with context with err_wrapf, as canonical raft's
+ * ErrMsgPrintf/ErrMsgWrapf do. A NULL message buffer is allowed everywhere
+ * and means "the caller does not want the text". Messages are cut, never
+ * overflowed.
+ *
+ * Thread-safe: no global state (err_str returns static strings). */
+#ifndef ONCE_COMMON_ERR_H_
+#define ONCE_COMMON_ERR_H_
+
+#include <stddef.h>
+
+/* Every message buffer has this size, NUL included (RAFT_ERRMSG_BUF_SIZE). */
+#define ERR_MSG_SIZE 256
+
+/* The modules' ranges: codes of module M are M_BASE-1 .. M_BASE-99. */
+#define ERR_FSM_BASE      (-1100)
+#define ERR_ENTRY_BASE    (-1200)
+#define ERR_REPLICA_BASE  (-1300)
+#define ERR_IDENTITY_BASE (-1400)
+#define ERR_RPC_BASE      (-1500)
+
+/* The single table: X(name, value, text). Each module's header declares its
+ * enum from its part with ERR_ENUM, so the numbers live here only. */
+#define ERR_FSM_CODES(X)                                           \
+    X(FSM_E_MALFORMED, -1101, "batch or snapshot does not decode") \
+    X(FSM_E_SCHEMA, -1102, "newer schema than this code knows")    \
+    X(FSM_E_CHECKSUM, -1103, "snapshot checksum mismatch")         \
+    X(FSM_E_TOOBIG, -1104, "over a size limit")
+
+#define ERR_ENTRY_CODES(X)                              \
+    X(ENTRY_E_MALFORMED, -1201, "not an entry of ours") \
+    X(ENTRY_E_TOOBIG, -1202, "batch over 1 MiB")        \
+    X(ENTRY_E_NOMEM, -1203, "out of memory")
+
+#define ERR_REPLICA_CODES(X)                                                   \
+    X(REPLICA_E_NOTLEADER, -1301, "not applied: not the (ready) leader")       \
+    X(REPLICA_E_BUSY, -1302, "not applied: busy (queue full, or one running)") \
+    X(REPLICA_E_UNKNOWN, -1303,                                                \
+      "outcome unknown: leadership lost after proposing")                      \
+    X(REPLICA_E_SHUTDOWN, -1304, "not applied: closing")                       \
+    X(REPLICA_E_TOOBIG, -1305, "not applied: over the batch size")             \
+    X(REPLICA_E_INVALID, -1306, "not applied: does not encode")                \
+    X(REPLICA_E_NOMEM, -1307, "not applied: out of memory")                    \
+    X(REPLICA_E_PRECONDITION, -1308,                                           \
+      "not applied: precondition (e.g. a retired id)")                         \
+    X(REPLICA_E_INTERNAL, -1309, "committed but did nothing: not applied")
+
+#define ERR_IDENTITY_CODES(X)                                            \
+    X(IDENTITY_E_TOMBSTONE, -1401, "the directory holds a removed node") \
+    X(IDENTITY_E_CORRUPT, -1402, "node-id is not a valid id")            \
+    X(IDENTITY_E_IO, -1403, "a system call failed")                      \
+    X(IDENTITY_E_INVALID, -1404, "bad argument")
+
+#define ERR_RPC_CODES(X)                                              \
+    X(RPC_E_EMPTY, -1501, "frame length 0")                           \
+    X(RPC_E_TOOBIG, -1502, "frame length over the limit")             \
+    X(RPC_E_MALFORMED, -1503, "envelope does not decode")             \
+    X(RPC_E_BUDGET, -1504, "decoding would allocate over the budget") \
+    X(RPC_E_ID, -1505, "cluster/boot id not empty nor 16 bytes")      \
+    X(RPC_E_STRING, -1506, "string over its bound or with a NUL")     \
+    X(RPC_E_ENUM, -1507, "enum value unknown")                        \
+    X(RPC_E_DEADLINE, -1508, "deadline over the limit")               \
+    X(RPC_E_FIELDS, -1509, "fields inconsistent")                     \
+    X(RPC_E_NOSPACE, -1510, "caller buffer too small")                \
+    X(RPC_E_LIMIT, -1511, "limit out of range")                       \
+    X(RPC_E_NOMEM, -1512, "out of memory")                            \
+    X(RPC_E_ADDR, -1520, "address is not IPv4 IP:PORT")               \
+    X(RPC_E_LISTEN, -1521, "bind/listen failed")                      \
+    X(RPC_E_CONNECT, -1522, "could not connect; not sent")            \
+    X(RPC_E_LOST, -1523, "connection lost after sending")             \
+    X(RPC_E_TIMEOUT, -1524, "no answer within the timeout")           \
+    X(RPC_E_CLOSED, -1525, "closed by its owner")                     \
+    X(RPC_E_BUSY, -1526, "too many calls in flight")                  \
+    X(RPC_E_PROTOCOL, -1527, "peer sent a frame that does not decode")
+
+#define ERR_ENUM(name, value, text) name = (value),
+
+/* The name of a module code ("FSM_E_MALFORMED"), or NULL for any other
+ * value (errno values and raft codes have their own names). */
+const char *err_name(int code);
+
+/* The module owning @code ("fsm", "rpc", ...), "errno" for -1..-999,
+ * "raft" for positive codes, NULL for 0 and unknown codes. */
+const char *err_module(int code);
+
+/* A short text for any code: the table's text, or strerror(-code) for an
+ * errno value. Never NULL. libonce links this file and not libraft, so a
+ * positive (RAFT_*) code gives "libraft error": call raft_strerror for
+ * those where libraft is linked. */
+const char *err_str(int code);
+
+/* Format into @msg (ERR_MSG_SIZE bytes; NULL: nothing). */
+void err_printf(char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefix @msg with a formatted context and ": " (NULL: nothing), e.g.
+ * err_wrapf(msg, "open %s", path) turns "No such file" into "open x: No
+ * such file". */
+void err_wrapf(char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif /* ONCE_COMMON_ERR_H_ */
