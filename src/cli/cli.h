@@ -3,7 +3,8 @@
  * Layers, so that the pure parts can be unit-tested without a cluster:
  *   args.c     the command and option table, parsing of argv words and of
  *              session JSON fields into one struct cli_req, the checks
- *              that combine options, help text, owner tokens, base64.
+ *              that combine options, owner tokens, base64.
+ *   help.c     the help texts.
  *   json.c     JSON objects from filled libonce results, exit codes, the
  *              text rendering of those objects.
  *   commands.c runs one struct cli_req over a once_client.
@@ -217,7 +218,7 @@ char *cli_b64_encode(const uint8_t *in, size_t len);
 /* "IP:PORT": an IPv4 literal and a port 1..65535, at most 64 bytes. */
 bool cli_check_addr(const char *s);
 
-/* Help texts: the overview, and one command's (NULL if unknown). */
+/* help.c: the overview, and one command's help text (NULL if unknown). */
 const char *cli_help_overview(void);
 const char *cli_help_command(enum cli_cmd cmd);
 /* Every field name q->cmd accepts, for tests: *n receives the count. */
