@@ -8,7 +8,7 @@
  * parser takes. */
 #include "cli/cli.h"
 
-#include <stdarg.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,6 +18,7 @@
 
 #include <openssl/evp.h>
 
+#include "common/err.h"
 #include "common/text.h"
 
 enum field {
@@ -126,28 +127,6 @@ static const struct cmd_def cmds[] = {
     {CLI_SESSION, "session", {-1, -1, -1}, 0, 0},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    if (errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    n = vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        err[0] = '\0';
-    } else if ((size_t)n >= errlen && errlen > 4) {
-        /* Mark the cut instead of hiding it. */
-        memcpy(err + errlen - 4, "...", 4);
-    }
-}
 
 static const struct cmd_def *cmd_def(enum cli_cmd cmd)
 {
@@ -429,16 +408,15 @@ int cli_parse_cluster(const char *s,
                       char *buf,
                       size_t buflen,
                       const char **addrs,
-                      char *err,
-                      size_t errlen)
+                      char *err)
 {
     size_t n = strlen(s);
     int count = 0;
     char *p;
 
     if (n == 0 || n >= buflen) {
-        errf(err, errlen, "--cluster: %s", n == 0 ? "empty" : "too long");
-        return -1;
+        err_printf(err, "--cluster: %s", n == 0 ? "empty" : "too long");
+        return -EINVAL;
     }
     memcpy(buf, s, n + 1);
     p = buf;
@@ -449,14 +427,15 @@ int cli_parse_cluster(const char *s,
             *comma = '\0';
         }
         if (count == ONCE_ADDRS_MAX) {
-            errf(err, errlen, "--cluster: more than %d addresses",
-                 ONCE_ADDRS_MAX);
-            return -1;
+            err_printf(err, "--cluster: more than %d addresses",
+                       ONCE_ADDRS_MAX);
+            return -EINVAL;
         }
         if (!cli_check_addr(p)) {
-            errf(err, errlen,
-                 "--cluster: bad address \"%.64s\" (want an IPv4 IP:PORT)", p);
-            return -1;
+            err_printf(
+                err, "--cluster: bad address \"%.64s\" (want an IPv4 IP:PORT)",
+                p);
+            return -EINVAL;
         }
         addrs[count++] = p;
         if (comma == NULL) {
@@ -511,8 +490,7 @@ int cli_req_set(struct cli_req *q,
                 const char *name,
                 const char *val,
                 size_t len,
-                char *err,
-                size_t errlen)
+                char *err)
 {
     const char *cmd = cli_cmd_name(q->cmd);
     int f = field_by_name(name);
@@ -522,29 +500,29 @@ int cli_req_set(struct cli_req *q,
 
     if (f < 0 || !cli_req_accepts(q, name)) {
         if (q->session) {
-            errf(err, errlen, "%s: unknown field \"%s\"", cmd, name);
+            err_printf(err, "%s: unknown field \"%s\"", cmd, name);
         } else {
-            errf(err, errlen, "%s: unknown option --%s", cmd, name);
+            err_printf(err, "%s: unknown option --%s", cmd, name);
         }
-        return -1;
+        return -EINVAL;
     }
     if ((q->seen & BIT(f)) != 0) {
-        errf(err, errlen, "%s: %s given twice", cmd, shown(q, f));
-        return -1;
+        err_printf(err, "%s: %s given twice", cmd, shown(q, f));
+        return -EINVAL;
     }
     if (fields[f].flag) {
         if (val != NULL) {
-            errf(err, errlen, "%s: %s takes no value", cmd, shown(q, f));
-            return -1;
+            err_printf(err, "%s: %s takes no value", cmd, shown(q, f));
+            return -EINVAL;
         }
     } else if (val == NULL) {
-        errf(err, errlen, "%s: %s needs a value", cmd, shown(q, f));
-        return -1;
+        err_printf(err, "%s: %s needs a value", cmd, shown(q, f));
+        return -EINVAL;
     } else if (memchr(val, '\0', len) != NULL) {
         /* Text fields are C strings below (addresses, numbers) or would
          * be truncated by a shell; a session's \u0000 is refused too. */
-        errf(err, errlen, "%s: %s contains a NUL byte", cmd, shown(q, f));
-        return -1;
+        err_printf(err, "%s: %s contains a NUL byte", cmd, shown(q, f));
+        return -EINVAL;
     }
     q->seen |= BIT(f);
     switch ((enum field)f) {
@@ -610,9 +588,9 @@ int cli_req_set(struct cli_req *q,
             break;
         case F_RESULT:
             if ((q->seen & BIT(F_RESULT_B64)) != 0) {
-                errf(err, errlen, "%s: %s excludes %s", cmd, shown(q, f),
-                     shown(q, F_RESULT_B64));
-                return -1;
+                err_printf(err, "%s: %s excludes %s", cmd, shown(q, f),
+                           shown(q, F_RESULT_B64));
+                return -EINVAL;
             }
             ok =
                 set_bytes(q->result, &q->result_len, ONCE_RESULT_MAX, val, len);
@@ -621,9 +599,9 @@ int cli_req_set(struct cli_req *q,
             break;
         case F_RESULT_B64:
             if ((q->seen & BIT(F_RESULT)) != 0) {
-                errf(err, errlen, "%s: %s excludes %s", cmd, shown(q, f),
-                     shown(q, F_RESULT));
-                return -1;
+                err_printf(err, "%s: %s excludes %s", cmd, shown(q, f),
+                           shown(q, F_RESULT));
+                return -EINVAL;
             }
             ok = cli_b64_decode(val, len, q->result, ONCE_RESULT_MAX,
                                 &q->result_len);
@@ -688,54 +666,55 @@ int cli_req_set(struct cli_req *q,
             printable = val[i] >= ' ' && val[i] <= '~' && val[i] != '"';
         }
         if (printable) {
-            errf(err, errlen, "%s: %s: bad value \"%.*s\" (want %s)", cmd,
-                 shown(q, f), (int)len, val, want);
+            err_printf(err, "%s: %s: bad value \"%.*s\" (want %s)", cmd,
+                       shown(q, f), (int)len, val, want);
         } else {
-            errf(err, errlen, "%s: %s: bad value (want %s)", cmd, shown(q, f),
-                 want);
+            err_printf(err, "%s: %s: bad value (want %s)", cmd, shown(q, f),
+                       want);
         }
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
 
-int cli_req_check(struct cli_req *q, char *err, size_t errlen)
+int cli_req_check(struct cli_req *q, char *err)
 {
     const struct cmd_def *d = cmd_def(q->cmd);
     const char *cmd = cli_cmd_name(q->cmd);
 
     if (d == NULL) {
-        errf(err, errlen, "no command");
-        return -1;
+        err_printf(err, "no command");
+        return -EINVAL;
     }
     for (unsigned i = 0; i < d->n_required; i++) {
         if ((q->seen & BIT(d->pos[i])) == 0) {
-            errf(err, errlen, "%s: missing %s", cmd, shown(q, d->pos[i]));
-            return -1;
+            err_printf(err, "%s: missing %s", cmd, shown(q, d->pos[i]));
+            return -EINVAL;
         }
     }
     switch (q->cmd) {
         case CLI_CLAIM:
             if (q->has_ts && q->has_ttl) {
-                errf(err, errlen, "%s: %s excludes %s", cmd, shown(q, F_TS),
-                     shown(q, F_TTL));
-                return -1;
+                err_printf(err, "%s: %s excludes %s", cmd, shown(q, F_TS),
+                           shown(q, F_TTL));
+                return -EINVAL;
             }
             if (q->has_ts && !q->has_window) {
-                errf(err, errlen, "%s: %s requires %s", cmd, shown(q, F_TS),
-                     shown(q, F_WINDOW));
-                return -1;
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_TS),
+                           shown(q, F_WINDOW));
+                return -EINVAL;
             }
             if (q->has_window && !q->has_ts) {
-                errf(err, errlen, "%s: %s requires %s", cmd, shown(q, F_WINDOW),
-                     shown(q, F_TS));
-                return -1;
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_WINDOW),
+                           shown(q, F_TS));
+                return -EINVAL;
             }
             if (!q->idempotent && (q->has_payload_hash || q->has_lease)) {
-                errf(err, errlen, "%s: %s requires %s", cmd,
-                     shown(q, q->has_payload_hash ? F_PAYLOAD_HASH : F_LEASE),
-                     shown(q, F_IDEMPOTENT));
-                return -1;
+                err_printf(
+                    err, "%s: %s requires %s", cmd,
+                    shown(q, q->has_payload_hash ? F_PAYLOAD_HASH : F_LEASE),
+                    shown(q, F_IDEMPOTENT));
+                return -EINVAL;
             }
             if (!q->has_ts && !q->has_ttl) {
                 q->has_ttl = true;
@@ -744,21 +723,19 @@ int cli_req_check(struct cli_req *q, char *err, size_t errlen)
             break;
         case CLI_COMPLETE:
             if (!q->has_owner_token) {
-                errf(err, errlen, "%s: missing %s", cmd,
-                     shown(q, F_OWNER_TOKEN));
-                return -1;
+                err_printf(err, "%s: missing %s", cmd, shown(q, F_OWNER_TOKEN));
+                return -EINVAL;
             }
             break;
         case CLI_RELEASE:
             if (!q->has_owner_token) {
-                errf(err, errlen, "%s: missing %s", cmd,
-                     shown(q, F_OWNER_TOKEN));
-                return -1;
+                err_printf(err, "%s: missing %s", cmd, shown(q, F_OWNER_TOKEN));
+                return -EINVAL;
             }
             if (q->has_error && !q->terminal) {
-                errf(err, errlen, "%s: %s requires %s", cmd, shown(q, F_ERROR),
-                     shown(q, F_TERMINAL));
-                return -1;
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_ERROR),
+                           shown(q, F_TERMINAL));
+                return -EINVAL;
             }
             break;
         case CLI_MEMBERS_ADD:
@@ -766,11 +743,11 @@ int cli_req_check(struct cli_req *q, char *err, size_t errlen)
                 q->has_role = true;
                 q->role = ONCE_ROLE_VOTER;
             } else if (q->role == ONCE_ROLE_SPARE) {
-                errf(err, errlen,
-                     "%s: %s: a member is added as voter or "
-                     "standby (spare is a step of the add)",
-                     cmd, shown(q, F_ROLE));
-                return -1;
+                err_printf(err,
+                           "%s: %s: a member is added as voter or "
+                           "standby (spare is a step of the add)",
+                           cmd, shown(q, F_ROLE));
+                return -EINVAL;
             }
             break;
         default:
@@ -876,8 +853,7 @@ int cli_parse_argv(int argc,
                    char *const *argv,
                    struct cli_global *g,
                    struct cli_req *q,
-                   char *err,
-                   size_t errlen)
+                   char *err)
 {
     const char *group = NULL;
     bool opts_done = false;
@@ -907,8 +883,8 @@ int cli_parse_argv(int argc,
 
             if (o != G_NONE && o != G_JSON && val == NULL) {
                 if (i + 1 >= argc) {
-                    errf(err, errlen, "--%.*s needs a value", (int)n, name);
-                    return -1;
+                    err_printf(err, "--%.*s needs a value", (int)n, name);
+                    return -EINVAL;
                 }
                 val = argv[++i];
             }
@@ -918,8 +894,8 @@ int cli_parse_argv(int argc,
                     continue;
                 case G_JSON:
                     if (val != NULL) {
-                        errf(err, errlen, "--json takes no value");
-                        return -1;
+                        err_printf(err, "--json takes no value");
+                        return -EINVAL;
                     }
                     g->json = true;
                     continue;
@@ -928,23 +904,25 @@ int cli_parse_argv(int argc,
 
                     if (!text_parse_duration_ms(val, CLI_TIMEOUT_MAX_MS, &v) ||
                         v == 0) {
-                        errf(err, errlen,
-                             "--timeout: bad value \"%.40s\" (want a "
-                             "duration of 1ms..1h: an integer with ms, s, m "
-                             "or h)",
-                             val);
-                        return -1;
+                        err_printf(
+                            err,
+                            "--timeout: bad value \"%.40s\" (want a "
+                            "duration of 1ms..1h: an integer with ms, s, m "
+                            "or h)",
+                            val);
+                        return -EINVAL;
                     }
                     g->timeout_ms = (uint32_t)v;
                     continue;
                 }
                 case G_CLUSTER_ID:
                     if (!text_parse_hex(val, g->cluster_id, ONCE_ID_LEN)) {
-                        errf(err, errlen,
-                             "--cluster-id: bad value \"%.40s\" (want 32 hex "
-                             "digits)",
-                             val);
-                        return -1;
+                        err_printf(
+                            err,
+                            "--cluster-id: bad value \"%.40s\" (want 32 hex "
+                            "digits)",
+                            val);
+                        return -EINVAL;
                     }
                     g->pin_cluster_id = true;
                     continue;
@@ -953,14 +931,14 @@ int cli_parse_argv(int argc,
                     break;
             }
             if (q->cmd == 0) {
-                errf(err, errlen, "unknown option --%.*s%s", (int)n, name,
-                     group != NULL ? " (missing subcommand first?)" : "");
-                return -1;
+                err_printf(err, "unknown option --%.*s%s", (int)n, name,
+                           group != NULL ? " (missing subcommand first?)" : "");
+                return -EINVAL;
             }
             if (n >= sizeof fname) {
-                errf(err, errlen, "%s: unknown option --%.*s",
-                     cli_cmd_name(q->cmd), 40, name);
-                return -1;
+                err_printf(err, "%s: unknown option --%.*s",
+                           cli_cmd_name(q->cmd), 40, name);
+                return -EINVAL;
             }
             for (size_t k = 0; k < n; k++) {
                 fname[k] = name[k] == '-' ? '_' : name[k];
@@ -970,21 +948,21 @@ int cli_parse_argv(int argc,
             /* Positional fields are not options (`--scope x` is refused). */
             if (f < 0 || !cli_req_accepts(q, fname) ||
                 is_positional(cmd_def(q->cmd), f)) {
-                errf(err, errlen, "%s: unknown option --%.*s",
-                     cli_cmd_name(q->cmd), (int)n, name);
-                return -1;
+                err_printf(err, "%s: unknown option --%.*s",
+                           cli_cmd_name(q->cmd), (int)n, name);
+                return -EINVAL;
             }
             if (!fields[f].flag && val == NULL) {
                 if (i + 1 >= argc) {
-                    errf(err, errlen, "%s: --%.*s needs a value",
-                         cli_cmd_name(q->cmd), (int)n, name);
-                    return -1;
+                    err_printf(err, "%s: --%.*s needs a value",
+                               cli_cmd_name(q->cmd), (int)n, name);
+                    return -EINVAL;
                 }
                 val = argv[++i];
             }
-            if (cli_req_set(q, fname, val, val != NULL ? strlen(val) : 0, err,
-                            errlen) != 0) {
-                return -1;
+            if (cli_req_set(q, fname, val, val != NULL ? strlen(val) : 0,
+                            err) != 0) {
+                return -EINVAL;
             }
             continue;
         }
@@ -996,20 +974,20 @@ int cli_parse_argv(int argc,
                 snprintf(name, sizeof name, "%s %.40s", group, a);
                 q->cmd = cli_cmd_from_name(name);
                 if (q->cmd == 0) {
-                    errf(err, errlen, "%s: unknown subcommand \"%.40s\"%s",
-                         group, a,
-                         strcmp(group, "members") == 0
-                             ? " (list, add, remove, assign, transfer)"
-                             : " (take, backup, verify)");
-                    return -1;
+                    err_printf(err, "%s: unknown subcommand \"%.40s\"%s", group,
+                               a,
+                               strcmp(group, "members") == 0
+                                   ? " (list, add, remove, assign, transfer)"
+                                   : " (take, backup, verify)");
+                    return -EINVAL;
                 }
             } else if (is_group(a)) {
                 group = strcmp(a, "members") == 0 ? "members" : "snapshot";
             } else {
                 q->cmd = cli_cmd_from_name(a);
                 if (q->cmd == 0) {
-                    errf(err, errlen, "unknown command \"%.40s\"", a);
-                    return -1;
+                    err_printf(err, "unknown command \"%.40s\"", a);
+                    return -EINVAL;
                 }
             }
             continue;
@@ -1019,27 +997,26 @@ int cli_parse_argv(int argc,
             int f;
 
             if (q->n_positional >= POS_MAX || d->pos[q->n_positional] < 0) {
-                errf(err, errlen, "%s: unexpected argument \"%.40s\"", d->name,
-                     a);
-                return -1;
+                err_printf(err, "%s: unexpected argument \"%.40s\"", d->name,
+                           a);
+                return -EINVAL;
             }
             f = d->pos[q->n_positional++];
-            if (cli_req_set(q, fields[f].name, a, strlen(a), err, errlen) !=
-                0) {
-                return -1;
+            if (cli_req_set(q, fields[f].name, a, strlen(a), err) != 0) {
+                return -EINVAL;
             }
         }
     }
     if (q->cmd == 0) {
         if (group != NULL) {
-            errf(err, errlen, "%s: missing subcommand%s", group,
-                 strcmp(group, "members") == 0
-                     ? " (list, add, remove, assign, transfer)"
-                     : " (take, backup, verify)");
+            err_printf(err, "%s: missing subcommand%s", group,
+                       strcmp(group, "members") == 0
+                           ? " (list, add, remove, assign, transfer)"
+                           : " (take, backup, verify)");
         } else {
-            errf(err, errlen, "missing command");
+            err_printf(err, "missing command");
         }
-        return -1;
+        return -EINVAL;
     }
-    return cli_req_check(q, err, errlen);
+    return cli_req_check(q, err);
 }

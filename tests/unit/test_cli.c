@@ -1,6 +1,7 @@
 /* test_cli: oncectl's argument parsing, owner tokens, base64, JSON answers
- * and exit codes (src/cli/args.c, src/cli/json.c). */
+ * and exit codes (src/cli/args.c, help.c, json.c). */
 #include <check.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@ Suite *cli_suite(void);
 
 static struct cli_global g;
 static struct cli_req *q;
-static char err[CLI_ERR_MAX];
+static char err[ERR_MSG_SIZE];
 
 static void setup(void)
 {
@@ -42,7 +43,7 @@ static int parse(const char *first, ...)
     }
     va_end(ap);
     err[0] = '\0';
-    return cli_parse_argv(argc, argv, &g, q, err, sizeof err);
+    return cli_parse_argv(argc, argv, &g, q, err);
 }
 
 #define OK(...)                                           \
@@ -53,7 +54,7 @@ static int parse(const char *first, ...)
 #define BAD(want, ...)                                           \
     do {                                                         \
         int rv_ = parse(__VA_ARGS__, (const char *)NULL);        \
-        ck_assert_int_eq(rv_, -1);                               \
+        ck_assert_int_eq(rv_, -EINVAL);                          \
         ck_assert_msg(strstr(err, (want)) != NULL,               \
                       "error \"%s\" lacks \"%s\"", err, (want)); \
     } while (0)
@@ -304,16 +305,16 @@ START_TEST(session_fields)
     /* The session's setter is the command line's: same names, same checks. */
     cli_req_init(q, CLI_CLAIM);
     q->session = true;
-    ck_assert_int_eq(cli_req_set(q, "scope", "s\0x", 3, err, sizeof err), -1);
+    ck_assert_int_eq(cli_req_set(q, "scope", "s\0x", 3, err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "NUL"));
-    ck_assert_int_eq(cli_req_set(q, "scope", "s", 1, err, sizeof err), 0);
-    ck_assert_int_eq(cli_req_set(q, "key", "k", 1, err, sizeof err), 0);
-    ck_assert_int_eq(cli_req_set(q, "timeout", "2s", 2, err, sizeof err), 0);
+    ck_assert_int_eq(cli_req_set(q, "scope", "s", 1, err), 0);
+    ck_assert_int_eq(cli_req_set(q, "key", "k", 1, err), 0);
+    ck_assert_int_eq(cli_req_set(q, "timeout", "2s", 2, err), 0);
     ck_assert_uint_eq(q->timeout_ms, 2000);
-    ck_assert_int_eq(cli_req_set(q, "lease", "1s", 2, err, sizeof err), 0);
-    ck_assert_int_eq(cli_req_check(q, err, sizeof err), -1);
+    ck_assert_int_eq(cli_req_set(q, "lease", "1s", 2, err), 0);
+    ck_assert_int_eq(cli_req_check(q, err), -EINVAL);
     ck_assert_str_eq(err, "claim: \"lease\" requires \"idempotent\"");
-    ck_assert_int_eq(cli_req_set(q, "bogus", "1", 1, err, sizeof err), -1);
+    ck_assert_int_eq(cli_req_set(q, "bogus", "1", 1, err), -EINVAL);
     ck_assert_str_eq(err, "claim: unknown field \"bogus\"");
     ck_assert(cli_field_is_flag("idempotent"));
     ck_assert(!cli_field_is_flag("ttl"));
@@ -400,16 +401,15 @@ START_TEST(addresses)
     ck_assert(!cli_check_addr("127.0.0.1:80:1"));
     ck_assert(!cli_check_addr("127.0.0.1: 80"));
     ck_assert(!cli_check_addr("[::1]:80"));
-    ck_assert_int_eq(cli_parse_cluster(CLI_CLUSTER_DEFAULT, buf, sizeof buf,
-                                       addrs, err, sizeof err),
-                     3);
+    ck_assert_int_eq(
+        cli_parse_cluster(CLI_CLUSTER_DEFAULT, buf, sizeof buf, addrs, err), 3);
     ck_assert_str_eq(addrs[2], "127.0.0.1:7103");
     ck_assert_int_eq(cli_parse_cluster("127.0.0.1:1,,127.0.0.1:2", buf,
-                                       sizeof buf, addrs, err, sizeof err),
-                     -1);
+                                       sizeof buf, addrs, err),
+                     -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "bad address"));
-    ck_assert_int_eq(
-        cli_parse_cluster("", buf, sizeof buf, addrs, err, sizeof err), -1);
+    ck_assert_int_eq(cli_parse_cluster("", buf, sizeof buf, addrs, err),
+                     -EINVAL);
 }
 END_TEST
 
