@@ -3,8 +3,9 @@
  * Layers, so that the pure parts can be unit-tested without a cluster:
  *   args.c     the command and option table, parsing of argv words and of
  *              session JSON fields into one struct cli_req, the checks
- *              that combine options, owner tokens, base64.
+ *              that combine options.
  *   help.c     the help texts.
+ *   value.c    owner tokens, base64, addresses, the --cluster list.
  *   json.c     JSON objects from filled libonce results, exit codes, the
  *              text rendering of those objects.
  *   commands.c runs one struct cli_req over a once_client.
@@ -134,7 +135,7 @@ struct cli_req
 };
 
 /* ------------------------------------------------------------------------
- * args.c: pure parsing
+ * args.c, value.c, help.c: pure parsing and the help texts
  * ---------------------------------------------------------------------- */
 
 /* Global options of the command line. */

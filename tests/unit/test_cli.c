@@ -1,5 +1,5 @@
 /* test_cli: oncectl's argument parsing, owner tokens, base64, JSON answers
- * and exit codes (src/cli/args.c, help.c, json.c). */
+ * and exit codes (src/cli/args.c, help.c, value.c, json.c). */
 #include <check.h>
 #include <errno.h>
 #include <stdarg.h>
