@@ -1,14 +1,18 @@
-/* cli/args.c: the command table and the parsers (see cli.h).
+/* cli/args.c: the command and field tables and the parsers of a request
+ * (see cli.h).
  *
  * One table of fields and one of commands drive both the command line and
  * the session lines: a field is a positional or an option, and its name is
- * the same with '_' (session key) or '-' (--flag). The help texts (help.c)
- * list the same names; a unit test checks that every field of every
- * command appears in that command's help, so the help cannot omit what the
- * parser takes. */
+ * the same with '_' (session key) or '-' (--flag). Each field's row says
+ * how its text is parsed, where in struct cli_req it lands and what a bad
+ * value should have been, so cli_req_set is one generic path for every
+ * field, with no code of its own per field. The help texts (help.c) list the
+ * same names; a unit test checks that every field of every command appears in
+ * that command's help, so the help cannot omit what the parser takes. */
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -43,35 +47,241 @@ enum field {
 
 #define BIT(f) (UINT32_C(1) << (f))
 
+struct field_def;
+
+/* Parse @val (@len bytes, NUL-terminated, no NUL among them) into @q at
+ * @fd's offsets, within @fd's bounds. True if the value is valid; on false
+ * the destination may be partly written (the request is refused). */
+typedef bool field_parser(const struct field_def *fd,
+                          struct cli_req *q,
+                          const char *val,
+                          size_t len);
+
 struct field_def
 {
-    const char *name; /* session key; the option is "--" + '-' for '_' */
-    bool flag;        /* takes no value */
+    const char *name;    /* session key; the option is "--" + '-' for '_' */
+    field_parser *parse; /* NULL: a flag, which takes no value */
+    size_t off;          /* offsetof the value in struct cli_req */
+    size_t len_off;      /* offsetof its length (byte fields; else 0) */
+    size_t has_off;      /* offsetof the bool "given and valid" (a flag:
+                          * the flag itself) */
+    uint64_t min, max;   /* bounds of the length or of the number */
+    int excludes;        /* the field this one may not be given with; -1 */
+    const char *want;    /* what a bad value should have been */
 };
 
+/* The destination of a row in @q. */
+static void *at(struct cli_req *q, size_t off)
+{
+    return (char *)q + off;
+}
+
+/* Text of @min..@max bytes, copied as given. */
+static bool parse_bytes(const struct field_def *fd,
+                        struct cli_req *q,
+                        const char *val,
+                        size_t len)
+{
+    if (len < fd->min || len > fd->max) {
+        return false;
+    }
+    if (len > 0) {
+        memcpy(at(q, fd->off), val, len);
+    }
+    *(size_t *)at(q, fd->len_off) = len;
+    return true;
+}
+
+/* Exactly @max bytes in hex. */
+static bool parse_hex(const struct field_def *fd,
+                      struct cli_req *q,
+                      const char *val,
+                      size_t len)
+{
+    (void)len;
+    return text_parse_hex(val, at(q, fd->off), (size_t)fd->max);
+}
+
+/* 0..@max bytes in hex. */
+static bool parse_hex_var(const struct field_def *fd,
+                          struct cli_req *q,
+                          const char *val,
+                          size_t len)
+{
+    (void)len;
+    return text_parse_hex_var(val, at(q, fd->off), (size_t)fd->max,
+                              at(q, fd->len_off));
+}
+
+/* A decimal integer of 0..@max. */
+static bool parse_u64(const struct field_def *fd,
+                      struct cli_req *q,
+                      const char *val,
+                      size_t len)
+{
+    (void)len;
+    return text_parse_u64(val, fd->max, at(q, fd->off));
+}
+
+/* A duration of @min..@max ms into a uint64_t. */
+static bool parse_ms(const struct field_def *fd,
+                     struct cli_req *q,
+                     const char *val,
+                     size_t len)
+{
+    uint64_t *out = at(q, fd->off);
+
+    (void)len;
+    return text_parse_duration_ms(val, fd->max, out) && *out >= fd->min;
+}
+
+/* The same into a uint32_t (@max fits in one). */
+static bool parse_ms32(const struct field_def *fd,
+                       struct cli_req *q,
+                       const char *val,
+                       size_t len)
+{
+    uint64_t v;
+
+    (void)len;
+    if (!text_parse_duration_ms(val, fd->max, &v) || v < fd->min) {
+        return false;
+    }
+    *(uint32_t *)at(q, fd->off) = (uint32_t)v;
+    return true;
+}
+
+static bool parse_token(const struct field_def *fd,
+                        struct cli_req *q,
+                        const char *val,
+                        size_t len)
+{
+    (void)len;
+    return cli_parse_token(val, at(q, fd->off));
+}
+
+/* Base64 of 0..@max bytes; also marks the result as given in base64, for
+ * the text output (the one field with a second effect). */
+static bool parse_b64(const struct field_def *fd,
+                      struct cli_req *q,
+                      const char *val,
+                      size_t len)
+{
+    q->result_from_b64 = cli_b64_decode(val, len, at(q, fd->off),
+                                        (size_t)fd->max, at(q, fd->len_off));
+    return q->result_from_b64;
+}
+
+/* An IPv4 IP:PORT into a char[ONCE_ADDR_MAX + 1]. */
+static bool parse_addr(const struct field_def *fd,
+                       struct cli_req *q,
+                       const char *val,
+                       size_t len)
+{
+    if (!cli_check_addr(val)) {
+        return false;
+    }
+    memcpy(at(q, fd->off), val, len + 1);
+    return true;
+}
+
+/* A node id: 1..16 hex digits, not 0. */
+static bool parse_id(const struct field_def *fd,
+                     struct cli_req *q,
+                     const char *val,
+                     size_t len)
+{
+    (void)len;
+    return text_parse_id(val, at(q, fd->off));
+}
+
+static bool parse_role(const struct field_def *fd,
+                       struct cli_req *q,
+                       const char *val,
+                       size_t len)
+{
+    enum once_role *out = at(q, fd->off);
+
+    (void)len;
+    if (strcasecmp(val, "voter") == 0) {
+        *out = ONCE_ROLE_VOTER;
+    } else if (strcasecmp(val, "standby") == 0) {
+        *out = ONCE_ROLE_STANDBY;
+    } else if (strcasecmp(val, "spare") == 0) {
+        *out = ONCE_ROLE_SPARE;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* offsetof @member of struct cli_req, which must be of @type (an array
+ * as a pointer to its first element): each row names the type its parser
+ * writes, so a member whose type changes under its row fails to compile. */
+#define OFF(member, type)               \
+    (offsetof(struct cli_req, member) + \
+     0 * sizeof(_Generic(((struct cli_req *)0)->member, type : 1)))
+#define LEN(member)   OFF(member, size_t)
+#define HAS(member)   OFF(member, bool)
+#define BYTES(member) OFF(member, uint8_t *)
+#define U64(member)   OFF(member, uint64_t)
+#define ADDR(member)  OFF(member, char *)
+#define DURATION      "(an integer with ms, s, m or h)"
+
+/* One row per field: name, parser, value, length (byte fields), given,
+ * min, max, the field it excludes, the "want" text. */
 static const struct field_def fields[F_COUNT] = {
-    [F_SCOPE] = {"scope", false},
-    [F_KEY] = {"key", false},
-    [F_REQUEST_ID] = {"request_id", false},
-    [F_EXECUTION_ID] = {"execution_id", false},
-    [F_TTL] = {"ttl", false},
-    [F_TS] = {"ts", false},
-    [F_WINDOW] = {"window", false},
-    [F_IDEMPOTENT] = {"idempotent", true},
-    [F_PAYLOAD_HASH] = {"payload_hash", false},
-    [F_LEASE] = {"lease", false},
-    [F_OWNER_TOKEN] = {"owner_token", false},
-    [F_RESULT] = {"result", false},
-    [F_RESULT_B64] = {"result_b64", false},
-    [F_TERMINAL] = {"terminal", true},
-    [F_ERROR] = {"error", false},
-    [F_NODE] = {"node", false},
-    [F_STATE_DIGEST] = {"state_digest", true},
-    [F_ID] = {"id", false},
-    [F_RAFT_ADDR] = {"raft_addr", false},
-    [F_CLIENT_ADDR] = {"client_addr", false},
-    [F_ROLE] = {"role", false},
-    [F_TIMEOUT] = {"timeout", false},
+    [F_SCOPE] = {"scope", parse_bytes, BYTES(scope), LEN(scope_len),
+                 HAS(has_scope), 1, ONCE_SCOPE_MAX, -1, "1..128 bytes"},
+    [F_KEY] = {"key", parse_bytes, BYTES(key), LEN(key_len), HAS(has_key), 1,
+               ONCE_KEY_MAX, -1, "1..256 bytes"},
+    [F_REQUEST_ID] = {"request_id", parse_hex, BYTES(request_id), 0,
+                      HAS(has_request_id), ONCE_ID_LEN, ONCE_ID_LEN, -1,
+                      "32 hex digits"},
+    [F_EXECUTION_ID] = {"execution_id", parse_bytes, BYTES(execution_id),
+                        LEN(execution_id_len), HAS(has_execution_id), 0,
+                        ONCE_EXECUTION_ID_MAX, -1, "0..128 bytes"},
+    [F_TTL] = {"ttl", parse_ms, U64(ttl_ms), 0, HAS(has_ttl), 1,
+               CLI_DURATION_MAX_MS, -1, "a duration over 0 " DURATION},
+    [F_TS] = {"ts", parse_u64, U64(ts_ms), 0, HAS(has_ts), 0, UINT64_MAX, -1,
+              "unix milliseconds (a decimal integer)"},
+    [F_WINDOW] = {"window", parse_ms, U64(window_ms), 0, HAS(has_window), 1,
+                  CLI_DURATION_MAX_MS, -1, "a duration over 0 " DURATION},
+    [F_IDEMPOTENT] = {"idempotent", NULL, 0, 0, HAS(idempotent), 0, 0, -1, ""},
+    [F_PAYLOAD_HASH] = {"payload_hash", parse_hex_var, BYTES(payload_hash),
+                        LEN(payload_hash_len), HAS(has_payload_hash), 0,
+                        ONCE_PAYLOAD_HASH_MAX, -1,
+                        "0..64 bytes in hex (an even number of digits)"},
+    [F_LEASE] = {"lease", parse_ms, U64(lease_ms), 0, HAS(has_lease), 0,
+                 CLI_DURATION_MAX_MS, -1, "a duration " DURATION},
+    [F_OWNER_TOKEN] = {"owner_token", parse_token,
+                       OFF(owner_token, struct once_token), 0,
+                       HAS(has_owner_token), 0, 0, -1,
+                       "GROUP:INDEX:SLOT in decimal"},
+    [F_RESULT] = {"result", parse_bytes, BYTES(result), LEN(result_len),
+                  HAS(has_result), 0, ONCE_RESULT_MAX, F_RESULT_B64,
+                  "0..65536 bytes"},
+    [F_RESULT_B64] = {"result_b64", parse_b64, BYTES(result), LEN(result_len),
+                      HAS(has_result), 0, ONCE_RESULT_MAX, F_RESULT,
+                      "standard base64 with padding, of 0..65536 bytes"},
+    [F_TERMINAL] = {"terminal", NULL, 0, 0, HAS(terminal), 0, 0, -1, ""},
+    [F_ERROR] = {"error", parse_bytes, BYTES(error), LEN(error_len),
+                 HAS(has_error), 0, ONCE_ERROR_MAX, -1, "0..1024 bytes"},
+    [F_NODE] = {"node", parse_addr, ADDR(node), 0, HAS(has_node), 0, 0, -1,
+                "an IPv4 IP:PORT"},
+    [F_STATE_DIGEST] = {"state_digest", NULL, 0, 0, HAS(state_digest), 0, 0, -1,
+                        ""},
+    [F_ID] = {"id", parse_id, U64(member_id), 0, HAS(has_member_id), 0, 0, -1,
+              "a node id: 1..16 hex digits, not 0"},
+    [F_RAFT_ADDR] = {"raft_addr", parse_addr, ADDR(raft_addr), 0,
+                     HAS(has_raft_addr), 0, 0, -1, "an IPv4 IP:PORT"},
+    [F_CLIENT_ADDR] = {"client_addr", parse_addr, ADDR(client_addr), 0,
+                       HAS(has_client_addr), 0, 0, -1, "an IPv4 IP:PORT"},
+    [F_ROLE] = {"role", parse_role, OFF(role, enum once_role), 0, HAS(has_role),
+                0, 0, -1, "voter, standby or spare"},
+    [F_TIMEOUT] = {"timeout", parse_ms32, OFF(timeout_ms, uint32_t), 0,
+                   HAS(has_timeout), 1, CLI_TIMEOUT_MAX_MS, -1,
+                   "a duration of 1ms..1h " DURATION},
 };
 
 #define POS_MAX 3
@@ -243,7 +453,7 @@ bool cli_field_is_flag(const char *name)
 {
     int f = field_by_name(name);
 
-    return f >= 0 && fields[f].flag;
+    return f >= 0 && fields[f].parse == NULL;
 }
 
 bool cli_req_accepts(const struct cli_req *q, const char *name)
@@ -260,44 +470,28 @@ bool cli_req_accepts(const struct cli_req *q, const char *name)
     return is_positional(d, f) || (d->options & BIT(f)) != 0;
 }
 
-static bool parse_role(const char *s, enum once_role *out)
+/* The message for a value field @f does not take. Only printable values are
+ * echoed back: a bad value can be binary or huge. */
+static int bad_value(const struct cli_req *q,
+                     int f,
+                     const char *val,
+                     size_t len,
+                     char *err)
 {
-    if (strcasecmp(s, "voter") == 0) {
-        *out = ONCE_ROLE_VOTER;
-    } else if (strcasecmp(s, "standby") == 0) {
-        *out = ONCE_ROLE_STANDBY;
-    } else if (strcasecmp(s, "spare") == 0) {
-        *out = ONCE_ROLE_SPARE;
+    const char *cmd = cli_cmd_name(q->cmd);
+    bool printable = len <= 64;
+
+    for (size_t i = 0; printable && i < len; i++) {
+        printable = val[i] >= ' ' && val[i] <= '~' && val[i] != '"';
+    }
+    if (printable) {
+        err_printf(err, "%s: %s: bad value \"%.*s\" (want %s)", cmd,
+                   shown(q, f), (int)len, val, fields[f].want);
     } else {
-        return false;
+        err_printf(err, "%s: %s: bad value (want %s)", cmd, shown(q, f),
+                   fields[f].want);
     }
-    return true;
-}
-
-/* Copy @len bytes of text into a fixed field; false if over @cap. */
-static bool set_bytes(uint8_t *dst,
-                      size_t *dst_len,
-                      size_t cap,
-                      const char *val,
-                      size_t len)
-{
-    if (len > cap) {
-        return false;
-    }
-    if (len > 0) {
-        memcpy(dst, val, len);
-    }
-    *dst_len = len;
-    return true;
-}
-
-static bool set_addr(char *dst, const char *val)
-{
-    if (!cli_check_addr(val)) {
-        return false;
-    }
-    memcpy(dst, val, strlen(val) + 1);
-    return true;
+    return -EINVAL;
 }
 
 int cli_req_set(struct cli_req *q,
@@ -308,9 +502,8 @@ int cli_req_set(struct cli_req *q,
 {
     const char *cmd = cli_cmd_name(q->cmd);
     int f = field_by_name(name);
-    uint64_t v;
-    bool ok = true;
-    const char *want = "";
+    const struct field_def *fd;
+    bool ok;
 
     if (f < 0 || !cli_req_accepts(q, name)) {
         if (q->session) {
@@ -320,11 +513,12 @@ int cli_req_set(struct cli_req *q,
         }
         return -EINVAL;
     }
+    fd = &fields[f];
     if ((q->seen & BIT(f)) != 0) {
         err_printf(err, "%s: %s given twice", cmd, shown(q, f));
         return -EINVAL;
     }
-    if (fields[f].flag) {
+    if (fd->parse == NULL) {
         if (val != NULL) {
             err_printf(err, "%s: %s takes no value", cmd, shown(q, f));
             return -EINVAL;
@@ -339,156 +533,14 @@ int cli_req_set(struct cli_req *q,
         return -EINVAL;
     }
     q->seen |= BIT(f);
-    switch ((enum field)f) {
-        case F_SCOPE:
-            ok = len >= 1 &&
-                 set_bytes(q->scope, &q->scope_len, ONCE_SCOPE_MAX, val, len);
-            q->has_scope = ok;
-            want = "1..128 bytes";
-            break;
-        case F_KEY:
-            ok = len >= 1 &&
-                 set_bytes(q->key, &q->key_len, ONCE_KEY_MAX, val, len);
-            q->has_key = ok;
-            want = "1..256 bytes";
-            break;
-        case F_REQUEST_ID:
-            ok = text_parse_hex(val, q->request_id, ONCE_ID_LEN);
-            q->has_request_id = ok;
-            want = "32 hex digits";
-            break;
-        case F_EXECUTION_ID:
-            ok = set_bytes(q->execution_id, &q->execution_id_len,
-                           ONCE_EXECUTION_ID_MAX, val, len);
-            q->has_execution_id = ok;
-            want = "0..128 bytes";
-            break;
-        case F_TTL:
-            ok = text_parse_duration_ms(val, CLI_DURATION_MAX_MS, &q->ttl_ms) &&
-                 q->ttl_ms > 0;
-            q->has_ttl = ok;
-            want = "a duration over 0 (an integer with ms, s, m or h)";
-            break;
-        case F_TS:
-            ok = text_parse_u64(val, UINT64_MAX, &q->ts_ms);
-            q->has_ts = ok;
-            want = "unix milliseconds (a decimal integer)";
-            break;
-        case F_WINDOW:
-            ok = text_parse_duration_ms(val, CLI_DURATION_MAX_MS,
-                                        &q->window_ms) &&
-                 q->window_ms > 0;
-            q->has_window = ok;
-            want = "a duration over 0 (an integer with ms, s, m or h)";
-            break;
-        case F_IDEMPOTENT:
-            q->idempotent = true;
-            break;
-        case F_PAYLOAD_HASH:
-            ok = text_parse_hex_var(val, q->payload_hash, ONCE_PAYLOAD_HASH_MAX,
-                                    &q->payload_hash_len);
-            q->has_payload_hash = ok;
-            want = "0..64 bytes in hex (an even number of digits)";
-            break;
-        case F_LEASE:
-            ok = text_parse_duration_ms(val, CLI_DURATION_MAX_MS, &q->lease_ms);
-            q->has_lease = ok;
-            want = "a duration (an integer with ms, s, m or h)";
-            break;
-        case F_OWNER_TOKEN:
-            ok = cli_parse_token(val, &q->owner_token);
-            q->has_owner_token = ok;
-            want = "GROUP:INDEX:SLOT in decimal";
-            break;
-        case F_RESULT:
-            if ((q->seen & BIT(F_RESULT_B64)) != 0) {
-                err_printf(err, "%s: %s excludes %s", cmd, shown(q, f),
-                           shown(q, F_RESULT_B64));
-                return -EINVAL;
-            }
-            ok =
-                set_bytes(q->result, &q->result_len, ONCE_RESULT_MAX, val, len);
-            q->has_result = ok;
-            want = "0..65536 bytes";
-            break;
-        case F_RESULT_B64:
-            if ((q->seen & BIT(F_RESULT)) != 0) {
-                err_printf(err, "%s: %s excludes %s", cmd, shown(q, f),
-                           shown(q, F_RESULT));
-                return -EINVAL;
-            }
-            ok = cli_b64_decode(val, len, q->result, ONCE_RESULT_MAX,
-                                &q->result_len);
-            q->has_result = ok;
-            q->result_from_b64 = ok;
-            want = "standard base64 with padding, of 0..65536 bytes";
-            break;
-        case F_TERMINAL:
-            q->terminal = true;
-            break;
-        case F_STATE_DIGEST:
-            q->state_digest = true;
-            break;
-        case F_ERROR:
-            ok = set_bytes(q->error, &q->error_len, ONCE_ERROR_MAX, val, len);
-            q->has_error = ok;
-            want = "0..1024 bytes";
-            break;
-        case F_NODE:
-            ok = set_addr(q->node, val);
-            q->has_node = ok;
-            want = "an IPv4 IP:PORT";
-            break;
-        case F_ID:
-            ok = text_parse_id(val, &q->member_id);
-            q->has_member_id = ok;
-            want = "a node id: 1..16 hex digits, not 0";
-            break;
-        case F_RAFT_ADDR:
-            ok = set_addr(q->raft_addr, val);
-            q->has_raft_addr = ok;
-            want = "an IPv4 IP:PORT";
-            break;
-        case F_CLIENT_ADDR:
-            ok = set_addr(q->client_addr, val);
-            q->has_client_addr = ok;
-            want = "an IPv4 IP:PORT";
-            break;
-        case F_ROLE:
-            ok = parse_role(val, &q->role);
-            q->has_role = ok;
-            want = "voter, standby or spare";
-            break;
-        case F_TIMEOUT:
-            ok = text_parse_duration_ms(val, CLI_TIMEOUT_MAX_MS, &v) && v > 0;
-            if (ok) {
-                q->timeout_ms = (uint32_t)v;
-            }
-            q->has_timeout = ok;
-            want = "a duration of 1ms..1h (an integer with ms, s, m or h)";
-            break;
-        case F_COUNT:
-            ok = false;
-            break;
-    }
-    if (!ok) {
-        /* Only printable values are echoed back; a bad value can be binary
-         * or huge. */
-        bool printable = len <= 64;
-
-        for (size_t i = 0; printable && i < len; i++) {
-            printable = val[i] >= ' ' && val[i] <= '~' && val[i] != '"';
-        }
-        if (printable) {
-            err_printf(err, "%s: %s: bad value \"%.*s\" (want %s)", cmd,
-                       shown(q, f), (int)len, val, want);
-        } else {
-            err_printf(err, "%s: %s: bad value (want %s)", cmd, shown(q, f),
-                       want);
-        }
+    if (fd->excludes >= 0 && (q->seen & BIT(fd->excludes)) != 0) {
+        err_printf(err, "%s: %s excludes %s", cmd, shown(q, f),
+                   shown(q, fd->excludes));
         return -EINVAL;
     }
-    return 0;
+    ok = fd->parse == NULL || fd->parse(fd, q, val, len);
+    *(bool *)at(q, fd->has_off) = ok;
+    return ok ? 0 : bad_value(q, f, val, len, err);
 }
 
 int cli_req_check(struct cli_req *q, char *err)
@@ -663,6 +715,167 @@ static void scan_help(int argc,
     }
 }
 
+/* A global option @o with its value @val (NULL: none given): 1 if @o is
+ * one and was taken, 0 if @o is not a global option, or -EINVAL. */
+static int argv_global(enum global_opt o,
+                       const char *val,
+                       struct cli_global *g,
+                       char *err)
+{
+    uint64_t v;
+
+    switch (o) {
+        case G_CLUSTER:
+            g->cluster = val;
+            return 1;
+        case G_JSON:
+            if (val != NULL) {
+                err_printf(err, "--json takes no value");
+                return -EINVAL;
+            }
+            g->json = true;
+            return 1;
+        case G_TIMEOUT:
+            if (!text_parse_duration_ms(val, CLI_TIMEOUT_MAX_MS, &v) ||
+                v == 0) {
+                err_printf(err,
+                           "--timeout: bad value \"%.40s\" (want a "
+                           "duration of 1ms..1h: an integer with ms, s, m "
+                           "or h)",
+                           val);
+                return -EINVAL;
+            }
+            g->timeout_ms = (uint32_t)v;
+            return 1;
+        case G_CLUSTER_ID:
+            if (!text_parse_hex(val, g->cluster_id, ONCE_ID_LEN)) {
+                err_printf(err,
+                           "--cluster-id: bad value \"%.40s\" (want 32 hex "
+                           "digits)",
+                           val);
+                return -EINVAL;
+            }
+            g->pin_cluster_id = true;
+            return 1;
+        case G_HELP:
+        case G_NONE:
+            break;
+    }
+    return 0;
+}
+
+/* The word argv[*i], "--name" or "--name=value": a global option or one of
+ * q->cmd's. A value in the next word moves *i on. @group: a group word
+ * seen without its subcommand yet (NULL: none). 0 or -EINVAL. */
+static int argv_option(int argc,
+                       char *const *argv,
+                       int *i,
+                       const char *group,
+                       struct cli_global *g,
+                       struct cli_req *q,
+                       char *err)
+{
+    const char *name = argv[*i] + 2;
+    const char *eq = strchr(name, '=');
+    size_t n = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    const char *val = eq != NULL ? eq + 1 : NULL;
+    enum global_opt o = global_by_name(name, n);
+    char fname[32];
+    int f;
+    int rv;
+
+    if (o != G_NONE && o != G_JSON && val == NULL) {
+        if (*i + 1 >= argc) {
+            err_printf(err, "--%.*s needs a value", (int)n, name);
+            return -EINVAL;
+        }
+        val = argv[++*i];
+    }
+    rv = argv_global(o, val, g, err);
+    if (rv != 0) {
+        return rv < 0 ? rv : 0;
+    }
+    if (q->cmd == 0) {
+        err_printf(err, "unknown option --%.*s%s", (int)n, name,
+                   group != NULL ? " (missing subcommand first?)" : "");
+        return -EINVAL;
+    }
+    if (n >= sizeof fname) {
+        err_printf(err, "%s: unknown option --%.*s", cli_cmd_name(q->cmd), 40,
+                   name);
+        return -EINVAL;
+    }
+    for (size_t k = 0; k < n; k++) {
+        fname[k] = name[k] == '-' ? '_' : name[k];
+    }
+    fname[n] = '\0';
+    f = field_by_name(fname);
+    /* Positional fields are not options (`--scope x` is refused). */
+    if (f < 0 || !cli_req_accepts(q, fname) ||
+        is_positional(cmd_def(q->cmd), f)) {
+        err_printf(err, "%s: unknown option --%.*s", cli_cmd_name(q->cmd),
+                   (int)n, name);
+        return -EINVAL;
+    }
+    if (fields[f].parse != NULL && val == NULL) {
+        if (*i + 1 >= argc) {
+            err_printf(err, "%s: --%.*s needs a value", cli_cmd_name(q->cmd),
+                       (int)n, name);
+            return -EINVAL;
+        }
+        val = argv[++*i];
+    }
+    return cli_req_set(q, fname, val, val != NULL ? strlen(val) : 0, err);
+}
+
+static const char *subcommands(const char *group)
+{
+    return strcmp(group, "members") == 0
+               ? " (list, add, remove, assign, transfer)"
+               : " (take, backup, verify)";
+}
+
+/* A word that is not an option: the command, its subcommand after the
+ * group word *group, or the next positional. 0 or -EINVAL. */
+static int argv_word(const char *a,
+                     const char **group,
+                     struct cli_req *q,
+                     char *err)
+{
+    const struct cmd_def *d;
+    int f;
+
+    if (q->cmd == 0) {
+        if (*group != NULL) {
+            char name[64];
+
+            snprintf(name, sizeof name, "%s %.40s", *group, a);
+            q->cmd = cli_cmd_from_name(name);
+            if (q->cmd == 0) {
+                err_printf(err, "%s: unknown subcommand \"%.40s\"%s", *group, a,
+                           subcommands(*group));
+                return -EINVAL;
+            }
+        } else if (is_group(a)) {
+            *group = strcmp(a, "members") == 0 ? "members" : "snapshot";
+        } else {
+            q->cmd = cli_cmd_from_name(a);
+            if (q->cmd == 0) {
+                err_printf(err, "unknown command \"%.40s\"", a);
+                return -EINVAL;
+            }
+        }
+        return 0;
+    }
+    d = cmd_def(q->cmd);
+    if (q->n_positional >= POS_MAX || d->pos[q->n_positional] < 0) {
+        err_printf(err, "%s: unexpected argument \"%.40s\"", d->name, a);
+        return -EINVAL;
+    }
+    f = d->pos[q->n_positional++];
+    return cli_req_set(q, fields[f].name, a, strlen(a), err);
+}
+
 int cli_parse_argv(int argc,
                    char *const *argv,
                    struct cli_global *g,
@@ -681,152 +894,25 @@ int cli_parse_argv(int argc,
     }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        int rv;
 
         if (!opts_done && strcmp(a, "--") == 0) {
             opts_done = true;
             continue;
         }
         if (!opts_done && strncmp(a, "--", 2) == 0) {
-            const char *name = a + 2;
-            const char *eq = strchr(name, '=');
-            size_t n = eq != NULL ? (size_t)(eq - name) : strlen(name);
-            const char *val = eq != NULL ? eq + 1 : NULL;
-            enum global_opt o = global_by_name(name, n);
-            char fname[32];
-            int f;
-
-            if (o != G_NONE && o != G_JSON && val == NULL) {
-                if (i + 1 >= argc) {
-                    err_printf(err, "--%.*s needs a value", (int)n, name);
-                    return -EINVAL;
-                }
-                val = argv[++i];
-            }
-            switch (o) {
-                case G_CLUSTER:
-                    g->cluster = val;
-                    continue;
-                case G_JSON:
-                    if (val != NULL) {
-                        err_printf(err, "--json takes no value");
-                        return -EINVAL;
-                    }
-                    g->json = true;
-                    continue;
-                case G_TIMEOUT: {
-                    uint64_t v;
-
-                    if (!text_parse_duration_ms(val, CLI_TIMEOUT_MAX_MS, &v) ||
-                        v == 0) {
-                        err_printf(
-                            err,
-                            "--timeout: bad value \"%.40s\" (want a "
-                            "duration of 1ms..1h: an integer with ms, s, m "
-                            "or h)",
-                            val);
-                        return -EINVAL;
-                    }
-                    g->timeout_ms = (uint32_t)v;
-                    continue;
-                }
-                case G_CLUSTER_ID:
-                    if (!text_parse_hex(val, g->cluster_id, ONCE_ID_LEN)) {
-                        err_printf(
-                            err,
-                            "--cluster-id: bad value \"%.40s\" (want 32 hex "
-                            "digits)",
-                            val);
-                        return -EINVAL;
-                    }
-                    g->pin_cluster_id = true;
-                    continue;
-                case G_HELP:
-                case G_NONE:
-                    break;
-            }
-            if (q->cmd == 0) {
-                err_printf(err, "unknown option --%.*s%s", (int)n, name,
-                           group != NULL ? " (missing subcommand first?)" : "");
-                return -EINVAL;
-            }
-            if (n >= sizeof fname) {
-                err_printf(err, "%s: unknown option --%.*s",
-                           cli_cmd_name(q->cmd), 40, name);
-                return -EINVAL;
-            }
-            for (size_t k = 0; k < n; k++) {
-                fname[k] = name[k] == '-' ? '_' : name[k];
-            }
-            fname[n] = '\0';
-            f = field_by_name(fname);
-            /* Positional fields are not options (`--scope x` is refused). */
-            if (f < 0 || !cli_req_accepts(q, fname) ||
-                is_positional(cmd_def(q->cmd), f)) {
-                err_printf(err, "%s: unknown option --%.*s",
-                           cli_cmd_name(q->cmd), (int)n, name);
-                return -EINVAL;
-            }
-            if (!fields[f].flag && val == NULL) {
-                if (i + 1 >= argc) {
-                    err_printf(err, "%s: --%.*s needs a value",
-                               cli_cmd_name(q->cmd), (int)n, name);
-                    return -EINVAL;
-                }
-                val = argv[++i];
-            }
-            if (cli_req_set(q, fname, val, val != NULL ? strlen(val) : 0,
-                            err) != 0) {
-                return -EINVAL;
-            }
-            continue;
+            rv = argv_option(argc, argv, &i, group, g, q, err);
+        } else {
+            rv = argv_word(a, &group, q, err);
         }
-        /* A word: the command, its subcommand, or a positional. */
-        if (q->cmd == 0) {
-            if (group != NULL) {
-                char name[64];
-
-                snprintf(name, sizeof name, "%s %.40s", group, a);
-                q->cmd = cli_cmd_from_name(name);
-                if (q->cmd == 0) {
-                    err_printf(err, "%s: unknown subcommand \"%.40s\"%s", group,
-                               a,
-                               strcmp(group, "members") == 0
-                                   ? " (list, add, remove, assign, transfer)"
-                                   : " (take, backup, verify)");
-                    return -EINVAL;
-                }
-            } else if (is_group(a)) {
-                group = strcmp(a, "members") == 0 ? "members" : "snapshot";
-            } else {
-                q->cmd = cli_cmd_from_name(a);
-                if (q->cmd == 0) {
-                    err_printf(err, "unknown command \"%.40s\"", a);
-                    return -EINVAL;
-                }
-            }
-            continue;
-        }
-        {
-            const struct cmd_def *d = cmd_def(q->cmd);
-            int f;
-
-            if (q->n_positional >= POS_MAX || d->pos[q->n_positional] < 0) {
-                err_printf(err, "%s: unexpected argument \"%.40s\"", d->name,
-                           a);
-                return -EINVAL;
-            }
-            f = d->pos[q->n_positional++];
-            if (cli_req_set(q, fields[f].name, a, strlen(a), err) != 0) {
-                return -EINVAL;
-            }
+        if (rv != 0) {
+            return rv;
         }
     }
     if (q->cmd == 0) {
         if (group != NULL) {
             err_printf(err, "%s: missing subcommand%s", group,
-                       strcmp(group, "members") == 0
-                           ? " (list, add, remove, assign, transfer)"
-                           : " (take, backup, verify)");
+                       subcommands(group));
         } else {
             err_printf(err, "missing command");
         }

@@ -1,7 +1,7 @@
 /* cli/cli.h: oncectl, the operator CLI (docs/design.md §6, docs/oncectl.md).
  *
  * Layers, so that the pure parts can be unit-tested without a cluster:
- *   args.c     the command and option table, parsing of argv words and of
+ *   args.c     the command and field tables, parsing of argv words and of
  *              session JSON fields into one struct cli_req, the checks
  *              that combine options.
  *   help.c     the help texts.
