@@ -248,18 +248,21 @@ END_TEST
 
 /* The help of each command names every field its parser takes: an option
  * as --name, a positional in capitals. */
+static const enum cli_cmd all_cmds[] = {
+    CLI_CLAIM,          CLI_COMPLETE,        CLI_RELEASE,
+    CLI_LOOKUP,         CLI_FORGET,          CLI_STATUS,
+    CLI_MEMBERS_LIST,   CLI_MEMBERS_ADD,     CLI_MEMBERS_REMOVE,
+    CLI_MEMBERS_ASSIGN, CLI_TRANSFER,        CLI_LEAVE,
+    CLI_SNAPSHOT_TAKE,  CLI_SNAPSHOT_BACKUP, CLI_SNAPSHOT_VERIFY,
+    CLI_SESSION};
+#define N_ALL_CMDS (sizeof all_cmds / sizeof all_cmds[0])
+
 START_TEST(help_is_complete)
 {
-    static const enum cli_cmd all[] = {
-        CLI_CLAIM,          CLI_COMPLETE,        CLI_RELEASE,
-        CLI_LOOKUP,         CLI_FORGET,          CLI_STATUS,
-        CLI_MEMBERS_LIST,   CLI_MEMBERS_ADD,     CLI_MEMBERS_REMOVE,
-        CLI_MEMBERS_ASSIGN, CLI_TRANSFER,        CLI_LEAVE,
-        CLI_SNAPSHOT_TAKE,  CLI_SNAPSHOT_BACKUP, CLI_SNAPSHOT_VERIFY,
-        CLI_SESSION};
+    const enum cli_cmd *all = all_cmds;
     const char *overview = cli_help_overview();
 
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    for (size_t i = 0; i < N_ALL_CMDS; i++) {
         const char *h = cli_help_command(all[i]);
         size_t n;
         const char *const *names = cli_cmd_fields(all[i], &n);
@@ -296,6 +299,40 @@ START_TEST(help_is_complete)
 
         snprintf(line, sizeof line, "\n  %d  ", code);
         ck_assert_msg(strstr(overview, line) != NULL, "exit %d", code);
+    }
+}
+END_TEST
+
+START_TEST(every_field_bounded)
+{
+    /* Every row of the field table refuses a value over every bound: 65537
+     * digits are longer than any field and no number, duration, id, token,
+     * address, role, nor hex or base64 of a valid length. The message names
+     * the field and says what it wants; a flag refuses any value. */
+    static char big[ONCE_RESULT_MAX + 2];
+    const size_t len = ONCE_RESULT_MAX + 1;
+    char want[128];
+
+    memset(big, '7', len);
+    for (size_t i = 0; i < N_ALL_CMDS; i++) {
+        size_t n;
+        const char *const *names = cli_cmd_fields(all_cmds[i], &n);
+        const char *cmd = cli_cmd_name(all_cmds[i]);
+
+        for (size_t k = 0; k < n; k++) {
+            bool flag = cli_field_is_flag(names[k]);
+
+            cli_req_init(q, all_cmds[i]);
+            q->session = true;
+            ck_assert_int_eq(cli_req_set(q, names[k], big, flag ? 1 : len, err),
+                             -EINVAL);
+            snprintf(want, sizeof want, "%s: \"%s\"%s", cmd, names[k],
+                     flag ? " takes no value" : ": bad value (want ");
+            ck_assert_msg(strncmp(err, want, strlen(want)) == 0,
+                          "\"%s\" is not \"%s...\"", err, want);
+            ck_assert_msg(flag || strlen(err) > strlen(want) + 2,
+                          "%s: %s: no \"want\" text", cmd, names[k]);
+        }
     }
 }
 END_TEST
@@ -707,6 +744,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, admin_commands);
     tcase_add_test(tc, help);
     tcase_add_test(tc, help_is_complete);
+    tcase_add_test(tc, every_field_bounded);
     tcase_add_test(tc, session_fields);
     tcase_add_test(tc, tokens);
     tcase_add_test(tc, base64);
