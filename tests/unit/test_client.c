@@ -995,7 +995,7 @@ static pid_t fake_start(void)
     if (pid == 0) {
         static const char *addrs[3] = {ADDR_A, ADDR_B, ADDR_C};
         uv_loop_t loop;
-        char errmsg[RPC_ERRMSG_SIZE];
+        char errmsg[ERR_MSG_SIZE];
 
         close(p[0]);
         uv_loop_init(&loop);

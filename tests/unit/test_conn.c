@@ -469,7 +469,7 @@ static unsigned held_open(void)
 static void srv_start_lim(unsigned port, const struct rpc_limits *lim)
 {
     struct rpc_server_config cfg;
-    char err[RPC_ERRMSG_SIZE] = "";
+    char err[ERR_MSG_SIZE] = "";
     int rv;
 
     memset(&cfg, 0, sizeof cfg);
@@ -516,7 +516,7 @@ static uint64_t stat_conns_open(void)
 static void ch_open_lim(unsigned port, const struct rpc_limits *lim)
 {
     struct rpc_limits d;
-    char err[RPC_ERRMSG_SIZE] = "";
+    char err[ERR_MSG_SIZE] = "";
     int rv;
 
     if (lim == NULL) {
@@ -872,7 +872,7 @@ static bool raw_has_frame(const struct raw *r)
 static void raw_take(struct raw *r)
 {
     uint32_t len = 0;
-    char err[RPC_ERRMSG_SIZE] = "";
+    char err[ERR_MSG_SIZE] = "";
     int rv;
 
     ck_assert(raw_has_frame(r));
@@ -901,7 +901,7 @@ static void raw_send_env(struct raw *r, const struct envelope_view *e)
 {
     uint8_t *out = NULL;
     size_t len = 0;
-    char err[RPC_ERRMSG_SIZE] = "";
+    char err[ERR_MSG_SIZE] = "";
 
     ck_assert_msg(
         envelope_encode_alloc(e, FRAME_MAX_CEIL, &out, &len, err) == 0,
@@ -919,7 +919,7 @@ static uint8_t *req_frame(uint64_t call_id,
 {
     struct envelope_view e;
     uint8_t *out = NULL;
-    char err[RPC_ERRMSG_SIZE] = "";
+    char err[ERR_MSG_SIZE] = "";
 
     memset(&e, 0, sizeof e);
     e.call_id = call_id;
@@ -1148,7 +1148,7 @@ START_TEST(setup_errors)
     struct rpc_server *s2 = NULL;
     struct rpc_channel *ch = NULL;
     struct rpc_limits lim;
-    char err[RPC_ERRMSG_SIZE];
+    char err[ERR_MSG_SIZE];
 
     fx_init();
     rpc_limits_default(&lim);
@@ -1501,7 +1501,7 @@ START_TEST(server_without_log_hook)
 {
     struct rpc_server_config cfg;
     struct ans a = {0}, b = {0};
-    char err[RPC_ERRMSG_SIZE] = "";
+    char err[ERR_MSG_SIZE] = "";
 
     fx_init();
     memset(&cfg, 0, sizeof cfg);
@@ -2669,7 +2669,7 @@ START_TEST(channel_connect_fails_at_once)
      * rpc_channel_call. */
     snprintf(F.ch_addr, sizeof F.ch_addr, "255.255.255.255:7633");
     {
-        char err[RPC_ERRMSG_SIZE] = "";
+        char err[ERR_MSG_SIZE] = "";
         struct rpc_limits lim;
         rpc_limits_default(&lim);
         ck_assert_int_eq(rpc_channel_open(&F.ch, &F.loop, F.ch_addr, &lim, err),
