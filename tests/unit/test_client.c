@@ -137,7 +137,7 @@ START_TEST(options_checks)
     char longaddr[100];
     const char *lng[] = {longaddr};
     struct once_options o;
-    char err[CLIENT_ERR_SIZE];
+    char err[ERR_MSG_SIZE];
 
     for (size_t i = 0; i < ONCE_ADDRS_MAX + 1; i++) {
         many[i] = "127.0.0.1:7301";
@@ -197,7 +197,7 @@ START_TEST(claim_checks)
 {
     static const uint8_t big[512];
     struct once_claim a = good_claim();
-    char err[CLIENT_ERR_SIZE];
+    char err[ERR_MSG_SIZE];
 
     ck_assert(client_check_claim(&a, err));
     ck_assert(!client_check_claim(NULL, err));
@@ -256,7 +256,7 @@ START_TEST(other_checks)
     struct once_complete co = {0};
     struct once_release re = {0};
     struct once_member m;
-    char err[CLIENT_ERR_SIZE];
+    char err[ERR_MSG_SIZE];
 
     co.scope = (const uint8_t *)"s";
     co.scope_len = 1;
@@ -536,7 +536,7 @@ START_TEST(result_every_field)
 {
     static struct full_result f;
     struct once_result r;
-    char err[CLIENT_ERR_SIZE];
+    char err[ERR_MSG_SIZE];
 
     full_result_init(&f);
     once_result_init(&r);
@@ -599,7 +599,7 @@ START_TEST(result_malformed)
 {
     static struct full_result f;
     struct once_result r;
-    char err[CLIENT_ERR_SIZE];
+    char err[ERR_MSG_SIZE];
 
 #define BAD(mutate, prefix)                                       \
     do {                                                          \
@@ -654,7 +654,7 @@ START_TEST(status_answer)
     struct once_status_info info;
     struct client_outputs out = {0};
     struct once_result r;
-    char err[CLIENT_ERR_SIZE];
+    char err[ERR_MSG_SIZE];
     char longs[80];
     uint8_t *buf;
     size_t len;
@@ -754,7 +754,7 @@ START_TEST(config_answers)
         ONCE__RPC__SNAPSHOT_TAKE_RESPONSE__INIT;
     struct client_outputs out = {0};
     struct once_result r;
-    char err[CLIENT_ERR_SIZE];
+    char err[ERR_MSG_SIZE];
     uint64_t x = 0, y = 0;
     uint8_t *buf;
     size_t len;
