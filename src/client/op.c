@@ -170,16 +170,8 @@ static void on_timer(uv_timer_t *t)
         struct op *next = op->wnext;
 
         if (op->wake_at <= now) {
-            if (op->wprev != NULL) {
-                op->wprev->wnext = op->wnext;
-            } else {
-                c->waiting = op->wnext;
-            }
-            if (op->wnext != NULL) {
-                op->wnext->wprev = op->wprev;
-            }
-            op->wprev = NULL;
-            op->wnext = due;
+            op_unwait(op);
+            op->wnext = due; /* the due list reuses wnext */
             due = op;
         }
         op = next;
