@@ -93,8 +93,8 @@ bool client_check_member(const struct once_member *m, char *err);
 bool client_check_role(enum once_role role, char *err);
 
 /* ------------------------------------------------------------------------
- * Request bodies: 0 and a malloc'd *out (*out_len bytes; free()), or -1
- * (out of memory). The arguments must have passed their check.
+ * Request bodies: 0 and a malloc'd *out (*out_len bytes; free()), or
+ * -ENOMEM. The arguments must have passed their check.
  * ---------------------------------------------------------------------- */
 
 int client_pack_claim(const struct once_claim *a,

@@ -5,6 +5,7 @@
  * once.h's bounds before it is copied into fixed-size result fields; an
  * answer that breaks one is refused whole (the caller makes it UNKNOWN or
  * UNAVAILABLE), never truncated into something that looks valid. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,7 +364,7 @@ static int pack(const ProtobufCMessage *m, uint8_t **out, size_t *out_len)
     *out = NULL;
     *out_len = 0;
     if (buf == NULL) {
-        return -1;
+        return -ENOMEM;
     }
     *out_len = protobuf_c_message_pack(m, buf);
     *out = buf;
