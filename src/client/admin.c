@@ -189,13 +189,13 @@ static int pack_id(struct op *op, const void *arg)
     return client_pack_id(a->method, a->id, a->role, &op->body, &op->body_len);
 }
 
-int once_members_remove(once_client *c,
-                        uint64_t id,
-                        uint32_t timeout_ms,
-                        struct once_result *r)
+/* Remove or assign member @a->id (not 0; assign: with a valid role). */
+static int member_id_call(once_client *c,
+                          const struct id_args *a,
+                          uint32_t timeout_ms,
+                          struct once_result *r)
 {
     char err[ERR_MSG_SIZE];
-    struct id_args a = {RPC_METHOD_MEMBERS_REMOVE, id, ONCE_ROLE_NONE};
 
     if (r == NULL) {
         return ONCE_STATUS_INVALID_ARGUMENT;
@@ -203,14 +203,26 @@ int once_members_remove(once_client *c,
     if (!client_sync_begin(c, r)) {
         return r->status;
     }
-    if (id == 0) {
+    if (a->id == 0) {
         return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
                                  "id: must not be 0");
     }
-    if (!client_check_timeout(timeout_ms, err)) {
+    if ((a->method == RPC_METHOD_MEMBERS_ASSIGN &&
+         !client_check_role(a->role, err)) ||
+        !client_check_timeout(timeout_ms, err)) {
         return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
     }
-    return admin_call(c, a.method, true, pack_id, &a, NULL, timeout_ms, r);
+    return admin_call(c, a->method, true, pack_id, a, NULL, timeout_ms, r);
+}
+
+int once_members_remove(once_client *c,
+                        uint64_t id,
+                        uint32_t timeout_ms,
+                        struct once_result *r)
+{
+    struct id_args a = {RPC_METHOD_MEMBERS_REMOVE, id, ONCE_ROLE_NONE};
+
+    return member_id_call(c, &a, timeout_ms, r);
 }
 
 int once_members_assign(once_client *c,
@@ -219,24 +231,9 @@ int once_members_assign(once_client *c,
                         uint32_t timeout_ms,
                         struct once_result *r)
 {
-    char err[ERR_MSG_SIZE];
     struct id_args a = {RPC_METHOD_MEMBERS_ASSIGN, id, role};
 
-    if (r == NULL) {
-        return ONCE_STATUS_INVALID_ARGUMENT;
-    }
-    if (!client_sync_begin(c, r)) {
-        return r->status;
-    }
-    if (id == 0) {
-        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
-                                 "id: must not be 0");
-    }
-    if (!client_check_role(role, err) ||
-        !client_check_timeout(timeout_ms, err)) {
-        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
-    }
-    return admin_call(c, a.method, true, pack_id, &a, NULL, timeout_ms, r);
+    return member_id_call(c, &a, timeout_ms, r);
 }
 
 int once_transfer(once_client *c,

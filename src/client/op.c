@@ -367,6 +367,35 @@ static void describe_node(char *buf,
                    addr);
 }
 
+/* An OK answer that is no decision (@err says why): perhaps applied (a
+ * write), certainly nothing changed (a read); retried like an error. */
+static void refuse_answer(struct op *op, const char *who, const char *err)
+{
+    struct once_result *r = &op->res;
+    struct once_origin origin = r->origin;
+    struct client_decision d;
+
+    /* Nothing of a refused answer stays, in the result or outputs. */
+    res_reset(op);
+    r->origin = origin;
+    if (op->out.status != NULL) {
+        memset(op->out.status, 0, sizeof *op->out.status);
+    }
+    if (op->out.n_members != NULL) {
+        *op->out.n_members = 0;
+    }
+    if (op->write) {
+        set_error(r, ONCE_STATUS_UNKNOWN, ONCE_APPLIED_UNKNOWN,
+                  "malformed answer from %s: %s", who, err);
+    } else {
+        set_error(r, ONCE_STATUS_UNAVAILABLE, ONCE_APPLIED_FALSE,
+                  "malformed answer from %s: %s", who, err);
+    }
+    d.final = false;
+    d.maybe_applied = op->write;
+    after_attempt(op, d, NULL, 0);
+}
+
 static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
 {
     struct op *op = arg;
@@ -460,29 +489,7 @@ static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
         finish(op);
         return;
     }
-    {
-        struct once_origin origin = r->origin;
-
-        /* Nothing of a refused answer stays, in the result or outputs. */
-        res_reset(op);
-        r->origin = origin;
-        if (op->out.status != NULL) {
-            memset(op->out.status, 0, sizeof *op->out.status);
-        }
-        if (op->out.n_members != NULL) {
-            *op->out.n_members = 0;
-        }
-        if (op->write) {
-            set_error(r, ONCE_STATUS_UNKNOWN, ONCE_APPLIED_UNKNOWN,
-                      "malformed answer from %s: %s", who, err);
-        } else {
-            set_error(r, ONCE_STATUS_UNAVAILABLE, ONCE_APPLIED_FALSE,
-                      "malformed answer from %s: %s", who, err);
-        }
-        d.final = false;
-        d.maybe_applied = op->write;
-        after_attempt(op, d, NULL, 0);
-    }
+    refuse_answer(op, who, err);
 }
 
 /* Whether an attempt may stop at half the remaining deadline to try
