@@ -325,9 +325,9 @@ size_t fsm_snapshot_size(const struct fsm *f);
 void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len);
 
 /* Replace the whole state with the snapshot in @buf (borrowed). Validates
- * everything first; on error the state is unchanged, @errmsg (256 bytes, may
- * be NULL) says why, and the return is FSM_E_MALFORMED, FSM_E_CHECKSUM or
- * FSM_E_SCHEMA. */
+ * everything first; on error the state is unchanged, @errmsg (ERR_MSG_SIZE
+ * bytes, may be NULL) says why, and the return is FSM_E_MALFORMED,
+ * FSM_E_CHECKSUM or FSM_E_SCHEMA. */
 int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg);
 
 /* Observers. */

@@ -294,9 +294,7 @@ static uint64_t r_u64(struct rbuf *r)
 
 static void set_err(char *errmsg, const char *what, size_t off)
 {
-    if (errmsg != NULL) {
-        snprintf(errmsg, 256, "snapshot: %s at offset %zu", what, off);
-    }
+    err_printf(errmsg, "snapshot: %s at offset %zu", what, off);
 }
 
 #define BAD(why)                                        \
