@@ -100,6 +100,8 @@ const char *fsm_strerror(int rv)
             return "snapshot checksum mismatch";
         case FSM_E_TOOBIG:
             return "over a size limit";
+        case FSM_E_BUSY:
+            return "a frozen view is live";
         default:
             return "unknown error";
     }
@@ -143,9 +145,9 @@ static void clear_records(struct fsm *f)
         size_t n = level == 0 ? WHEEL_L0_SIZE : WHEEL_L1_SIZE;
         for (size_t i = 0; i < n; i++) {
             for (uint32_t h = heads[i]; h != 0;) {
-                struct rec *r = slab_ptr(&f->slab, h);
-                if (r->ext != 0) {
-                    struct rec_ext *e = slab_ptr(&f->slab, r->ext);
+                const struct rec *r = rec_at(f, h);
+                const struct rec_ext *e = ext_of(f, r);
+                if (e != NULL) {
                     free(e->stored);
                 }
                 h = r->next;
@@ -168,6 +170,9 @@ void fsm_free(struct fsm *f)
 {
     if (f == NULL) {
         return;
+    }
+    if (f->frozen != NULL) {
+        fsm_release(f, f->frozen);
     }
     clear_records(f);
     if (f->hash_ready) {

@@ -166,7 +166,7 @@ static void accept_new(struct fsm *f,
     if (h == 0) {
         fsm_panic("out of memory (record)");
     }
-    r = rec_at(f, h);
+    r = rec_mut(f, h);
     r->next = 0;
     r->ext = 0;
     r->flags = 0;
@@ -200,7 +200,8 @@ static void accept_new(struct fsm *f,
             memcpy(e->payload_hash, c->payload_hash, c->payload_hash_len);
         }
     }
-    if (table_insert(&f->vps[vp_of(hash)], &f->slab, (uint32_t)hash, h) != 0) {
+    if (table_insert(fsm_vp_mut(f, vp_of(hash)), &f->slab, (uint32_t)hash, h) !=
+        0) {
         fsm_panic("out of memory (table)");
     }
     f->n_records++;
@@ -217,7 +218,7 @@ static void takeover(struct fsm *f,
                      const struct fsm_claim *c,
                      uint64_t lease)
 {
-    struct rec_ext *e = ext_of(f, r);
+    struct rec_ext *e = ext_mut(f, r);
     uint64_t lease_expires = f->now + lease;
     uint64_t expires = retention(f, c, lease_expires);
 
@@ -243,7 +244,7 @@ static enum fsm_outcome claim_live(struct fsm *f,
                                    uint64_t lease,
                                    struct fsm_result *res)
 {
-    struct rec_ext *e = ext_of(f, r);
+    const struct rec_ext *e = ext_of(f, r);
     enum fsm_outcome o;
 
     if (rec_kind(r) != c->kind) {
@@ -321,7 +322,7 @@ void fsm_do_claim(struct fsm *f,
         h = 0;
     }
     if (h != 0) {
-        struct rec *r = rec_at(f, h);
+        struct rec *r = rec_mut(f, h);
         o = claim_live(f, index, slot, r, c, lease, res);
         res->outcome = o;
         fsm_add_attempt(f, r, c, index, o, res->retry);
@@ -382,7 +383,7 @@ static void store_bytes(struct fsm *f,
     }
     f->bytes -= e->stored_len;
     f->snap_rec_bytes -= e->stored_len;
-    free(e->stored);
+    fsm_free_stored(f, e->stored, e->stored_len);
     e->stored = copy;
     e->stored_len = (uint32_t)len;
     e->stored_kind = kind;
@@ -402,7 +403,7 @@ static struct rec *owned_record(struct fsm *f,
                                 struct fsm_result *res)
 {
     const char *why = fsm_check_ident(scope_len, key_len);
-    struct rec *r;
+    const struct rec *r;
     uint32_t h;
 
     if (why != NULL) {
@@ -428,7 +429,7 @@ static struct rec *owned_record(struct fsm *f,
         fsm_fill_record(f, r, res, false);
         return NULL;
     }
-    return r;
+    return rec_mut(f, h); /* the caller changes it */
 }
 
 void fsm_do_complete(struct fsm *f,
@@ -457,7 +458,7 @@ void fsm_do_complete(struct fsm *f,
                 res->reason = "the cluster's max_bytes is reached";
                 break;
             }
-            store_bytes(f, ext_of(f, r), 1, c->result, c->result_len);
+            store_bytes(f, ext_mut(f, r), 1, c->result, c->result_len);
             rec_set_state(r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
             break;
@@ -497,7 +498,7 @@ void fsm_do_release(struct fsm *f,
                 res->outcome = FSM_RESOURCE_EXHAUSTED;
                 res->reason = "the cluster's max_bytes is reached";
             } else if (c->terminal) {
-                store_bytes(f, ext_of(f, r), 2, c->error, c->error_len);
+                store_bytes(f, ext_mut(f, r), 2, c->error, c->error_len);
                 rec_set_state(r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;
             } else {

@@ -193,6 +193,17 @@ struct fsm
      * mutation so fsm_snapshot_size does not walk the records. */
     uint64_t snap_rec_bytes;
 
+    /* The live frozen view (fsm_frozen.c), NULL if none. While it lives,
+     * vp_frozen[v] says vp v still shares its slot array with the view, and
+     * frees of result/error buffers wait in deferred until fsm_release. */
+    struct fsm_frozen *frozen;
+    bool vp_frozen[FSM_N_VPS];
+    uint64_t frozen_vp_bytes; /* slot arrays copied for the view */
+    void **deferred;
+    size_t n_deferred;
+    size_t cap_deferred;
+    uint64_t deferred_bytes;
+
     /* Scratch for results: attempts copied out for Lookup. */
     struct fsm_attempt att_out[1 + FSM_ATTEMPTS_LAST];
 
@@ -215,14 +226,42 @@ static inline uint32_t vp_of(uint64_t hash)
     return (uint32_t)(hash >> (64 - FSM_VP_BITS));
 }
 
-static inline struct rec *rec_at(const struct fsm *f, uint32_t h)
+/* Readers and writers of records (slab.h: a reader's pointer is never
+ * written through, and a writer copies a page a live view still reads). */
+static inline const struct rec *rec_at(const struct fsm *f, uint32_t h)
 {
     return slab_ptr(&f->slab, h);
 }
 
-static inline struct rec_ext *ext_of(const struct fsm *f, const struct rec *r)
+static inline struct rec *rec_mut(struct fsm *f, uint32_t h)
+{
+    return slab_mut(&f->slab, h);
+}
+
+static inline const struct rec_ext *ext_of(const struct fsm *f,
+                                           const struct rec *r)
 {
     return r->ext != 0 ? slab_ptr(&f->slab, r->ext) : NULL;
+}
+
+static inline struct rec_ext *ext_mut(struct fsm *f, const struct rec *r)
+{
+    return r->ext != 0 ? slab_mut(&f->slab, r->ext) : NULL;
+}
+
+/* fsm_frozen.c: copy-on-write of what a live view shares. */
+/* Give vp @v its own slot array (the view keeps the original). */
+void fsm_vp_thaw(struct fsm *f, uint32_t v);
+/* Free a result/error buffer now, or at fsm_release while a view lives. */
+void fsm_free_stored(struct fsm *f, uint8_t *p, size_t len);
+
+/* Every change to a vp's table goes through this. */
+static inline struct table *fsm_vp_mut(struct fsm *f, uint32_t v)
+{
+    if (__builtin_expect(f->vp_frozen[v], 0)) {
+        fsm_vp_thaw(f, v);
+    }
+    return &f->vps[v];
 }
 
 /* fsm.c */

@@ -52,7 +52,7 @@ static size_t attempt_size(const struct rec_attempt *a)
  * counted. */
 static uint64_t free_ext(struct fsm *f, struct rec *r)
 {
-    struct rec_ext *e = ext_of(f, r);
+    struct rec_ext *e = ext_mut(f, r);
     uint64_t bytes;
 
     if (e == NULL) {
@@ -61,11 +61,12 @@ static uint64_t free_ext(struct fsm *f, struct rec *r)
     bytes = fsm_ext_bytes(e);
     for (size_t i = 0; i < ext_n_attempts(e); i++) {
         uint32_t h = ext_attempt(e, i);
-        struct rec_attempt *a = slab_ptr(&f->slab, h);
-        bytes += slab_size(attempt_size(a));
-        slab_free(&f->slab, h, attempt_size(a));
+        const struct rec_attempt *a = slab_ptr(&f->slab, h);
+        size_t size = attempt_size(a);
+        bytes += slab_size(size);
+        slab_free(&f->slab, h, size);
     }
-    free(e->stored);
+    fsm_free_stored(f, e->stored, e->stored_len);
     slab_free(&f->slab, r->ext, sizeof *e);
     r->ext = 0;
     return bytes;
@@ -74,7 +75,7 @@ static uint64_t free_ext(struct fsm *f, struct rec *r)
 /* Final release of a record the wheel has reached. */
 void fsm_rec_free(struct fsm *f, uint32_t h)
 {
-    struct rec *r = rec_at(f, h);
+    struct rec *r = rec_mut(f, h);
     size_t size = rec_size(r->scope_len, r->key_len);
 
     (void)free_ext(f, r);
@@ -108,10 +109,11 @@ bool fsm_bytes_fit(const struct fsm *f, uint64_t n)
 /* Take a live record out of its table; the wheel frees it later. */
 void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h)
 {
-    struct rec *r = rec_at(f, h);
+    struct rec *r = rec_mut(f, h);
     bool found;
 
-    found = table_remove(&f->vps[vp_of(hash)], &f->slab, (uint32_t)hash, h);
+    found =
+        table_remove(fsm_vp_mut(f, vp_of(hash)), &f->slab, (uint32_t)hash, h);
     assert(found);
     (void)found;
     f->snap_rec_bytes -= rec_snap_size(f, r);
@@ -126,13 +128,13 @@ struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r)
     struct rec_ext *e;
 
     if (r->ext != 0) {
-        return slab_ptr(&f->slab, r->ext);
+        return slab_mut(&f->slab, r->ext);
     }
     r->ext = slab_alloc(&f->slab, sizeof *e);
     if (r->ext == 0) {
         fsm_panic("out of memory (record ext)");
     }
-    e = slab_ptr(&f->slab, r->ext);
+    e = slab_mut(&f->slab, r->ext);
     memset(e, 0, sizeof *e);
     f->bytes += fsm_ext_bytes(e);
     f->snap_rec_bytes += SNAP_EXT_FIXED;
@@ -160,7 +162,7 @@ void fsm_add_attempt(struct fsm *f,
          * counted (where the record already has attempt storage): memory
          * stays bounded under a replay flood. */
         if (r->ext != 0) {
-            e = slab_ptr(&f->slab, r->ext);
+            e = slab_mut(&f->slab, r->ext);
             if (e->attempts_total < UINT32_MAX) {
                 e->attempts_total++;
             }
@@ -172,7 +174,7 @@ void fsm_add_attempt(struct fsm *f,
     if (h == 0) {
         fsm_panic("out of memory (attempt)");
     }
-    a = slab_ptr(&f->slab, h);
+    a = slab_mut(&f->slab, h);
     memcpy(a->request_id, c->request_id, FSM_REQUEST_ID_LEN);
     a->index = index;
     a->time_ms = f->now;
@@ -194,10 +196,11 @@ void fsm_add_attempt(struct fsm *f,
         e->att_n_last++;
     } else {
         uint32_t old = e->att_last[e->att_head];
-        struct rec_attempt *o = slab_ptr(&f->slab, old);
-        f->bytes -= slab_size(attempt_size(o));
+        const struct rec_attempt *o = slab_ptr(&f->slab, old);
+        size_t osize = attempt_size(o);
+        f->bytes -= slab_size(osize);
         f->snap_rec_bytes -= SNAP_ATT_FIXED + o->execution_id_len;
-        slab_free(&f->slab, old, attempt_size(o));
+        slab_free(&f->slab, old, osize);
         e->att_last[e->att_head] = h;
         e->att_head = (uint8_t)((e->att_head + 1) % FSM_ATTEMPTS_LAST);
     }

@@ -23,7 +23,7 @@
 void fsm_wheel_place(struct fsm *f, uint32_t h)
 {
     struct wheel *w = &f->wheel;
-    struct rec *r = rec_at(f, h);
+    struct rec *r = rec_mut(f, h);
     uint64_t t = fsm_rec_expires(f, r) >> WHEEL_TICK_SHIFT;
     uint64_t cur_block = w->cur >> WHEEL_L0_BITS;
     uint64_t block;
@@ -51,7 +51,7 @@ void fsm_wheel_place(struct fsm *f, uint32_t h)
 /* Free @h if it is detached or expired, else place it again. */
 static void wheel_visit(struct fsm *f, uint32_t h)
 {
-    struct rec *r = rec_at(f, h);
+    const struct rec *r = rec_at(f, h);
 
     if (r->flags & REC_F_DETACHED) {
         fsm_rec_free(f, h);
