@@ -135,31 +135,23 @@ struct fsm *fsm_new(void)
     return f;
 }
 
-/* Release every record and ext (not the struct). */
+/* Release every record and ext (not the struct) in time proportional to
+ * the memory held, never to the record count: results and errors are
+ * listed in f->stored, records and exts live in slab pages. */
 static void clear_records(struct fsm *f)
 {
-    /* Free every result/error buffer by walking the wheel: every record,
-     * detached or not, is on exactly one list. */
-    for (int level = 0; level < 2; level++) {
-        uint32_t *heads = level == 0 ? f->wheel.l0 : f->wheel.l1;
-        size_t n = level == 0 ? WHEEL_L0_SIZE : WHEEL_L1_SIZE;
-        for (size_t i = 0; i < n; i++) {
-            for (uint32_t h = heads[i]; h != 0;) {
-                const struct rec *r = rec_at(f, h);
-                const struct rec_ext *e = ext_of(f, r);
-                if (e != NULL) {
-                    free(e->stored);
-                }
-                h = r->next;
-            }
-            heads[i] = 0;
-        }
+    for (size_t i = 0; i < f->n_stored; i++) {
+        free(f->stored[i].p);
     }
+    free(f->stored);
+    f->stored = NULL;
+    f->n_stored = 0;
+    f->cap_stored = 0;
     for (size_t i = 0; i < FSM_N_VPS; i++) {
         table_close(&f->vps[i]);
     }
     slab_close(&f->slab);
-    f->wheel.n_l0 = 0;
+    f->wheel.n_l0 = 0; /* the lists are gone with the pages */
     f->wheel.n_l1 = 0;
     f->n_records = 0;
     f->bytes = 0;

@@ -367,11 +367,12 @@ static bool token_is_owner(const struct rec_ext *e, const struct fsm_token *t)
 }
 
 static void store_bytes(struct fsm *f,
-                        struct rec_ext *e,
+                        struct rec *r,
                         uint8_t kind,
                         const uint8_t *p,
                         size_t len)
 {
+    struct rec_ext *e = ext_mut(f, r);
     uint8_t *copy = NULL;
 
     if (len > 0) {
@@ -383,8 +384,7 @@ static void store_bytes(struct fsm *f,
     }
     f->bytes -= e->stored_len;
     f->snap_rec_bytes -= e->stored_len;
-    fsm_free_stored(f, e->stored, e->stored_len);
-    e->stored = copy;
+    fsm_stored_set(f, r->ext, e, copy);
     e->stored_len = (uint32_t)len;
     e->stored_kind = kind;
     f->bytes += len;
@@ -458,7 +458,7 @@ void fsm_do_complete(struct fsm *f,
                 res->reason = "the cluster's max_bytes is reached";
                 break;
             }
-            store_bytes(f, ext_mut(f, r), 1, c->result, c->result_len);
+            store_bytes(f, r, 1, c->result, c->result_len);
             rec_set_state(r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
             break;
@@ -498,7 +498,7 @@ void fsm_do_release(struct fsm *f,
                 res->outcome = FSM_RESOURCE_EXHAUSTED;
                 res->reason = "the cluster's max_bytes is reached";
             } else if (c->terminal) {
-                store_bytes(f, ext_mut(f, r), 2, c->error, c->error_len);
+                store_bytes(f, r, 2, c->error, c->error_len);
                 rec_set_state(r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;
             } else {

@@ -66,6 +66,7 @@ int fsm_freeze(struct fsm *f, struct fsm_frozen **out)
     shell->hashed = NULL;
     shell->frozen = NULL;
     shell->deferred = NULL;
+    shell->stored = NULL;
     for (size_t v = 0; v < FSM_N_VPS; v++) {
         f->vp_frozen[v] = f->vps[v].cap != 0;
     }

@@ -57,8 +57,21 @@ struct rec_ext
     uint8_t stored_kind; /* 0 none, 1 result, 2 error */
     uint8_t payload_hash_len;
     uint32_t stored_len;
-    uint8_t *stored; /* malloc'd result or error */
+    uint32_t stored_slot; /* position in fsm.stored when stored != NULL */
+    uint8_t *stored;      /* malloc'd result or error */
     uint8_t payload_hash[FSM_PAYLOAD_HASH_MAX];
+};
+
+/* The slot sits in what was padding: an ext's size, which max_bytes
+ * counts, is unchanged. */
+_Static_assert(sizeof(struct rec_ext) == 160, "ext layout");
+
+/* Every result/error buffer, listed so freeing the state does not walk the
+ * records (fsm_restore_commit frees the old state on the loop). */
+struct stored_ref
+{
+    uint8_t *p;
+    uint32_t ext; /* handle of the ext holding it */
 };
 
 /* An attempt as stored: fixed part + execution id bytes. */
@@ -204,6 +217,10 @@ struct fsm
     size_t cap_deferred;
     uint64_t deferred_bytes;
 
+    struct stored_ref *stored;
+    size_t n_stored;
+    size_t cap_stored;
+
     /* Scratch for results: attempts copied out for Lookup. */
     struct fsm_attempt att_out[1 + FSM_ATTEMPTS_LAST];
 
@@ -282,6 +299,9 @@ bool fsm_bytes_fit(const struct fsm *f, uint64_t n);
 /* Take a live record out of its table; the wheel frees it later. */
 void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h);
 struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r);
+/* Give ext @e (handle @eh) the result/error buffer @p (malloc'd, now the
+ * fsm's; NULL: none), freeing the one it had. */
+void fsm_stored_set(struct fsm *f, uint32_t eh, struct rec_ext *e, uint8_t *p);
 /* Keep a later claim of @r as evidence (bounded by max_bytes). */
 void fsm_add_attempt(struct fsm *f,
                      struct rec *r,

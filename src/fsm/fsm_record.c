@@ -66,7 +66,7 @@ static uint64_t free_ext(struct fsm *f, struct rec *r)
         bytes += slab_size(size);
         slab_free(&f->slab, h, size);
     }
-    fsm_free_stored(f, e->stored, e->stored_len);
+    fsm_stored_set(f, r->ext, e, NULL);
     slab_free(&f->slab, r->ext, sizeof *e);
     r->ext = 0;
     return bytes;
@@ -139,6 +139,34 @@ struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r)
     f->bytes += fsm_ext_bytes(e);
     f->snap_rec_bytes += SNAP_EXT_FIXED;
     return e;
+}
+
+void fsm_stored_set(struct fsm *f, uint32_t eh, struct rec_ext *e, uint8_t *p)
+{
+    if (e->stored != NULL) {
+        struct stored_ref last = f->stored[--f->n_stored];
+        if (e->stored_slot != f->n_stored) {
+            struct rec_ext *moved = slab_mut(&f->slab, last.ext);
+            f->stored[e->stored_slot] = last;
+            moved->stored_slot = e->stored_slot;
+        }
+        fsm_free_stored(f, e->stored, e->stored_len);
+    }
+    e->stored = p;
+    if (p == NULL) {
+        return;
+    }
+    if (f->n_stored == f->cap_stored) {
+        size_t cap = f->cap_stored == 0 ? 64 : 2 * f->cap_stored;
+        struct stored_ref *s = realloc(f->stored, cap * sizeof *s);
+        if (s == NULL) {
+            fsm_panic("out of memory (result list)");
+        }
+        f->stored = s;
+        f->cap_stored = cap;
+    }
+    e->stored_slot = (uint32_t)f->n_stored;
+    f->stored[f->n_stored++] = (struct stored_ref){p, eh};
 }
 
 void fsm_add_attempt(struct fsm *f,

@@ -348,11 +348,12 @@ static int read_ext(struct fsm *g,
         BAD("truncated");
     }
     if (e->stored_len > 0) {
-        e->stored = malloc(e->stored_len);
-        if (e->stored == NULL) {
+        uint8_t *copy = malloc(e->stored_len);
+        if (copy == NULL) {
             fsm_panic("out of memory (restore)");
         }
-        memcpy(e->stored, p, e->stored_len);
+        memcpy(copy, p, e->stored_len);
+        fsm_stored_set(g, r->ext, e, copy);
     }
     g->bytes += fsm_ext_bytes(e);
     e->attempts_total = r_u32(rb);
