@@ -56,7 +56,9 @@ int fsm_freeze(struct fsm *f, struct fsm_frozen **out)
         return -ENOMEM;
     }
     memcpy(shell, f, sizeof *f);
-    memcpy(retired, f->retired, n_ret * sizeof *retired);
+    if (n_ret > 0) {
+        memcpy(retired, f->retired, n_ret * sizeof *retired);
+    }
     shell->slab.pages = z->pages;
     shell->slab.meta = NULL;
     shell->retired = retired;
