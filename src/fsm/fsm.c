@@ -151,6 +151,7 @@ static void clear_records(struct fsm *f)
         table_close(&f->vps[i]);
     }
     slab_close(&f->slab);
+    fsm_ticks_close(&f->ticks);
     f->wheel.n_l0 = 0; /* the lists are gone with the pages */
     f->wheel.n_l1 = 0;
     f->n_records = 0;
@@ -208,6 +209,7 @@ static int apply_begin(struct fsm *f,
         f->fence_prev_window = 0;
         f->fence_until = 0;
     }
+    fsm_acct_pass(f, f->now >> WHEEL_TICK_SHIFT);
     fsm_wheel_advance(f);
     f->last_index = index;
     return 0;
@@ -531,12 +533,17 @@ size_t fsm_n_retired(const struct fsm *f)
 
 uint64_t fsm_n_records(const struct fsm *f)
 {
-    return f->n_records;
+    return fsm_live_n(f);
 }
 
 uint64_t fsm_bytes(const struct fsm *f)
 {
-    return f->bytes;
+    return fsm_live_bytes(f);
+}
+
+uint64_t fsm_prune_backlog(const struct fsm *f)
+{
+    return f->backlog.n;
 }
 
 uint64_t fsm_memory(const struct fsm *f)

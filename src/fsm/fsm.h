@@ -56,6 +56,11 @@
 #define FSM_MAX_LEASE_CEIL  (86400ull * 1000)
 /* Log time is clamped to 48 bits of milliseconds (year 10889). */
 #define FSM_TIME_MAX ((1ull << 48) - 1)
+/* Most timer wheel visits (records freed or moved, ticks stepped) one
+ * batch makes: a mass expiry is freed over several batches, never in one
+ * stall. The count, never time, bounds it, and what is counted or
+ * answered does not depend on what is already freed. */
+#define FSM_PRUNE_BUDGET 4096u
 /* Lease used when a claim leaves lease_ms at 0 (capped by max_lease). */
 #define FSM_DEFAULT_LEASE_MS 30000
 
@@ -394,10 +399,14 @@ size_t fsm_n_members(const struct fsm *f);
 const struct fsm_member *fsm_member(const struct fsm *f, size_t i);
 bool fsm_is_retired(const struct fsm *f, uint64_t id);
 size_t fsm_n_retired(const struct fsm *f);
-/* Live records (including expired ones not yet pruned) and their bytes as
- * counted against max_bytes. */
+/* Counted records and their bytes as counted against max_bytes: every
+ * record whose expiry tick (1.024 s) has not passed, so expired ones of the
+ * current tick included, those waiting in the pruning backlog not. */
 uint64_t fsm_n_records(const struct fsm *f);
 uint64_t fsm_bytes(const struct fsm *f);
+/* Records past their expiry tick, not counted any more, that budgeted
+ * pruning has not freed yet (for status and metrics; not replicated). */
+uint64_t fsm_prune_backlog(const struct fsm *f);
 /* Memory held by the record store: arena pages plus hash tables. */
 uint64_t fsm_memory(const struct fsm *f);
 

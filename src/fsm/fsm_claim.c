@@ -125,7 +125,7 @@ static bool payload_equal(const struct rec_ext *e, const struct fsm_claim *c)
 
 static bool over_capacity(const struct fsm *f, size_t new_bytes)
 {
-    return f->n_records + 1 > f->settings.max_records ||
+    return fsm_live_n(f) + 1 > f->settings.max_records ||
            !fsm_bytes_fit(f, new_bytes);
 }
 
@@ -205,6 +205,7 @@ static void accept_new(struct fsm *f,
         fsm_panic("out of memory (table)");
     }
     f->n_records++;
+    fsm_acct_in(f, r);
     fsm_wheel_place(f, h);
     note_ts(f, c);
     res->outcome = FSM_ACCEPTED;
@@ -323,9 +324,11 @@ void fsm_do_claim(struct fsm *f,
     }
     if (h != 0) {
         struct rec *r = rec_mut(f, h);
+        fsm_acct_out(f, r); /* its expiry and size may change */
         o = claim_live(f, index, slot, r, c, lease, res);
         res->outcome = o;
         fsm_add_attempt(f, r, c, index, o, res->retry);
+        fsm_acct_in(f, r);
         fsm_fill_record(f, r, res, false);
         return;
     }
@@ -375,6 +378,7 @@ static void store_bytes(struct fsm *f,
     struct rec_ext *e = ext_mut(f, r);
     uint8_t *copy = NULL;
 
+    fsm_acct_out(f, r);
     if (len > 0) {
         copy = malloc(len);
         if (copy == NULL) {
@@ -389,6 +393,7 @@ static void store_bytes(struct fsm *f,
     e->stored_kind = kind;
     f->bytes += len;
     f->snap_rec_bytes += len;
+    fsm_acct_in(f, r);
 }
 
 /* Common checks of Complete and Release: NULL if the record is owned by

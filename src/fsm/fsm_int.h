@@ -159,9 +159,29 @@ static inline int rec_id_cmp(const struct rec *a, const struct rec *b)
 #define WHEEL_L1_BITS    12
 #define WHEEL_L1_SIZE    (1u << WHEEL_L1_BITS)
 
+/* The counters' share of some records (fsm_acct.c). */
+struct tick_cost
+{
+    uint64_t tick;
+    uint64_t n;
+    uint64_t bytes;
+    uint64_t snap;
+};
+
+struct tick_map
+{
+    struct tick_cost *e; /* n == 0: empty slot */
+    uint32_t cap;
+    uint32_t n;
+};
+
+/* Pruning is budgeted (FSM_PRUNE_BUDGET visits per batch), so the wheel's
+ * physical position cur may lag behind log time; passed is where log time
+ * is, and decides what is counted (fsm_acct.c). cur <= passed. */
 struct wheel
 {
-    uint64_t cur; /* next tick to process; ticks before it are done */
+    uint64_t cur;    /* next tick to process; ticks before it are done */
+    uint64_t passed; /* fsm_now's tick: records of earlier ticks are gone */
     uint64_t n_l0;
     uint64_t n_l1;
     uint32_t l0[WHEEL_L0_SIZE];
@@ -199,12 +219,16 @@ struct fsm
     uint64_t *retired; /* sorted ascending */
     size_t cap_retired;
 
-    uint64_t n_records; /* in the table */
-    uint64_t bytes;     /* counted against max_bytes */
-
-    /* Encoded size of all records in a snapshot, kept up to date by every
-     * mutation so fsm_snapshot_size does not walk the records. */
+    /* Records in the tables and their bytes (as counted against max_bytes)
+     * and snapshot encoding size, kept up to date by every mutation so no
+     * figure needs a walk. These include the backlog: records whose tick
+     * has passed, not yet freed; the counted figures are these minus
+     * backlog (fsm_live_*). */
+    uint64_t n_records;
+    uint64_t bytes;
     uint64_t snap_rec_bytes;
+    struct tick_cost backlog;
+    struct tick_map ticks; /* counted records' costs by expiry tick */
 
     /* The live frozen view (fsm_frozen.c), NULL if none. While it lives,
      * vp_frozen[v] says vp v still shares its slot array with the view, and
@@ -281,6 +305,31 @@ static inline struct table *fsm_vp_mut(struct fsm *f, uint32_t v)
     return &f->vps[v];
 }
 
+/* Counted figures: what answers and snapshots see. */
+static inline uint64_t fsm_live_n(const struct fsm *f)
+{
+    return f->n_records - f->backlog.n;
+}
+
+static inline uint64_t fsm_live_bytes(const struct fsm *f)
+{
+    return f->bytes - f->backlog.bytes;
+}
+
+static inline uint64_t fsm_live_snap(const struct fsm *f)
+{
+    return f->snap_rec_bytes - f->backlog.snap;
+}
+
+/* fsm_acct.c: the counters by expiry tick. Take a record's share out
+ * before changing it (or its expiry) and put it back after; a new record
+ * goes in once complete, a removed one comes out before it goes. */
+void fsm_acct_in(struct fsm *f, const struct rec *r);
+void fsm_acct_out(struct fsm *f, const struct rec *r);
+/* Log time reached tick @to: uncount the records of every earlier tick. */
+void fsm_acct_pass(struct fsm *f, uint64_t to);
+void fsm_ticks_close(struct tick_map *m);
+
 /* fsm.c */
 _Noreturn void fsm_panic(const char *what);
 
@@ -291,6 +340,14 @@ uint64_t fsm_hash(struct fsm *f,
                   const uint8_t *key,
                   size_t key_len);
 uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r);
+/* What the record costs in a snapshot (snapshot.c's layout). */
+uint64_t fsm_rec_snap_size(const struct fsm *f, const struct rec *r);
+
+/* Is @r past its tick (uncounted, not in snapshots, waiting to be freed)? */
+static inline bool fsm_rec_gone(const struct fsm *f, const struct rec *r)
+{
+    return (fsm_rec_expires(f, r) >> WHEEL_TICK_SHIFT) < f->wheel.passed;
+}
 size_t fsm_ext_bytes(const struct rec_ext *e);
 /* Final release of a record the wheel has reached. */
 void fsm_rec_free(struct fsm *f, uint32_t h);

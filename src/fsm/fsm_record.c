@@ -83,7 +83,7 @@ void fsm_rec_free(struct fsm *f, uint32_t h)
 }
 
 /* What the record costs in a snapshot (snapshot.c's layout). */
-static uint64_t rec_snap_size(const struct fsm *f, const struct rec *r)
+uint64_t fsm_rec_snap_size(const struct fsm *f, const struct rec *r)
 {
     uint64_t n = SNAP_REC_FIXED + (uint64_t)r->scope_len + r->key_len;
     const struct rec_ext *e = ext_of(f, r);
@@ -103,7 +103,7 @@ static uint64_t rec_snap_size(const struct fsm *f, const struct rec *r)
  * stored state (records, results, errors, attempts) asks this. */
 bool fsm_bytes_fit(const struct fsm *f, uint64_t n)
 {
-    return f->bytes + n <= f->settings.max_bytes;
+    return fsm_live_bytes(f) + n <= f->settings.max_bytes;
 }
 
 /* Take a live record out of its table; the wheel frees it later. */
@@ -116,7 +116,8 @@ void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h)
         table_remove(fsm_vp_mut(f, vp_of(hash)), &f->slab, (uint32_t)hash, h);
     assert(found);
     (void)found;
-    f->snap_rec_bytes -= rec_snap_size(f, r);
+    fsm_acct_out(f, r);
+    f->snap_rec_bytes -= fsm_rec_snap_size(f, r);
     f->bytes -= slab_size(rec_size(r->scope_len, r->key_len));
     f->bytes -= free_ext(f, r);
     f->n_records--;

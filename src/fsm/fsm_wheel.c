@@ -57,11 +57,10 @@ static void wheel_visit(struct fsm *f, uint32_t h)
         fsm_rec_free(f, h);
         return;
     }
-    /* Free by tick, never by millisecond: a record whose expiry moved
-     * (takeover) sits in an earlier tick than on a replica that restored it
-     * from a snapshot, and both must drop it while processing the same tick
-     * or their counts (and max_records answers) would differ. The tick being
-     * processed has ended, so such a record has expired. */
+    /* Free by tick, never by millisecond: the tick being processed has
+     * ended (cur < passed), so such a record has expired and is already
+     * uncounted (fsm_acct.c); freeing it changes no answer. A record whose
+     * expiry moved later (takeover) is placed again. */
     if ((fsm_rec_expires(f, r) >> WHEEL_TICK_SHIFT) <= f->wheel.cur) {
         uint64_t hash =
             fsm_hash(f, r->id, r->scope_len, r->id + r->scope_len, r->key_len);
@@ -72,33 +71,43 @@ static void wheel_visit(struct fsm *f, uint32_t h)
     fsm_wheel_place(f, h);
 }
 
-static void wheel_take(struct fsm *f, uint32_t *head, uint64_t *count)
+/* Visit records of the list at @head while *@budget lasts; true when the
+ * list is empty. A visit never puts a record back on the list it came
+ * from: it frees it, or places it at a later tick or block. */
+static bool wheel_take(struct fsm *f,
+                       uint32_t *head,
+                       uint64_t *count,
+                       uint32_t *budget)
 {
-    uint32_t h = *head;
-
-    *head = 0;
-    while (h != 0) {
-        uint32_t next = rec_at(f, h)->next;
+    while (*head != 0 && *budget > 0) {
+        uint32_t h = *head;
+        *head = rec_at(f, h)->next;
         (*count)--;
+        (*budget)--;
         wheel_visit(f, h);
-        h = next;
     }
+    return *head == 0;
 }
 
-/* Process every tick that ended at or before fsm_now. */
+/* Process ticks up to log time (wheel.passed), at most FSM_PRUNE_BUDGET
+ * visits and tick steps per batch; the rest waits for the next batches.
+ * What is counted and answered never depends on how far this got
+ * (fsm_acct.c), so replicas may lag differently. */
 void fsm_wheel_advance(struct fsm *f)
 {
     struct wheel *w = &f->wheel;
-    uint64_t target = f->now >> WHEEL_TICK_SHIFT;
+    uint64_t target = w->passed;
+    uint32_t budget = FSM_PRUNE_BUDGET;
 
-    while (w->cur < target) {
+    while (w->cur < target && budget > 0) {
         if (w->n_l0 == 0 && w->n_l1 == 0) {
             w->cur = target;
             break;
         }
-        if ((w->cur & L0_MASK) == 0) {
-            wheel_take(f, &w->l1[(w->cur >> WHEEL_L0_BITS) & L1_MASK],
-                       &w->n_l1);
+        if ((w->cur & L0_MASK) == 0 &&
+            !wheel_take(f, &w->l1[(w->cur >> WHEEL_L0_BITS) & L1_MASK],
+                        &w->n_l1, &budget)) {
+            break; /* the cascade goes on in the next batch */
         }
         if (w->n_l0 == 0) {
             /* Nothing in this block: jump to the next block's start. */
@@ -106,7 +115,12 @@ void fsm_wheel_advance(struct fsm *f)
             w->cur = next < target ? next : target;
             continue;
         }
-        wheel_take(f, &w->l0[w->cur & L0_MASK], &w->n_l0);
+        if (!wheel_take(f, &w->l0[w->cur & L0_MASK], &w->n_l0, &budget)) {
+            break;
+        }
         w->cur++;
+        if (budget > 0) {
+            budget--;
+        }
     }
 }

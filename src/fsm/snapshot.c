@@ -91,7 +91,7 @@ size_t fsm_snapshot_size(const struct fsm *f)
              strlen(f->members[i].client_addr);
     }
     n += 4 + 8 * f->n_retired + 8;
-    n += 4 * (size_t)FSM_N_VPS + f->snap_rec_bytes;
+    n += 4 * (size_t)FSM_N_VPS + fsm_live_snap(f);
     return n + 4;
 }
 
@@ -183,9 +183,13 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
     for (size_t i = 0; i < f->n_retired; i++) {
         w_u64(&w, f->retired[i]);
     }
-    w_u64(&w, f->n_records);
+    w_u64(&w, fsm_live_n(f));
     for (size_t v = 0; v < FSM_N_VPS; v++) {
         const struct table *t = &f->vps[v];
+        const struct rec *r;
+        uint8_t *count_at;
+        uint32_t n = 0;
+
         if (t->n > order_cap) {
             uint32_t *p = realloc(order, t->n * sizeof *p);
             if (p == NULL) {
@@ -195,7 +199,8 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
             order_cap = t->n;
         }
         table_walk_sorted(t, order);
-        w_u32(&w, t->n);
+        count_at = w.p; /* patched below: backlog records are skipped */
+        w_u32(&w, 0);
         /* Records sit in allocation order, the walk is in hash order: every
          * record is a cache miss unless it is fetched ahead. */
         for (uint32_t i = 0; i < t->n && i < SNAP_PREFETCH; i++) {
@@ -206,8 +211,16 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
                 __builtin_prefetch(
                     slab_ptr(&f->slab, order[i + SNAP_PREFETCH]));
             }
-            write_record(f, &w, slab_ptr(&f->slab, order[i]));
+            r = slab_ptr(&f->slab, order[i]);
+            if (!fsm_rec_gone(f, r)) {
+                write_record(f, &w, r);
+                n++;
+            }
         }
+        count_at[0] = (uint8_t)n;
+        count_at[1] = (uint8_t)(n >> 8);
+        count_at[2] = (uint8_t)(n >> 16);
+        count_at[3] = (uint8_t)(n >> 24);
     }
     free(order);
     w_u32(&w, crc32c(0, buf, (size_t)(w.p - buf)));
@@ -494,6 +507,9 @@ static int read_record(struct fsm *g,
     if (first_time > g->now) {
         BAD("record from the future");
     }
+    if (expires >> WHEEL_TICK_SHIFT < g->wheel.passed) {
+        BAD("record past its expiry tick"); /* a writer skips those */
+    }
     if (has_ext) {
         const struct rec_ext *e = slab_ptr(&g->slab, r->ext);
         /* Only states a log can produce: a NONCE ext holds attempts only;
@@ -516,6 +532,7 @@ static int read_record(struct fsm *g,
         BAD("records out of canonical order");
     }
     *prev_hash = (uint32_t)hash;
+    fsm_acct_in(g, r);
     *out = h;
     return 0;
 }
@@ -682,6 +699,7 @@ static int read_all(struct fsm *g, const uint8_t *buf, size_t len, char *errmsg)
         return rv;
     }
     g->wheel.cur = g->now >> WHEEL_TICK_SHIFT;
+    g->wheel.passed = g->wheel.cur;
     for (uint32_t v = 0; v < FSM_N_VPS; v++) {
         uint32_t n = r_u32(rb), prev = 0, prev_hash = 0;
         if (rb->bad || n > n_records - seen ||
