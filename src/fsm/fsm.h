@@ -10,7 +10,9 @@
  * raft 0.15 does not pass it to apply. Two instances fed the same batches at
  * the same indexes end in byte-identical snapshots.
  *
- * Not thread-safe: one instance is used from one thread (the raft loop).
+ * Not thread-safe: one instance is used from one thread (the raft loop),
+ * with two exceptions stated below: a frozen view is written by one other
+ * thread (fsm_frozen_write), and fsm_restore_build runs on any thread.
  *
  * Memory: an allocation failure inside apply would leave a half-applied
  * batch, which raft would then re-apply; instead the fsm fails stop
