@@ -91,7 +91,7 @@ size_t fsm_snapshot_size(const struct fsm *f)
              strlen(f->members[i].client_addr);
     }
     n += 4 + 8 * f->n_retired + 8;
-    n += 4 * (size_t)FSM_N_VPS + f->snap_rec_bytes;
+    n += 4 * (size_t)FSM_N_VPS + fsm_live_snap(f);
     return n + 4;
 }
 
@@ -183,9 +183,13 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
     for (size_t i = 0; i < f->n_retired; i++) {
         w_u64(&w, f->retired[i]);
     }
-    w_u64(&w, f->n_records);
+    w_u64(&w, fsm_live_n(f));
     for (size_t v = 0; v < FSM_N_VPS; v++) {
         const struct table *t = &f->vps[v];
+        const struct rec *r;
+        uint8_t *count_at;
+        uint32_t n = 0;
+
         if (t->n > order_cap) {
             uint32_t *p = realloc(order, t->n * sizeof *p);
             if (p == NULL) {
@@ -195,7 +199,8 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
             order_cap = t->n;
         }
         table_walk_sorted(t, order);
-        w_u32(&w, t->n);
+        count_at = w.p; /* patched below: backlog records are skipped */
+        w_u32(&w, 0);
         /* Records sit in allocation order, the walk is in hash order: every
          * record is a cache miss unless it is fetched ahead. */
         for (uint32_t i = 0; i < t->n && i < SNAP_PREFETCH; i++) {
@@ -206,8 +211,16 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
                 __builtin_prefetch(
                     slab_ptr(&f->slab, order[i + SNAP_PREFETCH]));
             }
-            write_record(f, &w, slab_ptr(&f->slab, order[i]));
+            r = slab_ptr(&f->slab, order[i]);
+            if (!fsm_rec_gone(f, r)) {
+                write_record(f, &w, r);
+                n++;
+            }
         }
+        count_at[0] = (uint8_t)n;
+        count_at[1] = (uint8_t)(n >> 8);
+        count_at[2] = (uint8_t)(n >> 16);
+        count_at[3] = (uint8_t)(n >> 24);
     }
     free(order);
     w_u32(&w, crc32c(0, buf, (size_t)(w.p - buf)));
@@ -294,9 +307,7 @@ static uint64_t r_u64(struct rbuf *r)
 
 static void set_err(char *errmsg, const char *what, size_t off)
 {
-    if (errmsg != NULL) {
-        snprintf(errmsg, 256, "snapshot: %s at offset %zu", what, off);
-    }
+    err_printf(errmsg, "snapshot: %s at offset %zu", what, off);
 }
 
 #define BAD(why)                                        \
@@ -319,7 +330,7 @@ static int read_ext(struct fsm *g,
     if (r->ext == 0) {
         fsm_panic("out of memory (restore)");
     }
-    e = slab_ptr(&g->slab, r->ext);
+    e = slab_mut(&g->slab, r->ext);
     memset(e, 0, sizeof *e);
     e->lease_expires_ms = r_u64(rb);
     e->owner_group = r_u32(rb);
@@ -350,11 +361,12 @@ static int read_ext(struct fsm *g,
         BAD("truncated");
     }
     if (e->stored_len > 0) {
-        e->stored = malloc(e->stored_len);
-        if (e->stored == NULL) {
+        uint8_t *copy = malloc(e->stored_len);
+        if (copy == NULL) {
             fsm_panic("out of memory (restore)");
         }
-        memcpy(e->stored, p, e->stored_len);
+        memcpy(copy, p, e->stored_len);
+        fsm_stored_set(g, r->ext, e, copy);
     }
     g->bytes += fsm_ext_bytes(e);
     e->attempts_total = r_u32(rb);
@@ -391,7 +403,7 @@ static int read_ext(struct fsm *g,
         if (h == 0) {
             fsm_panic("out of memory (restore)");
         }
-        a = slab_ptr(&g->slab, h);
+        a = slab_mut(&g->slab, h);
         memcpy(a->request_id, req, sizeof req);
         a->index = index;
         a->time_ms = time;
@@ -466,7 +478,7 @@ static int read_record(struct fsm *g,
     if (h == 0) {
         fsm_panic("out of memory (restore)");
     }
-    r = slab_ptr(&g->slab, h);
+    r = slab_mut(&g->slab, h);
     memset(r, 0, REC_HDR_SIZE);
     r->flags = flags;
     r->scope_len = scope_len;
@@ -482,7 +494,7 @@ static int read_record(struct fsm *g,
     if (has_ext) {
         rv = read_ext(g, rb, base, r, errmsg);
         if (idem && rv == 0) {
-            ((struct rec_ext *)slab_ptr(&g->slab, r->ext))->expires_ms =
+            ((struct rec_ext *)slab_mut(&g->slab, r->ext))->expires_ms =
                 expires;
         }
     } else {
@@ -494,6 +506,9 @@ static int read_record(struct fsm *g,
     }
     if (first_time > g->now) {
         BAD("record from the future");
+    }
+    if (expires >> WHEEL_TICK_SHIFT < g->wheel.passed) {
+        BAD("record past its expiry tick"); /* a writer skips those */
     }
     if (has_ext) {
         const struct rec_ext *e = slab_ptr(&g->slab, r->ext);
@@ -517,6 +532,7 @@ static int read_record(struct fsm *g,
         BAD("records out of canonical order");
     }
     *prev_hash = (uint32_t)hash;
+    fsm_acct_in(g, r);
     *out = h;
     return 0;
 }
@@ -683,6 +699,7 @@ static int read_all(struct fsm *g, const uint8_t *buf, size_t len, char *errmsg)
         return rv;
     }
     g->wheel.cur = g->now >> WHEEL_TICK_SHIFT;
+    g->wheel.passed = g->wheel.cur;
     for (uint32_t v = 0; v < FSM_N_VPS; v++) {
         uint32_t n = r_u32(rb), prev = 0, prev_hash = 0;
         if (rb->bad || n > n_records - seen ||
@@ -739,13 +756,16 @@ static int read_all(struct fsm *g, const uint8_t *buf, size_t len, char *errmsg)
     return 0;
 }
 
-int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
+int fsm_restore_build(const uint8_t *buf,
+                      size_t len,
+                      struct fsm **out,
+                      char *errmsg)
 {
-    struct fsm *g, *old;
-    struct command_decoder dec;
+    struct fsm *g;
     uint32_t want;
     int rv;
 
+    *out = NULL;
     if (len < HEAD_FIXED + 4) {
         set_err(errmsg, "too short", len);
         return FSM_E_MALFORMED;
@@ -776,14 +796,28 @@ int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
         fsm_free(g);
         return rv;
     }
+    *out = g;
+    return 0;
+}
+
+int fsm_restore_commit(struct fsm *f, struct fsm *fresh)
+{
+    struct fsm *old;
+    struct command_decoder dec;
+
+    if (f->frozen != NULL) {
+        return FSM_E_BUSY;
+    }
     /* Swap the state in; each instance keeps its own decoder (its arenas
-     * point at themselves). */
+     * point at themselves) and its batch scratch, which holds no state.
+     * The snapshot carries every replicated field, so nothing of the old
+     * state is kept. */
     old = malloc(sizeof *old);
     if (old == NULL) {
         fsm_panic("out of memory (restore)");
     }
     memcpy(old, f, sizeof *f);
-    memcpy(f, g, sizeof *f);
+    memcpy(f, fresh, sizeof *f);
     dec = f->dec;
     f->dec = old->dec;
     old->dec = dec;
@@ -791,7 +825,23 @@ int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
     arena_rebind(&f->dec.cmd_arena);
     arena_rebind(&old->dec.batch_arena);
     arena_rebind(&old->dec.cmd_arena);
-    free(g);
+    free(fresh);
     fsm_free(old);
     return 0;
+}
+
+int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
+{
+    struct fsm *g;
+    int rv;
+
+    if (f->frozen != NULL) {
+        err_printf(errmsg, "snapshot: not while a frozen view is live");
+        return FSM_E_BUSY;
+    }
+    rv = fsm_restore_build(buf, len, &g, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    return fsm_restore_commit(f, g);
 }

@@ -1,0 +1,208 @@
+/* What the counted records cost, by expiry tick, so that passing a tick
+ * uncounts its records in O(1) however many there are (budgeted expiry).
+ *
+ * A record is counted (in fsm_n_records, fsm_bytes, max_records/max_bytes
+ * and the snapshot) while its expiry tick has not passed: tick >=
+ * wheel.passed. The physical counters f->n_records, f->bytes and
+ * f->snap_rec_bytes cover every record still in the tables; f->backlog
+ * covers those whose tick has passed but the wheel has not freed yet, and
+ * the counted figures are the difference. So answers and snapshots never
+ * depend on how far the budgeted wheel got, which differs between a
+ * replica that applied the log and one restored from a snapshot.
+ *
+ * ticks[] maps each tick with counted records to their total: an open
+ * addressing table (linear probing, backward-shift deletion), kept at most
+ * half full. Entries are added and changed by fsm_acct_in/out around every
+ * change of a record, and taken out as log time passes their tick. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsm/fsm_int.h"
+
+#define TICKS_MIN_CAP 64u
+
+static inline uint32_t tick_home(uint64_t tick, uint32_t cap)
+{
+    return (uint32_t)((tick * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+
+static void ticks_resize(struct tick_map *m, uint32_t cap)
+{
+    struct tick_cost *old = m->e;
+    uint32_t old_cap = m->cap;
+    struct tick_cost *e = calloc(cap, sizeof *e);
+
+    if (e == NULL) {
+        fsm_panic("out of memory (expiry ticks)");
+    }
+    m->e = e;
+    m->cap = cap;
+    for (uint32_t i = 0; i < old_cap; i++) {
+        if (old[i].n != 0) {
+            uint32_t j = tick_home(old[i].tick, cap);
+            while (e[j].n != 0) {
+                j = (j + 1) & (cap - 1);
+            }
+            e[j] = old[i];
+        }
+    }
+    free(old);
+}
+
+/* Slot of @tick, or of the empty slot where it would go. */
+static uint32_t ticks_slot(const struct tick_map *m, uint64_t tick)
+{
+    uint32_t i = tick_home(tick, m->cap);
+
+    while (m->e[i].n != 0 && m->e[i].tick != tick) {
+        i = (i + 1) & (m->cap - 1);
+    }
+    return i;
+}
+
+static void ticks_delete(struct tick_map *m, uint32_t i)
+{
+    uint32_t mask = m->cap - 1, j = i;
+
+    for (;;) {
+        uint32_t k;
+
+        j = (j + 1) & mask;
+        if (m->e[j].n == 0) {
+            break;
+        }
+        k = tick_home(m->e[j].tick, m->cap);
+        /* Entry j may move back to i unless its home lies in (i, j]. */
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) {
+            continue;
+        }
+        m->e[i] = m->e[j];
+        i = j;
+    }
+    memset(&m->e[i], 0, sizeof m->e[i]);
+    m->n--;
+}
+
+void fsm_ticks_close(struct tick_map *m)
+{
+    free(m->e);
+    memset(m, 0, sizeof *m);
+}
+
+/* Add @sign (+1 or -1) times @c to the total of @tick. */
+static void ticks_add(struct tick_map *m,
+                      uint64_t tick,
+                      const struct tick_cost *c,
+                      int sign)
+{
+    struct tick_cost *e;
+    uint32_t i;
+
+    if (m->cap == 0 || (m->n + 1) * 2 > m->cap) {
+        ticks_resize(m, m->cap == 0 ? TICKS_MIN_CAP : m->cap * 2);
+    }
+    i = ticks_slot(m, tick);
+    e = &m->e[i];
+    if (e->n == 0) {
+        e->tick = tick;
+        m->n++;
+    }
+    /* Unsigned wrap-around: a removal never exceeds what was added. */
+    e->n += sign > 0 ? c->n : -c->n;
+    e->bytes += sign > 0 ? c->bytes : -c->bytes;
+    e->snap += sign > 0 ? c->snap : -c->snap;
+    if (e->n == 0) {
+        ticks_delete(m, i);
+    }
+}
+
+/* What record @r costs in the counters. */
+static void rec_cost(const struct fsm *f,
+                     const struct rec *r,
+                     struct tick_cost *c)
+{
+    const struct rec_ext *e = ext_of(f, r);
+
+    c->tick = fsm_rec_expires(f, r) >> WHEEL_TICK_SHIFT;
+    c->n = 1;
+    c->bytes = slab_size(rec_size(r->scope_len, r->key_len));
+    c->snap = fsm_rec_snap_size(f, r);
+    if (e != NULL) {
+        c->bytes += fsm_ext_bytes(e);
+        for (size_t i = 0; i < ext_n_attempts(e); i++) {
+            const struct rec_attempt *a = slab_ptr(&f->slab, ext_attempt(e, i));
+            c->bytes += slab_size(ATTEMPT_HDR_SIZE + a->execution_id_len);
+        }
+    }
+}
+
+void fsm_acct_in(struct fsm *f, const struct rec *r)
+{
+    struct tick_cost c;
+
+    rec_cost(f, r, &c);
+    if (c.tick >= f->wheel.passed) {
+        ticks_add(&f->ticks, c.tick, &c, 1);
+    } else {
+        f->backlog.n += c.n;
+        f->backlog.bytes += c.bytes;
+        f->backlog.snap += c.snap;
+    }
+}
+
+void fsm_acct_out(struct fsm *f, const struct rec *r)
+{
+    struct tick_cost c;
+
+    rec_cost(f, r, &c);
+    if (c.tick >= f->wheel.passed) {
+        ticks_add(&f->ticks, c.tick, &c, -1);
+    } else {
+        f->backlog.n -= c.n;
+        f->backlog.bytes -= c.bytes;
+        f->backlog.snap -= c.snap;
+    }
+}
+
+static void take(struct fsm *f, struct tick_cost *e)
+{
+    f->backlog.n += e->n;
+    f->backlog.bytes += e->bytes;
+    f->backlog.snap += e->snap;
+}
+
+void fsm_acct_pass(struct fsm *f, uint64_t to)
+{
+    struct tick_map *m = &f->ticks;
+    uint64_t from = f->wheel.passed;
+
+    if (to <= from) {
+        return;
+    }
+    f->wheel.passed = to;
+    if (m->n == 0) {
+        return;
+    }
+    if (to - from <= m->cap) {
+        for (uint64_t t = from; t < to && m->n > 0; t++) {
+            uint32_t i = ticks_slot(m, t);
+            if (m->e[i].n != 0) {
+                take(f, &m->e[i]);
+                ticks_delete(m, i);
+            }
+        }
+    } else {
+        /* A jump longer than the table: sweep it once instead. */
+        for (uint32_t i = 0; i < m->cap; i++) {
+            if (m->e[i].n != 0 && m->e[i].tick < to) {
+                take(f, &m->e[i]);
+                m->e[i].n = 0;
+                m->n--;
+            }
+        }
+        ticks_resize(m, m->cap); /* rehash without the holes */
+    }
+    if (m->cap > TICKS_MIN_CAP && m->n * 8 < m->cap) {
+        ticks_resize(m, m->cap / 2);
+    }
+}
