@@ -383,10 +383,9 @@ int store_snapshot_put(struct store *s,
                        raft_io_snapshot_put_cb cb)
 {
     struct slog *sl = s->impl;
-    struct op *op;
     int rv = 0;
+    struct op *op = store_op_alloc(sl, OP_PUT, &rv);
 
-    op = store_op_alloc(sl, OP_PUT, &rv);
     if (op == NULL) {
         return rv;
     }
@@ -405,16 +404,13 @@ int store_snapshot_get(struct store *s,
                        struct raft_io_snapshot_get *req,
                        raft_io_snapshot_get_cb cb)
 {
-    struct slog *sl = s->impl;
-    struct op *op;
     int rv = 0;
+    struct op *op = store_op_alloc(s->impl, OP_GET, &rv);
 
-    op = store_op_alloc(sl, OP_GET, &rv);
-    if (op == NULL) {
-        return rv;
+    if (op != NULL) {
+        op->u.get.req = req;
+        op->u.get.cb = cb;
+        store_enqueue(s->impl, op);
     }
-    op->u.get.req = req;
-    op->u.get.cb = cb;
-    store_enqueue(sl, op);
-    return 0;
+    return rv;
 }

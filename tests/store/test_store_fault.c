@@ -195,21 +195,6 @@ static int append_chunk(struct sh *h, uint64_t first, uint64_t term)
     return status;
 }
 
-struct preq
-{
-    struct raft_io_snapshot_put req;
-    bool done;
-    int status;
-};
-
-static void put_cb(struct raft_io_snapshot_put *req, int status)
-{
-    struct preq *p = req->data;
-
-    p->done = true;
-    p->status = status;
-}
-
 static uint8_t snap_data[3000];
 
 static void snap_init(struct raft_snapshot *s,
@@ -229,63 +214,6 @@ static void snap_init(struct raft_snapshot *s,
     buf->len = sizeof snap_data;
     s->bufs = buf;
     s->n_bufs = 1;
-}
-
-/* Put @s (prepared) with @trailing; its status. */
-static int put_prepared(struct sh *h,
-                        const struct raft_snapshot *s,
-                        unsigned trailing)
-{
-    struct preq p;
-    int rv;
-
-    memset(&p, 0, sizeof p);
-    p.req.data = &p;
-    rv = h->s.ops->snapshot_put(&h->s, trailing, &p.req, s, put_cb);
-    if (rv != 0) {
-        return rv;
-    }
-    while (!p.done) {
-        uv_run(&h->loop, UV_RUN_ONCE);
-    }
-    return p.status;
-}
-
-struct greq
-{
-    struct raft_io_snapshot_get req;
-    bool done;
-    int status;
-    struct raft_snapshot *s;
-};
-
-static void get_cb(struct raft_io_snapshot_get *req,
-                   struct raft_snapshot *s,
-                   int status)
-{
-    struct greq *g = req->data;
-
-    g->done = true;
-    g->status = status;
-    g->s = s;
-}
-
-static int get_snapshot(struct sh *h, struct raft_snapshot **out)
-{
-    struct greq g;
-    int rv;
-
-    memset(&g, 0, sizeof g);
-    g.req.data = &g;
-    rv = h->s.ops->snapshot_get(&h->s, &g.req, get_cb);
-    if (rv != 0) {
-        return rv;
-    }
-    while (!g.done) {
-        uv_run(&h->loop, UV_RUN_ONCE);
-    }
-    *out = g.s;
-    return g.status;
 }
 
 /* --- the sweep ------------------------------------------------------------ */
@@ -321,7 +249,7 @@ static void setup(struct sh *h, const char *dir, enum store_engine e)
     sh_loaded_free(&l);
     ck_assert_int_eq(sh_append(h, 1, BASE_N, 1, 0), 0);
     snap_init(&s, &b, SNAP_AT);
-    ck_assert_int_eq(put_prepared(h, &s, 100), 0);
+    ck_assert_int_eq(sh_put_snapshot(h, 100, &s), 0);
     raft_configuration_close(&s.configuration);
     settle(h);
 }
@@ -358,11 +286,11 @@ static int run_op(struct sh *h,
             }
             break;
         case OP_PUT:
-            rv = put_prepared(h, &s, 2);
+            rv = sh_put_snapshot(h, 2, &s);
             x->snap = rv == 0;
             break;
         case OP_GET:
-            rv = get_snapshot(h, &got);
+            rv = sh_get(h, &got);
             break;
     }
     *fired = disarm();
