@@ -281,9 +281,6 @@ void store_seg_name(char out[NAME_LEN], uint64_t first);
 void store_snap_name(char out[NAME_LEN], uint64_t term, uint64_t index);
 void store_notice(struct slog *sl, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* s->errmsg = the message; returns @rv. */
-int store_fail_msg(struct store *s, int rv, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* j->err = "@what @name: strerror", j->rv = its RAFT_* code. */
 void store_job_err(struct job *j,
                    int neg_errno,

@@ -100,8 +100,8 @@ static int list_dir(struct slog *sl, struct scan *sc)
         if (fd >= 0) {
             close(fd);
         }
-        return store_fail_msg(sl->s, RAFT_IOERR, "list %s: %s", sl->dir,
-                              strerror(errno));
+        err_printf(sl->s->errmsg, "list %s: %s", sl->dir, strerror(errno));
+        return RAFT_IOERR;
     }
     rewinddir(d);
     while (rv == 0 && (e = readdir(d)) != NULL) {
@@ -109,7 +109,8 @@ static int list_dir(struct slog *sl, struct scan *sc)
     }
     closedir(d);
     if (rv != 0) {
-        return store_fail_msg(sl->s, rv, "out of memory listing %s", sl->dir);
+        err_printf(sl->s->errmsg, "out of memory listing %s", sl->dir);
+        return rv;
     }
     if (sc->n_segs > 1) {
         qsort(sc->segs, sc->n_segs, sizeof *sc->segs, cmp_u64);
@@ -196,9 +197,9 @@ static int cut_tail(struct slog *sl,
         err = -errno;
     }
     if (err != 0) {
-        return store_fail_msg(sl->s, store_raft_code(err),
-                              "cut torn tail of %s/%s: %s", sl->dir, name,
-                              strerror(-err));
+        err_printf(sl->s->errmsg, "cut torn tail of %s/%s: %s", sl->dir, name,
+                   strerror(-err));
+        return store_raft_code(err);
     }
     sl->s->cut_index = res->next;
     store_notice(sl, "warn",
@@ -223,9 +224,10 @@ static int keep_current(struct slog *sl,
         uint64_t a = end / BLOCK * BLOCK;
         sl->cur_dfd = openat(sl->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
         if (sl->cur_dfd < 0 || size % BLOCK != 0) {
-            return store_fail_msg(
-                sl->s, RAFT_IOERR, "open %s/%s with O_DIRECT: %s", sl->dir,
-                name, sl->cur_dfd < 0 ? strerror(errno) : "size not in blocks");
+            err_printf(
+                sl->s->errmsg, "open %s/%s with O_DIRECT: %s", sl->dir, name,
+                sl->cur_dfd < 0 ? strerror(errno) : "size not in blocks");
+            return RAFT_IOERR;
         }
         memset(sl->dtail, 0, BLOCK);
         memcpy(sl->dtail, file + a, (size_t)(end - a));
@@ -247,21 +249,23 @@ static int read_segment(struct slog *sl,
 
     fd = openat(sl->dirfd, name, O_RDWR | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
-        *rv = store_fail_msg(sl->s, RAFT_IOERR, "open %s/%s: %s", sl->dir, name,
-                             strerror(errno));
+        err_printf(sl->s->errmsg, "open %s/%s: %s", sl->dir, name,
+                   strerror(errno));
+        *rv = RAFT_IOERR;
         goto err;
     }
     *size = (size_t)st.st_size;
     free(*file);
     *file = f = malloc(*size > 0 ? *size : 1);
     if (f == NULL) {
-        *rv =
-            store_fail_msg(sl->s, RAFT_NOMEM, "out of memory reading %s", name);
+        err_printf(sl->s->errmsg, "out of memory reading %s", name);
+        *rv = RAFT_NOMEM;
         goto err;
     }
     if ((err = store_read_all(fd, f, *size, 0)) != 0) {
-        *rv = store_fail_msg(sl->s, RAFT_IOERR, "read %s/%s: %s", sl->dir, name,
-                             strerror(-err));
+        err_printf(sl->s->errmsg, "read %s/%s: %s", sl->dir, name,
+                   strerror(-err));
+        *rv = RAFT_IOERR;
         goto err;
     }
     return fd;
@@ -296,12 +300,13 @@ static int load_segments(struct slog *sl, struct scan *sc)
         in.is_last = k + 1 == sc->n_segs;
         store_scan_segment(file, size, &in, push_entry, &ctx, &res);
         if (res.verdict == STORE_SCAN_REFUSE) {
-            rv = store_fail_msg(sl->s, RAFT_CORRUPT, "%s", res.msg);
+            err_printf(sl->s->errmsg, "%s", res.msg);
+            rv = RAFT_CORRUPT;
         } else if (res.verdict == STORE_SCAN_STOPPED) {
-            rv = store_fail_msg(sl->s, res.cb_rv, "out of memory loading %s",
-                                name);
+            err_printf(sl->s->errmsg, "out of memory loading %s", name);
+            rv = res.cb_rv;
         } else if ((rv = store_push_seg(sl, res.first)) != 0) {
-            store_fail_msg(sl->s, rv, "out of memory");
+            err_printf(sl->s->errmsg, "out of memory");
         } else if (res.verdict == STORE_SCAN_CUT) {
             rv = cut_tail(sl, fd, name, &res);
         }
@@ -363,9 +368,9 @@ static int load_snapshot(struct slog *sl,
     }
     if ((*snapshot)->term != sc->snaps[0].term ||
         (*snapshot)->index != sc->snaps[0].index) {
-        return store_fail_msg(sl->s, RAFT_CORRUPT,
-                              "%s/%s: header does not match its name", sl->dir,
-                              name);
+        err_printf(sl->s->errmsg, "%s/%s: header does not match its name",
+                   sl->dir, name);
+        return RAFT_CORRUPT;
     }
     keep_snaps(sl, sc);
     return 0;
@@ -386,12 +391,13 @@ static int drop_stale_log(struct slog *sl, struct scan *sc, uint64_t si)
         char name[NAME_LEN];
         store_seg_name(name, sl->segs[i].first);
         if (unlinkat(sl->dirfd, name, 0) != 0) {
-            return store_fail_msg(sl->s, RAFT_IOERR, "unlink %s: %s", name,
-                                  strerror(errno));
+            err_printf(sl->s->errmsg, "unlink %s: %s", name, strerror(errno));
+            return RAFT_IOERR;
         }
     }
     if (store_fsync_dir(sl->dirfd) != 0) {
-        return store_fail_msg(sl->s, RAFT_IOERR, "fsync %s", sl->dir);
+        err_printf(sl->s->errmsg, "fsync %s", sl->dir);
+        return RAFT_IOERR;
     }
     free_entries(sc);
     reset_state(sl);
@@ -409,10 +415,11 @@ static int fit_snapshot(struct slog *sl,
     int rv;
 
     if (sc->n_entries > 0 && sc->first > si + 1) {
-        return store_fail_msg(sl->s, RAFT_CORRUPT,
-                              "the log starts at index %" PRIu64
-                              " but the snapshot ends at %" PRIu64 " (a gap)",
-                              sc->first, si);
+        err_printf(sl->s->errmsg,
+                   "the log starts at index %" PRIu64
+                   " but the snapshot ends at %" PRIu64 " (a gap)",
+                   sc->first, si);
+        return RAFT_CORRUPT;
     }
     if (sc->n_entries > 0 &&
         (last < si ||
@@ -452,11 +459,12 @@ static int scan_all(struct slog *sl,
          * starts where the log does. */
         uint64_t want = *snapshot != NULL ? (*snapshot)->index + 1 : 1;
         if (sl->segs[0].first != want) {
-            return store_fail_msg(sl->s, RAFT_CORRUPT,
-                                  "%s/seg-%020" PRIu64
-                                  ": an empty segment where the log should "
-                                  "start at %" PRIu64 " (a gap)",
-                                  sl->dir, sl->segs[0].first, want);
+            err_printf(sl->s->errmsg,
+                       "%s/seg-%020" PRIu64
+                       ": an empty segment where the log should "
+                       "start at %" PRIu64 " (a gap)",
+                       sl->dir, sl->segs[0].first, want);
+            return RAFT_CORRUPT;
         }
     }
     if (*snapshot != NULL) {
@@ -465,10 +473,11 @@ static int scan_all(struct slog *sl,
             return rv;
         }
     } else if (sc->n_entries > 0 && sc->first != 1) {
-        return store_fail_msg(sl->s, RAFT_CORRUPT,
-                              "the log starts at index %" PRIu64
-                              " and there is no snapshot",
-                              sc->first);
+        err_printf(sl->s->errmsg,
+                   "the log starts at index %" PRIu64
+                   " and there is no snapshot",
+                   sc->first);
+        return RAFT_CORRUPT;
     } else if (sc->n_entries == 0) {
         sc->first = 1;
         sl->base = 1;
@@ -553,7 +562,8 @@ static int roll_sync(struct slog *sl, uint64_t index, size_t size)
     sl->prep_ok = false;
     store_run_roll(&j);
     if (j.rv != 0) {
-        return store_fail_msg(sl->s, j.rv, "%s", j.err);
+        err_printf(sl->s->errmsg, "%s", j.err);
+        return j.rv;
     }
     store_close_current(sl);
     sl->cur_fd = j.u.roll.fd_out;
@@ -575,7 +585,8 @@ static int write_sync(struct slog *sl,
     int err;
 
     if (rec == NULL) {
-        return store_fail_msg(sl->s, RAFT_NOMEM, "out of memory");
+        err_printf(sl->s->errmsg, "out of memory");
+        return RAFT_NOMEM;
     }
     sf_rec_encode(rec, index, term, type, buf->base, buf->len);
     if (sl->cur_fd < 0 || sl->cur_end + size > sl->cur_cap) {
@@ -591,9 +602,9 @@ static int write_sync(struct slog *sl,
         err = -errno;
     }
     if (err != 0) {
-        return store_fail_msg(sl->s, store_raft_code(err),
-                              "write record %" PRIu64 ": %s", index,
-                              strerror(-err));
+        err_printf(sl->s->errmsg, "write record %" PRIu64 ": %s", index,
+                   strerror(-err));
+        return store_raft_code(err);
     }
     sl->cur_end += size;
     return 0;
@@ -608,11 +619,13 @@ int store_bootstrap(struct store *s, const struct raft_configuration *conf)
     int rv;
 
     if (sl->loaded) {
-        return store_fail_msg(s, RAFT_CANTBOOTSTRAP, "already started");
+        err_printf(s->errmsg, "already started");
+        return RAFT_CANTBOOTSTRAP;
     }
     rv = scan_all(sl, &sc, &sn);
     if (rv == 0 && (sl->term != 0 || sc.n_entries > 0 || sn != NULL)) {
-        rv = store_fail_msg(s, RAFT_CANTBOOTSTRAP, "the store holds state");
+        err_printf(s->errmsg, "the store holds state");
+        rv = RAFT_CANTBOOTSTRAP;
     }
     store_snapshot_free(sn);
     free_entries(&sc);
@@ -623,7 +636,8 @@ int store_bootstrap(struct store *s, const struct raft_configuration *conf)
     }
     rv = raft_configuration_encode(conf, &buf);
     if (rv != 0) {
-        return store_fail_msg(s, rv, "encode configuration");
+        err_printf(s->errmsg, "encode configuration");
+        return rv;
     }
     /* The entry first, then the term: a crash between leaves an entry
      * and term 0, which the next bootstrap refuses (the log holds state)
@@ -647,7 +661,8 @@ int store_recover(struct store *s, const struct raft_configuration *conf)
     int rv;
 
     if (sl->loaded) {
-        return store_fail_msg(s, RAFT_INVALID, "recover after start");
+        err_printf(s->errmsg, "recover after start");
+        return RAFT_INVALID;
     }
     rv = scan_all(sl, &sc, &sn);
     term = sc.last_term != 0 ? sc.last_term : 1;

@@ -23,7 +23,7 @@ void store_set_failed(struct slog *sl, int rv, const char *msg)
 {
     if (sl->failed == 0) {
         sl->failed = rv;
-        snprintf(sl->s->errmsg, sizeof sl->s->errmsg, "%s", msg);
+        err_printf(sl->s->errmsg, "%s", msg);
         store_notice(sl, "error", "store failed: %s", msg);
     }
 }
@@ -516,8 +516,8 @@ int store_append(struct store *s,
     }
     for (unsigned i = 0; i < n; i++) {
         if (entries[i].buf.len > SF_REC_MAX) {
-            return store_fail_msg(s, RAFT_TOOBIG, "entry of %zu bytes",
-                                  entries[i].buf.len);
+            err_printf(s->errmsg, "entry of %zu bytes", entries[i].buf.len);
+            return RAFT_TOOBIG;
         }
         bytes += sf_rec_size(entries[i].buf.len);
     }
@@ -526,7 +526,8 @@ int store_append(struct store *s,
     head = sf_pad8(sizeof *op) + sf_pad8((size_t)n * 4);
     mem = calloc(1, head + bytes);
     if (mem == NULL) {
-        return store_fail_msg(s, RAFT_NOMEM, "out of memory");
+        err_printf(s->errmsg, "out of memory");
+        return RAFT_NOMEM;
     }
     op = (struct op *)(void *)mem;
     op->kind = OP_APPEND;
@@ -562,7 +563,8 @@ struct op *store_op_alloc(struct slog *sl, enum op_kind kind, int *rv)
     }
     op = calloc(1, sizeof *op);
     if (op == NULL) {
-        *rv = store_fail_msg(sl->s, RAFT_NOMEM, "out of memory");
+        err_printf(sl->s->errmsg, "out of memory");
+        *rv = RAFT_NOMEM;
         return NULL;
     }
     op->kind = kind;

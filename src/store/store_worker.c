@@ -134,16 +134,6 @@ void store_notice(struct slog *sl, const char *level, const char *fmt, ...)
     sl->o.log(sl->o.log_arg, level, msg);
 }
 
-int store_fail_msg(struct store *s, int rv, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-    va_end(ap);
-    return rv;
-}
-
 void store_job_err(struct job *j,
                    int neg_errno,
                    const char *what,
