@@ -278,6 +278,25 @@ static void put_cb(struct raft_io_snapshot_put *req, int status)
     p->status = status;
 }
 
+int sh_put_snapshot(struct sh *h,
+                    unsigned trailing,
+                    const struct raft_snapshot *s)
+{
+    struct preq p;
+    int rv;
+
+    memset(&p, 0, sizeof p);
+    p.req.data = &p;
+    rv = h->s.ops->snapshot_put(&h->s, trailing, &p.req, s, put_cb);
+    if (rv != 0) {
+        return rv;
+    }
+    while (!p.done) {
+        uv_run(&h->loop, UV_RUN_ONCE);
+    }
+    return p.status;
+}
+
 int sh_put(struct sh *h,
            unsigned trailing,
            uint64_t index,
@@ -286,7 +305,6 @@ int sh_put(struct sh *h,
 {
     struct raft_snapshot s;
     struct raft_buffer bufs[2];
-    struct preq p;
     uint8_t *data = malloc(len + 1);
     int rv;
 
@@ -310,15 +328,7 @@ int sh_put(struct sh *h,
     bufs[1].len = len - len / 2;
     s.bufs = bufs;
     s.n_bufs = 2;
-    memset(&p, 0, sizeof p);
-    p.req.data = &p;
-    rv = h->s.ops->snapshot_put(&h->s, trailing, &p.req, &s, put_cb);
-    if (rv == 0) {
-        while (!p.done) {
-            uv_run(&h->loop, UV_RUN_ONCE);
-        }
-        rv = p.status;
-    }
+    rv = sh_put_snapshot(h, trailing, &s);
     raft_configuration_close(&s.configuration);
     free(data);
     return rv;

@@ -77,6 +77,11 @@ int sh_put(struct sh *h,
            uint64_t index,
            uint64_t term,
            size_t len);
+/* Put @s (the caller's, kept until it returns); allocates nothing. */
+int sh_put_snapshot(struct sh *h,
+                    unsigned trailing,
+                    const struct raft_snapshot *s);
+/* Allocates nothing itself (the store allocates what it returns). */
 int sh_get(struct sh *h, struct raft_snapshot **out);
 void sh_snapshot_free(struct raft_snapshot *s);
 

@@ -1,0 +1,416 @@
+/* store/store_snapshot.c: snapshot put and get (store_int.h).
+ *
+ * A put is written by the worker to tmp-snap, synced, renamed to
+ * snap-<term>-<index>, the directory synced; then the snapshots beyond the
+ * newest two and the segments it makes unneeded are removed (each removal
+ * durable before the next). A get reads and checks the newest file on the
+ * worker. Either one is the only op in flight while it runs (sl->batch).
+ * read_snapshot also serves load (store_load.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "store/store_format.h"
+#include "store/store_int.h"
+
+/* Write @sn's file (header, configuration, data) to @fd. */
+static int write_snap_file(int fd, const struct raft_snapshot *sn)
+{
+    struct sf_snap_info info;
+    uint8_t hdr[SF_SNAP_HDR];
+    uint8_t *conf;
+    uint32_t crc;
+    uint64_t off;
+    int err;
+
+    memset(&info, 0, sizeof info);
+    info.term = sn->term;
+    info.index = sn->index;
+    info.conf_index = sn->configuration_index;
+    info.conf_len = sf_conf_size(&sn->configuration);
+    for (unsigned i = 0; i < sn->n_bufs; i++) {
+        info.data_len += sn->bufs[i].len;
+    }
+    conf = malloc(info.conf_len);
+    if (conf == NULL) {
+        return -ENOMEM;
+    }
+    sf_conf_encode(&sn->configuration, conf);
+    sf_snap_header(hdr, &info, 0);
+    crc = sf_snap_crc_start(hdr);
+    crc = crc32c(crc, conf, info.conf_len);
+    for (unsigned i = 0; i < sn->n_bufs; i++) {
+        crc = crc32c(crc, sn->bufs[i].base, sn->bufs[i].len);
+    }
+    sf_snap_header(hdr, &info, crc);
+    err = store_write_all(fd, hdr, sizeof hdr, 0);
+    off = sizeof hdr;
+    if (err == 0) {
+        err = store_write_all(fd, conf, info.conf_len, off);
+        off += info.conf_len;
+    }
+    for (unsigned i = 0; err == 0 && i < sn->n_bufs; i++) {
+        err = store_write_all(fd, sn->bufs[i].base, sn->bufs[i].len, off);
+        off += sn->bufs[i].len;
+    }
+    free(conf);
+    return err;
+}
+
+/* Worker thread. */
+void store_run_put(struct job *j)
+{
+    int dirfd = j->sl->dirfd;
+    int fd, err;
+
+    fd = openat(dirfd, "tmp-snap", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                0600);
+    if (fd < 0) {
+        store_job_err(j, -errno, "create", "tmp-snap");
+        return;
+    }
+    err = write_snap_file(fd, j->u.put.snap);
+    if (err == -ENOMEM) {
+        close(fd);
+        j->rv = RAFT_NOMEM;
+        err_printf(j->err, "out of memory");
+        return;
+    }
+    if (err == 0 && fdatasync(fd) != 0) {
+        err = -errno;
+    }
+    close(fd);
+    if (err == 0 && renameat(dirfd, "tmp-snap", dirfd, j->u.put.sname) != 0) {
+        err = -errno;
+    }
+    if (err == 0) {
+        err = store_fsync_dir(dirfd);
+    }
+    if (err != 0) {
+        store_job_err(j, err, "write snapshot", j->u.put.sname);
+        return;
+    }
+    store_run_unlinks(j); /* older snapshots, then segments below trailing */
+}
+
+/* The snapshot raft gets: @conf decoded, @data its one buffer (taken). */
+static int snap_build(const struct sf_snap_info *info,
+                      const uint8_t *conf,
+                      void *data,
+                      const char *name,
+                      struct raft_snapshot **out,
+                      char *err)
+{
+    struct raft_snapshot *sn = raft_calloc(1, sizeof *sn);
+    int e;
+
+    if (sn == NULL) {
+        err_printf(err, "out of memory reading snapshot %s", name);
+        return RAFT_NOMEM;
+    }
+    raft_configuration_init(&sn->configuration);
+    e = sf_conf_decode(conf, info->conf_len, &sn->configuration);
+    if (e != 0) {
+        err_printf(err, "snapshot %s: bad configuration at offset %u", name,
+                   SF_SNAP_HDR);
+        goto err_conf;
+    }
+    sn->bufs = raft_malloc(sizeof *sn->bufs);
+    if (sn->bufs == NULL) {
+        err_printf(err, "out of memory reading snapshot %s", name);
+        e = RAFT_NOMEM;
+        goto err_conf;
+    }
+    sn->term = info->term;
+    sn->index = info->index;
+    sn->configuration_index = info->conf_index;
+    sn->bufs[0].base = data;
+    sn->bufs[0].len = info->data_len;
+    sn->n_bufs = 1;
+    *out = sn;
+    return 0;
+err_conf:
+    raft_configuration_close(&sn->configuration);
+    raft_free(sn);
+    return e;
+}
+
+int store_read_snapshot(int dirfd,
+                        const char *name,
+                        struct raft_snapshot **out,
+                        char *err)
+{
+    struct sf_snap_info info;
+    uint8_t hdr[SF_SNAP_HDR];
+    uint8_t *conf = NULL;
+    void *data = NULL;
+    struct stat st;
+    uint32_t crc;
+    int fd, e, rv = RAFT_CORRUPT;
+
+    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        err_printf(err, "open snapshot %s: %s", name, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return RAFT_IOERR;
+    }
+    if ((uint64_t)st.st_size < SF_SNAP_HDR ||
+        store_read_all(fd, hdr, sizeof hdr, 0) != 0 ||
+        sf_snap_header_check(hdr, (uint64_t)st.st_size, &info, &crc) != 0) {
+        err_printf(err, "snapshot %s: bad header at offset 0", name);
+        goto out;
+    }
+    conf = malloc(info.conf_len > 0 ? info.conf_len : 1);
+    data = raft_malloc(info.data_len > 0 ? info.data_len : 1);
+    if (conf == NULL || data == NULL) {
+        err_printf(err, "out of memory reading snapshot %s", name);
+        rv = RAFT_NOMEM;
+        goto out;
+    }
+    if ((e = store_read_all(fd, conf, info.conf_len, SF_SNAP_HDR)) != 0 ||
+        (e = store_read_all(fd, data, info.data_len,
+                            SF_SNAP_HDR + info.conf_len)) != 0) {
+        err_printf(err, "read snapshot %s: %s", name, strerror(-e));
+        rv = RAFT_IOERR;
+        goto out;
+    }
+    if (crc32c(crc32c(sf_snap_crc_start(hdr), conf, info.conf_len), data,
+               info.data_len) != crc) {
+        err_printf(err, "snapshot %s: bad checksum (offset 12)", name);
+        goto out;
+    }
+    rv = snap_build(&info, conf, data, name, out, err);
+    if (rv == 0) {
+        data = NULL;
+    }
+out:
+    close(fd);
+    free(conf);
+    raft_free(data);
+    return rv;
+}
+
+void store_snapshot_free(struct raft_snapshot *sn)
+{
+    if (sn != NULL) {
+        raft_configuration_close(&sn->configuration);
+        for (unsigned i = 0; i < sn->n_bufs; i++) {
+            raft_free(sn->bufs[i].base);
+        }
+        raft_free(sn->bufs);
+        raft_free(sn);
+    }
+}
+
+void store_run_get(struct job *j)
+{
+    j->rv = store_read_snapshot(j->sl->dirfd, j->u.get.sname, &j->u.get.got,
+                                j->err);
+}
+
+/* --- the loop side ---------------------------------------------------------
+ */
+
+/* What a put at @op removes, in order: the snapshot beyond the newest two,
+ * then segments (all, highest first, for an installed snapshot; else those
+ * wholly below index - trailing, lowest first, never the last). */
+static int put_plan(struct slog *sl, struct job *j, const struct op_put *p)
+{
+    const struct raft_snapshot *sn = p->snap;
+    char name[NAME_LEN];
+    uint64_t keep_from;
+    int rv = 0;
+
+    if (sl->snaps[1].index != 0) {
+        store_snap_name(name, sl->snaps[1].term, sl->snaps[1].index);
+        if (strcmp(name, j->u.put.sname) != 0) {
+            rv = store_job_add_unlink(j, name);
+        }
+    }
+    if (p->trailing == 0) {
+        for (size_t i = sl->n_segs; rv == 0 && i-- > 0;) {
+            store_seg_name(name, sl->segs[i].first);
+            rv = store_job_add_unlink(j, name);
+        }
+        return rv;
+    }
+    keep_from = sn->index > p->trailing ? sn->index - p->trailing : 0;
+    /* A crash midway leaves a contiguous suffix. */
+    for (size_t i = 0; rv == 0 && i + 1 < sl->n_segs; i++) {
+        if (sl->segs[i + 1].first > keep_from) {
+            break;
+        }
+        store_seg_name(name, sl->segs[i].first);
+        rv = store_job_add_unlink(j, name);
+    }
+    return rv;
+}
+
+void store_start_put(struct slog *sl, struct op *op)
+{
+    const struct raft_snapshot *sn = op->u.put.snap;
+    struct job *j = store_job_new(sl, J_PUT);
+    int rv;
+
+    if (j == NULL) {
+        store_set_failed(sl, RAFT_NOMEM, "out of memory storing a snapshot");
+        store_op_done(sl, op, RAFT_NOMEM);
+        return;
+    }
+    j->u.put.snap = sn;
+    store_snap_name(j->u.put.sname, sn->term, sn->index);
+    rv = put_plan(sl, j, &op->u.put);
+    if (rv != 0) {
+        store_job_free(j);
+        store_set_failed(sl, rv, "out of memory storing a snapshot");
+        store_op_done(sl, op, rv);
+        return;
+    }
+    sl->busy = true;
+    sl->batch = op; /* held until the job completes */
+    store_job_submit(sl, j);
+}
+
+/* Drop the bookkeeping of the segments the put removed from the front. */
+static void put_forget_front(struct slog *sl, const struct job *j)
+{
+    size_t n_snap = j->n_unlink, dropped, gone;
+    uint64_t new_base;
+
+    for (size_t i = 0; i < j->n_unlink; i++) {
+        if (strncmp(j->unlink[i], "seg-", 4) == 0) {
+            n_snap = i;
+            break;
+        }
+    }
+    dropped = j->n_unlink - n_snap;
+    if (dropped == 0) {
+        return;
+    }
+    new_base = sl->segs[dropped].first;
+    gone = (size_t)(new_base - sl->base);
+    if (gone > sl->n_offs) {
+        gone = sl->n_offs;
+    }
+    memmove(sl->segs, sl->segs + dropped,
+            (sl->n_segs - dropped) * sizeof *sl->segs);
+    sl->n_segs -= dropped;
+    memmove(sl->offs, sl->offs + gone, (sl->n_offs - gone) * sizeof *sl->offs);
+    sl->n_offs -= gone;
+    sl->base = new_base;
+}
+
+void store_put_done(struct slog *sl, struct job *j)
+{
+    struct op *op = sl->batch;
+    const struct raft_snapshot *sn = op->u.put.snap;
+
+    sl->batch = NULL;
+    sl->busy = false;
+    if (j->rv != 0) {
+        store_set_failed(sl, j->rv, j->err);
+        store_op_done(sl, op, j->rv);
+        return;
+    }
+    if (!(sl->snaps[0].term == sn->term && sl->snaps[0].index == sn->index)) {
+        sl->snaps[1] = sl->snaps[0];
+    }
+    sl->snaps[0].term = sn->term;
+    sl->snaps[0].index = sn->index;
+    if (op->u.put.trailing == 0) {
+        store_close_current(sl);
+        sl->cur_end = sl->cur_cap = 0;
+        sl->n_segs = 0;
+        sl->base = sn->index + 1;
+        sl->n_offs = 0;
+    } else {
+        put_forget_front(sl, j);
+    }
+    sl->in_cb = true;
+    store_op_done(sl, op, 0);
+    sl->in_cb = false;
+}
+
+void store_start_get(struct slog *sl, struct op *op)
+{
+    struct job *j;
+
+    if (sl->snaps[0].index == 0) {
+        err_printf(sl->s->errmsg, "no snapshot");
+        store_op_done(sl, op, RAFT_NOTFOUND);
+        return;
+    }
+    j = store_job_new(sl, J_GET);
+    if (j == NULL) {
+        store_op_done(sl, op, RAFT_NOMEM);
+        return;
+    }
+    store_snap_name(j->u.get.sname, sl->snaps[0].term, sl->snaps[0].index);
+    sl->busy = true;
+    sl->batch = op;
+    store_job_submit(sl, j);
+}
+
+void store_get_done(struct slog *sl, struct job *j)
+{
+    struct op *op = sl->batch;
+
+    sl->batch = NULL;
+    sl->busy = false;
+    if (j->rv != 0) {
+        /* A snapshot we wrote reads back wrong: stop. */
+        store_set_failed(sl, j->rv, j->err);
+        store_op_done(sl, op, j->rv);
+        return;
+    }
+    sl->in_cb = true;
+    op->u.get.cb(op->u.get.req, j->u.get.got, 0);
+    sl->in_cb = false;
+    free(op);
+}
+
+int store_snapshot_put(struct store *s,
+                       unsigned trailing,
+                       struct raft_io_snapshot_put *req,
+                       const struct raft_snapshot *snapshot,
+                       raft_io_snapshot_put_cb cb)
+{
+    struct slog *sl = s->impl;
+    int rv = 0;
+    struct op *op = store_op_alloc(sl, OP_PUT, &rv);
+
+    if (op == NULL) {
+        return rv;
+    }
+    op->u.put.trailing = trailing;
+    op->u.put.req = req;
+    op->u.put.snap = snapshot;
+    op->u.put.cb = cb;
+    if (trailing == 0) {
+        sl->next = snapshot->index + 1; /* the log restarts after it */
+    }
+    store_enqueue(sl, op);
+    return 0;
+}
+
+int store_snapshot_get(struct store *s,
+                       struct raft_io_snapshot_get *req,
+                       raft_io_snapshot_get_cb cb)
+{
+    int rv = 0;
+    struct op *op = store_op_alloc(s->impl, OP_GET, &rv);
+
+    if (op != NULL) {
+        op->u.get.req = req;
+        op->u.get.cb = cb;
+        store_enqueue(s->impl, op);
+    }
+    return rv;
+}
