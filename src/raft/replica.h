@@ -148,7 +148,7 @@ struct replica_member_req
     struct raft_barrier barrier;
     raft_index wait_index;
     struct replica_req pl;
-    char msg[128];
+    char msg[ERR_MSG_SIZE]; /* why it failed (common/err.h) */
 };
 
 /* --- the replica --------------------------------------------------------- */
@@ -244,7 +244,7 @@ struct replica
  * raft_uv's) and @store, then raft_init its own struct raft with @id and
  * @address. On success @fsm is owned by the replica (freed by
  * replica_close); on failure the caller still owns it. Returns 0 or a RAFT_*
- * code with @errmsg set (256 bytes). */
+ * code with @errmsg set (ERR_MSG_SIZE bytes). */
 int replica_init(struct replica *rep,
                  struct raft_io *inner,
                  struct store *store,

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
+
 struct uvio_connect
 {
     struct raft_uv_connect req; /* given to raft_uv_tcp */
@@ -120,7 +122,7 @@ int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg)
     memset(u, 0, sizeof *u);
     rv = raft_uv_tcp_init(&u->tcp, loop);
     if (rv != 0) {
-        snprintf(errmsg, 256, "raft_uv_tcp_init: %s", raft_strerror(rv));
+        err_printf(errmsg, "raft_uv_tcp_init: %s", raft_strerror(rv));
         return rv;
     }
     u->tcp.data = u;
@@ -131,7 +133,7 @@ int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg)
     u->transport.close = t_close;
     rv = raft_uv_init(&u->io, loop, dir, &u->transport);
     if (rv != 0) {
-        snprintf(errmsg, 256, "raft_uv_init: %.200s", u->io.errmsg);
+        err_printf(errmsg, "raft_uv_init: %.200s", u->io.errmsg);
         raft_uv_tcp_close(&u->tcp);
         return rv;
     }
