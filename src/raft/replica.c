@@ -108,6 +108,13 @@ static void base_init(struct replica *rep,
     adapter_setup(rep);
 }
 
+/* raft_init's or raft_start's code as this layer's (common/err.h): the
+ * message names raft's own code. */
+static int replica_of_raft_start(int rv)
+{
+    return rv == RAFT_NOMEM ? REPLICA_E_NOMEM : REPLICA_E_START;
+}
+
 int replica_init(struct replica *rep,
                  struct raft_io *inner,
                  struct store *store,
@@ -132,7 +139,7 @@ int replica_init(struct replica *rep,
     rv = raft_init(rep->raft, &rep->rio.io, &rep->raft_fsm, id, address);
     if (rv != 0) {
         err_printf(errmsg, "raft_init: %s", raft_errmsg(rep->raft));
-        return rv;
+        return replica_of_raft_start(rv);
     }
     return 0;
 }
@@ -213,7 +220,7 @@ int replica_start(struct replica *rep, char *errmsg)
             msg = r->io->errmsg;
         }
         err_printf(errmsg, "raft_start: %s (%s)", msg, raft_strerror(rv));
-        return rv;
+        return replica_of_raft_start(rv);
     }
     /* Entries up to here were loaded, not received: applying them says
      * nothing about their log time (ltime.h). */

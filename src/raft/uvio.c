@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "raft/replica.h"
 
 struct uvio_connect
 {
@@ -123,7 +124,7 @@ int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg)
     rv = raft_uv_tcp_init(&u->tcp, loop);
     if (rv != 0) {
         err_printf(errmsg, "raft_uv_tcp_init: %s", raft_strerror(rv));
-        return rv;
+        return rv == RAFT_NOMEM ? REPLICA_E_NOMEM : REPLICA_E_START;
     }
     u->tcp.data = u;
     u->transport.impl = u;
@@ -135,7 +136,7 @@ int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg)
     if (rv != 0) {
         err_printf(errmsg, "raft_uv_init: %.200s", u->io.errmsg);
         raft_uv_tcp_close(&u->tcp);
-        return rv;
+        return rv == RAFT_NOMEM ? REPLICA_E_NOMEM : REPLICA_E_START;
     }
     raft_uv_set_auto_recovery(&u->io, false);
     store_io_init(&u->store, &u->io);
