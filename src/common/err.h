@@ -61,7 +61,8 @@
     X(REPLICA_E_NOMEM, -1307, "not applied: out of memory")                    \
     X(REPLICA_E_PRECONDITION, -1308,                                           \
       "not applied: precondition (e.g. a retired id)")                         \
-    X(REPLICA_E_INTERNAL, -1309, "committed but did nothing: not applied")
+    X(REPLICA_E_INTERNAL, -1309, "committed but did nothing: not applied")     \
+    X(REPLICA_E_START, -1310, "libraft did not set up or start (see message)")
 
 #define ERR_IDENTITY_CODES(X)                                            \
     X(IDENTITY_E_TOMBSTONE, -1401, "the directory holds a removed node") \

@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,25 +23,6 @@
 #define TOMBSTONE_FILE "tombstone"
 #define NODE_ID_LEN    (IDENTITY_HEX_LEN + 1) /* digits + '\n' */
 #define REASON_MAX     200
-
-static int fail(char *errmsg, int rv, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *errmsg, int rv, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (errmsg != NULL) {
-        va_start(ap, fmt);
-        if (vsnprintf(errmsg, IDENTITY_ERRMSG_SIZE, fmt, ap) >=
-            IDENTITY_ERRMSG_SIZE) {
-            /* Truncated: mark it so a reader knows. */
-            memcpy(errmsg + IDENTITY_ERRMSG_SIZE - 4, "...", 4);
-        }
-        va_end(ap);
-    }
-    return rv;
-}
 
 char *identity_format(uint64_t id, char *buf)
 {
@@ -81,24 +61,23 @@ static int join(const char *dir, const char *name, char *out, char *errmsg)
     int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
 
     if (n < 0 || n >= PATH_MAX) {
-        return fail(errmsg, IDENTITY_E_INVALID,
-                    "data directory path too long: %.64s...", dir);
+        err_printf(errmsg, "data directory path too long: %.64s...", dir);
+        return IDENTITY_E_INVALID;
     }
     return 0;
 }
 
-/* 1: exists, 0: does not, else an error. */
-static int exists(const char *path, char *errmsg)
+/* *@found: whether @path exists; 0, or an error. */
+static int exists(const char *path, bool *found, char *errmsg)
 {
     struct stat st;
 
-    if (lstat(path, &st) == 0) {
-        return 1;
-    }
-    if (errno == ENOENT) {
+    *found = lstat(path, &st) == 0;
+    if (*found || errno == ENOENT) {
         return 0;
     }
-    return fail(errmsg, IDENTITY_E_IO, "stat %s: %s", path, strerror(errno));
+    err_printf(errmsg, "stat %s: %s", path, strerror(errno));
+    return IDENTITY_E_IO;
 }
 
 static int write_all(int fd, const void *buf, size_t len)
@@ -124,21 +103,22 @@ static int fsync_dir(const char *dir, char *errmsg)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
     if (fd < 0) {
-        return fail(errmsg, IDENTITY_E_IO, "open directory %s: %s", dir,
-                    strerror(errno));
+        err_printf(errmsg, "open directory %s: %s", dir, strerror(errno));
+        return IDENTITY_E_IO;
     }
     if (fsync(fd) != 0) {
         int e = errno;
         close(fd);
-        return fail(errmsg, IDENTITY_E_IO, "fsync directory %s: %s", dir,
-                    strerror(e));
+        err_printf(errmsg, "fsync directory %s: %s", dir, strerror(e));
+        return IDENTITY_E_IO;
     }
     close(fd);
     return 0;
 }
 
 /* Write @buf to DIR/name durably. @replace: rename over an existing file;
- * else return 1 (and leave it) if DIR/name already exists. */
+ * else return -EEXIST (and leave it, no message) if DIR/name already
+ * exists. */
 static int write_durable(const char *dir,
                          const char *name,
                          const void *buf,
@@ -158,46 +138,49 @@ static int write_durable(const char *dir,
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
-        return fail(errmsg, IDENTITY_E_IO, "create %s: %s", tmp,
-                    strerror(errno));
+        err_printf(errmsg, "create %s: %s", tmp, strerror(errno));
+        return IDENTITY_E_IO;
     }
     if (write_all(fd, buf, len) != 0) {
         e = errno;
         close(fd);
         unlink(tmp);
-        return fail(errmsg, IDENTITY_E_IO, "write %s: %s", tmp, strerror(e));
+        err_printf(errmsg, "write %s: %s", tmp, strerror(e));
+        return IDENTITY_E_IO;
     }
     if (fsync(fd) != 0) {
         e = errno;
         close(fd);
         unlink(tmp);
-        return fail(errmsg, IDENTITY_E_IO, "fsync %s: %s", tmp, strerror(e));
+        err_printf(errmsg, "fsync %s: %s", tmp, strerror(e));
+        return IDENTITY_E_IO;
     }
     if (close(fd) != 0) {
         e = errno;
         unlink(tmp);
-        return fail(errmsg, IDENTITY_E_IO, "close %s: %s", tmp, strerror(e));
+        err_printf(errmsg, "close %s: %s", tmp, strerror(e));
+        return IDENTITY_E_IO;
     }
     if (replace) {
         if (rename(tmp, final) != 0) {
             e = errno;
             unlink(tmp);
-            return fail(errmsg, IDENTITY_E_IO, "rename %s to %s: %s", tmp,
-                        final, strerror(e));
+            err_printf(errmsg, "rename %s to %s: %s", tmp, final, strerror(e));
+            return IDENTITY_E_IO;
         }
     } else {
         if (link(tmp, final) != 0) {
             e = errno;
             unlink(tmp);
             if (e == EEXIST) {
-                return 1;
+                return -EEXIST;
             }
-            return fail(errmsg, IDENTITY_E_IO, "link %s to %s: %s", tmp, final,
-                        strerror(e));
+            err_printf(errmsg, "link %s to %s: %s", tmp, final, strerror(e));
+            return IDENTITY_E_IO;
         }
         if (unlink(tmp) != 0) {
-            return fail(errmsg, IDENTITY_E_IO, "unlink %s: %s", tmp,
-                        strerror(errno));
+            err_printf(errmsg, "unlink %s: %s", tmp, strerror(errno));
+            return IDENTITY_E_IO;
         }
     }
     return fsync_dir(dir, errmsg);
@@ -214,8 +197,8 @@ static int read_id(const char *path, uint64_t *id, char *errmsg)
 
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
-        return fail(errmsg, IDENTITY_E_IO, "open %s: %s", path,
-                    strerror(errno));
+        err_printf(errmsg, "open %s: %s", path, strerror(errno));
+        return IDENTITY_E_IO;
     }
     /* Read one byte more than valid so a longer file is detected. */
     while (got < NODE_ID_LEN + 1) {
@@ -226,8 +209,8 @@ static int read_id(const char *path, uint64_t *id, char *errmsg)
                 continue;
             }
             close(fd);
-            return fail(errmsg, IDENTITY_E_IO, "read %s: %s", path,
-                        strerror(e));
+            err_printf(errmsg, "read %s: %s", path, strerror(e));
+            return IDENTITY_E_IO;
         }
         if (n == 0) {
             break;
@@ -236,20 +219,21 @@ static int read_id(const char *path, uint64_t *id, char *errmsg)
     }
     close(fd);
     if (got != NODE_ID_LEN || buf[IDENTITY_HEX_LEN] != '\n') {
-        return fail(errmsg, IDENTITY_E_CORRUPT,
-                    "%s is corrupt: want exactly 16 lowercase hex digits and "
-                    "a newline (%zu bytes read)",
-                    path, got);
+        err_printf(errmsg,
+                   "%s is corrupt: want exactly 16 lowercase hex digits and "
+                   "a newline (%zu bytes read)",
+                   path, got);
+        return IDENTITY_E_CORRUPT;
     }
     buf[IDENTITY_HEX_LEN] = '\0';
     if (identity_parse(buf, &v) != 0) {
-        return fail(errmsg, IDENTITY_E_CORRUPT,
-                    "%s is corrupt: not 16 lowercase hex digits", path);
+        err_printf(errmsg, "%s is corrupt: not 16 lowercase hex digits", path);
+        return IDENTITY_E_CORRUPT;
     }
     if (v == 0 || v == UINT64_MAX) {
-        return fail(errmsg, IDENTITY_E_CORRUPT,
-                    "%s is corrupt: the id %s is reserved", path,
-                    v == 0 ? "0" : "ffffffffffffffff");
+        err_printf(errmsg, "%s is corrupt: the id %s is reserved", path,
+                   v == 0 ? "0" : "ffffffffffffffff");
+        return IDENTITY_E_CORRUPT;
     }
     *id = v;
     return 0;
@@ -267,8 +251,9 @@ static int random_id(uint64_t *id, char *errmsg)
             continue;
         }
         if (n != (ssize_t)sizeof v) {
-            return fail(errmsg, IDENTITY_E_IO, "getrandom: %s",
-                        n < 0 ? strerror(errno) : "short read");
+            err_printf(errmsg, "getrandom: %s",
+                       n < 0 ? strerror(errno) : "short read");
+            return IDENTITY_E_IO;
         }
     }
     *id = v;
@@ -280,15 +265,16 @@ static int check_dir(const char *dir, char *errmsg)
     struct stat st;
 
     if (dir == NULL || dir[0] == '\0') {
-        return fail(errmsg, IDENTITY_E_INVALID, "no data directory given");
+        err_printf(errmsg, "no data directory given");
+        return IDENTITY_E_INVALID;
     }
     if (stat(dir, &st) != 0) {
-        return fail(errmsg, IDENTITY_E_IO, "data directory %s: %s", dir,
-                    strerror(errno));
+        err_printf(errmsg, "data directory %s: %s", dir, strerror(errno));
+        return IDENTITY_E_IO;
     }
     if (!S_ISDIR(st.st_mode)) {
-        return fail(errmsg, IDENTITY_E_INVALID,
-                    "data directory %s is not a directory", dir);
+        err_printf(errmsg, "data directory %s is not a directory", dir);
+        return IDENTITY_E_INVALID;
     }
     return 0;
 }
@@ -296,6 +282,7 @@ static int check_dir(const char *dir, char *errmsg)
 int identity_check_tombstone(const char *dir, char *errmsg)
 {
     char path[PATH_MAX];
+    bool found;
     int rv;
 
     if ((rv = check_dir(dir, errmsg)) != 0) {
@@ -304,16 +291,16 @@ int identity_check_tombstone(const char *dir, char *errmsg)
     if ((rv = join(dir, TOMBSTONE_FILE, path, errmsg)) != 0) {
         return rv;
     }
-    rv = exists(path, errmsg);
-    if (rv < 0) {
+    if ((rv = exists(path, &found, errmsg)) != 0) {
         return rv;
     }
-    if (rv == 1) {
-        return fail(errmsg, IDENTITY_E_TOMBSTONE,
-                    "%s exists: this data directory belongs to a node that "
-                    "was removed from its cluster and its id is retired; "
-                    "start the node with a fresh, empty data directory",
-                    path);
+    if (found) {
+        err_printf(errmsg,
+                   "%s exists: this data directory belongs to a node that "
+                   "was removed from its cluster and its id is retired; "
+                   "start the node with a fresh, empty data directory",
+                   path);
+        return IDENTITY_E_TOMBSTONE;
     }
     return 0;
 }
@@ -323,10 +310,12 @@ int identity_open(const char *dir, uint64_t *id, char *errmsg)
     char path[PATH_MAX];
     char line[NODE_ID_LEN + 1];
     uint64_t v = 0;
+    bool found;
     int rv, attempt;
 
     if (id == NULL) {
-        return fail(errmsg, IDENTITY_E_INVALID, "no id to fill in");
+        err_printf(errmsg, "no id to fill in");
+        return IDENTITY_E_INVALID;
     }
     if ((rv = identity_check_tombstone(dir, errmsg)) != 0) {
         return rv;
@@ -337,11 +326,10 @@ int identity_open(const char *dir, uint64_t *id, char *errmsg)
     /* Two rounds at most: if another process creates node-id between our
      * check and our link, read its id. */
     for (attempt = 0; attempt < 2; attempt++) {
-        rv = exists(path, errmsg);
-        if (rv < 0) {
+        if ((rv = exists(path, &found, errmsg)) != 0) {
             return rv;
         }
-        if (rv == 1) {
+        if (found) {
             return read_id(path, id, errmsg);
         }
         if ((rv = random_id(&v, errmsg)) != 0) {
@@ -350,16 +338,16 @@ int identity_open(const char *dir, uint64_t *id, char *errmsg)
         identity_format(v, line);
         line[IDENTITY_HEX_LEN] = '\n';
         rv = write_durable(dir, NODE_ID_FILE, line, NODE_ID_LEN, false, errmsg);
-        if (rv < 0) {
-            return rv;
-        }
         if (rv == 0) {
             *id = v;
             return 0;
         }
+        if (rv != -EEXIST) {
+            return rv;
+        }
     }
-    return fail(errmsg, IDENTITY_E_IO, "%s: created and removed concurrently",
-                path);
+    err_printf(errmsg, "%s: created and removed concurrently", path);
+    return IDENTITY_E_IO;
 }
 
 int identity_tombstone(const char *dir, const char *reason, char *errmsg)
@@ -368,7 +356,7 @@ int identity_tombstone(const char *dir, const char *reason, char *errmsg)
     char text[512];
     char clean[REASON_MAX + 1];
     char hex[IDENTITY_HEX_LEN + 1];
-    char ignored[IDENTITY_ERRMSG_SIZE];
+    char ignored[ERR_MSG_SIZE];
     uint64_t id = 0;
     size_t i;
     int rv, n;
@@ -398,7 +386,8 @@ int identity_tombstone(const char *dir, const char *reason, char *errmsg)
                  id != 0 ? identity_format(id, hex) : "unknown",
                  (long long)time(NULL), clean);
     if (n < 0 || (size_t)n >= sizeof text) {
-        return fail(errmsg, IDENTITY_E_INVALID, "tombstone text too long");
+        err_printf(errmsg, "tombstone text too long");
+        return IDENTITY_E_INVALID;
     }
     return write_durable(dir, TOMBSTONE_FILE, text, (size_t)n, true, errmsg);
 }

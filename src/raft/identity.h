@@ -18,8 +18,8 @@
  *
  * Ids are printed as 16 hex digits ("%016" PRIx64), everywhere.
  *
- * Errors: every function returns 0 or one of IDENTITY_E_* and then writes a
- * message of at most IDENTITY_ERRMSG_SIZE bytes (NUL included) into @errmsg,
+ * Errors (common/err.h): every function returns 0 or one of IDENTITY_E_* and
+ * then writes a message (ERR_MSG_SIZE bytes, err_printf) into @errmsg,
  * naming the file and what to do. Not thread-safe against another process
  * using the same directory (the node is expected to hold the directory). */
 #ifndef ONCE_RAFT_IDENTITY_H_
@@ -29,7 +29,9 @@
 
 #include "common/err.h"
 
-#define IDENTITY_ERRMSG_SIZE 256
+/* The old name of ERR_MSG_SIZE, kept for tests/unit/test_identity.c (not
+ * this module's file); new code uses ERR_MSG_SIZE. */
+#define IDENTITY_ERRMSG_SIZE ERR_MSG_SIZE
 
 /* Length of a printed id, without the NUL. */
 #define IDENTITY_HEX_LEN 16

@@ -329,7 +329,7 @@ static int call_change(struct replica *rep,
     if (rv != 0) {
         snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(rv));
         done(rep, translate(rv), m->msg);
-        return rv;
+        return translate(rv);
     }
     m->busy = true;
     m->step = next;

@@ -240,7 +240,9 @@ static int propose_barrier(struct replica *rep, enum replica_inflight kind)
     rep->barrier_req.data = rep;
     rv = raft_barrier(rep->raft, &rep->barrier_req, barrier_cb);
     if (rv != 0) {
-        return rv;
+        /* Not proposed (not leader, shutting down, no memory): the next
+         * poll tries again; raft's code stops here. */
+        return rv == RAFT_NOMEM ? REPLICA_E_NOMEM : REPLICA_E_NOTLEADER;
     }
     rep->inflight = kind;
     rep->fl_index = rep->barrier_req.index;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "raft/guard.h"
 
 const char *replica_strerror(int rv)
@@ -107,6 +108,13 @@ static void base_init(struct replica *rep,
     adapter_setup(rep);
 }
 
+/* raft_init's or raft_start's code as this layer's (common/err.h): the
+ * message names raft's own code. */
+static int replica_of_raft_start(int rv)
+{
+    return rv == RAFT_NOMEM ? REPLICA_E_NOMEM : REPLICA_E_START;
+}
+
 int replica_init(struct replica *rep,
                  struct raft_io *inner,
                  struct store *store,
@@ -130,8 +138,8 @@ int replica_init(struct replica *rep,
     rep->raft = &rep->own_raft;
     rv = raft_init(rep->raft, &rep->rio.io, &rep->raft_fsm, id, address);
     if (rv != 0) {
-        snprintf(errmsg, 256, "raft_init: %s", raft_errmsg(rep->raft));
-        return rv;
+        err_printf(errmsg, "raft_init: %s", raft_errmsg(rep->raft));
+        return replica_of_raft_start(rv);
     }
     return 0;
 }
@@ -165,16 +173,16 @@ int replica_configure(struct replica *rep,
 
     /* raft_start asserts this, but Debian's build has no asserts. */
     if (c->heartbeat_ms == 0 || c->heartbeat_ms >= c->election_ms) {
-        snprintf(errmsg, 256,
-                 "heartbeat timeout (%u ms) must be below the election "
-                 "timeout (%u ms)",
-                 c->heartbeat_ms, c->election_ms);
+        err_printf(errmsg,
+                   "heartbeat timeout (%u ms) must be below the election "
+                   "timeout (%u ms)",
+                   c->heartbeat_ms, c->election_ms);
         return REPLICA_E_INVALID;
     }
     if (c->snapshot_threshold == 0 || c->max_catch_up_rounds == 0 ||
         c->max_catch_up_round_ms == 0) {
-        snprintf(errmsg, 256,
-                 "snapshot threshold and catch-up rounds must be positive");
+        err_printf(errmsg,
+                   "snapshot threshold and catch-up rounds must be positive");
         return REPLICA_E_INVALID;
     }
     rep->config = *c;
@@ -211,11 +219,8 @@ int replica_start(struct replica *rep, char *errmsg)
         if (msg == NULL || msg[0] == '\0') {
             msg = r->io->errmsg;
         }
-        if (snprintf(errmsg, 256, "raft_start: %s (%s)", msg,
-                     raft_strerror(rv)) >= 256) {
-            memcpy(errmsg + 252, "...", 4); /* mark the truncation */
-        }
-        return rv;
+        err_printf(errmsg, "raft_start: %s (%s)", msg, raft_strerror(rv));
+        return replica_of_raft_start(rv);
     }
     /* Entries up to here were loaded, not received: applying them says
      * nothing about their log time (ltime.h). */

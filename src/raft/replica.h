@@ -148,7 +148,7 @@ struct replica_member_req
     struct raft_barrier barrier;
     raft_index wait_index;
     struct replica_req pl;
-    char msg[128];
+    char msg[ERR_MSG_SIZE]; /* why it failed (common/err.h) */
 };
 
 /* --- the replica --------------------------------------------------------- */
@@ -243,8 +243,9 @@ struct replica
 /* Node use: set up @rep over @inner (an uninitialised-by-raft raft_io such as
  * raft_uv's) and @store, then raft_init its own struct raft with @id and
  * @address. On success @fsm is owned by the replica (freed by
- * replica_close); on failure the caller still owns it. Returns 0 or a RAFT_*
- * code with @errmsg set (256 bytes). */
+ * replica_close); on failure the caller still owns it. Returns 0,
+ * REPLICA_E_NOMEM or REPLICA_E_START (raft_init's code is named in
+ * @errmsg, ERR_MSG_SIZE bytes). */
 int replica_init(struct replica *rep,
                  struct raft_io *inner,
                  struct store *store,
@@ -270,7 +271,8 @@ int replica_configure(struct replica *rep,
                       char *errmsg);
 
 /* raft_start, then note what was loaded (entries up to here are replayed,
- * not live: ltime.h). Returns raft's code with @errmsg set. */
+ * not live: ltime.h). Returns 0, REPLICA_E_NOMEM or REPLICA_E_START
+ * (raft_start's code is named in @errmsg). */
 int replica_start(struct replica *rep, char *errmsg);
 
 /* Stop serving before raft_close (or raft_fixture_close): queued requests

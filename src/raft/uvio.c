@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
+#include "raft/replica.h"
+
 struct uvio_connect
 {
     struct raft_uv_connect req; /* given to raft_uv_tcp */
@@ -120,8 +123,8 @@ int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg)
     memset(u, 0, sizeof *u);
     rv = raft_uv_tcp_init(&u->tcp, loop);
     if (rv != 0) {
-        snprintf(errmsg, 256, "raft_uv_tcp_init: %s", raft_strerror(rv));
-        return rv;
+        err_printf(errmsg, "raft_uv_tcp_init: %s", raft_strerror(rv));
+        return rv == RAFT_NOMEM ? REPLICA_E_NOMEM : REPLICA_E_START;
     }
     u->tcp.data = u;
     u->transport.impl = u;
@@ -131,9 +134,9 @@ int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg)
     u->transport.close = t_close;
     rv = raft_uv_init(&u->io, loop, dir, &u->transport);
     if (rv != 0) {
-        snprintf(errmsg, 256, "raft_uv_init: %.200s", u->io.errmsg);
+        err_printf(errmsg, "raft_uv_init: %.200s", u->io.errmsg);
         raft_uv_tcp_close(&u->tcp);
-        return rv;
+        return rv == RAFT_NOMEM ? REPLICA_E_NOMEM : REPLICA_E_START;
     }
     raft_uv_set_auto_recovery(&u->io, false);
     store_io_init(&u->store, &u->io);

@@ -31,7 +31,8 @@ struct uvio
     struct store store;
 };
 
-/* @dir must exist. Returns 0 or a RAFT_* code with @errmsg (256 bytes). */
+/* @dir must exist. Returns 0, REPLICA_E_NOMEM or REPLICA_E_START (raft_uv's
+ * code is named in @errmsg, ERR_MSG_SIZE bytes). */
 int uvio_init(struct uvio *u, uv_loop_t *loop, const char *dir, char *errmsg);
 
 /* After raft_close's callback (and replica_close): release the memory. */

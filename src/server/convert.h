@@ -12,8 +12,9 @@
  * (ttl <= max_ttl, window <= max_window, lease <= max_lease) are checked
  * separately (convert_check_claim_settings) by the node that proposes,
  * against its applied settings; the fsm checks them again at apply.
- * A refusal returns -1 and writes into @why (CONVERT_WHY_SIZE bytes) a
- * message that names the field, e.g. "key: must be 1..256 bytes".
+ * A refusal returns -EINVAL and writes into @why (ERR_MSG_SIZE bytes,
+ * common/err.h) a message that names the field, e.g. "key: must be 1..256
+ * bytes".
  *
  * Results: convert_result_out fills a Once__Rpc__Result from a struct
  * fsm_result (pointers borrowed from the fsm result and from the caller's
@@ -30,10 +31,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/err.h"
 #include "fsm/fsm.h"
 #include "once_rpc.pb-c.h"
 
-#define CONVERT_WHY_SIZE 160
+/* The size of @why: the one message size. The name stays for the callers
+ * (service.c, admin.c, tests/fuzz/fuzz_body.c). */
+#define CONVERT_WHY_SIZE ERR_MSG_SIZE
 
 /* The request's own bytes; fills out->u.claim and out->type. */
 int convert_claim_in(const Once__Rpc__ClaimRequest *in,

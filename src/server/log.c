@@ -1,6 +1,7 @@
 /* server/log.c: logfmt lines on stderr (log.h). */
 #include "server/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@ int log_level_parse(const char *s, enum log_level *out)
             return 0;
         }
     }
-    return -1;
+    return -EINVAL;
 }
 
 const char *log_level_name(enum log_level l)

@@ -28,7 +28,7 @@ enum log_level {
 /* Longest line written (longer ones are cut, with a "..." marker). */
 #define LOG_LINE_MAX 2048
 
-/* "debug" | "info" | "warn" | "error" -> 0 and *out; else -1. */
+/* "debug" | "info" | "warn" | "error" -> 0 and *out; else -EINVAL. */
 int log_level_parse(const char *s, enum log_level *out);
 const char *log_level_name(enum log_level l);
 

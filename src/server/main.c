@@ -3,6 +3,7 @@
  * Every flag takes its value as the next argument or after '='. A bad flag
  * prints one line naming it on stderr and exits 2; --help prints the whole
  * list on stdout and exits 0. */
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -113,7 +114,7 @@ static int bad(const char *flag, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, " (see onced --help)\n");
-    return -1;
+    return -EINVAL;
 }
 
 /* @ms in its largest whole unit ("168h", "250ms"). */
@@ -145,7 +146,7 @@ static int parse_dur(const char *flag,
                 "onced: %s: bad duration \"%s\": want an integer with ms, s, "
                 "m or h, %s..%s (see onced --help)\n",
                 flag, val, fmt_dur(min_ms, lo), fmt_dur(max_ms, hi));
-        return -1;
+        return -EINVAL;
     }
     *out = v;
     return 0;
@@ -164,7 +165,7 @@ static int parse_num(const char *flag,
                 "onced: %s: bad number \"%s\": want a decimal integer "
                 "%llu..%llu (see onced --help)\n",
                 flag, val, (unsigned long long)min, (unsigned long long)max);
-        return -1;
+        return -EINVAL;
     }
     *out = v;
     return 0;
@@ -199,7 +200,7 @@ static int parse_join(struct server_config *c, const char *val)
         memcpy(c->join[c->n_join], p, n);
         c->join[c->n_join][n] = '\0';
         if (parse_addr("--join", c->join[c->n_join]) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->n_join++;
         p += n;
@@ -255,12 +256,12 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         c->data_dir = v;
     } else if (strcmp(k, "--raft-addr") == 0) {
         if (parse_addr(k, v) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->raft_addr = v;
     } else if (strcmp(k, "--client-addr") == 0) {
         if (parse_addr(k, v) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->client_addr = v;
     } else if (strcmp(k, "--http-addr") == 0) {
@@ -280,22 +281,22 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         }
     } else if (strcmp(k, "--election-timeout") == 0) {
         if (parse_dur(k, v, 10, 60000, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->raft.election_ms = (unsigned)n;
     } else if (strcmp(k, "--heartbeat") == 0) {
         if (parse_dur(k, v, 1, 60000, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->raft.heartbeat_ms = (unsigned)n;
     } else if (strcmp(k, "--snapshot-threshold") == 0) {
         if (parse_num(k, v, 1, 1u << 30, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->raft.snapshot_threshold = (unsigned)n;
     } else if (strcmp(k, "--snapshot-trailing") == 0) {
         if (parse_num(k, v, 0, 1u << 30, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->raft.snapshot_trailing = (unsigned)n;
     } else if (strcmp(k, "--max-window") == 0) {
@@ -320,22 +321,22 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         return parse_num(k, v, 4096, 16ull << 30, &c->settings.max_bytes);
     } else if (strcmp(k, "--max-frame") == 0) {
         if (parse_num(k, v, 128u << 10, FRAME_MAX_CEIL, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->limits.frame_max = (size_t)n;
     } else if (strcmp(k, "--max-conns") == 0) {
         if (parse_num(k, v, 1, 65536, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->limits.conns_max = (unsigned)n;
     } else if (strcmp(k, "--max-calls-per-conn") == 0) {
         if (parse_num(k, v, 1, 65536, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->limits.calls_max = (unsigned)n;
     } else if (strcmp(k, "--idle-timeout") == 0) {
         if (parse_dur(k, v, 0, DAY_MS, &n) != 0) {
-            return -1;
+            return -EINVAL;
         }
         c->limits.idle_ms = (unsigned)n;
     } else if (strcmp(k, "--storage") == 0) {
@@ -359,7 +360,7 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
     return 0;
 }
 
-/* 0: run; 1: --help printed; -1: bad flags (message printed). */
+/* 0: run; 1: --help printed; -EINVAL: bad flags (message printed). */
 static int parse_args(struct server_config *c, int argc, char **argv)
 {
     bool seen[N_VALUE_FLAGS] = {false};
@@ -386,7 +387,7 @@ static int parse_args(struct server_config *c, int argc, char **argv)
             fprintf(stderr,
                     "onced: unexpected argument \"%s\" (see onced --help)\n",
                     arg);
-            return -1;
+            return -EINVAL;
         }
         eq = strchr(arg, '=');
         if (eq != NULL) {
@@ -422,7 +423,7 @@ static int parse_args(struct server_config *c, int argc, char **argv)
             seen_role = true;
         }
         if (apply_flag(c, key, val) != 0) {
-            return -1;
+            return -EINVAL;
         }
     }
     if (c->data_dir == NULL) {
@@ -467,7 +468,7 @@ static int parse_args(struct server_config *c, int argc, char **argv)
                 "onced: --heartbeat: %u ms must be below the election "
                 "timeout (%u ms) (see onced --help)\n",
                 c->raft.heartbeat_ms, c->raft.election_ms);
-        return -1;
+        return -EINVAL;
     }
     if (fsm_settings_check(&c->settings) != NULL) {
         /* Every field was range-checked with its flag; kept as a guard

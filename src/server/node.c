@@ -1,20 +1,26 @@
 /* server/node.c: the life of one onced node (server.h).
  *
- * Start:
+ * Start: the steps of start_steps[] below, in order, each recording what
+ * it set up in s->up:
  *   1. the data directory (made if missing) and the node's id: random
  *      64-bit, made on the first start and kept in DIR/node-id; a directory
  *      with DIR/tombstone (a removed node) refuses to start;
- *   2. the Raft layer: uvio (raft_uv, TCP transport with TCP_NODELAY) and
- *      the store chosen by --storage (open_store: "uring" or "pwrite" in
- *      DIR/log, or raft_uv's own "uv") under the replica (guards, adapter,
- *      pipeline);
- *      --bootstrap on a pristine directory bootstraps a one-voter
+ *   2. the uv loop; uvio (raft_uv, TCP transport with TCP_NODELAY); the
+ *      store chosen by --storage (open_store: "uring" or "pwrite" in
+ *      DIR/log, or raft_uv's own "uv"); the fsm and the replica (guards,
+ *      adapter, pipeline) over them; the raft settings;
+ *   3. --bootstrap on a pristine directory bootstraps a one-voter
  *      configuration of this node (raft_bootstrap says RAFT_CANTBOOTSTRAP
  *      when the directory already holds a node: logged and ignored);
  *      replica_start;
- *   3. the RPC server on the client address (service.c);
- *   4. with --join and an empty Raft configuration, Admin.MembersAdd of
- *      this node on the listed members until one answers.
+ *   4. signals and the tick; the RPC server on the client address
+ *      (service.c);
+ *   5. with --join and an empty Raft configuration, Admin.MembersAdd of
+ *      this node on the listed members until one answers (join.c).
+ * A failing step logs why; node_unwind then releases exactly what exists
+ * (raft closed through the loop, or the store alone, uvio, the replica or
+ * the fsm, the loop), so a failed start leaks nothing.
+ *
  * Then a tick (TICK_MS) watches: it proposes the FSM bootstrap command when
  * this node is the ready leader and the fsm is not bootstrapped (cluster id
  * and hash key from RAND_bytes, settings from the flags, this node as the
@@ -24,7 +30,7 @@
  * Stop (SIGTERM, SIGINT, retirement, a fatal start error): the RPC server
  * closes, waiting admin calls are answered, forwarding and join channels
  * close, replica_shutdown, raft_close; the loop ends once every handle is
- * closed; then uvio_close, replica_close, uv_loop_close. */
+ * closed; then node_unwind: uvio_close, replica_close, uv_loop_close. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -38,15 +44,14 @@
 #include <openssl/rand.h>
 #include <raft.h>
 
+#include "common/err.h"
 #include "once_rpc.pb-c.h"
 #include "raft/identity.h"
 #include "server/server.h"
+#include "server/service.h"
 #include "store/store_log.h"
 
-#define TICK_MS             50
-#define JOIN_CALL_MS        60000 /* a MembersAdd includes the catch-up */
-#define JOIN_BACKOFF_MS     250
-#define JOIN_BACKOFF_MAX_MS 5000
+#define TICK_MS 50
 
 /* --- clocks and hooks ----------------------------------------------------- */
 
@@ -117,8 +122,11 @@ static const char *storage_name(enum server_storage st)
  * DIR/log, unless uv is asked for or the directory already holds a
  * raft_uv log. The two formats never mix: a directory holding one is
  * refused by the other, so switching backends can never start a node on
- * an empty log that once acknowledged entries. */
-static int open_store(struct server *s, char *errmsg)
+ * an empty log that once acknowledged entries. *@opened: a log store was
+ * opened (it must be closed if raft never takes it). Returns 0, -EINVAL
+ * (the directory's format and the flag disagree) or store_log_init's
+ * code as a negative value, with @errmsg set. */
+static int open_store(struct server *s, bool *opened, char *errmsg)
 {
     const char *dir = s->cfg.data_dir;
     enum server_storage want = s->cfg.storage;
@@ -130,22 +138,22 @@ static int open_store(struct server *s, char *errmsg)
     int rv;
 
     if (uv_log && our_log) {
-        snprintf(errmsg, 256,
-                 "the data directory holds both a raft_uv log and DIR/log");
-        return -1;
+        err_printf(errmsg,
+                   "the data directory holds both a raft_uv log and DIR/log");
+        return -EINVAL;
     }
     if (want == SERVER_STORAGE_UV && our_log) {
-        snprintf(errmsg, 256,
-                 "--storage=uv, but the data directory holds a uring/pwrite "
-                 "log (DIR/log): start with --storage=uring or pwrite");
-        return -1;
+        err_printf(errmsg,
+                   "--storage=uv, but the data directory holds a uring/pwrite "
+                   "log (DIR/log): start with --storage=uring or pwrite");
+        return -EINVAL;
     }
     if (want != SERVER_STORAGE_UV && want != SERVER_STORAGE_AUTO && uv_log) {
-        snprintf(errmsg, 256,
-                 "--storage=%s, but the data directory holds a raft_uv log: "
-                 "start with --storage=uv",
-                 storage_name(want));
-        return -1;
+        err_printf(errmsg,
+                   "--storage=%s, but the data directory holds a raft_uv log: "
+                   "start with --storage=uv",
+                   storage_name(want));
+        return -EINVAL;
     }
     if (want == SERVER_STORAGE_UV || uv_log) {
         log_kv(LOG_INFO, "storage", "backend=uv reason=%s",
@@ -167,8 +175,9 @@ static int open_store(struct server *s, char *errmsg)
     }
     rv = store_log_init(&s->uvio.store, &s->loop, path, &o, errmsg);
     if (rv != 0) {
-        return -1;
+        return rv < 0 ? rv : -EIO; /* a RAFT_* code from the store */
     }
+    *opened = true;
     log_kv(LOG_INFO, "storage", "backend=%s reason=%s dir=%s",
            s->uvio.store.name, want == SERVER_STORAGE_AUTO ? "default" : "flag",
            log_quote(path, (char[300]){0}, 300));
@@ -193,7 +202,7 @@ static void hook_fatal(void *arg, const char *what, int status, const char *msg)
 static void hook_retired(void *arg)
 {
     struct server *s = arg;
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     /* Written now (durably) so the directory never starts again; the stop
      * itself waits for the tick, because this runs inside raft's apply (or
@@ -284,186 +293,6 @@ static void submit_bootstrap(struct server *s)
         log_kv(LOG_WARN, "fsm bootstrap not proposed", "error=%s",
                log_quote(replica_strerror(rv), q, sizeof q));
     }
-}
-
-/* --- join ------------------------------------------------------------------
- */
-
-static void join_try(struct server *s);
-
-static void join_timer_cb(uv_timer_t *t)
-{
-    join_try(t->data);
-}
-
-static void join_done(struct server *s)
-{
-    s->join_active = false;
-    if (s->join_ch != NULL) {
-        rpc_channel_close(s->join_ch);
-        s->join_ch = NULL;
-    }
-}
-
-/* After a failed attempt: the next address now, or after a full pass over
- * the list a pause that doubles up to JOIN_BACKOFF_MAX_MS. @same: try the
- * same address again (its answer was "unknown" or "busy"). */
-static void join_again(struct server *s, bool same)
-{
-    bool pause = same;
-
-    if (!same) {
-        s->join_next++;
-        if (s->join_next >= s->cfg.n_join) {
-            s->join_next = 0;
-            s->join_round++;
-            pause = true;
-        }
-    }
-    if (!pause) {
-        join_try(s);
-        return;
-    }
-    uv_timer_start(&s->join_timer, join_timer_cb, s->join_backoff_ms, 0);
-    s->join_backoff_ms = s->join_backoff_ms * 2 > JOIN_BACKOFF_MAX_MS
-                             ? JOIN_BACKOFF_MAX_MS
-                             : s->join_backoff_ms * 2;
-}
-
-static void join_cb(void *arg, int rv, bool sent, struct envelope_view *ans)
-{
-    struct server *s = arg;
-    const char *addr = s->cfg.join[s->join_next];
-    ProtobufCMessage *msg = NULL;
-    const Once__Rpc__MembersAddResponse *resp;
-    char errmsg[RPC_ERRMSG_SIZE], q[300];
-
-    s->join_inflight = false;
-    if (s->stopping || !s->join_active) {
-        return;
-    }
-    if (rv != 0) {
-        log_kv(s->join_round == 0 ? LOG_INFO : LOG_WARN,
-               "join: member did not answer", "member=%s error=%s sent=%d",
-               addr, log_quote(rpc_conn_strerror(rv), q, sizeof q),
-               sent ? 1 : 0);
-        /* A MembersAdd is resumable: repeating it continues the steps. */
-        join_again(s, false);
-        return;
-    }
-    if (ans->status != RPC_STATUS_OK) {
-        log_kv(LOG_INFO, "join: not added yet", "member=%s status=%s error=%s",
-               addr, rpc_status_name(ans->status),
-               log_quote_n(ans->error != NULL ? ans->error : "", ans->error_len,
-                           q, sizeof q));
-        switch (ans->status) {
-            case RPC_STATUS_INVALID_ARGUMENT:
-            case RPC_STATUS_FAILED_PRECONDITION:
-            case RPC_STATUS_PERMISSION_DENIED:
-                log_kv(LOG_ERROR, "join refused: stopping", "member=%s", addr);
-                join_done(s);
-                node_stop(s, "join refused", SERVER_EXIT_FAIL);
-                return;
-            case RPC_STATUS_UNKNOWN:
-            case RPC_STATUS_DEADLINE_EXCEEDED:
-            case RPC_STATUS_RESOURCE_EXHAUSTED:
-                join_again(s, true);
-                return;
-            default:
-                join_again(s, false);
-                return;
-        }
-    }
-    if (envelope_unpack_body(ans, &msg, errmsg) != 0) {
-        log_kv(LOG_WARN, "join: answer does not decode", "member=%s error=%s",
-               addr, log_quote(errmsg, q, sizeof q));
-        join_again(s, false);
-        return;
-    }
-    resp = (const Once__Rpc__MembersAddResponse *)msg;
-    if (resp->result != NULL &&
-        resp->result->outcome == ONCE__RPC__OUTCOME__OUTCOME_OK) {
-        log_kv(LOG_INFO, "joined the cluster", "member=%s role=%s", addr,
-               s->cfg.role == FSM_ROLE_STANDBY ? "standby" : "voter");
-        join_done(s);
-        return;
-    }
-    log_kv(LOG_ERROR, "join refused: stopping", "member=%s reason=%s", addr,
-           log_quote(resp->result != NULL ? resp->result->reason : "", q,
-                     sizeof q));
-    join_done(s);
-    node_stop(s, "join refused", SERVER_EXIT_FAIL);
-}
-
-static void join_try(struct server *s)
-{
-    const char *addr = s->cfg.join[s->join_next];
-    Once__Rpc__Member m = ONCE__RPC__MEMBER__INIT;
-    Once__Rpc__MembersAddRequest req = ONCE__RPC__MEMBERS_ADD_REQUEST__INIT;
-    struct envelope_view v;
-    uint8_t body[512];
-    char errmsg[RPC_ERRMSG_SIZE];
-    size_t len;
-    int rv;
-
-    if (s->stopping || !s->join_active || s->join_inflight) {
-        return;
-    }
-    if (s->join_ch != NULL && strcmp(rpc_channel_addr(s->join_ch), addr) != 0) {
-        rpc_channel_close(s->join_ch);
-        s->join_ch = NULL;
-    }
-    if (s->join_ch == NULL) {
-        rv = rpc_channel_open(&s->join_ch, &s->loop, addr, &s->cfg.limits,
-                              errmsg);
-        if (rv != 0) {
-            log_kv(LOG_WARN, "join: cannot open a channel", "member=%s", addr);
-            s->join_ch = NULL;
-            join_again(s, false);
-            return;
-        }
-    }
-    m.id = s->id;
-    m.raft_addr = (char *)s->cfg.raft_addr;
-    m.client_addr = (char *)s->cfg.client_addr;
-    m.role = s->cfg.role == FSM_ROLE_STANDBY ? ONCE__RPC__ROLE__ROLE_STANDBY
-                                             : ONCE__RPC__ROLE__ROLE_VOTER;
-    req.member = &m;
-    len = once__rpc__members_add_request__get_packed_size(&req);
-    if (len > sizeof body) {
-        /* Addresses are at most 64 bytes each: cannot happen. */
-        node_stop(s, "join request too big", SERVER_EXIT_FAIL);
-        return;
-    }
-    once__rpc__members_add_request__pack(&req, body);
-    memset(&v, 0, sizeof v);
-    v.method = RPC_METHOD_MEMBERS_ADD;
-    v.direction = RPC_REQUEST;
-    v.deadline_ms = JOIN_CALL_MS;
-    v.body = body;
-    v.body_len = len;
-    rv = rpc_channel_call(s->join_ch, &v, JOIN_CALL_MS, join_cb, s);
-    if (rv != 0) {
-        log_kv(LOG_WARN, "join: call not sent", "member=%s", addr);
-        join_again(s, false);
-        return;
-    }
-    s->join_inflight = true;
-    /* Every address once at info; the retries that follow at debug. */
-    log_kv(s->join_round == 0 ? LOG_INFO : LOG_DEBUG,
-           "join: asking to be added", "member=%s", addr);
-}
-
-static void join_start(struct server *s)
-{
-    s->join_active = true;
-    s->join_next = 0;
-    s->join_round = 0;
-    s->join_backoff_ms = JOIN_BACKOFF_MS;
-    uv_timer_init(&s->loop, &s->join_timer);
-    s->join_timer.data = s;
-    s->join_timer_init = true;
-    join_try(s);
 }
 
 /* --- the tick --------------------------------------------------------------
@@ -595,7 +424,7 @@ static void tick_cb(uv_timer_t *t)
         submit_bootstrap(s);
     }
     node_sync_ids(s);
-    service_tick(s);
+    forward_tick(&s->fwd);
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -630,13 +459,11 @@ void node_stop(struct server *s, const char *why, int exit_code)
            log_quote(why, (char[128]){0}, 128));
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
-    if (s->join_timer_init) {
-        uv_timer_stop(&s->join_timer);
-        uv_close((uv_handle_t *)&s->join_timer, NULL);
-        s->join_timer_init = false;
-    }
-    join_done(s);
-    service_shutdown(s);
+    join_stop(&s->join);
+    /* Before the Raft layer closes: answer the admin operations still
+     * waiting (outcome unknown) and close every forwarding channel. */
+    admin_shutdown(&s->admin);
+    forward_close(&s->fwd);
     if (s->rpc != NULL) {
         rpc_server_close(s->rpc, on_rpc_closed, s);
     }
@@ -657,74 +484,16 @@ static void rpc_log(void *arg, const char *level, const char *msg)
     log_kv(level_of(level), msg, "component=rpc");
 }
 
-/* --- run -------------------------------------------------------------------
- */
+/* --- start steps -----------------------------------------------------------
+ *
+ * Each step sets up one thing and records it in s->up; it returns 0, or
+ * the process exit code (SERVER_EXIT_*) after logging why. node_run runs
+ * them in order and, at the first failure or after the loop ended, calls
+ * node_unwind, which releases exactly what s->up says exists. */
 
-/* After the loop ended (raft closed): release what exists, give @code. */
-static int finish(struct server *s, int code)
+static int step_identity(struct server *s)
 {
-    int rv;
-
-    uvio_close(&s->uvio);
-    replica_close(&s->rep);
-    rv = uv_loop_close(&s->loop);
-    if (rv != 0) {
-        log_kv(LOG_WARN, "uv_loop_close", "error=%s", uv_err_name(rv));
-    }
-    return code;
-}
-
-/* Why the Raft address cannot be listened on, if that is the reason raft
- * failed to start: raft_uv's transport does not pass its message on. */
-static const char *probe_raft_addr(const char *addr, char *buf, size_t cap)
-{
-    struct sockaddr_in sa;
-    uv_loop_t loop;
-    uv_tcp_t tcp;
-    int rv;
-
-    snprintf(buf, cap, "%s", "");
-    if (rpc_addr_parse(addr, &sa) != 0 || uv_loop_init(&loop) != 0) {
-        return buf;
-    }
-    uv_tcp_init(&loop, &tcp);
-    rv = uv_tcp_bind(&tcp, (const struct sockaddr *)&sa, 0);
-    if (rv == 0) {
-        rv = uv_listen((uv_stream_t *)&tcp, 1, NULL);
-    }
-    if (rv != 0) {
-        snprintf(buf, cap, "listen on %s: %s", addr, uv_strerror(rv));
-    }
-    uv_close((uv_handle_t *)&tcp, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    return buf;
-}
-
-static void on_raft_closed_early(struct raft *r)
-{
-    (void)r;
-}
-
-/* A start step failed after replica_init: raft closes its io (files,
- * sockets) through the loop, then everything is released. */
-static int close_early(struct server *s, int code)
-{
-    replica_shutdown(&s->rep);
-    raft_close(s->rep.raft, on_raft_closed_early);
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    return finish(s, code);
-}
-
-int node_run(struct server *s)
-{
-    struct replica_clock clock = {NULL, wall_ms, mono_ms};
-    struct replica_hooks hooks;
-    struct rpc_server_config rc;
-    struct fsm *fsm;
-    char errmsg[RPC_ERRMSG_SIZE > IDENTITY_ERRMSG_SIZE ? RPC_ERRMSG_SIZE
-                                                       : IDENTITY_ERRMSG_SIZE];
-    char idb[IDENTITY_HEX_LEN + 1], q[300];
+    char errmsg[ERR_MSG_SIZE], idb[IDENTITY_HEX_LEN + 1], q[300];
     int rv;
 
     s->last_state = -1;
@@ -755,77 +524,171 @@ int node_run(struct server *s)
                "the fsm bootstrap (--bootstrap)",
                NULL);
     }
+    return 0;
+}
+
+static int step_loop(struct server *s)
+{
     if (uv_loop_init(&s->loop) != 0) {
         log_kv(LOG_ERROR, "uv_loop_init failed", NULL);
         return SERVER_EXIT_FAIL;
     }
-    rv = uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, errmsg);
-    if (rv != 0) {
+    s->up |= SERVER_UP_LOOP;
+    return 0;
+}
+
+static int step_uvio(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+
+    if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
                log_quote(errmsg, q, sizeof q));
-        uv_loop_close(&s->loop);
         return SERVER_EXIT_FAIL;
     }
-    if (open_store(s, errmsg) != 0) {
+    s->up |= SERVER_UP_UVIO;
+    return 0;
+}
+
+static int step_store(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+    bool opened = false;
+
+    if (open_store(s, &opened, errmsg) != 0) {
         log_kv(LOG_ERROR, "refusing to start: storage", "error=%s",
                log_quote(errmsg, q, sizeof q));
         return SERVER_EXIT_FAIL;
     }
-    fsm = fsm_new();
-    if (fsm == NULL) {
+    if (opened) {
+        s->up |= SERVER_UP_STORE;
+    }
+    return 0;
+}
+
+static int step_replica(struct server *s)
+{
+    struct replica_clock clock = {NULL, wall_ms, mono_ms};
+    struct replica_hooks hooks;
+    char errmsg[ERR_MSG_SIZE], q[300];
+
+    s->fsm = fsm_new();
+    if (s->fsm == NULL) {
         log_kv(LOG_ERROR, "out of memory", NULL);
         return SERVER_EXIT_FAIL;
     }
+    s->up |= SERVER_UP_FSM;
     memset(&hooks, 0, sizeof hooks);
     hooks.arg = s;
     hooks.fatal = hook_fatal;
     hooks.log = hook_log;
     hooks.retired = hook_retired;
-    rv = replica_init(&s->rep, &s->uvio.io, &s->uvio.store, fsm, s->id,
-                      s->cfg.raft_addr, &clock, &hooks, errmsg);
-    if (rv != 0) {
+    if (replica_init(&s->rep, &s->uvio.io, &s->uvio.store, s->fsm, s->id,
+                     s->cfg.raft_addr, &clock, &hooks, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft", "error=%s",
                log_quote(errmsg, q, sizeof q));
-        fsm_free(fsm);
         return SERVER_EXIT_FAIL;
     }
-    rv = replica_configure(&s->rep, &s->cfg.raft, errmsg);
-    if (rv != 0) {
+    /* The replica owns the fsm now, and raft_close closes the store. */
+    s->fsm = NULL;
+    s->up &= ~(unsigned)(SERVER_UP_FSM | SERVER_UP_STORE);
+    s->up |= SERVER_UP_REPLICA | SERVER_UP_RAFT_OPEN;
+    return 0;
+}
+
+static int step_configure(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+
+    if (replica_configure(&s->rep, &s->cfg.raft, errmsg) != 0) {
         log_kv(LOG_ERROR, "bad raft settings", "error=%s",
                log_quote(errmsg, q, sizeof q));
-        return close_early(s, SERVER_EXIT_USAGE);
+        return SERVER_EXIT_USAGE;
     }
-    if (s->cfg.bootstrap) {
-        struct raft_configuration conf;
+    return 0;
+}
 
-        raft_configuration_init(&conf);
-        rv = raft_configuration_add(&conf, s->id, s->cfg.raft_addr, RAFT_VOTER);
-        if (rv == 0) {
-            rv = raft_bootstrap(s->rep.raft, &conf);
-        }
-        raft_configuration_close(&conf);
-        if (rv == 0) {
-            log_kv(LOG_INFO, "bootstrapped a new one-voter configuration",
-                   NULL);
-        } else if (rv == RAFT_CANTBOOTSTRAP) {
-            log_kv(LOG_INFO,
-                   "--bootstrap ignored: the data directory already holds a "
-                   "node",
-                   NULL);
-        } else {
-            log_kv(LOG_ERROR, "raft_bootstrap failed", "error=%s",
-                   log_quote(raft_errmsg(s->rep.raft), q, sizeof q));
-            return close_early(s, SERVER_EXIT_FAIL);
-        }
+/* --bootstrap on a pristine directory: a one-voter configuration of this
+ * node; a directory that already holds a node says RAFT_CANTBOOTSTRAP. */
+static int step_bootstrap(struct server *s)
+{
+    struct raft_configuration conf;
+    char q[300];
+    int rv;
+
+    if (!s->cfg.bootstrap) {
+        return 0;
     }
-    rv = replica_start(&s->rep, errmsg);
+    raft_configuration_init(&conf);
+    rv = raft_configuration_add(&conf, s->id, s->cfg.raft_addr, RAFT_VOTER);
+    if (rv == 0) {
+        rv = raft_bootstrap(s->rep.raft, &conf);
+    }
+    raft_configuration_close(&conf);
+    if (rv == 0) {
+        log_kv(LOG_INFO, "bootstrapped a new one-voter configuration", NULL);
+    } else if (rv == RAFT_CANTBOOTSTRAP) {
+        log_kv(LOG_INFO,
+               "--bootstrap ignored: the data directory already holds a "
+               "node",
+               NULL);
+    } else {
+        log_kv(LOG_ERROR, "raft_bootstrap failed", "error=%s",
+               log_quote(raft_errmsg(s->rep.raft), q, sizeof q));
+        return SERVER_EXIT_FAIL;
+    }
+    return 0;
+}
+
+static void on_raft_closed_early(struct raft *r)
+{
+    (void)r;
+}
+
+/* Before the handles exist: raft closes its io (files, sockets, the store)
+ * through the loop. */
+static void close_raft_early(struct server *s)
+{
+    replica_shutdown(&s->rep);
+    raft_close(s->rep.raft, on_raft_closed_early);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    s->up &= ~(unsigned)SERVER_UP_RAFT_OPEN;
+}
+
+/* Why the Raft address cannot be listened on, if that is the reason raft
+ * failed to start: raft_uv's transport does not pass its message on. */
+static const char *probe_raft_addr(const char *addr, char *buf, size_t cap)
+{
+    struct sockaddr_in sa;
+    uv_loop_t loop;
+    uv_tcp_t tcp;
+    int rv;
+
+    snprintf(buf, cap, "%s", "");
+    if (rpc_addr_parse(addr, &sa) != 0 || uv_loop_init(&loop) != 0) {
+        return buf;
+    }
+    uv_tcp_init(&loop, &tcp);
+    rv = uv_tcp_bind(&tcp, (const struct sockaddr *)&sa, 0);
+    if (rv == 0) {
+        rv = uv_listen((uv_stream_t *)&tcp, 1, NULL);
+    }
     if (rv != 0) {
-        char why[sizeof s->uvio.tcp.errmsg + 1];
+        snprintf(buf, cap, "listen on %s: %s", addr, uv_strerror(rv));
+    }
+    uv_close((uv_handle_t *)&tcp, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return buf;
+}
 
+static int step_raft_start(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], why[sizeof s->uvio.tcp.errmsg + 1], q[300];
+
+    if (replica_start(&s->rep, errmsg) != 0) {
         /* Probe only once raft has closed its own sockets. */
-        replica_shutdown(&s->rep);
-        raft_close(s->rep.raft, on_raft_closed_early);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
+        close_raft_early(s);
         if (s->uvio.tcp.errmsg[0] == '\0') {
             probe_raft_addr(s->cfg.raft_addr, why, sizeof why);
         } else {
@@ -835,27 +698,39 @@ int node_run(struct server *s)
                "error=%s raft_addr=%s detail=%s",
                log_quote(errmsg, q, sizeof q), s->cfg.raft_addr,
                log_quote(why, (char[300]){0}, 300));
-        return finish(s, SERVER_EXIT_FAIL);
+        return SERVER_EXIT_FAIL;
     }
     log_kv(LOG_INFO, "raft started",
            "last_index=%llu applied=%llu raft_servers=%u",
            (unsigned long long)raft_last_index(s->rep.raft),
            (unsigned long long)raft_last_applied(s->rep.raft),
            s->rep.raft->configuration.n);
+    return 0;
+}
 
-    /* From here every stop goes through node_stop and the loop. */
+/* From here every stop goes through node_stop and the loop. */
+static int step_handles(struct server *s)
+{
     uv_signal_init(&s->loop, &s->sigterm);
     s->sigterm.data = s;
     uv_signal_init(&s->loop, &s->sigint);
     s->sigint.data = s;
     uv_timer_init(&s->loop, &s->tick);
     s->tick.data = s;
+    forward_init(&s->fwd, &s->loop, &s->cfg.limits);
+    s->up |= SERVER_UP_HANDLES;
+    return 0;
+}
+
+static int step_rpc(struct server *s)
+{
+    struct rpc_server_config rc;
+    char errmsg[ERR_MSG_SIZE], q[300];
 
     if (RAND_bytes(s->ids.boot_id, sizeof s->ids.boot_id) != 1) {
         log_kv(LOG_ERROR, "RAND_bytes failed: no boot id", NULL);
         node_stop(s, "no randomness", SERVER_EXIT_FAIL);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        return finish(s, SERVER_EXIT_FAIL);
+        return SERVER_EXIT_FAIL;
     }
     s->ids.node_id = s->id;
     s->ids.has_cluster_id = false;
@@ -866,20 +741,25 @@ int node_run(struct server *s)
     rc.arg = s;
     rc.ids = s->ids;
     rc.log = rpc_log;
-    rv = rpc_server_start(&s->rpc, &s->loop, &rc, errmsg);
-    if (rv != 0) {
+    if (rpc_server_start(&s->rpc, &s->loop, &rc, errmsg) != 0) {
         s->rpc = NULL;
         log_kv(LOG_ERROR, "cannot serve the client address",
                "client_addr=%s error=%s", s->cfg.client_addr,
                log_quote(errmsg, q, sizeof q));
         node_stop(s, "cannot listen", SERVER_EXIT_FAIL);
-        uv_run(&s->loop, UV_RUN_DEFAULT);
-        return finish(s, SERVER_EXIT_FAIL);
+        return SERVER_EXIT_FAIL;
     }
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
     log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
+    return 0;
+}
+
+/* --join with an empty configuration, or a hint how to add this node. */
+static int step_join(struct server *s)
+{
+    char idb[IDENTITY_HEX_LEN + 1];
 
     if (s->retire_pending) {
         /* Retired while loading (a snapshot carried it): the tick stops. */
@@ -889,18 +769,89 @@ int node_run(struct server *s)
                    "--join ignored: this node is already in a configuration",
                    NULL);
         } else {
-            join_start(s);
+            join_start(&s->join, s);
         }
     } else if (s->rep.raft->configuration.n == 0) {
         log_kv(LOG_WARN,
                "empty configuration: waiting to be added (oncectl members "
                "add ID RAFT_ADDR CLIENT_ADDR on the leader)",
-               "id=%s", idb);
+               "id=%s", identity_format(s->id, idb));
     }
+    return 0;
+}
 
+static void on_store_closed_early(struct store *st)
+{
+    (void)st;
+}
+
+/* Release what s->up says exists, in reverse order of the steps; @code is
+ * returned. Runs the loop until raft (or the store alone) has closed, so
+ * that nothing is left on it for uv_loop_close. */
+static int node_unwind(struct server *s, int code)
+{
+    int rv;
+
+    if (s->up & SERVER_UP_HANDLES) {
+        node_stop(s, "start failed", code); /* nothing if already stopping */
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+        s->up &= ~(unsigned)SERVER_UP_RAFT_OPEN;
+    } else if (s->up & SERVER_UP_RAFT_OPEN) {
+        close_raft_early(s);
+    } else if (s->up & SERVER_UP_STORE) {
+        s->uvio.store.ops->close(&s->uvio.store, on_store_closed_early);
+        uv_run(&s->loop, UV_RUN_DEFAULT);
+    }
+    if (s->up & SERVER_UP_UVIO) {
+        uvio_close(&s->uvio);
+    }
+    if (s->up & SERVER_UP_REPLICA) {
+        replica_close(&s->rep); /* frees the fsm */
+    }
+    if (s->up & SERVER_UP_FSM) {
+        fsm_free(s->fsm);
+        s->fsm = NULL;
+    }
+    if (s->up & SERVER_UP_LOOP) {
+        rv = uv_loop_close(&s->loop);
+        if (rv != 0) {
+            log_kv(LOG_WARN, "uv_loop_close", "error=%s", uv_err_name(rv));
+        }
+    }
+    s->up = 0;
+    return code;
+}
+
+static const struct
+{
+    const char *name; /* for the reader: the order is the table's */
+    int (*run)(struct server *s);
+} start_steps[] = {
+    {"data directory and identity", step_identity},
+    {"uv loop", step_loop},
+    {"raft io (raft_uv, TCP)", step_uvio},
+    {"log store (--storage)", step_store},
+    {"fsm and the Raft layer", step_replica},
+    {"raft settings", step_configure},
+    {"--bootstrap", step_bootstrap},
+    {"raft start", step_raft_start},
+    {"signals and tick", step_handles},
+    {"rpc server", step_rpc},
+    {"--join", step_join},
+};
+
+int node_run(struct server *s)
+{
+    int rv;
+
+    for (size_t i = 0; i < sizeof start_steps / sizeof start_steps[0]; i++) {
+        rv = start_steps[i].run(s);
+        if (rv != 0) {
+            return node_unwind(s, rv);
+        }
+    }
     uv_run(&s->loop, UV_RUN_DEFAULT);
-
-    rv = finish(s, s->exit_code);
+    rv = node_unwind(s, s->exit_code);
     log_kv(LOG_INFO, "stopped", "exit=%d", rv);
     return rv;
 }

@@ -1,17 +1,22 @@
 /* server/server.h: onced, one member of a once cluster (docs/design.md §2, §5,
- * §6).
+ * §6; docs/server.md).
  *
- * Pieces:
+ * Pieces, and the state each owns:
  *   main.c     flags (docs/design.md §6) into struct server_config, --help;
- *   node.c     the node's life: data directory and id (raft/identity.h),
- *              the Raft layer (raft/replica.h over raft/uvio.h), --bootstrap
- *              and the FSM bootstrap command, --join through Admin.MembersAdd,
- *              the RPC server, a periodic tick (leadership and membership
- *              changes, cluster id on answers, retirement), signals and the
- *              clean stop;
- *   service.c  the RPC methods: validation and conversion (convert.h), the
- *              ready leader's path into the Raft layer, forwarding from a
- *              follower to the leader (one hop), Status;
+ *   node.c     the node's life: named start steps with one unwind path
+ *              (data directory and id, raft/identity.h; the Raft layer,
+ *              raft/replica.h over raft/uvio.h and the store; --bootstrap;
+ *              the RPC server), the FSM bootstrap command, a periodic tick
+ *              (leadership and membership lines, cluster id on answers,
+ *              retirement), signals and the clean stop. Owns struct server
+ *              outside the three parts below;
+ *   service.c  the dispatch table of the RPC methods and the record
+ *              commands on the ready leader (service.h);
+ *   admin.c    Status, membership and snapshots (admin.h): struct admin;
+ *   forward.c  a follower's one hop to the leader (forward.h): struct
+ *              forwarder;
+ *   join.c     --join through Admin.MembersAdd (join.h): struct join;
+ *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
  *   log.c      logfmt lines on stderr.
  *
@@ -29,10 +34,12 @@
 #include "raft/replica.h"
 #include "raft/uvio.h"
 #include "rpc/conn.h"
+#include "server/admin.h"
+#include "server/forward.h"
+#include "server/join.h"
 #include "server/log.h"
 
-#define SERVER_JOIN_MAX  16 /* addresses in --join */
-#define SERVER_DRAIN_MAX 8  /* old forwarding channels still answering */
+#define SERVER_JOIN_MAX 16 /* addresses in --join */
 
 /* Exit codes of onced. */
 enum {
@@ -72,7 +79,17 @@ struct server_config
 /* Defaults of every flag (docs/design.md §5, §6; the fsm's settings). */
 void server_config_default(struct server_config *c);
 
-struct service_op;
+/* What node_run has set up so far (struct server.up): the unwind releases
+ * exactly these, in reverse. */
+enum {
+    SERVER_UP_LOOP = 1u << 0,      /* uv_loop_init */
+    SERVER_UP_UVIO = 1u << 1,      /* uvio_init */
+    SERVER_UP_STORE = 1u << 2,     /* a log store opened (not "uv") */
+    SERVER_UP_FSM = 1u << 3,       /* fsm_new: owned here until replica_init */
+    SERVER_UP_REPLICA = 1u << 4,   /* replica_init: owns the fsm and store */
+    SERVER_UP_RAFT_OPEN = 1u << 5, /* raft not closed yet */
+    SERVER_UP_HANDLES = 1u << 6,   /* signals, tick: stops go by node_stop */
+};
 
 struct server
 {
@@ -80,11 +97,13 @@ struct server
     uint64_t id;
     uv_loop_t loop;
     struct uvio uvio;
+    struct fsm *fsm; /* until replica_init takes it */
     struct replica rep;
     struct rpc_server *rpc;
     struct rpc_ids ids;
     uv_signal_t sigterm, sigint;
     uv_timer_t tick;
+    unsigned up; /* SERVER_UP_* */
 
     bool stopping;
     bool raft_closed;
@@ -105,28 +124,9 @@ struct server
     uint64_t last_dir_sig;
     unsigned last_conf_n;
 
-    /* Forwarding: one channel to the current leader's client address, and
-     * the previous ones until their calls are answered. */
-    struct rpc_channel *fwd;
-    struct rpc_channel *drain[SERVER_DRAIN_MAX];
-    unsigned n_drain;
-    uint64_t fwd_log_ms; /* rate limit of forwarding error lines */
-    unsigned fwd_log_suppressed;
-
-    /* Admin operations waiting for the Raft layer (one of each at most:
-     * replica_member and replica_snapshot run one at a time). */
-    struct service_op *member_op;
-    struct service_op *snap_op;
-
-    /* --join */
-    bool join_active;
-    bool join_inflight;
-    unsigned join_next;  /* index into cfg.join */
-    unsigned join_round; /* full passes over the list */
-    uint64_t join_backoff_ms;
-    struct rpc_channel *join_ch;
-    uv_timer_t join_timer;
-    bool join_timer_init;
+    struct forwarder fwd; /* forward.c */
+    struct admin admin;   /* admin.c */
+    struct join join;     /* join.c */
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */
@@ -135,17 +135,5 @@ int node_run(struct server *s);
 void node_stop(struct server *s, const char *why, int exit_code);
 /* Learn the cluster id once the bootstrap applied (node.c). */
 void node_sync_ids(struct server *s);
-
-/* service.c */
-void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req);
-/* The client address of the current leader into @buf (RPC_ADDR_MAX + 1)
- * and its id in *@id: true if known (from the fsm's member directory, or
- * this node's own flags). */
-bool service_leader_addr(struct server *s, uint64_t *id, char *buf);
-/* Close forwarding channels whose calls have all been answered. */
-void service_tick(struct server *s);
-/* Before the Raft layer closes: answer the admin operations still waiting
- * (outcome unknown) and close every forwarding channel. */
-void service_shutdown(struct server *s);
 
 #endif /* ONCE_SERVER_SERVER_H_ */

@@ -72,98 +72,15 @@
 #include "raft/identity.h"
 #include "raft/replica.h"
 #include "raft/uvio.h"
+#include "raftnode.h"
 #include "store/store.h"
-
-#define LINE_MAX_LEN    1024 /* longest request line, '\n' excluded */
-#define CONNS_MAX       1024
-#define PENDING_HIGH    4096 /* stop reading a connection above this */
-#define PENDING_LOW     1024 /* and resume below this */
-#define WRITE_QUEUE_MAX (16u << 20)
-#define SCOPE           "raftnode"
-#define CLAIM_TTL_MS    (3600u * 1000)
-#define MONITOR_MS      50
-#define PEERS_MAX       16
-#define WORDS_MAX       6 /* longest command: ADD with its role */
-#define EXIT_TOMBSTONE  3 /* the data directory belongs to a removed node */
 
 /* --- state ---------------------------------------------------------------- */
 
-struct conn;
-
-/* One request of a connection: answered in order of arrival. */
-struct creq
-{
-    struct replica_req req; /* req.data = this */
-    struct conn *c;
-    struct creq *next;
-    bool done;
-    size_t outlen;
-    char out[256];
-};
-
-struct conn
-{
-    uv_tcp_t tcp;
-    struct conn *next_conn, *prev_conn;
-    char in[LINE_MAX_LEN + 1];
-    size_t inlen;
-    bool discarding; /* the current line is too long: skip to '\n' */
-    struct creq *head, *tail;
-    size_t queued;   /* creqs in the FIFO */
-    size_t inflight; /* creqs waiting for a replica callback */
-    size_t writes;   /* uv_write requests outstanding */
-    bool reading;
-    bool closing;
-    bool handle_closed;
-};
-
-struct wreq
-{
-    uv_write_t w;
-    struct conn *c;
-    char *buf;
-};
-
-struct peer
-{
-    raft_id id;
-    char addr[FSM_ADDR_MAX + 1];
-};
-
-static struct
-{
-    const char *dir;
-    raft_id id;
-    bool id_auto;        /* --id auto: from DIR/node-id; ids in hex */
-    bool bootstrap_self; /* --bootstrap-self */
-    const char *raft_addr;
-    int client_port;
-    struct peer peers[PEERS_MAX];
-    unsigned n_peers;
-    unsigned snap_threshold;
-    unsigned snap_trailing;
-
-    uv_loop_t loop;
-    struct uvio uvio; /* raft_uv + TCP_NODELAY transport + uv store */
-    struct replica rep;
-    uv_tcp_t server;
-    uv_signal_t sigterm, sigint;
-    uv_timer_t monitor;
-
-    struct conn *conns;
-    size_t n_conns;
-    bool stopping;
-    bool raft_closed;
-    bool boot_inflight;
-    struct replica_req boot_req;
-    int last_state;
-    raft_term last_term;
-    bool retire_pending; /* retired: stop from the monitor, not apply */
-    struct creq *snap_q; /* the SNAPSHOT request being answered */
-} g;
+struct raftnode g;
 
 /* An id as this driver prints it (see the header comment). */
-static const char *fmt_id(raft_id id, char buf[24])
+const char *fmt_id(raft_id id, char buf[24])
 {
     if (g.id_auto) {
         return identity_format(id, buf);
@@ -172,10 +89,7 @@ static const char *fmt_id(raft_id id, char buf[24])
     return buf;
 }
 
-static void logf_(const char *level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void logf_(const char *level, const char *fmt, ...)
+void logf_(const char *level, const char *fmt, ...)
 {
     char msg[600];
     char idb[24];
@@ -244,651 +158,6 @@ static void hook_retired(void *arg)
         logf_("error", "%s", errmsg);
     }
     g.retire_pending = true;
-}
-
-/* --- connections ---------------------------------------------------------- */
-
-static void conn_maybe_free(struct conn *c)
-{
-    struct creq *q, *next;
-
-    if (!c->handle_closed || c->inflight > 0 || c->writes > 0) {
-        return;
-    }
-    for (q = c->head; q != NULL; q = next) {
-        next = q->next;
-        free(q);
-    }
-    free(c);
-}
-
-static void on_conn_closed(uv_handle_t *h)
-{
-    struct conn *c = h->data;
-
-    c->handle_closed = true;
-    conn_maybe_free(c);
-}
-
-static void conn_close(struct conn *c)
-{
-    if (c->closing) {
-        return;
-    }
-    c->closing = true;
-    if (c->prev_conn != NULL) {
-        c->prev_conn->next_conn = c->next_conn;
-    } else {
-        g.conns = c->next_conn;
-    }
-    if (c->next_conn != NULL) {
-        c->next_conn->prev_conn = c->prev_conn;
-    }
-    g.n_conns--;
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-}
-
-static void on_write(uv_write_t *w, int status)
-{
-    struct wreq *wr = w->data;
-    struct conn *c = wr->c;
-
-    free(wr->buf);
-    free(wr);
-    c->writes--;
-    if (status != 0 && !c->closing) {
-        conn_close(c);
-    }
-    conn_maybe_free(c);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-
-/* Write out every answered request at the head of the FIFO. */
-static void conn_flush(struct conn *c)
-{
-    struct creq *q;
-    struct wreq *wr;
-    size_t len = 0, off = 0;
-    uv_buf_t b;
-
-    if (c->closing) {
-        return;
-    }
-    for (q = c->head; q != NULL && q->done; q = q->next) {
-        len += q->outlen;
-    }
-    if (len == 0) {
-        return;
-    }
-    wr = malloc(sizeof *wr);
-    if (wr == NULL || (wr->buf = malloc(len)) == NULL) {
-        free(wr);
-        conn_close(c);
-        return;
-    }
-    while (c->head != NULL && c->head->done) {
-        q = c->head;
-        memcpy(wr->buf + off, q->out, q->outlen);
-        off += q->outlen;
-        c->head = q->next;
-        if (c->head == NULL) {
-            c->tail = NULL;
-        }
-        c->queued--;
-        free(q);
-    }
-    wr->c = c;
-    wr->w.data = wr;
-    b = uv_buf_init(wr->buf, (unsigned)len);
-    if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
-        free(wr->buf);
-        free(wr);
-        conn_close(c);
-        return;
-    }
-    c->writes++;
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) >
-        WRITE_QUEUE_MAX) {
-        logf_("warn", "client does not read its answers: closing");
-        conn_close(c);
-        return;
-    }
-    if (!c->reading && c->queued < PENDING_LOW) {
-        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) {
-            c->reading = true;
-        }
-    }
-}
-
-static struct creq *creq_new(struct conn *c)
-{
-    struct creq *q = calloc(1, sizeof *q);
-
-    if (q == NULL) {
-        return NULL;
-    }
-    q->c = c;
-    q->req.data = q;
-    if (c->tail != NULL) {
-        c->tail->next = q;
-    } else {
-        c->head = q;
-    }
-    c->tail = q;
-    c->queued++;
-    return q;
-}
-
-static void creq_answer(struct creq *q, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void creq_answer(struct creq *q, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(q->out, sizeof q->out - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        n = 0;
-    }
-    if ((size_t)n > sizeof q->out - 2) {
-        n = (int)sizeof q->out - 2;
-    }
-    q->out[n] = '\n';
-    q->outlen = (size_t)n + 1;
-    q->done = true;
-}
-
-static const char *rv_name(int rv)
-{
-    switch (rv) {
-        case REPLICA_E_NOTLEADER:
-            return "NOTLEADER";
-        case REPLICA_E_BUSY:
-            return "BUSY";
-        case REPLICA_E_UNKNOWN:
-            return "UNKNOWN";
-        case REPLICA_E_SHUTDOWN:
-            return "SHUTDOWN";
-        case REPLICA_E_TOOBIG:
-            return "TOOBIG";
-        case REPLICA_E_INVALID:
-            return "INVALID";
-        case REPLICA_E_NOMEM:
-            return "NOMEM";
-        case REPLICA_E_PRECONDITION:
-            return "PRECONDITION";
-        case REPLICA_E_INTERNAL:
-            return "INTERNAL";
-        default:
-            return "INTERNAL";
-    }
-}
-
-static raft_id leader_id(void)
-{
-    raft_id id = 0;
-    const char *addr = NULL;
-
-    if (g.raft_closed) {
-        return 0;
-    }
-    replica_leader(&g.rep, &id, &addr);
-    return id;
-}
-
-static void answer_error(struct creq *q, int rv)
-{
-    char idb[24];
-
-    if (rv == REPLICA_E_NOTLEADER) {
-        creq_answer(q, "ERR NOTLEADER %s", fmt_id(leader_id(), idb));
-    } else {
-        creq_answer(q, "ERR %s", rv_name(rv));
-    }
-}
-
-static void claim_cb(struct replica_req *req,
-                     int status,
-                     const struct fsm_result *res)
-{
-    struct creq *q = req->data;
-    struct conn *c = q->c;
-
-    c->inflight--;
-    if (status == 0 && res != NULL) {
-        creq_answer(q, "OK %s %d", fsm_outcome_name(res->outcome),
-                    res->retry ? 1 : 0);
-    } else {
-        answer_error(q, status != 0 ? status : REPLICA_E_INTERNAL);
-    }
-    if (c->closing) {
-        conn_maybe_free(c);
-        return;
-    }
-    conn_flush(c);
-}
-
-static bool valid_key(const char *k)
-{
-    size_t n = strlen(k);
-
-    return n >= 1 && n <= FSM_KEY_MAX;
-}
-
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9') {
-        return ch - '0';
-    }
-    if (ch >= 'a' && ch <= 'f') {
-        return ch - 'a' + 10;
-    }
-    if (ch >= 'A' && ch <= 'F') {
-        return ch - 'A' + 10;
-    }
-    return -1;
-}
-
-static bool parse_rid(const char *s, uint8_t out[FSM_REQUEST_ID_LEN])
-{
-    size_t i;
-
-    if (strlen(s) != 2 * FSM_REQUEST_ID_LEN) {
-        return false;
-    }
-    for (i = 0; i < FSM_REQUEST_ID_LEN; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return false;
-        }
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return true;
-}
-
-static const char *state_name(int st)
-{
-    switch (st) {
-        case RAFT_LEADER:
-            return "leader";
-        case RAFT_FOLLOWER:
-            return "follower";
-        case RAFT_CANDIDATE:
-            return "candidate";
-        default:
-            return "unavailable";
-    }
-}
-
-static void do_status(struct creq *q)
-{
-    struct raft *r = g.rep.raft;
-    char idb[24], lidb[24];
-    unsigned voters = 0, i;
-
-    for (i = 0; i < r->configuration.n; i++) {
-        if (r->configuration.servers[i].role == RAFT_VOTER) {
-            voters++;
-        }
-    }
-    creq_answer(q,
-                "STATUS id=%s state=%s term=%llu applied=%llu last=%llu "
-                "digest=%016" PRIx64
-                " leader=%s ready=%d fsm_boot=%d snap=%llu "
-                "snaps=%llu restored=%llu voters=%u servers=%u retired=%d "
-                "log_first=%llu members=%zu",
-                fmt_id(g.id, idb), state_name(raft_state(r)),
-                (unsigned long long)r->current_term,
-                (unsigned long long)raft_last_applied(r),
-                (unsigned long long)raft_last_index(r), g.rep.digest,
-                fmt_id(leader_id(), lidb), replica_ready(&g.rep) ? 1 : 0,
-                fsm_bootstrapped(g.rep.fsm) ? 1 : 0,
-                (unsigned long long)r->log.snapshot.last_index,
-                (unsigned long long)g.rep.stats.snapshots_taken,
-                (unsigned long long)g.rep.stats.snapshots_restored, voters,
-                r->configuration.n, g.rep.retired ? 1 : 0,
-                (unsigned long long)r->log.offset + 1,
-                fsm_n_members(g.rep.fsm));
-}
-
-/* --- admin commands ------------------------------------------------------- */
-
-struct admin
-{
-    struct replica_member_req m; /* m.data = this */
-    struct creq *q;
-};
-
-/* The answer to a failed admin command: NOTLEADER carries the leader. */
-static void answer_admin_error(struct creq *q, int rv, const char *msg)
-{
-    char idb[24];
-
-    if (msg == NULL || msg[0] == '\0') {
-        msg = replica_strerror(rv);
-    }
-    if (rv == REPLICA_E_NOTLEADER) {
-        creq_answer(q, "ERR NOTLEADER %s %s", fmt_id(leader_id(), idb), msg);
-    } else {
-        creq_answer(q, "ERR %s %s", rv_name(rv), msg);
-    }
-}
-
-static void admin_finish(struct creq *q)
-{
-    struct conn *c = q->c;
-
-    c->inflight--;
-    if (c->closing) {
-        conn_maybe_free(c);
-        return;
-    }
-    conn_flush(c);
-}
-
-static void member_cb(struct replica_member_req *m, int status, const char *msg)
-{
-    struct admin *a = m->data;
-    struct creq *q = a->q;
-    char idb[24];
-
-    logf_(status == 0 ? "info" : "warn", "member op %d of %s: %s%s%s", m->op,
-          fmt_id(m->id, idb), replica_strerror(status), msg != NULL ? ": " : "",
-          msg != NULL ? msg : "");
-    if (status == 0) {
-        creq_answer(q, "OK");
-    } else {
-        answer_admin_error(q, status, msg);
-    }
-    free(a);
-    admin_finish(q);
-}
-
-static void snapshot_cb(struct replica *rep, int status)
-{
-    struct creq *q = g.snap_q;
-
-    g.snap_q = NULL;
-    if (q == NULL) {
-        return;
-    }
-    if (status == 0) {
-        creq_answer(q, "OK %llu",
-                    (unsigned long long)rep->raft->log.snapshot.last_index);
-    } else {
-        answer_admin_error(q, status,
-                           status == REPLICA_E_BUSY
-                               ? "no snapshot taken (configuration change "
-                                 "uncommitted, or one running)"
-                               : NULL);
-    }
-    admin_finish(q);
-}
-
-/* ADD, REMOVE, TRANSFER: @w[0] is the command, @n the number of words. */
-static void do_member(struct creq *q, char **w, int n)
-{
-    struct admin *a;
-    uint64_t id = 0;
-    int rv;
-
-    a = calloc(1, sizeof *a);
-    if (a == NULL) {
-        creq_answer(q, "ERR NOMEM out of memory");
-        return;
-    }
-    a->q = q;
-    a->m.data = a;
-    if (strcmp(w[0], "ADD") == 0 && (n == 4 || n == 5)) {
-        a->m.op = REPLICA_MEMBER_ADD;
-        a->m.role = FSM_ROLE_VOTER;
-        if (n == 5 && strcmp(w[4], "standby") == 0) {
-            a->m.role = FSM_ROLE_STANDBY;
-        } else if (n == 5 && strcmp(w[4], "voter") != 0) {
-            goto invalid;
-        }
-        if (strlen(w[2]) > FSM_ADDR_MAX || strlen(w[3]) > FSM_ADDR_MAX) {
-            goto invalid;
-        }
-        snprintf(a->m.raft_addr, sizeof a->m.raft_addr, "%s", w[2]);
-        snprintf(a->m.client_addr, sizeof a->m.client_addr, "%s", w[3]);
-    } else if (strcmp(w[0], "REMOVE") == 0 && n == 2) {
-        a->m.op = REPLICA_MEMBER_REMOVE;
-    } else if (strcmp(w[0], "TRANSFER") == 0 && (n == 1 || n == 2)) {
-        a->m.op = REPLICA_MEMBER_TRANSFER;
-    } else {
-        goto invalid;
-    }
-    if (n >= 2 && (identity_parse(w[1], &id) != 0 || id == 0)) {
-        goto invalid;
-    }
-    a->m.id = id;
-    rv = replica_member(&g.rep, &a->m, member_cb);
-    if (rv != 0) {
-        if (rv == REPLICA_E_PRECONDITION && a->m.op == REPLICA_MEMBER_ADD) {
-            answer_admin_error(q, rv,
-                               fsm_is_retired(g.rep.fsm, id)
-                                   ? "the id is retired"
-                                   : "the id is already a member");
-        } else {
-            answer_admin_error(q, rv, NULL);
-        }
-        free(a);
-        return;
-    }
-    q->c->inflight++;
-    return;
-invalid:
-    free(a);
-    creq_answer(q, "ERR INVALID");
-}
-
-static void do_snapshot(struct creq *q)
-{
-    int rv;
-
-    if (g.snap_q != NULL) {
-        answer_admin_error(q, REPLICA_E_BUSY, "a snapshot is running");
-        return;
-    }
-    g.snap_q = q;
-    q->c->inflight++;
-    rv = replica_snapshot(&g.rep, snapshot_cb);
-    if (rv != 0) {
-        g.snap_q = NULL;
-        q->c->inflight--;
-        answer_admin_error(q, rv, NULL);
-    }
-}
-
-/* Split @line in place into at most WORDS_MAX space-separated words. */
-static int split(char *line, char *w[WORDS_MAX])
-{
-    int n = 0;
-    char *p = line;
-
-    while (*p != '\0') {
-        while (*p == ' ') {
-            p++;
-        }
-        if (*p == '\0') {
-            break;
-        }
-        if (n == WORDS_MAX) {
-            return WORDS_MAX + 1; /* too many */
-        }
-        w[n++] = p;
-        while (*p != '\0' && *p != ' ') {
-            p++;
-        }
-        if (*p == ' ') {
-            *p++ = '\0';
-        }
-    }
-    return n;
-}
-
-static void handle_line(struct conn *c, char *line)
-{
-    struct creq *q = creq_new(c);
-    char *w[WORDS_MAX];
-    int n, rv;
-    size_t i;
-
-    if (q == NULL) {
-        conn_close(c);
-        return;
-    }
-    for (i = 0; line[i] != '\0'; i++) {
-        unsigned char ch = (unsigned char)line[i];
-        if (ch < 0x20 || ch >= 0x7f) {
-            creq_answer(q, "ERR INVALID");
-            return;
-        }
-    }
-    n = split(line, w);
-    if (g.stopping) {
-        creq_answer(q, "ERR SHUTDOWN");
-    } else if (n == 1 && strcmp(w[0], "STATUS") == 0) {
-        do_status(q);
-    } else if (n == 1 && strcmp(w[0], "ID") == 0) {
-        char idb[IDENTITY_HEX_LEN + 1];
-        creq_answer(q, "ID %s", identity_format(g.id, idb));
-    } else if (n == 1 && strcmp(w[0], "SNAPSHOT") == 0) {
-        do_snapshot(q);
-    } else if (n >= 1 && n <= WORDS_MAX &&
-               (strcmp(w[0], "ADD") == 0 || strcmp(w[0], "REMOVE") == 0 ||
-                strcmp(w[0], "TRANSFER") == 0)) {
-        do_member(q, w, n);
-    } else if (n == 2 && strcmp(w[0], "LOCAL") == 0 && valid_key(w[1])) {
-        struct fsm_ident id = {(const uint8_t *)SCOPE, strlen(SCOPE),
-                               (const uint8_t *)w[1], strlen(w[1])};
-        struct fsm_result res;
-
-        memset(&res, 0, sizeof res);
-        fsm_lookup(g.rep.fsm, &id, &res);
-        creq_answer(q, "OK %s", fsm_outcome_name(res.outcome));
-    } else if (n == 3 && strcmp(w[0], "CLAIM") == 0 && valid_key(w[1])) {
-        struct fsm_cmd cmd;
-
-        memset(&cmd, 0, sizeof cmd);
-        cmd.type = FSM_CMD_CLAIM;
-        if (!parse_rid(w[2], cmd.u.claim.request_id)) {
-            creq_answer(q, "ERR INVALID");
-            return;
-        }
-        cmd.u.claim.scope = (const uint8_t *)SCOPE;
-        cmd.u.claim.scope_len = strlen(SCOPE);
-        cmd.u.claim.key = (const uint8_t *)w[1];
-        cmd.u.claim.key_len = strlen(w[1]);
-        cmd.u.claim.kind = FSM_KIND_NONCE;
-        cmd.u.claim.ttl_ms = CLAIM_TTL_MS;
-        rv = replica_submit(&g.rep, &q->req, &cmd, claim_cb);
-        if (rv != 0) {
-            answer_error(q, rv);
-        } else {
-            c->inflight++;
-        }
-    } else {
-        creq_answer(q, "ERR INVALID");
-    }
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)h;
-    (void)suggested;
-    buf->base = malloc(65536);
-    buf->len = buf->base != NULL ? 65536 : 0;
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    struct conn *c = s->data;
-    ssize_t i;
-
-    if (nread < 0) {
-        free(buf->base);
-        conn_close(c);
-        return;
-    }
-    for (i = 0; i < nread && !c->closing; i++) {
-        char ch = buf->base[i];
-
-        if (ch == '\n') {
-            if (c->discarding) {
-                c->discarding = false;
-            } else {
-                if (c->inlen > 0 && c->in[c->inlen - 1] == '\r') {
-                    c->inlen--;
-                }
-                c->in[c->inlen] = '\0';
-                handle_line(c, c->in);
-            }
-            c->inlen = 0;
-        } else if (c->discarding) {
-            continue;
-        } else if (c->inlen == LINE_MAX_LEN) {
-            struct creq *q = creq_new(c);
-            if (q == NULL) {
-                conn_close(c);
-                break;
-            }
-            creq_answer(q, "ERR INVALID");
-            c->discarding = true;
-            c->inlen = 0;
-        } else {
-            c->in[c->inlen++] = ch;
-        }
-    }
-    free(buf->base);
-    if (c->closing) {
-        return;
-    }
-    if (c->queued >= PENDING_HIGH && c->reading) {
-        uv_read_stop(s);
-        c->reading = false;
-    }
-    conn_flush(c);
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    struct conn *c;
-
-    if (status != 0) {
-        logf_("warn", "accept: %s", uv_strerror(status));
-        return;
-    }
-    c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        return; /* the connection stays in the backlog */
-    }
-    uv_tcp_init(&g.loop, &c->tcp);
-    c->tcp.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || g.stopping ||
-        g.n_conns >= CONNS_MAX) {
-        c->closing = true;
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-        return;
-    }
-    c->next_conn = g.conns;
-    if (g.conns != NULL) {
-        g.conns->prev_conn = c;
-    }
-    g.conns = c;
-    g.n_conns++;
-    uv_tcp_nodelay(&c->tcp, 1);
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
-        conn_close(c);
-        return;
-    }
-    c->reading = true;
 }
 
 /* --- FSM bootstrap and monitoring ----------------------------------------- */
@@ -1143,23 +412,20 @@ static bool parse_args(int argc, char **argv)
 
 /* --- main ----------------------------------------------------------------- */
 
-int main(int argc, char **argv)
+/* The data directory, the id (a tombstone refuses: EXIT_TOMBSTONE) and the
+ * replica over raft_uv, bootstrapped on a pristine directory and started.
+ * Returns 0 or the exit code. */
+static int start_node(void)
 {
     struct raft_configuration conf;
     struct replica_config rc;
     struct replica_clock clock = {NULL, wall_ms, mono_ms};
     struct replica_hooks hooks;
-    struct sockaddr_in sa;
     struct fsm *fsm;
     char errmsg[256];
     unsigned i;
     int rv;
 
-    signal(SIGPIPE, SIG_IGN);
-    if (!parse_args(argc, argv)) {
-        usage();
-        return 2;
-    }
     if (mkdir(g.dir, 0755) != 0 && errno != EEXIST) {
         logf_("error", "mkdir %s: %s", g.dir, strerror(errno));
         return 1;
@@ -1248,6 +514,15 @@ int main(int argc, char **argv)
     logf_("info", "started: raft=%s last=%llu applied=%llu", g.raft_addr,
           (unsigned long long)raft_last_index(g.rep.raft),
           (unsigned long long)raft_last_applied(g.rep.raft));
+    return 0;
+}
+
+/* The client port, signals and the monitor; the loop until the stop.
+ * Returns the exit code. */
+static int serve(void)
+{
+    struct sockaddr_in sa;
+    int rv;
 
     uv_tcp_init(&g.loop, &g.server);
     uv_ip4_addr("127.0.0.1", g.client_port, &sa);
@@ -1287,4 +562,20 @@ int main(int argc, char **argv)
     }
     logf_("info", "stopped");
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rv;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (!parse_args(argc, argv)) {
+        usage();
+        return 2;
+    }
+    rv = start_node();
+    if (rv != 0) {
+        return rv;
+    }
+    return serve();
 }

@@ -1,0 +1,512 @@
+/* server/admin.c: the Admin methods on one node (admin.h).
+ *
+ * Membership (MembersAdd/Remove/Assign, Transfer) goes through
+ * replica_member: the operation is published in s->admin.member_op before
+ * the call, because replica_member may finish it (member_cb) before it
+ * returns. Refusals of the layer with PRECONDITION are outcomes, not
+ * statuses: a ConfigResult FAILED_PRECONDITION with status OK (docs/server.md).
+ * SnapshotTake goes through replica_snapshot. Status and MembersList are
+ * read from raft and the applied member directory. */
+#include "server/admin.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include "raft/identity.h"
+#include "server/convert.h"
+#include "server/reply.h"
+#include "server/server.h"
+#include "server/service.h"
+
+/* The adapter's snapshot header (adapter.c, docs/raft.md). */
+#define SNAPSHOT_HEADER_LEN 24
+
+/* A membership operation or a snapshot, until the Raft layer answers. */
+struct admin_op
+{
+    struct server *s;
+    struct rpc_call *call; /* NULL once answered (shutdown) */
+    enum rpc_method method;
+    struct replica_member_req mem; /* mem.data = this */
+};
+
+static struct admin_op *op_new(struct server *s, struct rpc_call *call)
+{
+    struct admin_op *op = calloc(1, sizeof *op);
+
+    if (op == NULL) {
+        return NULL;
+    }
+    op->s = s;
+    op->call = call;
+    op->method = call->method;
+    op->mem.data = op;
+    return op;
+}
+
+/* --- membership and snapshots on the ready leader ------------------------- */
+
+static void reply_config(struct rpc_call *call,
+                         enum rpc_method method,
+                         enum fsm_outcome outcome,
+                         const char *reason)
+{
+    Once__Rpc__ConfigResult cr = ONCE__RPC__CONFIG_RESULT__INIT;
+    Once__Rpc__MembersAddResponse add = ONCE__RPC__MEMBERS_ADD_RESPONSE__INIT;
+    Once__Rpc__MembersRemoveResponse rm =
+        ONCE__RPC__MEMBERS_REMOVE_RESPONSE__INIT;
+    Once__Rpc__MembersAssignResponse as =
+        ONCE__RPC__MEMBERS_ASSIGN_RESPONSE__INIT;
+    char text[257];
+
+    cr.outcome = (Once__Rpc__Outcome)outcome;
+    if (reason != NULL) {
+        snprintf(text, sizeof text, "%s", reason);
+        cr.reason = text;
+    }
+    switch (method) {
+        case RPC_METHOD_MEMBERS_ADD:
+            add.result = &cr;
+            reply_msg(call, &add.base);
+            break;
+        case RPC_METHOD_MEMBERS_REMOVE:
+            rm.result = &cr;
+            reply_msg(call, &rm.base);
+            break;
+        default:
+            as.result = &cr;
+            reply_msg(call, &as.base);
+            break;
+    }
+}
+
+static const char *op_name(enum replica_member_op op)
+{
+    switch (op) {
+        case REPLICA_MEMBER_ADD:
+            return "add";
+        case REPLICA_MEMBER_REMOVE:
+            return "remove";
+        case REPLICA_MEMBER_ASSIGN:
+            return "assign";
+        case REPLICA_MEMBER_TRANSFER:
+            return "transfer";
+    }
+    return "unknown";
+}
+
+/* The reason of a refused add, when the layer refused before starting. */
+static const char *add_refusal(struct server *s, uint64_t id)
+{
+    return fsm_is_retired(s->rep.fsm, id)
+               ? "this id was retired and can never be added again"
+               : "the id is already in the configuration with another "
+                 "address or a higher role";
+}
+
+static void answer_member(struct admin_op *op, int status, const char *msg)
+{
+    struct server *s = op->s;
+    struct rpc_call *call = op->call;
+
+    if (status == 0) {
+        if (op->method == RPC_METHOD_TRANSFER) {
+            Once__Rpc__TransferResponse tr = ONCE__RPC__TRANSFER_RESPONSE__INIT;
+            raft_id lid = 0;
+            const char *addr = NULL;
+
+            replica_leader(&s->rep, &lid, &addr);
+            tr.leader_id = lid != s->id ? lid : 0;
+            reply_msg(call, &tr.base);
+        } else {
+            reply_config(call, op->method, FSM_OK, NULL);
+        }
+        return;
+    }
+    if (status == REPLICA_E_BUSY && (msg == NULL || msg[0] == '\0')) {
+        msg = "another membership operation or a snapshot is running";
+    }
+    if (status == REPLICA_E_PRECONDITION && op->method != RPC_METHOD_TRANSFER) {
+        reply_config(
+            call, op->method, FSM_FAILED_PRECONDITION,
+            msg != NULL && msg[0] != '\0'
+                ? msg
+                : (op->mem.op == REPLICA_MEMBER_ADD
+                       ? add_refusal(s, op->mem.id)
+                       : "the id is not in the configuration, already has "
+                         "that role, or is the leader (transfer first)"));
+        return;
+    }
+    reply_replica_error(s, call, status, msg);
+}
+
+static void member_cb(struct replica_member_req *m, int status, const char *msg)
+{
+    struct admin_op *op = m->data;
+    struct server *s = op->s;
+    char idb[IDENTITY_HEX_LEN + 1], q[200], e[80];
+
+    if (s->admin.member_op == op) {
+        s->admin.member_op = NULL;
+    }
+    log_kv(
+        status == 0 ? LOG_INFO : LOG_WARN, "membership operation finished",
+        "op=%s member=%s status=%s%s%s", op_name(m->op),
+        identity_format(m->id, idb),
+        status == 0 ? "ok" : log_quote(replica_strerror(status), e, sizeof e),
+        msg != NULL && msg[0] != '\0' ? " reason=" : "",
+        msg != NULL && msg[0] != '\0' ? log_quote(msg, q, sizeof q) : "");
+    if (op->call != NULL) {
+        answer_member(op, status, msg);
+    }
+    free(op);
+}
+
+static void start_member(struct server *s,
+                         struct rpc_call *call,
+                         struct admin_op *op)
+{
+    char idb[IDENTITY_HEX_LEN + 1];
+    int rv;
+
+    rpc_call_mark_sent(call);
+    /* Published and logged before the call: replica_member may finish the
+     * operation (member_cb, which frees @op and clears member_op) before it
+     * returns, e.g. a transfer that raft refuses at once. @op is not
+     * touched after a 0 return. */
+    s->admin.member_op = op;
+    log_kv(LOG_INFO, "membership operation started", "op=%s member=%s",
+           op_name(op->mem.op), identity_format(op->mem.id, idb));
+    rv = replica_member(&s->rep, &op->mem, member_cb);
+    if (rv != 0) {
+        s->admin.member_op = NULL; /* refused: the callback never runs */
+        answer_member(op, rv, NULL);
+        free(op);
+    }
+}
+
+static void snapshot_cb(struct replica *rep, int status)
+{
+    struct server *s = rep->hooks.arg;
+    struct admin_op *op = s->admin.snap_op;
+    Once__Rpc__SnapshotTakeResponse sr =
+        ONCE__RPC__SNAPSHOT_TAKE_RESPONSE__INIT;
+
+    s->admin.snap_op = NULL;
+    if (op == NULL) {
+        return;
+    }
+    if (op->call != NULL) {
+        if (status == 0) {
+            /* Taken: stored, or still being stored (raft_uv writes it
+             * asynchronously: then only the pending one has the index). */
+            sr.index = rep->raft->log.snapshot.last_index;
+            if (rep->raft->snapshot.pending.term != 0 &&
+                rep->raft->snapshot.pending.index > sr.index) {
+                sr.index = rep->raft->snapshot.pending.index;
+            }
+            /* The layer does not keep the snapshot's size: this is the size
+             * of a snapshot of the state now, equal to the one taken unless
+             * entries applied since (docs/server.md). */
+            sr.size_bytes = SNAPSHOT_HEADER_LEN + fsm_snapshot_size(rep->fsm);
+            log_kv(LOG_INFO, "snapshot taken", "index=%" PRIu64,
+                   (uint64_t)sr.index);
+            reply_msg(op->call, &sr.base);
+        } else {
+            reply_replica_error(
+                s, op->call, status,
+                status == REPLICA_E_BUSY
+                    ? "no snapshot taken (a configuration change is "
+                      "uncommitted)"
+                    : NULL);
+        }
+    }
+    free(op);
+}
+
+void admin_snapshot_take(struct server *s,
+                         struct rpc_call *call,
+                         const ProtobufCMessage *msg,
+                         const struct service_in *in)
+{
+    struct admin_op *op;
+    int rv;
+
+    (void)msg;
+    (void)in;
+    if (s->admin.snap_op != NULL) {
+        reply_error(call, RPC_STATUS_RESOURCE_EXHAUSTED, RPC_APPLIED_FALSE,
+                    "a snapshot is already being taken", NULL);
+        return;
+    }
+    op = op_new(s, call);
+    if (op == NULL) {
+        reply_replica_error(s, call, REPLICA_E_NOMEM, NULL);
+        return;
+    }
+    s->admin.snap_op = op;
+    rv = replica_snapshot(&s->rep, snapshot_cb);
+    if (rv != 0) {
+        s->admin.snap_op = NULL;
+        reply_replica_error(s, call, rv, NULL);
+        free(op);
+    }
+}
+
+/* --- Status and MembersList ----------------------------------------------- */
+
+/* Reachable, as this node can tell: itself always; on the leader, a member
+ * in the Raft configuration that answered within the last election timeout
+ * (raft's recent_recv); on a follower, the leader it hears from. Others
+ * are reported unreachable because this node cannot tell. */
+static bool member_reachable(struct server *s, uint64_t id)
+{
+    struct raft *r = s->rep.raft;
+    raft_id lid = 0;
+    const char *addr = NULL;
+
+    if (id == s->id) {
+        return true;
+    }
+    if (raft_state(r) == RAFT_LEADER) {
+        for (unsigned i = 0; i < r->configuration.n; i++) {
+            if (r->configuration.servers[i].id == id) {
+                return r->leader_state.progress != NULL &&
+                       r->leader_state.progress[i].recent_recv;
+            }
+        }
+        return false;
+    }
+    replica_leader(&s->rep, &lid, &addr);
+    return lid != 0 && lid == id;
+}
+
+static Once__Rpc__RaftRole raft_role(struct raft *r)
+{
+    switch (raft_state(r)) {
+        case RAFT_FOLLOWER:
+            return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_FOLLOWER;
+        case RAFT_CANDIDATE:
+            return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_CANDIDATE;
+        case RAFT_LEADER:
+            return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_LEADER;
+        default:
+            return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_UNAVAILABLE;
+    }
+}
+
+/* Fill @pm/@pp with the member directory (at most FSM_MEMBERS_MAX). */
+static size_t fill_members(struct server *s,
+                           Once__Rpc__Member *pm,
+                           Once__Rpc__Member **pp)
+{
+    const struct fsm *f = s->rep.fsm;
+    size_t n = fsm_n_members(f), i;
+
+    for (i = 0; i < n && i < FSM_MEMBERS_MAX; i++) {
+        const struct fsm_member *m = fsm_member(f, i);
+        convert_member_out(m, member_reachable(s, m->id), &pm[i]);
+        pp[i] = &pm[i];
+    }
+    return i;
+}
+
+/* SHA-256 of the state machine's canonical snapshot (fsm/snapshot.c writes
+ * records in table order, the same on every replica at one applied index),
+ * first 8 bytes big-endian; 0 when out of memory. O(state): asked for by
+ * tests and audits only. */
+static uint64_t state_digest(const struct fsm *f)
+{
+    size_t len = fsm_snapshot_size(f);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    uint8_t md[SHA256_DIGEST_LENGTH];
+    uint64_t d = 0;
+
+    if (buf == NULL) {
+        return 0;
+    }
+    fsm_snapshot_write(f, buf, len);
+    if (EVP_Digest(buf, len, md, NULL, EVP_sha256(), NULL) == 1) {
+        for (int i = 0; i < 8; i++) {
+            d = d << 8 | md[i];
+        }
+    }
+    free(buf);
+    return d;
+}
+
+void admin_status(struct server *s,
+                  struct rpc_call *call,
+                  const ProtobufCMessage *msg,
+                  const struct service_in *in)
+{
+    const Once__Rpc__StatusRequest *req = (const void *)msg;
+    (void)in;
+    static Once__Rpc__Member pm[FSM_MEMBERS_MAX];
+    static Once__Rpc__Member *pp[FSM_MEMBERS_MAX];
+    static uint64_t voters[FSM_MEMBERS_MAX];
+    Once__Rpc__StatusResponse st = ONCE__RPC__STATUS_RESPONSE__INIT;
+    struct raft *r = s->rep.raft;
+    char leader[RPC_ADDR_MAX + 1];
+    uint64_t lid = 0;
+    const struct fsm *f = s->rep.fsm;
+
+    st.role = raft_role(r);
+    st.term = r->current_term;
+    st.commit_index = r->commit_index;
+    st.applied_index = raft_last_applied(r);
+    st.applied_digest = s->rep.digest; /* at applied_index: same loop turn */
+    if (req != NULL && req->state_digest) {
+        st.state_digest = state_digest(f);
+    }
+    /* The index of the entry r->configuration comes from: the uncommitted
+     * one while there is one (raft.h, "possible scenarios" 3), so that
+     * config_index and config_voters always describe the same entry. */
+    st.config_index = r->configuration_uncommitted_index != 0
+                          ? r->configuration_uncommitted_index
+                          : r->configuration_index;
+    for (unsigned i = 0;
+         i < r->configuration.n && st.n_config_voters < FSM_MEMBERS_MAX; i++) {
+        if (r->configuration.servers[i].role == RAFT_VOTER) {
+            voters[st.n_config_voters++] = r->configuration.servers[i].id;
+        }
+    }
+    st.config_voters = voters;
+    service_leader_addr(s, &lid, leader);
+    st.leader_id = lid;
+    st.leader_addr = leader;
+    /* The backend chosen at start (--storage; "uring", "pwrite" or "uv"). */
+    st.store_backend = s->rep.store != NULL && s->rep.store->name != NULL
+                           ? (char *)s->rep.store->name
+                           : "";
+    st.n_members = fill_members(s, pm, pp);
+    st.members = st.n_members > 0 ? pp : NULL;
+    for (size_t i = 0; i < fsm_n_members(f); i++) {
+        if (fsm_member(f, i)->id == s->id) {
+            st.member_role = convert_role_out(fsm_member(f, i)->role);
+        }
+    }
+    reply_msg(call, &st.base);
+}
+
+void admin_members_list(struct server *s,
+                        struct rpc_call *call,
+                        const ProtobufCMessage *msg,
+                        const struct service_in *in)
+{
+    static Once__Rpc__Member pm[FSM_MEMBERS_MAX];
+    static Once__Rpc__Member *pp[FSM_MEMBERS_MAX];
+    Once__Rpc__MembersListResponse ml = ONCE__RPC__MEMBERS_LIST_RESPONSE__INIT;
+
+    (void)msg;
+    (void)in;
+    ml.n_members = fill_members(s, pm, pp);
+    ml.members = ml.n_members > 0 ? pp : NULL;
+    reply_msg(call, &ml.base);
+}
+
+/* --- membership requests -------------------------------------------------- */
+
+/* A new operation for @call, or NULL with @call answered (out of memory). */
+static struct admin_op *member_op_new(struct server *s, struct rpc_call *call)
+{
+    struct admin_op *op = op_new(s, call);
+
+    if (op == NULL) {
+        reply_replica_error(s, call, REPLICA_E_NOMEM, NULL);
+    }
+    return op;
+}
+
+/* The bodies were checked and converted by the dispatch (service.c): ids
+ * non-zero, the member's addresses and the role valid. */
+void admin_members_add(struct server *s,
+                       struct rpc_call *call,
+                       const ProtobufCMessage *msg,
+                       const struct service_in *in)
+{
+    struct admin_op *op = member_op_new(s, call);
+    const struct fsm_member *m = &in->member;
+
+    (void)msg;
+    if (op == NULL) {
+        return;
+    }
+    op->mem.op = REPLICA_MEMBER_ADD;
+    op->mem.id = m->id;
+    memcpy(op->mem.raft_addr, m->raft_addr, sizeof m->raft_addr);
+    memcpy(op->mem.client_addr, m->client_addr, sizeof m->client_addr);
+    op->mem.role = m->role;
+    start_member(s, call, op);
+}
+
+void admin_members_remove(struct server *s,
+                          struct rpc_call *call,
+                          const ProtobufCMessage *msg,
+                          const struct service_in *in)
+{
+    const Once__Rpc__MembersRemoveRequest *r = (const void *)msg;
+    struct admin_op *op = member_op_new(s, call);
+
+    (void)in;
+    if (op == NULL) {
+        return;
+    }
+    op->mem.op = REPLICA_MEMBER_REMOVE;
+    op->mem.id = r->id;
+    start_member(s, call, op);
+}
+
+void admin_members_assign(struct server *s,
+                          struct rpc_call *call,
+                          const ProtobufCMessage *msg,
+                          const struct service_in *in)
+{
+    const Once__Rpc__MembersAssignRequest *r = (const void *)msg;
+    struct admin_op *op = member_op_new(s, call);
+
+    (void)in;
+    if (op == NULL) {
+        return;
+    }
+    op->mem.op = REPLICA_MEMBER_ASSIGN;
+    op->mem.id = r->id;
+    op->mem.role = convert_role_in(r->role);
+    start_member(s, call, op);
+}
+
+void admin_transfer(struct server *s,
+                    struct rpc_call *call,
+                    const ProtobufCMessage *msg,
+                    const struct service_in *in)
+{
+    const Once__Rpc__TransferRequest *r = (const void *)msg;
+    struct admin_op *op = member_op_new(s, call);
+
+    (void)in;
+    if (op == NULL) {
+        return;
+    }
+    op->mem.op = REPLICA_MEMBER_TRANSFER;
+    op->mem.id = r->id;
+    start_member(s, call, op);
+}
+
+void admin_shutdown(struct admin *a)
+{
+    if (a->member_op != NULL && a->member_op->call != NULL) {
+        reply_error(a->member_op->call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN,
+                    "node shutting down during the membership operation", NULL);
+        a->member_op->call = NULL;
+    }
+    if (a->snap_op != NULL && a->snap_op->call != NULL) {
+        reply_error(a->snap_op->call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                    "node shutting down", NULL);
+        a->snap_op->call = NULL;
+    }
+}

@@ -1,0 +1,69 @@
+/* server/admin.h: the Admin methods of docs/design.md §5 on one node:
+ * Status (any node), and on the ready leader MembersList, MembersAdd,
+ * MembersRemove, MembersAssign, Transfer and SnapshotTake (docs/server.md,
+ * "Serving a call", "Status").
+ *
+ * Owns: the membership operation and the snapshot waiting for the Raft
+ * layer, one of each at most (replica_member and replica_snapshot run one
+ * at a time). Each is a heap record freed by its callback; admin_shutdown
+ * answers their calls before the Raft layer closes (the callbacks then run
+ * with no call to answer).
+ *
+ * The handlers have the dispatch's signature (service.h, service_serve_fn):
+ * @msg is the decoded request body and @in its conversion, both checked by
+ * the method's check and owned by the caller.
+ * Loop thread only. */
+#ifndef ONCE_SERVER_ADMIN_H_
+#define ONCE_SERVER_ADMIN_H_
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "rpc/conn.h"
+#include "server/service.h"
+
+struct server;
+struct admin_op;
+
+struct admin
+{
+    struct admin_op *member_op; /* a membership operation running */
+    struct admin_op *snap_op;   /* a snapshot being taken */
+};
+
+/* Any node, always: its own view (role, term, indexes, leader, members). */
+void admin_status(struct server *s,
+                  struct rpc_call *call,
+                  const ProtobufCMessage *msg,
+                  const struct service_in *in);
+
+/* On the ready leader. */
+void admin_members_list(struct server *s,
+                        struct rpc_call *call,
+                        const ProtobufCMessage *msg,
+                        const struct service_in *in);
+void admin_members_add(struct server *s,
+                       struct rpc_call *call,
+                       const ProtobufCMessage *msg,
+                       const struct service_in *in);
+void admin_members_remove(struct server *s,
+                          struct rpc_call *call,
+                          const ProtobufCMessage *msg,
+                          const struct service_in *in);
+void admin_members_assign(struct server *s,
+                          struct rpc_call *call,
+                          const ProtobufCMessage *msg,
+                          const struct service_in *in);
+void admin_transfer(struct server *s,
+                    struct rpc_call *call,
+                    const ProtobufCMessage *msg,
+                    const struct service_in *in);
+void admin_snapshot_take(struct server *s,
+                         struct rpc_call *call,
+                         const ProtobufCMessage *msg,
+                         const struct service_in *in);
+
+/* Before the Raft layer closes: the waiting membership operation is
+ * answered UNKNOWN (it may still commit), the snapshot UNAVAILABLE. */
+void admin_shutdown(struct admin *a);
+
+#endif /* ONCE_SERVER_ADMIN_H_ */

@@ -1,0 +1,105 @@
+/* server/reply.c: the answers of onced's RPC handlers (reply.h). */
+#include "server/reply.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+
+void reply_error(struct rpc_call *call,
+                 enum rpc_status status,
+                 enum rpc_applied applied,
+                 const char *error,
+                 const char *hint)
+{
+    struct rpc_reply r;
+
+    memset(&r, 0, sizeof r);
+    r.status = status;
+    r.applied = applied;
+    r.error = error;
+    r.leader_hint = hint != NULL && hint[0] != '\0' ? hint : NULL;
+    rpc_call_reply(call, &r);
+}
+
+void reply_msg(struct rpc_call *call, const ProtobufCMessage *msg)
+{
+    struct rpc_reply r;
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+
+    if (buf == NULL) {
+        /* The command may have applied: say so. */
+        reply_error(call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN,
+                    "out of memory encoding the answer", NULL);
+        return;
+    }
+    protobuf_c_message_pack(msg, buf);
+    memset(&r, 0, sizeof r);
+    r.status = RPC_STATUS_OK;
+    r.applied = RPC_APPLIED_UNSPECIFIED;
+    r.body = buf;
+    r.body_len = len;
+    rpc_call_reply(call, &r);
+    free(buf);
+}
+
+void reply_invalid(struct rpc_call *call, const char *why)
+{
+    reply_error(call, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE, why,
+                NULL);
+}
+
+void reply_unavailable(struct server *s, struct rpc_call *call, const char *why)
+{
+    char hint[RPC_ADDR_MAX + 1];
+    uint64_t lid;
+
+    service_leader_addr(s, &lid, hint);
+    reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE, why, hint);
+}
+
+void reply_replica_error(struct server *s,
+                         struct rpc_call *call,
+                         int rv,
+                         const char *msg)
+{
+    char text[RPC_ERROR_MAX + 1];
+
+    if (msg != NULL && msg[0] != '\0') {
+        snprintf(text, sizeof text, "%s: %s", replica_strerror(rv), msg);
+    } else {
+        snprintf(text, sizeof text, "%s", replica_strerror(rv));
+    }
+    switch (rv) {
+        case REPLICA_E_NOTLEADER:
+        case REPLICA_E_SHUTDOWN:
+        case REPLICA_E_NOMEM:
+        case REPLICA_E_INTERNAL:
+            reply_unavailable(s, call, text);
+            return;
+        case REPLICA_E_UNKNOWN:
+            reply_error(call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, text,
+                        NULL);
+            return;
+        case REPLICA_E_PRECONDITION:
+            reply_error(call, RPC_STATUS_FAILED_PRECONDITION, RPC_APPLIED_FALSE,
+                        text, NULL);
+            return;
+        case REPLICA_E_BUSY:
+            reply_error(call, RPC_STATUS_RESOURCE_EXHAUSTED, RPC_APPLIED_FALSE,
+                        text, NULL);
+            return;
+        case REPLICA_E_INVALID:
+        case REPLICA_E_TOOBIG:
+            reply_error(call, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE,
+                        text, NULL);
+            return;
+        default:
+            /* Not a code of the layer: the safe answer is "unknown". */
+            reply_error(call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, text,
+                        NULL);
+            return;
+    }
+}
