@@ -64,6 +64,9 @@ const char bench_usage[] =
     "time), latency p50/p90/p99/p99.9/max (HDR-style histogram, < 0.8 %\n"
     "error), outcome counts, errors by status, the longest window without\n"
     "a successful claim, and the CPU seconds of this process.\n"
+    "SIGINT or SIGTERM ends the measured time at once (a second one kills):\n"
+    "claims in flight are awaited, not counted, and the summary is over\n"
+    "the time until the signal.\n"
     "Exit: 0 done, 1 could not run, no claim was answered in the measured\n"
     "time, or --count N was not reached (the figures are still printed),\n"
     "2 bad flag.\n";

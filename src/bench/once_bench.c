@@ -21,10 +21,15 @@
  * --count N (filling a cluster): a shared budget of N measured claims.
  * A slot takes one before sending, a failed claim gives it back (so the
  * closed loop sends it again), and the OK answer that makes N moves the
- * end of the run to that moment: the summary is over the time it took. */
+ * end of the run to that moment: the summary is over the time it took.
+ *
+ * SIGINT or SIGTERM moves the end to that moment too (a load in the
+ * background, stopped by its owner, still prints its summary); the
+ * handler is reset by its first call, so a second signal kills. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +195,24 @@ static void count_ok(struct run *run, uint64_t now)
         __atomic_add_fetch(&run->ok_total, 1, __ATOMIC_RELAXED) ==
             run->cfg->count) {
         __atomic_store_n(&run->end_ns, now + 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* The run a stop signal ends (set before the handler is installed). */
+static struct run *stop_run;
+
+/* Async-signal-safe: clock_gettime and a lock-free atomic store. The end
+ * never moves before the start (the measured time is then empty). */
+static void on_stop_signal(int sig)
+{
+    uint64_t now = now_ns();
+
+    (void)sig;
+    if (now < stop_run->start_ns) {
+        now = stop_run->start_ns;
+    }
+    if (now < end_of(stop_run)) {
+        __atomic_store_n(&stop_run->end_ns, now, __ATOMIC_RELAXED);
     }
 }
 
@@ -777,6 +800,7 @@ int main(int argc, char **argv)
     }
     (void)getrusage(RUSAGE_SELF, &ru0);
     {
+        struct sigaction sa;
         uint64_t t0 = now_ns();
 
         run.start_ns = t0 + cfg.warmup_ms * 1000000ull;
@@ -788,6 +812,13 @@ int main(int argc, char **argv)
             ws[i].t0_ns =
                 t0 + (uint64_t)(ws[i].interval_ns * i / cfg.connections);
         }
+        stop_run = &run;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        (void)sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGINT, &sa, NULL);
+        (void)sigaction(SIGTERM, &sa, NULL);
     }
     for (i = 0; i < cfg.connections; i++) {
         rc = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
@@ -826,8 +857,12 @@ int main(int argc, char **argv)
     qsort(run.gaps, run.n_gaps, sizeof run.gaps[0], cmp_gap);
     t.cpu_user_s = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime);
     t.cpu_sys_s = tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
-    /* --count may have ended the run early: the time it took. */
+    /* --count or a signal may have ended the run early: the time it took
+     * (at least 1 ns, so the rates stay defined). */
     t.seconds = (double)(run.end_ns - run.start_ns) / 1e9;
+    if (t.seconds <= 0) {
+        t.seconds = 1e-9;
+    }
     if (cfg.json) {
         print_json(&run, &t);
     } else {
