@@ -3,7 +3,7 @@
 
 A 3-node cluster with onced's default flags (no timing or snapshot flags:
 a full snapshot every 1024 entries, election timeout 1 s), filled with
-SCALE_STALL_RECORDS unique records (default 200000) by once-bench --count
+SCALE_STALL_RECORDS unique records (default 2000000) by once-bench --count
 (4 connections x pipeline 256, ttl 24h), then one client claiming in a
 closed loop for SCALE_STALL_SECONDS (default 20). Every claim of that loop
 is one entry, so the leader snapshots every ~1024 claims; its log
@@ -15,7 +15,10 @@ window without a successful claim is over SCALE_STALL_MAX_MS (default
 Today's code encodes the whole table on the event loop at each snapshot
 (docs/design.md §4), so this is a measurement of that: the figures are
 printed (fill rate, snapshots, their size, the longest window and every
-window over 100 ms).
+window over 100 ms). 2 M records fill in about 55 s under ASan on 2 busy
+cores; on the code of 2026-12-01 the longest window was 4.7 s there
+(1 M: 1.7 s; 200 k: 0.36 s, a pass), so the test is `make check-scale`,
+not in TESTS, until the snapshot leaves the loop.
 
 Environment: as oncecluster.py, plus ONCE_BENCH (default
 top_builddir/once-bench), SCALE_STALL_RECORDS, SCALE_STALL_SECONDS,
@@ -41,7 +44,7 @@ def env_int(name, default, lo, hi):
     return v
 
 
-RECORDS = env_int("SCALE_STALL_RECORDS", 200000, 1000, 100000000)
+RECORDS = env_int("SCALE_STALL_RECORDS", 2000000, 1000, 100000000)
 SECONDS = env_int("SCALE_STALL_SECONDS", 20, 5, 3600)
 MAX_MS = env_int("SCALE_STALL_MAX_MS", 1000, 1, 3600000)
 MIN_SNAPSHOTS = 2
