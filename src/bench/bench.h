@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/err.h"
 #include "once.h"
 
 #define BENCH_CONNECTIONS_MAX 1024u
@@ -14,7 +15,7 @@
 #define BENCH_DURATION_MAX_MS (24ull * 3600 * 1000)
 #define BENCH_RATE_MAX        10000000u
 #define BENCH_HOT_MAX         100000000u
-#define BENCH_ERR_MAX         256
+#define BENCH_COUNT_MAX       1000000000000ull
 
 enum bench_keys {
     BENCH_KEYS_UNIQUE = 1, /* every claim a new key: ACCEPTED */
@@ -39,19 +40,22 @@ struct bench_cfg
     uint64_t ttl_ms;
     uint32_t timeout_ms;
     uint64_t gap_ms; /* report windows without a success longer than this */
+    /* --count: stop once this many claims are answered OK in the measured
+     * time (0: run for duration_ms). With it and no --duration, the
+     * duration is BENCH_DURATION_MAX_MS, an upper bound only. */
+    uint64_t count;
     bool json;
     const char *plot; /* PNG path, or NULL */
     char scope[ONCE_SCOPE_MAX + 1];
 };
 
 /* Parse argv into @cfg (defaults first). 0: run; 1: --help asked; -1: a
- * bad flag, with one line naming it in @err. @argv stays referenced
- * (cfg->plot). */
+ * bad flag, with one line naming it in @err (ERR_MSG_SIZE bytes, or
+ * NULL). @argv stays referenced (cfg->plot). */
 int bench_parse(int argc,
                 char **argv,
                 struct bench_cfg *cfg,
-                char *err,
-                size_t errlen);
+                char err[ERR_MSG_SIZE]);
 
 /* The --help text. */
 extern const char bench_usage[];

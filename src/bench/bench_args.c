@@ -2,7 +2,6 @@
  * checked here, before anything connects: a bad flag is one line naming it
  * and exit 2. */
 #include <arpa/inet.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,7 @@ const char bench_usage[] =
     "                  [--keys unique|replay:PCT|hot:K]\n"
     "                  [--kind nonce|idempotent] [--rate R] [--ttl DUR]\n"
     "                  [--timeout DUR] [--gap DUR] [--scope S] [--json]\n"
-    "                  [--plot FILE.png]\n"
+    "                  [--plot FILE.png] [--count N]\n"
     "\n"
     "Claims against a once cluster through libonce's pipelined interface\n"
     "(once_claim_async + once_run): N connections, one thread and one\n"
@@ -51,25 +50,26 @@ const char bench_usage[] =
     "  --scope S              scope of the keys (default \"bench\")\n"
     "  --json                 one JSON object instead of text\n"
     "  --plot FILE.png        throughput and p50/p99 per second (gnuplot)\n"
+    "  --count N              stop once N claims (1..1e12) are answered OK\n"
+    "                         in the measured time, then print the usual\n"
+    "                         summary over the time it took (filling a\n"
+    "                         cluster: many connections, a deep pipeline).\n"
+    "                         No more than N are sent; a failed one is sent\n"
+    "                         again (closed loop; with --rate, not once N\n"
+    "                         were sent). --duration stays an upper bound\n"
+    "                         (default with --count: 24h)\n"
     "  --help                 this text\n"
     "\n"
     "Prints ops/s (answered claims, status OK, per second of the measured\n"
     "time), latency p50/p90/p99/p99.9/max (HDR-style histogram, < 0.8 %\n"
     "error), outcome counts, errors by status, the longest window without\n"
     "a successful claim, and the CPU seconds of this process.\n"
-    "Exit: 0 done, 1 could not run or no claim was answered in the\n"
-    "measured time (the figures are still printed), 2 bad flag.\n";
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+    "SIGINT or SIGTERM ends the measured time at once (a second one kills):\n"
+    "claims in flight are awaited, not counted, and the summary is over\n"
+    "the time until the signal.\n"
+    "Exit: 0 done, 1 could not run, no claim was answered in the measured\n"
+    "time, or --count N was not reached (the figures are still printed),\n"
+    "2 bad flag.\n";
 
 /* An IPv4 literal and a port 1..65535. */
 static bool check_addr(const char *s)
@@ -95,14 +95,13 @@ static bool check_addr(const char *s)
 
 static int parse_cluster(struct bench_cfg *cfg,
                          const char *s,
-                         char *err,
-                         size_t errlen)
+                         char err[ERR_MSG_SIZE])
 {
     size_t len = strlen(s);
     char *p;
 
     if (len == 0 || len >= sizeof cfg->cluster_buf) {
-        errf(err, errlen, "--cluster: %s", len == 0 ? "empty" : "too long");
+        err_printf(err, "--cluster: %s", len == 0 ? "empty" : "too long");
         return -1;
     }
     memcpy(cfg->cluster_buf, s, len + 1);
@@ -115,13 +114,14 @@ static int parse_cluster(struct bench_cfg *cfg,
             *comma = '\0';
         }
         if (cfg->n_addrs == ONCE_ADDRS_MAX) {
-            errf(err, errlen, "--cluster: more than %u addresses",
-                 (unsigned)ONCE_ADDRS_MAX);
+            err_printf(err, "--cluster: more than %u addresses",
+                       (unsigned)ONCE_ADDRS_MAX);
             return -1;
         }
         if (strlen(p) > ONCE_ADDR_MAX || !check_addr(p)) {
-            errf(err, errlen,
-                 "--cluster: bad address \"%.64s\" (want an IPv4 IP:PORT)", p);
+            err_printf(
+                err, "--cluster: bad address \"%.64s\" (want an IPv4 IP:PORT)",
+                p);
             return -1;
         }
         cfg->addrs[cfg->n_addrs++] = p;
@@ -134,8 +134,7 @@ static int parse_cluster(struct bench_cfg *cfg,
 
 static int parse_keys(struct bench_cfg *cfg,
                       const char *s,
-                      char *err,
-                      size_t errlen)
+                      char err[ERR_MSG_SIZE])
 {
     uint64_t v;
 
@@ -145,8 +144,9 @@ static int parse_keys(struct bench_cfg *cfg,
     }
     if (strncmp(s, "replay:", 7) == 0) {
         if (!text_parse_u64(s + 7, 100, &v)) {
-            errf(err, errlen,
-                 "--keys: replay:PCT wants PCT 0..100, got \"%.32s\"", s + 7);
+            err_printf(err,
+                       "--keys: replay:PCT wants PCT 0..100, got \"%.32s\"",
+                       s + 7);
             return -1;
         }
         cfg->keys = BENCH_KEYS_REPLAY;
@@ -155,16 +155,16 @@ static int parse_keys(struct bench_cfg *cfg,
     }
     if (strncmp(s, "hot:", 4) == 0) {
         if (!text_parse_u64(s + 4, BENCH_HOT_MAX, &v) || v == 0) {
-            errf(err, errlen, "--keys: hot:K wants K 1..%u, got \"%.32s\"",
-                 BENCH_HOT_MAX, s + 4);
+            err_printf(err, "--keys: hot:K wants K 1..%u, got \"%.32s\"",
+                       BENCH_HOT_MAX, s + 4);
             return -1;
         }
         cfg->keys = BENCH_KEYS_HOT;
         cfg->hot_keys = v;
         return 0;
     }
-    errf(err, errlen, "--keys: want unique, replay:PCT or hot:K, got \"%.32s\"",
-         s);
+    err_printf(err, "--keys: want unique, replay:PCT or hot:K, got \"%.32s\"",
+               s);
     return -1;
 }
 
@@ -172,7 +172,7 @@ static void defaults(struct bench_cfg *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     (void)parse_cluster(cfg, "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103",
-                        NULL, 0);
+                        NULL);
     cfg->connections = 1;
     cfg->pipeline = 1;
     cfg->duration_ms = 10000;
@@ -227,9 +227,9 @@ static bool u64_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 int bench_parse(int argc,
                 char **argv,
                 struct bench_cfg *cfg,
-                char *err,
-                size_t errlen)
+                char err[ERR_MSG_SIZE])
 {
+    bool have_duration = false;
     int i;
 
     defaults(cfg);
@@ -248,17 +248,16 @@ int bench_parse(int argc,
         }
 #define FLAG(name)                                              \
     (v = value_of(argc, argv, &i, (name), &missing)) != NULL || \
-        (missing && (errf(err, errlen, "%s: needs a value", (name)), true))
+        (missing && (err_printf(err, "%s: needs a value", (name)), true))
         if (FLAG("--cluster")) {
-            if (v == NULL || parse_cluster(cfg, v, err, errlen) != 0) {
+            if (v == NULL || parse_cluster(cfg, v, err) != 0) {
                 return -1;
             }
         } else if (FLAG("--connections")) {
             if (v == NULL || !u64_in(v, 1, BENCH_CONNECTIONS_MAX, &n)) {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--connections: want 1..%u, got \"%.32s\"",
-                         BENCH_CONNECTIONS_MAX, v);
+                    err_printf(err, "--connections: want 1..%u, got \"%.32s\"",
+                               BENCH_CONNECTIONS_MAX, v);
                 }
                 return -1;
             }
@@ -266,8 +265,8 @@ int bench_parse(int argc,
         } else if (FLAG("--pipeline")) {
             if (v == NULL || !u64_in(v, 1, BENCH_PIPELINE_MAX, &n)) {
                 if (v != NULL) {
-                    errf(err, errlen, "--pipeline: want 1..%u, got \"%.32s\"",
-                         BENCH_PIPELINE_MAX, v);
+                    err_printf(err, "--pipeline: want 1..%u, got \"%.32s\"",
+                               BENCH_PIPELINE_MAX, v);
                 }
                 return -1;
             }
@@ -277,27 +276,29 @@ int bench_parse(int argc,
                 !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n) ||
                 n == 0) {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--duration: want a duration 1ms..24h (e.g. 10s), "
-                         "got \"%.32s\"",
-                         v);
+                    err_printf(
+                        err,
+                        "--duration: want a duration 1ms..24h (e.g. 10s), "
+                        "got \"%.32s\"",
+                        v);
                 }
                 return -1;
             }
             cfg->duration_ms = n;
+            have_duration = true;
         } else if (FLAG("--warmup")) {
             if (v == NULL ||
                 !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n)) {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--warmup: want a duration 0ms..24h, got \"%.32s\"",
-                         v);
+                    err_printf(
+                        err,
+                        "--warmup: want a duration 0ms..24h, got \"%.32s\"", v);
                 }
                 return -1;
             }
             cfg->warmup_ms = n;
         } else if (FLAG("--keys")) {
-            if (v == NULL || parse_keys(cfg, v, err, errlen) != 0) {
+            if (v == NULL || parse_keys(cfg, v, err) != 0) {
                 return -1;
             }
         } else if (FLAG("--kind")) {
@@ -307,17 +308,18 @@ int bench_parse(int argc,
                 cfg->kind = ONCE_IDEMPOTENT;
             } else {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--kind: want nonce or idempotent, got \"%.32s\"", v);
+                    err_printf(
+                        err, "--kind: want nonce or idempotent, got \"%.32s\"",
+                        v);
                 }
                 return -1;
             }
         } else if (FLAG("--rate")) {
             if (v == NULL || !u64_in(v, 1, BENCH_RATE_MAX, &n)) {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--rate: want 1..%u claims/s, got \"%.32s\"",
-                         BENCH_RATE_MAX, v);
+                    err_printf(err,
+                               "--rate: want 1..%u claims/s, got \"%.32s\"",
+                               BENCH_RATE_MAX, v);
                 }
                 return -1;
             }
@@ -328,8 +330,9 @@ int bench_parse(int argc,
                 !text_parse_duration_ms(v, 168ull * 3600 * 1000, &n) ||
                 n == 0) {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--ttl: want a duration 1ms..168h, got \"%.32s\"", v);
+                    err_printf(
+                        err, "--ttl: want a duration 1ms..168h, got \"%.32s\"",
+                        v);
                 }
                 return -1;
             }
@@ -338,9 +341,9 @@ int bench_parse(int argc,
             if (v == NULL || !text_parse_duration_ms(v, 3600 * 1000, &n) ||
                 n == 0) {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--timeout: want a duration 1ms..1h, got \"%.32s\"",
-                         v);
+                    err_printf(
+                        err,
+                        "--timeout: want a duration 1ms..1h, got \"%.32s\"", v);
                 }
                 return -1;
             }
@@ -350,8 +353,9 @@ int bench_parse(int argc,
                 !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n) ||
                 n == 0) {
                 if (v != NULL) {
-                    errf(err, errlen,
-                         "--gap: want a duration 1ms..24h, got \"%.32s\"", v);
+                    err_printf(err,
+                               "--gap: want a duration 1ms..24h, got \"%.32s\"",
+                               v);
                 }
                 return -1;
             }
@@ -361,31 +365,44 @@ int bench_parse(int argc,
 
             if (v == NULL || len == 0 || len > ONCE_SCOPE_MAX) {
                 if (v != NULL) {
-                    errf(err, errlen, "--scope: want 1..%u bytes",
-                         (unsigned)ONCE_SCOPE_MAX);
+                    err_printf(err, "--scope: want 1..%u bytes",
+                               (unsigned)ONCE_SCOPE_MAX);
                 }
                 return -1;
             }
             memcpy(cfg->scope, v, len + 1);
+        } else if (FLAG("--count")) {
+            if (v == NULL || !u64_in(v, 1, BENCH_COUNT_MAX, &n)) {
+                if (v != NULL) {
+                    err_printf(err,
+                               "--count: want 1..%llu claims, got \"%.32s\"",
+                               (unsigned long long)BENCH_COUNT_MAX, v);
+                }
+                return -1;
+            }
+            cfg->count = n;
         } else if (FLAG("--plot")) {
             if (v == NULL || v[0] == '\0') {
                 if (v != NULL) {
-                    errf(err, errlen, "--plot: want a file name");
+                    err_printf(err, "--plot: want a file name");
                 }
                 return -1;
             }
             cfg->plot = v;
         } else {
-            errf(err, errlen, "unknown flag \"%.64s\" (see --help)", a);
+            err_printf(err, "unknown flag \"%.64s\" (see --help)", a);
             return -1;
         }
 #undef FLAG
     }
     if (cfg->rate != 0 && cfg->rate < cfg->connections) {
-        errf(err, errlen,
-             "--rate: %llu claims/s is less than one per connection (%u)",
-             (unsigned long long)cfg->rate, cfg->connections);
+        err_printf(err,
+                   "--rate: %llu claims/s is less than one per connection (%u)",
+                   (unsigned long long)cfg->rate, cfg->connections);
         return -1;
+    }
+    if (cfg->count != 0 && !have_duration) {
+        cfg->duration_ms = BENCH_DURATION_MAX_MS;
     }
     return 0;
 }

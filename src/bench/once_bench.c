@@ -16,10 +16,20 @@
  * --warmup): status OK in ops/s, the latency histogram and its outcome;
  * any other status in the errors. Successful completions also feed the
  * "window without a successful claim": the longest time between two of
- * them over all connections (the failover measurement). */
+ * them over all connections (the failover measurement).
+ *
+ * --count N (filling a cluster): a shared budget of N measured claims.
+ * A slot takes one before sending, a failed claim gives it back (so the
+ * closed loop sends it again), and the OK answer that makes N moves the
+ * end of the run to that moment: the summary is over the time it took.
+ *
+ * SIGINT or SIGTERM moves the end to that moment too (a load in the
+ * background, stopped by its owner, still prints its summary); the
+ * handler is reset by its first call, so a second signal kills. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +93,10 @@ struct run
     const struct bench_cfg *cfg;
     uint64_t run_id;
     uint64_t start_ns;   /* measuring starts (after warmup) */
-    uint64_t end_ns;     /* measuring ends; no claim is sent after it */
+    uint64_t end_ns;     /* atomic (--count moves it): measuring ends; no
+                          * claim is sent after it */
+    uint64_t budget;     /* atomic, --count: measured claims still to send */
+    uint64_t ok_total;   /* atomic, --count: OK answers so far */
     uint64_t last_ok_ns; /* atomic: the latest successful completion */
     uint64_t max_gap_ns; /* atomic */
     pthread_mutex_t gap_lock;
@@ -144,15 +157,81 @@ static void next_key(struct worker *w, char *buf)
                    w->idx, n);
 }
 
+static uint64_t end_of(const struct run *run)
+{
+    return __atomic_load_n(&run->end_ns, __ATOMIC_RELAXED);
+}
+
+/* --count: take one claim of the budget (always true without --count, and
+ * for warmup claims, which do not count). */
+static bool take_budget(struct run *run, uint64_t due_ns)
+{
+    uint64_t left;
+
+    if (run->cfg->count == 0 || due_ns < run->start_ns) {
+        return true;
+    }
+    left = __atomic_load_n(&run->budget, __ATOMIC_RELAXED);
+    while (left > 0) {
+        if (__atomic_compare_exchange_n(&run->budget, &left, left - 1, true,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void give_back_budget(struct run *run, uint64_t due_ns)
+{
+    if (run->cfg->count != 0 && due_ns >= run->start_ns) {
+        (void)__atomic_fetch_add(&run->budget, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* --count: one more OK answer; the one that makes N ends the run now. */
+static void count_ok(struct run *run, uint64_t now)
+{
+    if (run->cfg->count != 0 &&
+        __atomic_add_fetch(&run->ok_total, 1, __ATOMIC_RELAXED) ==
+            run->cfg->count) {
+        __atomic_store_n(&run->end_ns, now + 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* The run a stop signal ends (set before the handler is installed). */
+static struct run *stop_run;
+
+/* Async-signal-safe: clock_gettime and a lock-free atomic store. The end
+ * never moves before the start (the measured time is then empty). */
+static void on_stop_signal(int sig)
+{
+    uint64_t now = now_ns();
+
+    (void)sig;
+    if (now < stop_run->start_ns) {
+        now = stop_run->start_ns;
+    }
+    if (now < end_of(stop_run)) {
+        __atomic_store_n(&stop_run->end_ns, now, __ATOMIC_RELAXED);
+    }
+}
+
 static void on_done(void *arg, struct once_result *r);
 
 /* Send one claim on a free slot, due at @due_ns. False if refused. */
 static bool send_claim(struct worker *w, uint64_t due_ns)
 {
     const struct bench_cfg *cfg = w->run->cfg;
-    struct slot *s = w->free_slots[--w->n_free];
+    struct slot *s;
     struct once_claim a;
 
+    if (!take_budget(w->run, due_ns)) {
+        if (cfg->rate != 0) {
+            w->stopping = true; /* nothing more to send, ever */
+        }
+        return false;
+    }
+    s = w->free_slots[--w->n_free];
     memset(&a, 0, sizeof a);
     next_key(w, s->key);
     s->due_ns = due_ns;
@@ -165,7 +244,8 @@ static bool send_claim(struct worker *w, uint64_t due_ns)
     a.timeout_ms = cfg->timeout_ms;
     if (once_claim_async(w->c, &a, on_done, s) != 0) {
         w->free_slots[w->n_free++] = s;
-        if (due_ns >= w->run->start_ns && due_ns < w->run->end_ns) {
+        give_back_budget(w->run, due_ns);
+        if (due_ns >= w->run->start_ns && due_ns < end_of(w->run)) {
             w->submit_errors++;
         }
         if (w->first_error[0] == '\0') {
@@ -192,7 +272,7 @@ static void send_due(struct worker *w, uint64_t now)
         if (due > now) {
             return;
         }
-        if (due >= w->run->end_ns) {
+        if (due >= end_of(w->run)) {
             w->stopping = true;
             return;
         }
@@ -238,12 +318,17 @@ static void on_done(void *arg, struct once_result *r)
     struct worker *w = s->w;
     struct run *run = w->run;
     uint64_t now = now_ns();
+    uint64_t end = end_of(run);
 
-    if (now >= run->start_ns && now < run->end_ns) {
+    if (r->status != ONCE_STATUS_OK) {
+        give_back_budget(run, s->due_ns);
+    }
+    if (now >= run->start_ns && now < end) {
         if (r->status == ONCE_STATUS_OK) {
             uint64_t lat = now > s->due_ns ? now - s->due_ns : 0;
 
             w->ok++;
+            count_ok(run, now);
             hist_record(&w->hist, lat);
             w->outcomes[(unsigned)r->outcome < OUTCOMES_N ? r->outcome : 0]++;
             note_success(run, now);
@@ -269,7 +354,7 @@ static void on_done(void *arg, struct once_result *r)
         __atomic_store_n(&run->last_ok_ns, now, __ATOMIC_RELAXED);
     }
     w->free_slots[w->n_free++] = s;
-    if (now >= run->end_ns) {
+    if (now >= end_of(run)) {
         w->stopping = true;
         return;
     }
@@ -417,6 +502,11 @@ static void print_text(const struct run *run, const struct totals *t)
                "due time)\n",
                cfg->rate);
     }
+    if (cfg->count != 0) {
+        printf("count:      %" PRIu64 " asked, %" PRIu64
+               " answered OK in %.3f s\n",
+               cfg->count, t->ok, t->seconds);
+    }
     printf("ops/s:      %.1f (%" PRIu64 " answered claims)\n",
            (double)t->ok / t->seconds, t->ok);
     printf(
@@ -508,11 +598,11 @@ static void print_json(const struct run *run, const struct totals *t)
     }
     printf(
         "],\"cpu_user_s\":%.3f,\"cpu_sys_s\":%.3f,\"connections\":%u,"
-        "\"pipeline\":%u,\"rate\":%" PRIu64
+        "\"pipeline\":%u,\"rate\":%" PRIu64 ",\"count\":%" PRIu64
         ",\"keys\":\"%s\","
         "\"kind\":\"%s\"}\n",
         t->cpu_user_s, t->cpu_sys_s, cfg->connections, cfg->pipeline, cfg->rate,
-        keys_text(cfg, kb, sizeof kb),
+        cfg->count, keys_text(cfg, kb, sizeof kb),
         cfg->kind == ONCE_NONCE ? "nonce" : "idempotent");
 }
 
@@ -612,14 +702,14 @@ int main(int argc, char **argv)
     static struct bench_cfg cfg;
     static struct run run;
     static struct totals t;
-    char err[BENCH_ERR_MAX];
+    char err[ERR_MSG_SIZE];
     struct worker *ws;
     struct rusage ru0, ru1;
     uint8_t seed[ONCE_ID_LEN];
     unsigned i;
     int rc;
 
-    rc = bench_parse(argc, argv, &cfg, err, sizeof err);
+    rc = bench_parse(argc, argv, &cfg, err);
     if (rc == 1) {
         fputs(bench_usage, stdout);
         return 0;
@@ -710,16 +800,25 @@ int main(int argc, char **argv)
     }
     (void)getrusage(RUSAGE_SELF, &ru0);
     {
+        struct sigaction sa;
         uint64_t t0 = now_ns();
 
         run.start_ns = t0 + cfg.warmup_ms * 1000000ull;
         run.end_ns = run.start_ns + cfg.duration_ms * 1000000ull;
+        run.budget = cfg.count;
         run.last_ok_ns = run.start_ns;
         for (i = 0; i < cfg.connections; i++) {
             /* Spread the connections' schedules over one interval. */
             ws[i].t0_ns =
                 t0 + (uint64_t)(ws[i].interval_ns * i / cfg.connections);
         }
+        stop_run = &run;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        (void)sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGINT, &sa, NULL);
+        (void)sigaction(SIGTERM, &sa, NULL);
     }
     for (i = 0; i < cfg.connections; i++) {
         rc = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
@@ -758,7 +857,12 @@ int main(int argc, char **argv)
     qsort(run.gaps, run.n_gaps, sizeof run.gaps[0], cmp_gap);
     t.cpu_user_s = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime);
     t.cpu_sys_s = tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
-    t.seconds = (double)cfg.duration_ms / 1000.0;
+    /* --count or a signal may have ended the run early: the time it took
+     * (at least 1 ns, so the rates stay defined). */
+    t.seconds = (double)(run.end_ns - run.start_ns) / 1e9;
+    if (t.seconds <= 0) {
+        t.seconds = 1e-9;
+    }
     if (cfg.json) {
         print_json(&run, &t);
     } else {
@@ -769,6 +873,12 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "once-bench: no claim was answered in the measured "
                 "time\n");
+        rc = 1;
+    } else if (cfg.count != 0 && t.ok < cfg.count) {
+        fprintf(stderr,
+                "once-bench: --count %" PRIu64 " not reached: %" PRIu64
+                " answered OK in --duration\n",
+                cfg.count, t.ok);
         rc = 1;
     }
     if (cfg.plot != NULL && plot(&run, cfg.plot) != 0) {

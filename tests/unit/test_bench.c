@@ -146,7 +146,7 @@ END_TEST
 /* ---- flags ---- */
 
 static struct bench_cfg cfg;
-static char err[BENCH_ERR_MAX];
+static char err[ERR_MSG_SIZE];
 
 static int parse(const char *first, ...)
 {
@@ -163,7 +163,7 @@ static int parse(const char *first, ...)
     va_end(ap);
     argv[argc] = NULL;
     err[0] = '\0';
-    return bench_parse(argc, argv, &cfg, err, sizeof err);
+    return bench_parse(argc, argv, &cfg, err);
 }
 
 START_TEST(test_args_defaults)
@@ -263,6 +263,30 @@ START_TEST(test_args_refused)
 }
 END_TEST
 
+/* --count: the bound, its refusals, and the duration it implies (24h
+ * unless --duration says otherwise, in either order). */
+START_TEST(test_args_count)
+{
+    ck_assert_int_eq(parse(NULL), 0);
+    ck_assert_uint_eq(cfg.count, 0);
+    ck_assert_int_eq(parse("--count", "200000", NULL), 0);
+    ck_assert_uint_eq(cfg.count, 200000);
+    ck_assert_uint_eq(cfg.duration_ms, BENCH_DURATION_MAX_MS);
+    ck_assert_int_eq(parse("--count=5", "--duration", "30s", NULL), 0);
+    ck_assert_uint_eq(cfg.count, 5);
+    ck_assert_uint_eq(cfg.duration_ms, 30000);
+    ck_assert_int_eq(parse("--duration", "30s", "--count", "5", NULL), 0);
+    ck_assert_uint_eq(cfg.duration_ms, 30000);
+    ck_assert_int_eq(parse("--count", "1000000000000", NULL), 0);
+    ck_assert_uint_eq(cfg.count, BENCH_COUNT_MAX);
+    refused("--count", "0", "--count");
+    refused("--count", "1000000000001", "--count");
+    refused("--count", "1M", "--count");
+    refused("--count", NULL, "needs a value");
+    ck_assert_ptr_nonnull(strstr(bench_usage, "--count N"));
+}
+END_TEST
+
 START_TEST(test_args_cluster_bounds)
 {
     char big[ONCE_ADDRS_MAX * 20];
@@ -296,6 +320,7 @@ Suite *bench_suite(void)
     tcase_add_test(tc, test_args_defaults);
     tcase_add_test(tc, test_args_all);
     tcase_add_test(tc, test_args_refused);
+    tcase_add_test(tc, test_args_count);
     tcase_add_test(tc, test_args_cluster_bounds);
     suite_add_tcase(s, tc);
     return s;
