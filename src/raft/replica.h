@@ -35,6 +35,7 @@
 #include "fsm/fsm.h"
 #include "raft/ltime.h"
 #include "raft/rio.h"
+#include "raft/snap_policy.h"
 
 enum { ERR_REPLICA_CODES(ERR_ENUM) }; /* common/err.h */
 
@@ -75,6 +76,9 @@ struct replica_config
 {
     unsigned election_ms;  /* default 1000 */
     unsigned heartbeat_ms; /* default 100; must be < election_ms */
+    /* Entries between snapshots and kept after one; 0 (the node's
+     * default): by bytes (raft/snap_policy.h). The replica rewrites these
+     * two with its current decision, which pipeline.c and member.c read. */
     unsigned snapshot_threshold;
     unsigned snapshot_trailing;
     unsigned max_catch_up_rounds;
@@ -173,6 +177,34 @@ struct replica_stats
     uint64_t snapshots_taken;
     uint64_t snapshots_busy; /* refused by G5 */
     uint64_t snapshots_restored;
+    uint64_t restores_prepared; /* installs restored off the loop */
+    uint64_t snapshot_last_index;
+    uint64_t snapshot_last_bytes;
+    uint64_t snapshot_last_ms;   /* freeze to finalize */
+    uint64_t snapshot_extra_max; /* most bytes a frozen view held */
+};
+
+/* The adapter's snapshot state (fsm v3: snapshot freezes on the loop,
+ * snapshot_async encodes the view on raft's thread pool, finalize releases
+ * the view on the loop), and an InstallSnapshot's state machine built on the
+ * pool while the store writes the snapshot (rio's install_work). The pool
+ * thread reads view/digest and writes the prepared fields only between
+ * the loop's hand-over and the work's completion callback. */
+struct replica_snap
+{
+    struct snap_policy policy;
+    bool fixed_threshold; /* the operator gave an entry count */
+    bool fixed_trailing;
+    struct fsm_frozen *view; /* from snapshot() to snapshot_finalize */
+    raft_index index;
+    uint64_t digest; /* the applied-entry digest at the freeze */
+    uint64_t t0_ms;
+
+    struct fsm *prepared;      /* owned; NULL if none */
+    const void *prepared_base; /* the snapshot buffer it was built from */
+    int prepared_rv;
+    uint64_t prepared_digest;
+    char prepared_msg[ERR_MSG_SIZE];
 };
 
 struct replica
@@ -196,6 +228,7 @@ struct replica
     /* adapter */
     raft_index live_from; /* entries above this index are applied live */
     uint64_t digest;      /* chain over every applied entry */
+    struct replica_snap snap;
 
     /* pipeline: queue for the next batch */
     struct replica_req *q_head, *q_tail;
@@ -326,6 +359,17 @@ void replica_fatal(struct replica *rep,
                    int status,
                    const char *msg);
 void adapter_setup(struct replica *rep);
+/* raft_init refuses an fsm with snapshot_async over an io of version < 2,
+ * which the 0.15 fixture's is: the fixture path grows servers without it
+ * and sets it once rio (version 2) is in place; raft reads it per snapshot.
+ */
+void adapter_set_async(struct replica *rep, bool on);
+/* Apply the snapshot policy's current decision to raft (after configure). */
+void adapter_policy_apply(struct replica *rep);
+/* rio's install_work: build the state machine of @snap (pool thread). */
+int adapter_install_work(void *arg, const struct raft_snapshot *snap);
+/* Free what the adapter holds (replica_close, after raft closed). */
+void adapter_close(struct replica *rep);
 /* The adapter reports each command's outcome of entry @index. */
 void pipeline_emit(struct replica *rep,
                    raft_index index,
