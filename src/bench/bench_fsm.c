@@ -8,9 +8,15 @@
  * into a fresh instance and checks that the restored instance writes the
  * same bytes. Reports applies/s (wall and CPU time of one core), bytes per
  * live record (fsm_memory, and RSS growth for comparison), snapshot size and
- * time, and restore time. Single-threaded, like the raft loop. */
+ * time, and restore time. Single-threaded, like the raft loop, except for
+ * the frozen view figures: fsm_freeze (the longest of --rounds), then
+ * fsm_frozen_write on a second thread while the main thread applies
+ * --during new claims (the longest single apply meanwhile, and the extra
+ * bytes the view held by then), and the two steps of a restore
+ * (fsm_restore_build, then fsm_restore_commit over a full instance). */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,18 +41,24 @@ struct opts
     uint64_t records;
     size_t batch;
     bool json;
+    uint64_t rounds; /* fsm_freeze rounds */
+    uint64_t during; /* claims applied while the view is written */
 };
 
 static void usage(FILE *fp, const char *argv0)
 {
     fprintf(fp,
-            "usage: %s [--records N] [--batch N] [--json] [--help]\n"
+            "usage: %s [--records N] [--batch N] [--rounds N] [--during N]\n"
+            "       [--json] [--help]\n"
             "\n"
             "Applies N NONCE claims (32-byte keys, scope \"b\", ttl 24 h) in\n"
             "batches through fsm_apply, then snapshots and restores.\n"
             "\n"
             "  --records N  claims to apply (default 10000000)\n"
             "  --batch N    commands per batch, 1..%u (default 256)\n"
+            "  --rounds N   fsm_freeze/fsm_release rounds (default 20)\n"
+            "  --during N   claims applied during fsm_frozen_write\n"
+            "               (default 1000000)\n"
             "  --json       print one JSON object instead of text\n"
             "  --help       this text\n",
             argv0, (unsigned)FSM_BATCH_COMMANDS_MAX);
@@ -75,6 +87,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
     o->records = 10000000;
     o->batch = 256;
     o->json = false;
+    o->rounds = 20;
+    o->during = 1000000;
     for (int i = 1; i < argc; i++) {
         uint64_t v;
 
@@ -90,6 +104,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
                 return 2;
             }
             o->records = v;
+        } else if (strcmp(argv[i], "--rounds") == 0 ||
+                   strcmp(argv[i], "--during") == 0) {
+            bool rounds = strcmp(argv[i], "--rounds") == 0;
+            if (!parse_u64(i + 1 < argc ? argv[++i] : NULL, &v) ||
+                v > (1u << 28) || (rounds && v == 0)) {
+                fprintf(stderr, "%s: %s needs %s..2^28\n", argv[0],
+                        rounds ? "--rounds" : "--during", rounds ? "1" : "0");
+                return 2;
+            }
+            if (rounds) {
+                o->rounds = v;
+            } else {
+                o->during = v;
+            }
         } else if (strcmp(argv[i], "--batch") == 0) {
             if (!parse_u64(i + 1 < argc ? argv[++i] : NULL, &v) || v == 0 ||
                 v > FSM_BATCH_COMMANDS_MAX) {
@@ -245,11 +273,14 @@ static void free_chunk(struct chunk *c)
 struct counts;
 static void count_cb(void *arg, size_t i, const struct fsm_result *r);
 
-/* Apply o->records claims, keys from @first_key, batch k stamped
- * @t_base + k ms; adds the time spent in fsm_apply to *wall and *cpu.
- * Returns the number of batches. */
+/* Apply @records claims, keys from @first_key, batch k stamped
+ * @t_base + k ms; adds the time spent in fsm_apply to *wall and *cpu, and
+ * keeps the longest single apply in *@max_apply (may be NULL). Returns the
+ * number of batches. */
 static uint64_t run_claims(struct fsm *f,
                            const struct opts *o,
+                           uint64_t records,
+                           double *max_apply,
                            uint64_t first_key,
                            uint64_t t_base,
                            uint64_t *index,
@@ -259,9 +290,9 @@ static uint64_t run_claims(struct fsm *f,
 {
     uint64_t done = 0, n_batches = 0;
 
-    while (done < o->records) {
+    while (done < records) {
         struct chunk c;
-        uint64_t n = o->records - done;
+        uint64_t n = records - done;
         double t0, c0;
 
         if (n > CHUNK_MAX) {
@@ -271,10 +302,14 @@ static uint64_t run_claims(struct fsm *f,
         t0 = now_s(CLOCK_MONOTONIC);
         c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
         for (size_t b = 0; b < c.n_batches; b++) {
+            double a0 = max_apply != NULL ? now_s(CLOCK_MONOTONIC) : 0;
             int rv = fsm_apply(f, (*index)++, c.bufs[b], c.lens[b], count_cb,
                                counts);
             if (rv != 0) {
                 die("fsm_apply", rv);
+            }
+            if (max_apply != NULL && now_s(CLOCK_MONOTONIC) - a0 > *max_apply) {
+                *max_apply = now_s(CLOCK_MONOTONIC) - a0;
             }
         }
         *wall += now_s(CLOCK_MONOTONIC) - t0;
@@ -337,6 +372,126 @@ static void bootstrap(struct fsm *f, uint64_t records)
     }
 }
 
+/* --- frozen views and two-step restore ------------------------------------ */
+
+struct view_figs
+{
+    double freeze_max_s;
+    double release_max_s;
+    double frozen_write_s;
+    double during_wall_s;
+    double during_apply_max_s;
+    uint64_t extra_bytes;
+    bool frozen_same;
+    double build_s;
+    double commit_s;
+};
+
+struct writer
+{
+    struct fsm_frozen *z;
+    uint8_t *buf;
+    size_t len;
+    double s;
+};
+
+static void *write_view(void *arg)
+{
+    struct writer *w = arg;
+    double t0 = now_s(CLOCK_MONOTONIC);
+
+    fsm_frozen_write(w->z, w->buf, w->len);
+    w->s = now_s(CLOCK_MONOTONIC) - t0;
+    return NULL;
+}
+
+/* Freeze @f (whose snapshot is @snap) --rounds times, then write a view on
+ * a thread while --during claims (keys from @first_key, stamped from
+ * @t_base) are applied. */
+static void bench_views(struct fsm *f,
+                        const struct opts *o,
+                        const uint8_t *snap,
+                        size_t snap_len,
+                        uint64_t first_key,
+                        uint64_t t_base,
+                        uint64_t *index,
+                        struct view_figs *v)
+{
+    struct counts counts = {0};
+    struct writer w;
+    pthread_t t;
+    double t0, cpu = 0;
+    uint64_t extra;
+    int rv;
+
+    for (uint64_t r = 0; r < o->rounds; r++) {
+        t0 = now_s(CLOCK_MONOTONIC);
+        rv = fsm_freeze(f, &w.z);
+        if (rv != 0) {
+            die("fsm_freeze", rv);
+        }
+        if (now_s(CLOCK_MONOTONIC) - t0 > v->freeze_max_s) {
+            v->freeze_max_s = now_s(CLOCK_MONOTONIC) - t0;
+        }
+        t0 = now_s(CLOCK_MONOTONIC);
+        fsm_release(f, w.z);
+        if (now_s(CLOCK_MONOTONIC) - t0 > v->release_max_s) {
+            v->release_max_s = now_s(CLOCK_MONOTONIC) - t0;
+        }
+    }
+    rv = fsm_freeze(f, &w.z);
+    if (rv != 0) {
+        die("fsm_freeze", rv);
+    }
+    w.len = fsm_frozen_size(w.z);
+    w.buf = malloc(w.len);
+    if (w.buf == NULL || w.len != snap_len) {
+        die("frozen view buffer", -ENOMEM);
+    }
+    memset(w.buf, 0, w.len); /* resident, as a reused buffer would be */
+    if (pthread_create(&t, NULL, write_view, &w) != 0) {
+        die("pthread_create", -EAGAIN);
+    }
+    (void)run_claims(f, o, o->during, &v->during_apply_max_s, first_key, t_base,
+                     index, &counts, &v->during_wall_s, &cpu);
+    extra = fsm_frozen_extra_bytes(f);
+    if (pthread_join(t, NULL) != 0) {
+        die("pthread_join", -EINVAL);
+    }
+    v->extra_bytes = extra;
+    v->frozen_write_s = w.s;
+    v->frozen_same = memcmp(w.buf, snap, snap_len) == 0;
+    fsm_release(f, w.z);
+    free(w.buf);
+    if (counts.other != 0) {
+        die("claims during the view: not ACCEPTED", 0);
+    }
+}
+
+/* Restore @snap in two steps over @g, a full instance. */
+static void bench_restore_steps(struct fsm *g,
+                                const uint8_t *snap,
+                                size_t snap_len,
+                                struct view_figs *v)
+{
+    char errmsg[ERR_MSG_SIZE];
+    struct fsm *fresh;
+    double t0 = now_s(CLOCK_MONOTONIC);
+    int rv = fsm_restore_build(snap, snap_len, &fresh, errmsg);
+
+    v->build_s = now_s(CLOCK_MONOTONIC) - t0;
+    if (rv != 0) {
+        fprintf(stderr, "bench-fsm: restore build: %s\n", errmsg);
+        exit(1);
+    }
+    t0 = now_s(CLOCK_MONOTONIC);
+    rv = fsm_restore_commit(g, fresh);
+    v->commit_s = now_s(CLOCK_MONOTONIC) - t0;
+    if (rv != 0) {
+        die("fsm_restore_commit", rv);
+    }
+}
+
 /* --- main ----------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -353,7 +508,9 @@ int main(int argc, char **argv)
     double snap_warm_s, snap_size_s, snap_write_s, restore_s;
     uint8_t *snap, *snap2;
     size_t snap_len, snap2_len;
-    char errmsg[256];
+    char errmsg[ERR_MSG_SIZE];
+    struct view_figs views = {0};
+    uint64_t pruned;
     bool same;
     int rv;
 
@@ -369,7 +526,8 @@ int main(int argc, char **argv)
     }
     bootstrap(f, o.records);
 
-    n_batches = run_claims(f, &o, 0, T0, &index, &counts, &wall, &cpu);
+    n_batches =
+        run_claims(f, &o, o.records, NULL, 0, T0, &index, &counts, &wall, &cpu);
     if (counts.other != 0) {
         fprintf(stderr,
                 "bench-fsm: %" PRIu64 " claims not ACCEPTED (first: %s)\n",
@@ -423,8 +581,11 @@ int main(int argc, char **argv)
     fsm_snapshot_write(g, snap2, snap2_len);
     same = snap2_len == snap_len && memcmp(snap, snap2, snap_len) == 0 &&
            fsm_n_records(g) == n_records;
+    bench_restore_steps(g, snap, snap_len, &views);
     fsm_free(g);
     g = NULL;
+    bench_views(f, &o, snap, snap_len, 2 * o.records, T0 + n_batches, &index,
+                &views);
 
     /* Steady state: let every record expire (one empty batch past their
      * ttl frees them all: the pruning cost), then apply as many new claims
@@ -438,6 +599,7 @@ int main(int argc, char **argv)
         if (rv != 0) {
             die("command_encode_batch", rv);
         }
+        pruned = fsm_n_records(f);
         t0 = now_s(CLOCK_MONOTONIC);
         rv = fsm_apply(f, index++, empty, empty_len, NULL, NULL);
         prune_s = now_s(CLOCK_MONOTONIC) - t0;
@@ -446,8 +608,8 @@ int main(int argc, char **argv)
             die("prune", rv);
         }
     }
-    (void)run_claims(f, &o, o.records, t_refill + 1, &index, &counts2, &wall2,
-                     &cpu2);
+    (void)run_claims(f, &o, o.records, NULL, o.records, t_refill + 1, &index,
+                     &counts2, &wall2, &cpu2);
     if (counts2.other != 0) {
         die("refill: claims not ACCEPTED", 0);
     }
@@ -468,7 +630,12 @@ int main(int argc, char **argv)
                ",\"restore_s\":%.6f"
                ",\"restore_identical\":%s,\"prune_all_s\":%.6f"
                ",\"refill_applies_per_s_wall\":%.0f"
-               ",\"refill_fsm_memory_bytes\":%" PRIu64 "}\n",
+               ",\"refill_fsm_memory_bytes\":%" PRIu64
+               ",\"restore_build_s\":%.6f,\"restore_commit_s\":%.6f"
+               ",\"freeze_max_s\":%.6f,\"release_max_s\":%.6f"
+               ",\"frozen_write_s\":%.6f,\"during_claims\":%" PRIu64
+               ",\"during_apply_max_s\":%.6f"
+               ",\"frozen_extra_bytes\":%" PRIu64 ",\"frozen_identical\":%s}\n",
                o.records, o.batch, n_batches, wall, cpu,
                (double)o.records / wall, (double)o.records / cpu, n_records,
                memory, bytes, (double)memory / (double)n_records,
@@ -476,7 +643,10 @@ int main(int argc, char **argv)
                (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n_records,
                snap_len, snap_size_s, snap_write_s, snap_warm_s, restore_s,
                same ? "true" : "false", prune_s, (double)o.records / wall2,
-               memory2);
+               memory2, views.build_s, views.commit_s, views.freeze_max_s,
+               views.release_max_s, views.frozen_write_s, o.during,
+               views.during_apply_max_s, views.extra_bytes,
+               views.frozen_same ? "true" : "false");
     } else {
         printf("bench-fsm: %" PRIu64
                " NONCE claims, 32-byte keys, scope "
@@ -509,9 +679,29 @@ int main(int argc, char **argv)
         printf("    fsm_restore        %10.3f s   %8.1f MB/s\n", restore_s,
                (double)snap_len / 1e6 / restore_s);
         printf("    restored snapshot identical: %s\n", same ? "yes" : "NO");
+        printf("    fsm_restore_build  %10.3f s   (any thread)\n",
+               views.build_s);
+        printf("    fsm_restore_commit %10.3f s   (over a full instance)\n",
+               views.commit_s);
+        printf("  frozen view\n");
+        printf("    fsm_freeze         %10.6f s   (max of %" PRIu64
+               " rounds)\n",
+               views.freeze_max_s, o.rounds);
+        printf("    fsm_release        %10.6f s   (max, nothing copied)\n",
+               views.release_max_s);
+        printf("    fsm_frozen_write   %10.3f s   (thread, %" PRIu64
+               " claims applied meanwhile)\n",
+               views.frozen_write_s, o.during);
+        printf("    claims meanwhile   %10.3f s   longest apply %.6f s\n",
+               views.during_wall_s, views.during_apply_max_s);
+        printf("    extra bytes        %12" PRIu64
+               " bytes   %.2f x fsm_memory\n",
+               views.extra_bytes, (double)views.extra_bytes / (double)memory);
+        printf("    frozen snapshot identical: %s\n",
+               views.frozen_same ? "yes" : "NO");
         printf("  steady state (all expired, then refilled)\n");
-        printf("    prune %" PRIu64 " expired  %7.3f s   (one batch)\n",
-               n_records, prune_s);
+        printf("    prune %" PRIu64 " expired  %7.3f s   (one batch)\n", pruned,
+               prune_s);
         printf("    refill apply       %10.3f s   %12.0f applies/s\n", wall2,
                (double)o.records / wall2);
         printf("    fsm_memory after   %12" PRIu64 " bytes (pages reused)\n",
@@ -520,5 +710,5 @@ int main(int argc, char **argv)
     free(snap);
     free(snap2);
     fsm_free(f);
-    return same ? 0 : 1;
+    return same && views.frozen_same ? 0 : 1;
 }

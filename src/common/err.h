@@ -42,7 +42,8 @@
     X(FSM_E_MALFORMED, -1101, "batch or snapshot does not decode") \
     X(FSM_E_SCHEMA, -1102, "newer schema than this code knows")    \
     X(FSM_E_CHECKSUM, -1103, "snapshot checksum mismatch")         \
-    X(FSM_E_TOOBIG, -1104, "over a size limit")
+    X(FSM_E_TOOBIG, -1104, "over a size limit")                    \
+    X(FSM_E_BUSY, -1105, "a frozen view is live")
 
 #define ERR_ENTRY_CODES(X)                              \
     X(ENTRY_E_MALFORMED, -1201, "not an entry of ours") \

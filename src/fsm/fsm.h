@@ -325,10 +325,62 @@ size_t fsm_snapshot_size(const struct fsm *f);
 void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len);
 
 /* Replace the whole state with the snapshot in @buf (borrowed). Validates
- * everything first; on error the state is unchanged, @errmsg (256 bytes, may
- * be NULL) says why, and the return is FSM_E_MALFORMED, FSM_E_CHECKSUM or
- * FSM_E_SCHEMA. */
+ * everything first; on error the state is unchanged, @errmsg (ERR_MSG_SIZE
+ * bytes, may be NULL) says why, and the return is FSM_E_MALFORMED,
+ * FSM_E_CHECKSUM, FSM_E_SCHEMA, or FSM_E_BUSY while a frozen view lives. */
 int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg);
+
+/* fsm_restore in two steps, so the parse can run off the owner's thread.
+ *
+ * fsm_restore_build: any thread, touches nothing shared: parse and validate
+ * @buf (borrowed) into a new instance *@out (the caller's: commit it or
+ * fsm_free it). 0, or what fsm_restore returns, with @errmsg (ERR_MSG_SIZE
+ * bytes, may be NULL) set and *@out NULL.
+ *
+ * fsm_restore_commit: the owner's thread: replace @f's whole state by
+ * @fresh's, which is consumed and freed. It swaps the instances' internals
+ * and never walks @fresh's records; the old state is freed in time
+ * proportional to its memory (pages, slot arrays, stored results), not its
+ * record count. FSM_E_BUSY while a view of @f is live: nothing changes and
+ * @fresh stays the caller's. */
+int fsm_restore_build(const uint8_t *buf,
+                      size_t len,
+                      struct fsm **out,
+                      char *errmsg);
+int fsm_restore_commit(struct fsm *f, struct fsm *fresh);
+
+/* Frozen views: a snapshot taken off the owner's thread.
+ *
+ * fsm_freeze captures the state at the last applied index in bounded time
+ * (no walk of the records: it copies the page pointer array, the table
+ * headers and the header fields). Afterwards apply keeps running: every
+ * write to memory the view can see copies it first (a 64 KiB slab page, a
+ * vp's slot array) and frees of what the view can see wait for
+ * fsm_release, so the view never changes. Extra memory is what apply
+ * copies while the view lives, at most one copy of the store.
+ *
+ * Threads: fsm_freeze, fsm_release and fsm_frozen_extra_bytes on the
+ * owner's thread only (between applies); fsm_frozen_size and
+ * fsm_frozen_write on any ONE other thread, concurrently with the owner's
+ * fsm_apply, fsm_lookup and the accessors. Ownership: the view belongs to
+ * @f; it is ended by fsm_release (after fsm_frozen_write returned, or
+ * instead of it), or by fsm_free(f) when the writer is not running. */
+struct fsm_frozen;
+
+/* One view at a time: FSM_E_BUSY if one is live, -ENOMEM on allocation
+ * failure (nothing changed), else 0 and *@out. */
+int fsm_freeze(struct fsm *f, struct fsm_frozen **out);
+/* Exact length of the view's snapshot (fsm_snapshot_size at the freeze). */
+size_t fsm_frozen_size(const struct fsm_frozen *z);
+/* Write the canonical snapshot of the view into @buf (exactly
+ * fsm_frozen_size bytes): byte-identical to fsm_snapshot_write called at
+ * the freeze point. */
+void fsm_frozen_write(struct fsm_frozen *z, uint8_t *buf, size_t len);
+/* End the view and free what it kept. */
+void fsm_release(struct fsm *f, struct fsm_frozen *z);
+/* Bytes held only because a view is live (the view's own arrays, copied
+ * pages and slot arrays, deferred frees); 0 with no view. */
+uint64_t fsm_frozen_extra_bytes(const struct fsm *f);
 
 /* Observers. */
 uint64_t fsm_now(const struct fsm *f);

@@ -1,5 +1,6 @@
-/* fsm/fsm_int.h: the state machine's private layout, shared by fsm.c (apply),
- * snapshot.c (encode/restore) and table.c (identity comparison). */
+/* fsm/fsm_int.h: the state machine's private layout and internal functions,
+ * shared by the fsm*.c files (see fsm.c for which does what), snapshot.c
+ * (encode/restore) and table.c (identity comparison). */
 #ifndef ONCE_FSM_FSM_INT_H_
 #define ONCE_FSM_FSM_INT_H_
 
@@ -56,8 +57,21 @@ struct rec_ext
     uint8_t stored_kind; /* 0 none, 1 result, 2 error */
     uint8_t payload_hash_len;
     uint32_t stored_len;
-    uint8_t *stored; /* malloc'd result or error */
+    uint32_t stored_slot; /* position in fsm.stored when stored != NULL */
+    uint8_t *stored;      /* malloc'd result or error */
     uint8_t payload_hash[FSM_PAYLOAD_HASH_MAX];
+};
+
+/* The slot sits in what was padding: an ext's size, which max_bytes
+ * counts, is unchanged. */
+_Static_assert(sizeof(struct rec_ext) == 160, "ext layout");
+
+/* Every result/error buffer, listed so freeing the state does not walk the
+ * records (fsm_restore_commit frees the old state on the loop). */
+struct stored_ref
+{
+    uint8_t *p;
+    uint32_t ext; /* handle of the ext holding it */
 };
 
 /* An attempt as stored: fixed part + execution id bytes. */
@@ -192,6 +206,21 @@ struct fsm
      * mutation so fsm_snapshot_size does not walk the records. */
     uint64_t snap_rec_bytes;
 
+    /* The live frozen view (fsm_frozen.c), NULL if none. While it lives,
+     * vp_frozen[v] says vp v still shares its slot array with the view, and
+     * frees of result/error buffers wait in deferred until fsm_release. */
+    struct fsm_frozen *frozen;
+    bool vp_frozen[FSM_N_VPS];
+    uint64_t frozen_vp_bytes; /* slot arrays copied for the view */
+    void **deferred;
+    size_t n_deferred;
+    size_t cap_deferred;
+    uint64_t deferred_bytes;
+
+    struct stored_ref *stored;
+    size_t n_stored;
+    size_t cap_stored;
+
     /* Scratch for results: attempts copied out for Lookup. */
     struct fsm_attempt att_out[1 + FSM_ATTEMPTS_LAST];
 
@@ -209,18 +238,127 @@ struct fsm
     (8 + 4 + 8 + 4 + 4 + FSM_REQUEST_ID_LEN + 1 + 1 + 4 + 4 + 1)
 #define SNAP_ATT_FIXED (FSM_REQUEST_ID_LEN + 8 + 8 + 1 + 1 + 1)
 
-/* Shared helpers implemented in fsm.c. */
+static inline uint32_t vp_of(uint64_t hash)
+{
+    return (uint32_t)(hash >> (64 - FSM_VP_BITS));
+}
+
+/* Readers and writers of records (slab.h: a reader's pointer is never
+ * written through, and a writer copies a page a live view still reads). */
+static inline const struct rec *rec_at(const struct fsm *f, uint32_t h)
+{
+    return slab_ptr(&f->slab, h);
+}
+
+static inline struct rec *rec_mut(struct fsm *f, uint32_t h)
+{
+    return slab_mut(&f->slab, h);
+}
+
+static inline const struct rec_ext *ext_of(const struct fsm *f,
+                                           const struct rec *r)
+{
+    return r->ext != 0 ? slab_ptr(&f->slab, r->ext) : NULL;
+}
+
+static inline struct rec_ext *ext_mut(struct fsm *f, const struct rec *r)
+{
+    return r->ext != 0 ? slab_mut(&f->slab, r->ext) : NULL;
+}
+
+/* fsm_frozen.c: copy-on-write of what a live view shares. */
+/* Give vp @v its own slot array (the view keeps the original). */
+void fsm_vp_thaw(struct fsm *f, uint32_t v);
+/* Free a result/error buffer now, or at fsm_release while a view lives. */
+void fsm_free_stored(struct fsm *f, uint8_t *p, size_t len);
+
+/* Every change to a vp's table goes through this. */
+static inline struct table *fsm_vp_mut(struct fsm *f, uint32_t v)
+{
+    if (__builtin_expect(f->vp_frozen[v], 0)) {
+        fsm_vp_thaw(f, v);
+    }
+    return &f->vps[v];
+}
+
+/* fsm.c */
 _Noreturn void fsm_panic(const char *what);
+
+/* fsm_record.c: record storage. */
 uint64_t fsm_hash(struct fsm *f,
                   const uint8_t *scope,
                   size_t scope_len,
                   const uint8_t *key,
                   size_t key_len);
 uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r);
+size_t fsm_ext_bytes(const struct rec_ext *e);
+/* Final release of a record the wheel has reached. */
+void fsm_rec_free(struct fsm *f, uint32_t h);
+/* Would storing @n more bytes stay within max_bytes? */
+bool fsm_bytes_fit(const struct fsm *f, uint64_t n);
+/* Take a live record out of its table; the wheel frees it later. */
+void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h);
+struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r);
+/* Give ext @e (handle @eh) the result/error buffer @p (malloc'd, now the
+ * fsm's; NULL: none), freeing the one it had. */
+void fsm_stored_set(struct fsm *f, uint32_t eh, struct rec_ext *e, uint8_t *p);
+/* Keep a later claim of @r as evidence (bounded by max_bytes). */
+void fsm_add_attempt(struct fsm *f,
+                     struct rec *r,
+                     const struct fsm_claim *c,
+                     uint64_t index,
+                     enum fsm_outcome outcome,
+                     bool retry);
+/* Fill the record facts of @res from @r (borrowed pointers into @f). */
+void fsm_fill_record(struct fsm *f,
+                     const struct rec *r,
+                     struct fsm_result *res,
+                     bool with_attempts);
+
+/* fsm_wheel.c */
 /* Put a record into the wheel for its current expiry. */
 void fsm_wheel_place(struct fsm *f, uint32_t h);
-size_t fsm_ext_bytes(const struct rec_ext *e);
+/* Process every tick that ended at or before fsm_now. */
+void fsm_wheel_advance(struct fsm *f);
+
+/* fsm_claim.c: the record commands. @pre is the identity's hash when the
+ * batch computed it, else NULL. */
+void fsm_do_claim(struct fsm *f,
+                  uint64_t index,
+                  uint32_t slot,
+                  const struct fsm_claim *c,
+                  const uint64_t *pre,
+                  struct fsm_result *res);
+void fsm_do_complete(struct fsm *f,
+                     const struct fsm_complete *c,
+                     const uint64_t *pre,
+                     struct fsm_result *res);
+void fsm_do_release(struct fsm *f,
+                    const struct fsm_release *c,
+                    const uint64_t *pre,
+                    struct fsm_result *res);
+void fsm_do_lookup(struct fsm *f,
+                   const struct fsm_ident *id,
+                   const uint64_t *pre,
+                   struct fsm_result *res);
+void fsm_do_forget(struct fsm *f,
+                   const struct fsm_ident *id,
+                   const uint64_t *pre,
+                   struct fsm_result *res);
+
+/* fsm_config.c: the configuration commands. */
 /* NULL if @m is a valid member directory entry, else why not. */
 const char *fsm_check_member(const struct fsm_member *m);
+void fsm_do_bootstrap(struct fsm *f,
+                      const struct fsm_bootstrap *b,
+                      uint32_t schema_version,
+                      struct fsm_result *res);
+void fsm_do_set_settings(struct fsm *f,
+                         const struct fsm_settings *s,
+                         struct fsm_result *res);
+void fsm_do_set_member(struct fsm *f,
+                       const struct fsm_member *m,
+                       struct fsm_result *res);
+void fsm_do_retire(struct fsm *f, uint64_t id, struct fsm_result *res);
 
 #endif /* ONCE_FSM_FSM_INT_H_ */

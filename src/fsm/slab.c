@@ -1,6 +1,7 @@
 #include "fsm/slab.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -23,9 +24,11 @@ void slab_init(struct slab *s)
 
 void slab_close(struct slab *s)
 {
-    for (uint32_t i = 0; i < s->n_pages; i += GROUP_PAGES) {
-        free(s->pages[i]); /* the first page of a group is its base */
+    for (uint32_t i = 0; i < s->n_groups; i++) {
+        free(s->groups[i]);
     }
+    free(s->groups);
+    free(s->spare);
     free(s->pages);
     free(s->meta);
     slab_init(s);
@@ -60,6 +63,35 @@ static void list_unlink(struct slab *s, uint32_t *head, uint32_t p)
     m->in_list = false;
 }
 
+/* Memory for one page: a spare, or the next page of the last group, or a
+ * new group. NULL when out of memory. */
+static uint8_t *page_mem(struct slab *s)
+{
+    uint8_t *p;
+
+    if (s->n_spare > 0) {
+        return s->spare[--s->n_spare];
+    }
+    if (s->n_groups == 0 || s->group_used == GROUP_PAGES) {
+        uint8_t **groups =
+            realloc(s->groups, (s->n_groups + 1) * sizeof *groups);
+        if (groups == NULL) {
+            return NULL;
+        }
+        s->groups = groups;
+        p = aligned_alloc(GROUP_SIZE, GROUP_SIZE);
+        if (p == NULL) {
+            return NULL;
+        }
+        /* A hint only: without THP the group is ordinary memory. */
+        (void)madvise(p, GROUP_SIZE, MADV_HUGEPAGE);
+        s->groups[s->n_groups++] = p;
+        s->group_used = 0;
+    }
+    return s->groups[s->n_groups - 1] +
+           (size_t)s->group_used++ * SLAB_PAGE_SIZE;
+}
+
 static int new_page(struct slab *s, uint32_t *page)
 {
     uint8_t *p;
@@ -82,15 +114,9 @@ static int new_page(struct slab *s, uint32_t *page)
         s->meta = meta;
         s->cap_pages = cap;
     }
-    if (s->n_pages % GROUP_PAGES == 0) {
-        p = aligned_alloc(GROUP_SIZE, GROUP_SIZE);
-        if (p == NULL) {
-            return -1;
-        }
-        /* A hint only: without THP the group is ordinary memory. */
-        (void)madvise(p, GROUP_SIZE, MADV_HUGEPAGE);
-    } else {
-        p = s->pages[s->n_pages - 1] + SLAB_PAGE_SIZE;
+    p = page_mem(s);
+    if (p == NULL) {
+        return -1;
     }
     *page = s->n_pages;
     s->pages[s->n_pages++] = p;
@@ -160,7 +186,7 @@ void slab_free(struct slab *s, uint32_t h, size_t size)
     struct slab_page *m = &s->meta[p];
 
     assert(h != 0 && m->cls == c + 1 && m->live > 0);
-    memcpy(slab_ptr(s, h), &m->free_head, sizeof m->free_head);
+    memcpy(slab_mut(s, h), &m->free_head, sizeof m->free_head);
     m->free_head = h;
     m->live--;
     s->bytes_live -= units * 8;
@@ -175,4 +201,62 @@ void slab_free(struct slab *s, uint32_t h, size_t size)
     } else if (!m->in_list) {
         list_push(s, &s->partial[c], p); /* was full, has room again */
     }
+}
+
+/* ------------------------------------------------------------------------
+ * Copy-on-write for frozen views
+ * ---------------------------------------------------------------------- */
+
+void slab_cow(struct slab *s, uint32_t p)
+{
+    uint8_t *copy = page_mem(s);
+
+    if (copy == NULL) {
+        fprintf(stderr, "once fsm: fatal: out of memory (page copy)\n");
+        abort();
+    }
+    memcpy(copy, s->pages[p], SLAB_PAGE_SIZE);
+    s->pages[p] = copy; /* the view keeps the original */
+    s->meta[p].frozen = false;
+    s->n_cow++;
+}
+
+uint8_t **slab_freeze(struct slab *s, uint32_t *n)
+{
+    uint8_t **pages = malloc((s->n_pages > 0 ? s->n_pages : 1) * sizeof *pages);
+
+    if (pages == NULL) {
+        return NULL;
+    }
+    memcpy(pages, s->pages, s->n_pages * sizeof *pages);
+    /* A page without live objects holds nothing the view reads, so
+     * allocating from it costs no copy. */
+    for (uint32_t p = 0; p < s->n_pages; p++) {
+        s->meta[p].frozen = s->meta[p].live > 0;
+    }
+    s->n_cow = 0;
+    *n = s->n_pages;
+    return pages;
+}
+
+void slab_thaw(struct slab *s, uint8_t **pages, uint32_t n)
+{
+    if (s->n_spare + s->n_cow > s->cap_spare) {
+        uint32_t cap = s->n_spare + s->n_cow;
+        uint8_t **spare = realloc(s->spare, cap * sizeof *spare);
+        if (spare == NULL) {
+            fprintf(stderr, "once fsm: fatal: out of memory (spare pages)\n");
+            abort();
+        }
+        s->spare = spare;
+        s->cap_spare = cap;
+    }
+    for (uint32_t p = 0; p < n; p++) {
+        if (s->pages[p] != pages[p]) {
+            s->spare[s->n_spare++] = pages[p];
+        }
+        s->meta[p].frozen = false;
+    }
+    s->n_cow = 0;
+    free(pages);
 }

@@ -294,9 +294,7 @@ static uint64_t r_u64(struct rbuf *r)
 
 static void set_err(char *errmsg, const char *what, size_t off)
 {
-    if (errmsg != NULL) {
-        snprintf(errmsg, 256, "snapshot: %s at offset %zu", what, off);
-    }
+    err_printf(errmsg, "snapshot: %s at offset %zu", what, off);
 }
 
 #define BAD(why)                                        \
@@ -319,7 +317,7 @@ static int read_ext(struct fsm *g,
     if (r->ext == 0) {
         fsm_panic("out of memory (restore)");
     }
-    e = slab_ptr(&g->slab, r->ext);
+    e = slab_mut(&g->slab, r->ext);
     memset(e, 0, sizeof *e);
     e->lease_expires_ms = r_u64(rb);
     e->owner_group = r_u32(rb);
@@ -350,11 +348,12 @@ static int read_ext(struct fsm *g,
         BAD("truncated");
     }
     if (e->stored_len > 0) {
-        e->stored = malloc(e->stored_len);
-        if (e->stored == NULL) {
+        uint8_t *copy = malloc(e->stored_len);
+        if (copy == NULL) {
             fsm_panic("out of memory (restore)");
         }
-        memcpy(e->stored, p, e->stored_len);
+        memcpy(copy, p, e->stored_len);
+        fsm_stored_set(g, r->ext, e, copy);
     }
     g->bytes += fsm_ext_bytes(e);
     e->attempts_total = r_u32(rb);
@@ -391,7 +390,7 @@ static int read_ext(struct fsm *g,
         if (h == 0) {
             fsm_panic("out of memory (restore)");
         }
-        a = slab_ptr(&g->slab, h);
+        a = slab_mut(&g->slab, h);
         memcpy(a->request_id, req, sizeof req);
         a->index = index;
         a->time_ms = time;
@@ -466,7 +465,7 @@ static int read_record(struct fsm *g,
     if (h == 0) {
         fsm_panic("out of memory (restore)");
     }
-    r = slab_ptr(&g->slab, h);
+    r = slab_mut(&g->slab, h);
     memset(r, 0, REC_HDR_SIZE);
     r->flags = flags;
     r->scope_len = scope_len;
@@ -482,7 +481,7 @@ static int read_record(struct fsm *g,
     if (has_ext) {
         rv = read_ext(g, rb, base, r, errmsg);
         if (idem && rv == 0) {
-            ((struct rec_ext *)slab_ptr(&g->slab, r->ext))->expires_ms =
+            ((struct rec_ext *)slab_mut(&g->slab, r->ext))->expires_ms =
                 expires;
         }
     } else {
@@ -739,13 +738,16 @@ static int read_all(struct fsm *g, const uint8_t *buf, size_t len, char *errmsg)
     return 0;
 }
 
-int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
+int fsm_restore_build(const uint8_t *buf,
+                      size_t len,
+                      struct fsm **out,
+                      char *errmsg)
 {
-    struct fsm *g, *old;
-    struct command_decoder dec;
+    struct fsm *g;
     uint32_t want;
     int rv;
 
+    *out = NULL;
     if (len < HEAD_FIXED + 4) {
         set_err(errmsg, "too short", len);
         return FSM_E_MALFORMED;
@@ -776,14 +778,28 @@ int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
         fsm_free(g);
         return rv;
     }
+    *out = g;
+    return 0;
+}
+
+int fsm_restore_commit(struct fsm *f, struct fsm *fresh)
+{
+    struct fsm *old;
+    struct command_decoder dec;
+
+    if (f->frozen != NULL) {
+        return FSM_E_BUSY;
+    }
     /* Swap the state in; each instance keeps its own decoder (its arenas
-     * point at themselves). */
+     * point at themselves) and its batch scratch, which holds no state.
+     * The snapshot carries every replicated field, so nothing of the old
+     * state is kept. */
     old = malloc(sizeof *old);
     if (old == NULL) {
         fsm_panic("out of memory (restore)");
     }
     memcpy(old, f, sizeof *f);
-    memcpy(f, g, sizeof *f);
+    memcpy(f, fresh, sizeof *f);
     dec = f->dec;
     f->dec = old->dec;
     old->dec = dec;
@@ -791,7 +807,23 @@ int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
     arena_rebind(&f->dec.cmd_arena);
     arena_rebind(&old->dec.batch_arena);
     arena_rebind(&old->dec.cmd_arena);
-    free(g);
+    free(fresh);
     fsm_free(old);
     return 0;
+}
+
+int fsm_restore(struct fsm *f, const uint8_t *buf, size_t len, char *errmsg)
+{
+    struct fsm *g;
+    int rv;
+
+    if (f->frozen != NULL) {
+        err_printf(errmsg, "snapshot: not while a frozen view is live");
+        return FSM_E_BUSY;
+    }
+    rv = fsm_restore_build(buf, len, &g, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    return fsm_restore_commit(f, g);
 }

@@ -10,6 +10,7 @@ Suite *snapshot_suite(void);
 Suite *model_suite(void);
 Suite *command_suite(void);
 Suite *regress_suite(void);
+Suite *frozen_suite(void);
 
 int main(void)
 {
@@ -23,6 +24,7 @@ int main(void)
     srunner_add_suite(sr, model_suite());
     srunner_add_suite(sr, command_suite());
     srunner_add_suite(sr, regress_suite());
+    srunner_add_suite(sr, frozen_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -1,6 +1,9 @@
 /* IDEMPOTENT claims, Complete and Release: docs/state-machine.md "Claim",
  * "Complete", "Release". Loop tests run once per path (_i: FH_DIRECT,
- * FH_PROTOBUF) unless said otherwise. */
+ * FH_PROTOBUF) unless said otherwise.
+ *
+ * Just past ~1,000 lines on purpose: Claim, Complete and Release of the same
+ * record are one life cycle, tested through the same helpers. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,12 @@
  * the same records give the same bytes), a restored instance behaving like
  * the original, and refusal of corrupt input: every truncation, bit flips,
  * newer versions, and byte changes that keep a valid checksum, all with the
- * target's state left exactly as it was. */
+ * target's state left exactly as it was.
+ *
+ * One file past ~1,000 lines on purpose: every test builds its state with
+ * build_rich/build_small and compares with check_same_state, the shared
+ * half of the file; frozen views and off-loop restore, which need threads,
+ * are in test_fsm_frozen.c. */
 #include <check.h>
 #include <inttypes.h>
 #include <stdbool.h>
