@@ -1,7 +1,7 @@
 (defproject once-jepsen "0.1.0-SNAPSHOT"
   :description "Jepsen tests for once: claims and idempotency records through
                partitions, crashes, pauses, clock faults and membership changes
-               (jepsen/README.md; issue 5)."
+               (jepsen/README.md)."
   :license {:name "the once project's license (see the repository)"}
   ;; Jepsen 0.3.11 is the last release built for Java 11+ (javac --release
   ;; 11), so it runs on Debian 12's JDK 17; 0.3.12 and later need JDK 21.

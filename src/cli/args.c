@@ -1,22 +1,22 @@
-/* cli/args.c: the command table and the parsers (see cli.h).
+/* cli/args.c: the command and field tables and the parsers of a request
+ * (see cli.h).
  *
  * One table of fields and one of commands drive both the command line and
  * the session lines: a field is a positional or an option, and its name is
- * the same with '_' (session key) or '-' (--flag). The help text lists the
- * same names; a unit test checks that every field of every command appears
- * in that command's help, so the help cannot omit what the parser takes. */
+ * the same with '_' (session key) or '-' (--flag). Each field's row says
+ * how its text is parsed, where in struct cli_req it lands and what a bad
+ * value should have been, so cli_req_set is one generic path for every
+ * field, with no code of its own per field. The help texts (help.c) list the
+ * same names; a unit test checks that every field of every command appears in
+ * that command's help, so the help cannot omit what the parser takes. */
 #include "cli/cli.h"
 
-#include <stdarg.h>
-#include <stdlib.h>
+#include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
-#include <openssl/evp.h>
-
+#include "common/err.h"
 #include "common/text.h"
 
 enum field {
@@ -47,35 +47,241 @@ enum field {
 
 #define BIT(f) (UINT32_C(1) << (f))
 
+struct field_def;
+
+/* Parse @val (@len bytes, NUL-terminated, no NUL among them) into @q at
+ * @fd's offsets, within @fd's bounds. True if the value is valid; on false
+ * the destination may be partly written (the request is refused). */
+typedef bool field_parser(const struct field_def *fd,
+                          struct cli_req *q,
+                          const char *val,
+                          size_t len);
+
 struct field_def
 {
-    const char *name; /* session key; the option is "--" + '-' for '_' */
-    bool flag;        /* takes no value */
+    const char *name;    /* session key; the option is "--" + '-' for '_' */
+    field_parser *parse; /* NULL: a flag, which takes no value */
+    size_t off;          /* offsetof the value in struct cli_req */
+    size_t len_off;      /* offsetof its length (byte fields; else 0) */
+    size_t has_off;      /* offsetof the bool "given and valid" (a flag:
+                          * the flag itself) */
+    uint64_t min, max;   /* bounds of the length or of the number */
+    int excludes;        /* the field this one may not be given with; -1 */
+    const char *want;    /* what a bad value should have been */
 };
 
+/* The destination of a row in @q. */
+static void *at(struct cli_req *q, size_t off)
+{
+    return (char *)q + off;
+}
+
+/* Text of @min..@max bytes, copied as given. */
+static bool parse_bytes(const struct field_def *fd,
+                        struct cli_req *q,
+                        const char *val,
+                        size_t len)
+{
+    if (len < fd->min || len > fd->max) {
+        return false;
+    }
+    if (len > 0) {
+        memcpy(at(q, fd->off), val, len);
+    }
+    *(size_t *)at(q, fd->len_off) = len;
+    return true;
+}
+
+/* Exactly @max bytes in hex. */
+static bool parse_hex(const struct field_def *fd,
+                      struct cli_req *q,
+                      const char *val,
+                      size_t len)
+{
+    (void)len;
+    return text_parse_hex(val, at(q, fd->off), (size_t)fd->max);
+}
+
+/* 0..@max bytes in hex. */
+static bool parse_hex_var(const struct field_def *fd,
+                          struct cli_req *q,
+                          const char *val,
+                          size_t len)
+{
+    (void)len;
+    return text_parse_hex_var(val, at(q, fd->off), (size_t)fd->max,
+                              at(q, fd->len_off));
+}
+
+/* A decimal integer of 0..@max. */
+static bool parse_u64(const struct field_def *fd,
+                      struct cli_req *q,
+                      const char *val,
+                      size_t len)
+{
+    (void)len;
+    return text_parse_u64(val, fd->max, at(q, fd->off));
+}
+
+/* A duration of @min..@max ms into a uint64_t. */
+static bool parse_ms(const struct field_def *fd,
+                     struct cli_req *q,
+                     const char *val,
+                     size_t len)
+{
+    uint64_t *out = at(q, fd->off);
+
+    (void)len;
+    return text_parse_duration_ms(val, fd->max, out) && *out >= fd->min;
+}
+
+/* The same into a uint32_t (@max fits in one). */
+static bool parse_ms32(const struct field_def *fd,
+                       struct cli_req *q,
+                       const char *val,
+                       size_t len)
+{
+    uint64_t v;
+
+    (void)len;
+    if (!text_parse_duration_ms(val, fd->max, &v) || v < fd->min) {
+        return false;
+    }
+    *(uint32_t *)at(q, fd->off) = (uint32_t)v;
+    return true;
+}
+
+static bool parse_token(const struct field_def *fd,
+                        struct cli_req *q,
+                        const char *val,
+                        size_t len)
+{
+    (void)len;
+    return cli_parse_token(val, at(q, fd->off));
+}
+
+/* Base64 of 0..@max bytes; also marks the result as given in base64, for
+ * the text output (the one field with a second effect). */
+static bool parse_b64(const struct field_def *fd,
+                      struct cli_req *q,
+                      const char *val,
+                      size_t len)
+{
+    q->result_from_b64 = cli_b64_decode(val, len, at(q, fd->off),
+                                        (size_t)fd->max, at(q, fd->len_off));
+    return q->result_from_b64;
+}
+
+/* An IPv4 IP:PORT into a char[ONCE_ADDR_MAX + 1]. */
+static bool parse_addr(const struct field_def *fd,
+                       struct cli_req *q,
+                       const char *val,
+                       size_t len)
+{
+    if (!cli_check_addr(val)) {
+        return false;
+    }
+    memcpy(at(q, fd->off), val, len + 1);
+    return true;
+}
+
+/* A node id: 1..16 hex digits, not 0. */
+static bool parse_id(const struct field_def *fd,
+                     struct cli_req *q,
+                     const char *val,
+                     size_t len)
+{
+    (void)len;
+    return text_parse_id(val, at(q, fd->off));
+}
+
+static bool parse_role(const struct field_def *fd,
+                       struct cli_req *q,
+                       const char *val,
+                       size_t len)
+{
+    enum once_role *out = at(q, fd->off);
+
+    (void)len;
+    if (strcasecmp(val, "voter") == 0) {
+        *out = ONCE_ROLE_VOTER;
+    } else if (strcasecmp(val, "standby") == 0) {
+        *out = ONCE_ROLE_STANDBY;
+    } else if (strcasecmp(val, "spare") == 0) {
+        *out = ONCE_ROLE_SPARE;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* offsetof @member of struct cli_req, which must be of @type (an array
+ * as a pointer to its first element): each row names the type its parser
+ * writes, so a member whose type changes under its row fails to compile. */
+#define OFF(member, type)               \
+    (offsetof(struct cli_req, member) + \
+     0 * sizeof(_Generic(((struct cli_req *)0)->member, type : 1)))
+#define LEN(member)   OFF(member, size_t)
+#define HAS(member)   OFF(member, bool)
+#define BYTES(member) OFF(member, uint8_t *)
+#define U64(member)   OFF(member, uint64_t)
+#define ADDR(member)  OFF(member, char *)
+#define DURATION      "(an integer with ms, s, m or h)"
+
+/* One row per field: name, parser, value, length (byte fields), given,
+ * min, max, the field it excludes, the "want" text. */
 static const struct field_def fields[F_COUNT] = {
-    [F_SCOPE] = {"scope", false},
-    [F_KEY] = {"key", false},
-    [F_REQUEST_ID] = {"request_id", false},
-    [F_EXECUTION_ID] = {"execution_id", false},
-    [F_TTL] = {"ttl", false},
-    [F_TS] = {"ts", false},
-    [F_WINDOW] = {"window", false},
-    [F_IDEMPOTENT] = {"idempotent", true},
-    [F_PAYLOAD_HASH] = {"payload_hash", false},
-    [F_LEASE] = {"lease", false},
-    [F_OWNER_TOKEN] = {"owner_token", false},
-    [F_RESULT] = {"result", false},
-    [F_RESULT_B64] = {"result_b64", false},
-    [F_TERMINAL] = {"terminal", true},
-    [F_ERROR] = {"error", false},
-    [F_NODE] = {"node", false},
-    [F_STATE_DIGEST] = {"state_digest", true},
-    [F_ID] = {"id", false},
-    [F_RAFT_ADDR] = {"raft_addr", false},
-    [F_CLIENT_ADDR] = {"client_addr", false},
-    [F_ROLE] = {"role", false},
-    [F_TIMEOUT] = {"timeout", false},
+    [F_SCOPE] = {"scope", parse_bytes, BYTES(scope), LEN(scope_len),
+                 HAS(has_scope), 1, ONCE_SCOPE_MAX, -1, "1..128 bytes"},
+    [F_KEY] = {"key", parse_bytes, BYTES(key), LEN(key_len), HAS(has_key), 1,
+               ONCE_KEY_MAX, -1, "1..256 bytes"},
+    [F_REQUEST_ID] = {"request_id", parse_hex, BYTES(request_id), 0,
+                      HAS(has_request_id), ONCE_ID_LEN, ONCE_ID_LEN, -1,
+                      "32 hex digits"},
+    [F_EXECUTION_ID] = {"execution_id", parse_bytes, BYTES(execution_id),
+                        LEN(execution_id_len), HAS(has_execution_id), 0,
+                        ONCE_EXECUTION_ID_MAX, -1, "0..128 bytes"},
+    [F_TTL] = {"ttl", parse_ms, U64(ttl_ms), 0, HAS(has_ttl), 1,
+               CLI_DURATION_MAX_MS, -1, "a duration over 0 " DURATION},
+    [F_TS] = {"ts", parse_u64, U64(ts_ms), 0, HAS(has_ts), 0, UINT64_MAX, -1,
+              "unix milliseconds (a decimal integer)"},
+    [F_WINDOW] = {"window", parse_ms, U64(window_ms), 0, HAS(has_window), 1,
+                  CLI_DURATION_MAX_MS, -1, "a duration over 0 " DURATION},
+    [F_IDEMPOTENT] = {"idempotent", NULL, 0, 0, HAS(idempotent), 0, 0, -1, ""},
+    [F_PAYLOAD_HASH] = {"payload_hash", parse_hex_var, BYTES(payload_hash),
+                        LEN(payload_hash_len), HAS(has_payload_hash), 0,
+                        ONCE_PAYLOAD_HASH_MAX, -1,
+                        "0..64 bytes in hex (an even number of digits)"},
+    [F_LEASE] = {"lease", parse_ms, U64(lease_ms), 0, HAS(has_lease), 0,
+                 CLI_DURATION_MAX_MS, -1, "a duration " DURATION},
+    [F_OWNER_TOKEN] = {"owner_token", parse_token,
+                       OFF(owner_token, struct once_token), 0,
+                       HAS(has_owner_token), 0, 0, -1,
+                       "GROUP:INDEX:SLOT in decimal"},
+    [F_RESULT] = {"result", parse_bytes, BYTES(result), LEN(result_len),
+                  HAS(has_result), 0, ONCE_RESULT_MAX, F_RESULT_B64,
+                  "0..65536 bytes"},
+    [F_RESULT_B64] = {"result_b64", parse_b64, BYTES(result), LEN(result_len),
+                      HAS(has_result), 0, ONCE_RESULT_MAX, F_RESULT,
+                      "standard base64 with padding, of 0..65536 bytes"},
+    [F_TERMINAL] = {"terminal", NULL, 0, 0, HAS(terminal), 0, 0, -1, ""},
+    [F_ERROR] = {"error", parse_bytes, BYTES(error), LEN(error_len),
+                 HAS(has_error), 0, ONCE_ERROR_MAX, -1, "0..1024 bytes"},
+    [F_NODE] = {"node", parse_addr, ADDR(node), 0, HAS(has_node), 0, 0, -1,
+                "an IPv4 IP:PORT"},
+    [F_STATE_DIGEST] = {"state_digest", NULL, 0, 0, HAS(state_digest), 0, 0, -1,
+                        ""},
+    [F_ID] = {"id", parse_id, U64(member_id), 0, HAS(has_member_id), 0, 0, -1,
+              "a node id: 1..16 hex digits, not 0"},
+    [F_RAFT_ADDR] = {"raft_addr", parse_addr, ADDR(raft_addr), 0,
+                     HAS(has_raft_addr), 0, 0, -1, "an IPv4 IP:PORT"},
+    [F_CLIENT_ADDR] = {"client_addr", parse_addr, ADDR(client_addr), 0,
+                       HAS(has_client_addr), 0, 0, -1, "an IPv4 IP:PORT"},
+    [F_ROLE] = {"role", parse_role, OFF(role, enum once_role), 0, HAS(has_role),
+                0, 0, -1, "voter, standby or spare"},
+    [F_TIMEOUT] = {"timeout", parse_ms32, OFF(timeout_ms, uint32_t), 0,
+                   HAS(has_timeout), 1, CLI_TIMEOUT_MAX_MS, -1,
+                   "a duration of 1ms..1h " DURATION},
 };
 
 #define POS_MAX 3
@@ -87,378 +293,44 @@ struct cmd_def
     int pos[POS_MAX]; /* positional fields, in order; -1 ends */
     unsigned n_required;
     uint32_t options; /* fields given as --options (command line) */
-    const char *help;
 };
-
-/* The help texts. Each names every positional and option of its command
- * (checked by tests/unit/test_cli.c), its success outcome and exit codes. */
-static const char help_claim[] =
-    "usage: oncectl claim SCOPE KEY [--request-id HEX32] [--execution-id ID]\n"
-    "         [--ttl DUR | --ts UNIX_MS --window DUR]\n"
-    "         [--idempotent [--payload-hash HEX] [--lease DUR]]\n"
-    "\n"
-    "Claim the first use of (SCOPE, KEY): SCOPE is 1..128 bytes, KEY 1..256.\n"
-    "A NONCE claim (the default) answers \"has this been seen?\"; with\n"
-    "--idempotent the first claim takes ownership of business work (PENDING,\n"
-    "an owner token and a lease) until complete or release.\n"
-    "\n"
-    "  --request-id HEX32    32 hex digits; default: fresh random. Give the "
-    "id\n"
-    "                        of an earlier call only to retry THAT call\n"
-    "                        (after exit 4): it is then ACCEPTED again with\n"
-    "                        retry true, if it was accepted.\n"
-    "  --execution-id ID     0..128 bytes kept as evidence with each attempt\n"
-    "                        (a pod name, a job id)\n"
-    "  --ttl DUR             keep the record this long (default 24h when\n"
-    "                        neither --ttl nor --ts is given)\n"
-    "  --ts UNIX_MS          the request's signed timestamp (unix ms); needs\n"
-    "                        --window, excludes --ttl: accepted only if\n"
-    "                        now - window <= ts <= now + max_skew\n"
-    "  --window DUR          the signature window, with --ts\n"
-    "  --idempotent          an IDEMPOTENT record (owner, lease, result)\n"
-    "  --payload-hash HEX    0..64 bytes in hex, with --idempotent: a claim\n"
-    "                        of the same key with another hash is CONFLICT\n"
-    "  --lease DUR           the owner's lease, with --idempotent (0s or\n"
-    "                        absent: the cluster's default)\n"
-    "\n"
-    "Outcomes: ACCEPTED (exit 0), REPLAYED, DUPLICATE (with result_b64),\n"
-    "IN_PROGRESS (with retry_after_ms), CONFLICT, STALE, FUTURE, FAILED\n"
-    "(with stored_error): exit 1. A refusal of a bound by the cluster\n"
-    "(INVALID_ARGUMENT): exit 2; a full table (RESOURCE_EXHAUSTED): exit 3.\n"
-    "Fields: outcome, retry, request_id, first_request_id, first_index,\n"
-    "first_time_ms, attempts_total, owner_token (GROUP:INDEX:SLOT, only to\n"
-    "the owner), result_b64, stored_error, retry_after_ms, reason, kind,\n"
-    "state, expires_ms, lease_expires_ms, owner_attempt, as they apply.\n";
-
-static const char help_complete[] =
-    "usage: oncectl complete SCOPE KEY --owner-token TOKEN\n"
-    "         [--result TEXT | --result-b64 B64] [--request-id HEX32]\n"
-    "\n"
-    "The owner of a PENDING IDEMPOTENT record stores its result; every later\n"
-    "claim of the key gets DUPLICATE with this result.\n"
-    "\n"
-    "  --owner-token TOKEN   GROUP:INDEX:SLOT in decimal, as the ACCEPTED\n"
-    "                        claim printed it (required)\n"
-    "  --result TEXT         the result bytes, 0..65536 (default: empty)\n"
-    "  --result-b64 B64      the result as standard base64 with padding\n"
-    "  --request-id HEX32    32 hex digits; default: fresh random\n"
-    "\n"
-    "Outcomes: COMPLETED (exit 0; retry true if already completed with this\n"
-    "token); NOT_OWNER (the token was fenced by a takeover), NOT_FOUND,\n"
-    "CONFLICT (a NONCE record, or RELEASED/FAILED): exit 1.\n";
-
-static const char help_release[] =
-    "usage: oncectl release SCOPE KEY --owner-token TOKEN\n"
-    "         [--terminal [--error TEXT]] [--request-id HEX32]\n"
-    "\n"
-    "The owner gives a PENDING IDEMPOTENT record up: the next claim takes\n"
-    "over with a new owner token (RELEASED), or with --terminal the record\n"
-    "FAILED for good and every later claim gets FAILED with the error.\n"
-    "\n"
-    "  --owner-token TOKEN   GROUP:INDEX:SLOT in decimal (required)\n"
-    "  --terminal            fail terminally instead of releasing\n"
-    "  --error TEXT          0..1024 bytes stored with --terminal\n"
-    "  --request-id HEX32    32 hex digits; default: fresh random\n"
-    "\n"
-    "Success: RELEASED, or FAILED with --terminal (exit 0). NOT_OWNER,\n"
-    "NOT_FOUND, CONFLICT, and FAILED without --terminal: exit 1.\n";
-
-static const char help_lookup[] =
-    "usage: oncectl lookup SCOPE KEY\n"
-    "\n"
-    "Read a record, linearizably (through the leader and a barrier);\n"
-    "records nothing.\n"
-    "\n"
-    "Outcomes: FOUND (exit 0) with kind, state, first_request_id,\n"
-    "first_index, first_time_ms, expires_ms, attempts_total, attempts\n"
-    "[{request_id, execution_id, index, time_ms, outcome, retry}] (the\n"
-    "first and the last 4), and for IDEMPOTENT records owner_token,\n"
-    "owner_attempt, lease_expires_ms, result_b64 or stored_error;\n"
-    "NOT_FOUND (exit 1).\n";
-
-static const char help_forget[] =
-    "usage: oncectl forget SCOPE KEY\n"
-    "\n"
-    "Admin: delete a record and its history. This reopens the key: the next\n"
-    "claim is ACCEPTED.\n"
-    "\n"
-    "Outcomes: FORGOTTEN (exit 0), NOT_FOUND (exit 1).\n";
-
-static const char help_status[] =
-    "usage: oncectl status [--node IP:PORT] [--state-digest]\n"
-    "\n"
-    "One node's own view, never forwarded: of the first --cluster address\n"
-    "that answers, or of --node (added to the addresses if not among them).\n"
-    "\n"
-    "  --node IP:PORT        the node to ask\n"
-    "  --state-digest        also state_digest: the node hashes its whole\n"
-    "                        state machine (O(state); equal on nodes at one\n"
-    "                        applied_index)\n"
-    "\n"
-    "Fields: outcome OK, role (LEADER, FOLLOWER, CANDIDATE, UNAVAILABLE),\n"
-    "member_role, term, commit_index, applied_index, applied_digest (16\n"
-    "hex digits: equal on nodes at the same applied_index), config_index,\n"
-    "config_voters (the Raft configuration's voter ids at config_index),\n"
-    "leader (hex id, \"\" if none), leader_addr, store_backend, members\n"
-    "(the directory: [{id, raft_addr, client_addr, role, reachable}]).\n"
-    "Exit 0 when it answered.\n";
-
-static const char help_members_list[] =
-    "usage: oncectl members list\n"
-    "\n"
-    "The member directory, from the leader. Fields: outcome OK, members\n"
-    "[{id, raft_addr, client_addr, role, reachable}]. Exit 0.\n";
-
-static const char help_members_add[] =
-    "usage: oncectl members add ID RAFT_ADDR CLIENT_ADDR [--role "
-    "voter|standby]\n"
-    "\n"
-    "Add a node: ID is its raft id (1..16 hex digits, as its onced printed\n"
-    "it), RAFT_ADDR and CLIENT_ADDR are IP:PORT. The leader adds it as a\n"
-    "spare, lets it catch up, then gives it the role.\n"
-    "\n"
-    "  --role voter|standby  the role it ends with (default voter)\n"
-    "\n"
-    "Outcomes: OK (exit 0), FAILED_PRECONDITION with reason (a retired id,\n"
-    "a change in progress, ...): exit 1.\n";
-
-static const char help_members_remove[] =
-    "usage: oncectl members remove ID\n"
-    "\n"
-    "Remove a node (a dead one may always be removed). Its id is retired\n"
-    "for ever. Transfer leadership first when removing the leader.\n"
-    "\n"
-    "Outcomes: OK (exit 0), FAILED_PRECONDITION with reason (exit 1).\n";
-
-static const char help_members_assign[] =
-    "usage: oncectl members assign ID ROLE\n"
-    "\n"
-    "Change a member's role: ROLE is voter, standby or spare.\n"
-    "\n"
-    "Outcomes: OK (exit 0), FAILED_PRECONDITION with reason (exit 1).\n";
-
-static const char help_transfer[] =
-    "usage: oncectl members transfer [ID]\n"
-    "       oncectl transfer [ID]\n"
-    "\n"
-    "Transfer leadership to voter ID, or (without ID) to one the leader\n"
-    "chooses. Fields: outcome OK, leader (the new leader's hex id, \"\" if\n"
-    "not known yet). Exit 0.\n";
-
-static const char help_leave[] =
-    "usage: oncectl leave\n"
-    "\n"
-    "The node at the FIRST --cluster address leaves the cluster: if it is\n"
-    "the leader it transfers leadership away and waits (within --timeout)\n"
-    "until it is no longer leader, then it is removed with members remove\n"
-    "of its own id (which retires that id). Fields: outcome (OK or\n"
-    "FAILED_PRECONDITION with reason), member_id (the node that left),\n"
-    "transferred (true if leadership was moved), leader. Exit codes as\n"
-    "members remove.\n";
-
-static const char help_snapshot_take[] =
-    "usage: oncectl snapshot take\n"
-    "\n"
-    "Take a snapshot on the leader now. Fields: outcome OK, index (the last\n"
-    "index included), size_bytes. Exit 0.\n";
-
-static const char help_snapshot_backup[] =
-    "usage: oncectl snapshot backup\n"
-    "\n"
-    "Not implemented yet: prints so and exits 2.\n";
-
-static const char help_snapshot_verify[] =
-    "usage: oncectl snapshot verify\n"
-    "\n"
-    "Not implemented yet: prints so and exits 2.\n";
-
-static const char help_session[] =
-    "usage: oncectl session\n"
-    "\n"
-    "For harnesses: one JSON request per line on stdin, one JSON object per\n"
-    "line on stdout (flushed per line), over one client. A request:\n"
-    "  {\"cmd\":\"claim\",\"scope\":\"s\",\"key\":\"k\",\"ttl\":\"24h\","
-    "\"idempotent\":false,\n"
-    "   \"request_id\":\"HEX32\",\"execution_id\":\"...\",\"ts\":123,"
-    "\"window\":\"5m\",\n"
-    "   \"payload_hash\":\"HEX\",\"lease\":\"30s\",\"timeout\":\"2s\","
-    "\"id\":ANY}\n"
-    "cmd is a command name (\"claim\", \"members add\", \"transfer\",\n"
-    "\"snapshot take\", ...); the other keys are its positionals and options\n"
-    "with '_' for '-' (scope, key, owner_token, result, result_b64,\n"
-    "terminal, error, node, raft_addr, client_addr, role, ...), plus\n"
-    "timeout for this call (default: --timeout). Flags are true/false; ts\n"
-    "is an integer or a decimal string. \"id\" is echoed in the answer; for\n"
-    "members add/remove/assign/transfer the member id is \"member_id\", or\n"
-    "\"id\" (a hex string) when member_id is absent.\n"
-    "The answer is the object --json would print plus \"exit\" (the exit\n"
-    "code the command would have had) and \"id\" if given. A line that is\n"
-    "not JSON, too long (over 1 MiB) or wrong gives\n"
-    "  {\"error\":\"INVALID_ARGUMENT\",\"applied\":\"false\","
-    "\"message\":\"...\",\"exit\":2}\n"
-    "and the session goes on. Blank lines are skipped; a null value is the\n"
-    "same as an absent key; an unknown key is refused. EOF ends the session\n"
-    "with exit 0.\n";
 
 #define OPT_CLAIM                                                       \
     (BIT(F_REQUEST_ID) | BIT(F_EXECUTION_ID) | BIT(F_TTL) | BIT(F_TS) | \
      BIT(F_WINDOW) | BIT(F_IDEMPOTENT) | BIT(F_PAYLOAD_HASH) | BIT(F_LEASE))
 
 static const struct cmd_def cmds[] = {
-    {CLI_CLAIM, "claim", {F_SCOPE, F_KEY, -1}, 2, OPT_CLAIM, help_claim},
+    {CLI_CLAIM, "claim", {F_SCOPE, F_KEY, -1}, 2, OPT_CLAIM},
     {CLI_COMPLETE,
      "complete",
      {F_SCOPE, F_KEY, -1},
      2,
-     BIT(F_OWNER_TOKEN) | BIT(F_RESULT) | BIT(F_RESULT_B64) | BIT(F_REQUEST_ID),
-     help_complete},
+     BIT(F_OWNER_TOKEN) | BIT(F_RESULT) | BIT(F_RESULT_B64) |
+         BIT(F_REQUEST_ID)},
     {CLI_RELEASE,
      "release",
      {F_SCOPE, F_KEY, -1},
      2,
-     BIT(F_OWNER_TOKEN) | BIT(F_TERMINAL) | BIT(F_ERROR) | BIT(F_REQUEST_ID),
-     help_release},
-    {CLI_LOOKUP, "lookup", {F_SCOPE, F_KEY, -1}, 2, 0, help_lookup},
-    {CLI_FORGET, "forget", {F_SCOPE, F_KEY, -1}, 2, 0, help_forget},
-    {CLI_STATUS,
-     "status",
-     {-1, -1, -1},
-     0,
-     BIT(F_NODE) | BIT(F_STATE_DIGEST),
-     help_status},
-    {CLI_MEMBERS_LIST, "members list", {-1, -1, -1}, 0, 0, help_members_list},
+     BIT(F_OWNER_TOKEN) | BIT(F_TERMINAL) | BIT(F_ERROR) | BIT(F_REQUEST_ID)},
+    {CLI_LOOKUP, "lookup", {F_SCOPE, F_KEY, -1}, 2, 0},
+    {CLI_FORGET, "forget", {F_SCOPE, F_KEY, -1}, 2, 0},
+    {CLI_STATUS, "status", {-1, -1, -1}, 0, BIT(F_NODE) | BIT(F_STATE_DIGEST)},
+    {CLI_MEMBERS_LIST, "members list", {-1, -1, -1}, 0, 0},
     {CLI_MEMBERS_ADD,
      "members add",
      {F_ID, F_RAFT_ADDR, F_CLIENT_ADDR},
      3,
-     BIT(F_ROLE),
-     help_members_add},
-    {CLI_MEMBERS_REMOVE,
-     "members remove",
-     {F_ID, -1},
-     1,
-     0,
-     help_members_remove},
-    {CLI_MEMBERS_ASSIGN,
-     "members assign",
-     {F_ID, F_ROLE, -1},
-     2,
-     0,
-     help_members_assign},
-    {CLI_TRANSFER, "members transfer", {F_ID, -1}, 0, 0, help_transfer},
-    {CLI_LEAVE, "leave", {-1, -1, -1}, 0, 0, help_leave},
-    {CLI_SNAPSHOT_TAKE,
-     "snapshot take",
-     {-1, -1, -1},
-     0,
-     0,
-     help_snapshot_take},
-    {CLI_SNAPSHOT_BACKUP,
-     "snapshot backup",
-     {-1, -1, -1},
-     0,
-     0,
-     help_snapshot_backup},
-    {CLI_SNAPSHOT_VERIFY,
-     "snapshot verify",
-     {-1, -1, -1},
-     0,
-     0,
-     help_snapshot_verify},
-    {CLI_SESSION, "session", {-1, -1, -1}, 0, 0, help_session},
+     BIT(F_ROLE)},
+    {CLI_MEMBERS_REMOVE, "members remove", {F_ID, -1}, 1, 0},
+    {CLI_MEMBERS_ASSIGN, "members assign", {F_ID, F_ROLE, -1}, 2, 0},
+    {CLI_TRANSFER, "members transfer", {F_ID, -1}, 0, 0},
+    {CLI_LEAVE, "leave", {-1, -1, -1}, 0, 0},
+    {CLI_SNAPSHOT_TAKE, "snapshot take", {-1, -1, -1}, 0, 0},
+    {CLI_SNAPSHOT_BACKUP, "snapshot backup", {-1, -1, -1}, 0, 0},
+    {CLI_SNAPSHOT_VERIFY, "snapshot verify", {-1, -1, -1}, 0, 0},
+    {CLI_SESSION, "session", {-1, -1, -1}, 0, 0},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
-
-static const char help_overview[] =
-    "usage: oncectl [--cluster IP:PORT,...] [--json] [--timeout DUR]\n"
-    "               [--cluster-id HEX] COMMAND [ARGS] [OPTIONS]\n"
-    "\n"
-    "The operator CLI of a once cluster, a replicated replay authority.\n"
-    "\n"
-    "Global options (accepted anywhere on the line; `--` ends options):\n"
-    "  --cluster IP:PORT,...  client addresses of some or all nodes (1..64);\n"
-    "                         default: $ONCE_CLUSTER if set, else\n"
-    "                         " CLI_CLUSTER_DEFAULT
-    "\n"
-    "  --json                 print exactly one JSON object on stdout\n"
-    "  --timeout DUR          deadline of each call (default 5s, 1ms..1h)\n"
-    "  --cluster-id HEX       32 hex digits: refuse answers of any other\n"
-    "                         cluster (default: pin the first that answers)\n"
-    "  -h, --help             this text; `oncectl COMMAND --help` for one\n"
-    "Durations are an integer with ms, s, m or h (250ms, 5s, 10m, 24h).\n"
-    "Addresses IP:PORT are IPv4 literals (as onced takes them).\n"
-    "Options take their value as `--name VALUE` or `--name=VALUE`.\n"
-    "\n"
-    "Commands:\n"
-    "  claim SCOPE KEY [...]         first use of (scope, key)?\n"
-    "  complete SCOPE KEY [...]      the owner stores an IDEMPOTENT result\n"
-    "  release SCOPE KEY [...]       the owner gives up, or fails terminally\n"
-    "  lookup SCOPE KEY              read a record (linearizable)\n"
-    "  forget SCOPE KEY              admin: delete a record and its history\n"
-    "  status [--node IP:PORT]       one node's view: role, term, indexes\n"
-    "  members list                  the member directory\n"
-    "  members add ID RAFT_ADDR CLIENT_ADDR [--role voter|standby]\n"
-    "  members remove ID             remove a node, retire its id\n"
-    "  members assign ID ROLE        voter, standby or spare\n"
-    "  members transfer [ID]         move leadership (alias: transfer [ID])\n"
-    "  leave                         the first --cluster node leaves\n"
-    "  snapshot take                 snapshot on the leader now\n"
-    "  snapshot backup|verify        not implemented yet (exit 2)\n"
-    "  session                       JSON lines in, JSON lines out\n"
-    "\n"
-    "Output: one readable line per answer on stdout (OUTCOME key=value ...;\n"
-    "tables for status and members); an error is one line on stderr. With\n"
-    "--json: exactly one JSON object on stdout, with \"outcome\" (ACCEPTED,\n"
-    "REPLAYED, ..., OK) and the fields of the command (see its --help), or\n"
-    "on an error \"error\" (the status name: UNAVAILABLE, DEADLINE_EXCEEDED,\n"
-    "UNKNOWN, INVALID_ARGUMENT, FAILED_PRECONDITION, RESOURCE_EXHAUSTED,\n"
-    "PERMISSION_DENIED, UNIMPLEMENTED), \"applied\" (\"false\" | "
-    "\"unknown\"),\n"
-    "\"leader_hint\", \"message\", and \"request_id\" when the call had one.\n"
-    "Every object carries cluster_id, node_id and boot_id (hex, \"\" when\n"
-    "not known). Owner tokens are GROUP:INDEX:SLOT in decimal, in text and\n"
-    "JSON. A usage error is one line on stderr (with --json also an\n"
-    "INVALID_ARGUMENT object on stdout) and exit 2; nothing is sent.\n"
-    "\n"
-    "Exit codes:\n"
-    "  0  ACCEPTED, or the command's success: COMPLETED (complete),\n"
-    "     RELEASED or with --terminal FAILED (release), FOUND (lookup),\n"
-    "     FORGOTTEN (forget), OK (status, members, transfer, leave,\n"
-    "     snapshot take)\n"
-    "  1  a definite non-accept outcome: REPLAYED, DUPLICATE, IN_PROGRESS,\n"
-    "     CONFLICT, STALE, FUTURE, FAILED, NOT_OWNER, NOT_FOUND, or an admin\n"
-    "     command's FAILED_PRECONDITION\n"
-    "  2  usage error, or INVALID_ARGUMENT (local, or from the cluster)\n"
-    "  3  error, the call was certainly not applied (applied \"false\"):\n"
-    "     safe to retry; also a full table (RESOURCE_EXHAUSTED)\n"
-    "  4  error, the outcome is unknown (applied \"unknown\"): retry a claim,\n"
-    "     complete or release with its --request-id; check the state\n"
-    "     (lookup, members list, status) before repeating forget or an\n"
-    "     admin command\n";
-
-/* ------------------------------------------------------------------------ */
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    if (errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    n = vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        err[0] = '\0';
-    } else if ((size_t)n >= errlen && errlen > 4) {
-        /* Mark the cut instead of hiding it. */
-        memcpy(err + errlen - 4, "...", 4);
-    }
-}
 
 static const struct cmd_def *cmd_def(enum cli_cmd cmd)
 {
@@ -491,18 +363,6 @@ const char *cli_cmd_name(enum cli_cmd cmd)
     const struct cmd_def *d = cmd_def(cmd);
 
     return d != NULL ? d->name : "?";
-}
-
-const char *cli_help_overview(void)
-{
-    return help_overview;
-}
-
-const char *cli_help_command(enum cli_cmd cmd)
-{
-    const struct cmd_def *d = cmd_def(cmd);
-
-    return d != NULL ? d->help : NULL;
 }
 
 const char *const *cli_cmd_fields(enum cli_cmd cmd, size_t *n)
@@ -593,7 +453,7 @@ bool cli_field_is_flag(const char *name)
 {
     int f = field_by_name(name);
 
-    return f >= 0 && fields[f].flag;
+    return f >= 0 && fields[f].parse == NULL;
 }
 
 bool cli_req_accepts(const struct cli_req *q, const char *name)
@@ -610,455 +470,117 @@ bool cli_req_accepts(const struct cli_req *q, const char *name)
     return is_positional(d, f) || (d->options & BIT(f)) != 0;
 }
 
-bool cli_parse_token(const char *s, struct once_token *t)
+/* The message for a value field @f does not take. Only printable values are
+ * echoed back: a bad value can be binary or huge. */
+static int bad_value(const struct cli_req *q,
+                     int f,
+                     const char *val,
+                     size_t len,
+                     char *err)
 {
-    char part[3][24];
-    const char *p = s;
-    uint64_t v[3];
+    const char *cmd = cli_cmd_name(q->cmd);
+    bool printable = len <= 64;
 
-    if (s == NULL) {
-        return false;
+    for (size_t i = 0; printable && i < len; i++) {
+        printable = val[i] >= ' ' && val[i] <= '~' && val[i] != '"';
     }
-    for (int i = 0; i < 3; i++) {
-        size_t n = 0;
-
-        while (p[n] != '\0' && p[n] != ':') {
-            n++;
-        }
-        if (n == 0 || n >= sizeof part[i] || (i < 2 && p[n] != ':') ||
-            (i == 2 && p[n] != '\0')) {
-            return false;
-        }
-        memcpy(part[i], p, n);
-        part[i][n] = '\0';
-        p += n + (i < 2 ? 1 : 0);
-    }
-    if (!text_parse_u64(part[0], UINT32_MAX, &v[0]) ||
-        !text_parse_u64(part[1], UINT64_MAX, &v[1]) ||
-        !text_parse_u64(part[2], UINT32_MAX, &v[2])) {
-        return false;
-    }
-    t->group_id = (uint32_t)v[0];
-    t->index = v[1];
-    t->slot = (uint32_t)v[2];
-    return true;
-}
-
-char *cli_format_token(const struct once_token *t, char buf[CLI_TOKEN_TEXT_MAX])
-{
-    snprintf(buf, CLI_TOKEN_TEXT_MAX, "%lu:%lu:%lu", (unsigned long)t->group_id,
-             (unsigned long)t->index, (unsigned long)t->slot);
-    return buf;
-}
-
-static bool b64_char(char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-           (c >= '0' && c <= '9') || c == '+' || c == '/';
-}
-
-bool cli_b64_decode(const char *s,
-                    size_t len,
-                    uint8_t *out,
-                    size_t cap,
-                    size_t *out_len)
-{
-    size_t pad = 0;
-    size_t need;
-    unsigned char *tmp;
-    int n;
-
-    /* EVP_DecodeBlock skips leading blanks, ignores trailing ones, and
-     * counts padding as zero bytes: check the strict form first, then
-     * subtract the padding from its length. */
-    if (len % 4 != 0) {
-        return false;
-    }
-    if (len == 0) {
-        *out_len = 0;
-        return true;
-    }
-    if (s[len - 1] == '=') {
-        pad = s[len - 2] == '=' ? 2 : 1;
-    }
-    for (size_t i = 0; i < len - pad; i++) {
-        if (!b64_char(s[i])) {
-            return false;
-        }
-    }
-    need = len / 4 * 3 - pad;
-    if (need > cap || len > (size_t)INT32_MAX) {
-        return false;
-    }
-    tmp = malloc(len / 4 * 3);
-    if (tmp == NULL) {
-        return false;
-    }
-    n = EVP_DecodeBlock(tmp, (const unsigned char *)s, (int)len);
-    if (n < 0 || (size_t)n != len / 4 * 3) {
-        free(tmp);
-        return false;
-    }
-    memcpy(out, tmp, need);
-    free(tmp);
-    *out_len = need;
-    return true;
-}
-
-char *cli_b64_encode(const uint8_t *in, size_t len)
-{
-    size_t outlen = 4 * ((len + 2) / 3) + 1;
-    char *out;
-
-    if (len > (size_t)INT32_MAX / 2) {
-        return NULL;
-    }
-    out = malloc(outlen);
-    if (out == NULL) {
-        return NULL;
-    }
-    EVP_EncodeBlock((unsigned char *)out, in, (int)len);
-    return out;
-}
-
-bool cli_check_addr(const char *s)
-{
-    char ip[INET_ADDRSTRLEN];
-    struct in_addr a;
-    const char *colon;
-    uint64_t port;
-    size_t n;
-
-    /* IPv4 literals only, as onced and libraft 0.15 take them: a name
-     * would be refused later with a vaguer message. */
-    if (s == NULL || strlen(s) > ONCE_ADDR_MAX) {
-        return false;
-    }
-    colon = strchr(s, ':');
-    if (colon == NULL) {
-        return false;
-    }
-    n = (size_t)(colon - s);
-    if (n == 0 || n >= sizeof ip) {
-        return false;
-    }
-    memcpy(ip, s, n);
-    ip[n] = '\0';
-    return inet_pton(AF_INET, ip, &a) == 1 &&
-           text_parse_u64(colon + 1, 65535, &port) && port > 0;
-}
-
-int cli_parse_cluster(const char *s,
-                      char *buf,
-                      size_t buflen,
-                      const char **addrs,
-                      char *err,
-                      size_t errlen)
-{
-    size_t n = strlen(s);
-    int count = 0;
-    char *p;
-
-    if (n == 0 || n >= buflen) {
-        errf(err, errlen, "--cluster: %s", n == 0 ? "empty" : "too long");
-        return -1;
-    }
-    memcpy(buf, s, n + 1);
-    p = buf;
-    for (;;) {
-        char *comma = strchr(p, ',');
-
-        if (comma != NULL) {
-            *comma = '\0';
-        }
-        if (count == ONCE_ADDRS_MAX) {
-            errf(err, errlen, "--cluster: more than %d addresses",
-                 ONCE_ADDRS_MAX);
-            return -1;
-        }
-        if (!cli_check_addr(p)) {
-            errf(err, errlen,
-                 "--cluster: bad address \"%.64s\" (want an IPv4 IP:PORT)", p);
-            return -1;
-        }
-        addrs[count++] = p;
-        if (comma == NULL) {
-            break;
-        }
-        p = comma + 1;
-    }
-    return count;
-}
-
-static bool parse_role(const char *s, enum once_role *out)
-{
-    if (strcasecmp(s, "voter") == 0) {
-        *out = ONCE_ROLE_VOTER;
-    } else if (strcasecmp(s, "standby") == 0) {
-        *out = ONCE_ROLE_STANDBY;
-    } else if (strcasecmp(s, "spare") == 0) {
-        *out = ONCE_ROLE_SPARE;
+    if (printable) {
+        err_printf(err, "%s: %s: bad value \"%.*s\" (want %s)", cmd,
+                   shown(q, f), (int)len, val, fields[f].want);
     } else {
-        return false;
+        err_printf(err, "%s: %s: bad value (want %s)", cmd, shown(q, f),
+                   fields[f].want);
     }
-    return true;
-}
-
-/* Copy @len bytes of text into a fixed field; false if over @cap. */
-static bool set_bytes(uint8_t *dst,
-                      size_t *dst_len,
-                      size_t cap,
-                      const char *val,
-                      size_t len)
-{
-    if (len > cap) {
-        return false;
-    }
-    if (len > 0) {
-        memcpy(dst, val, len);
-    }
-    *dst_len = len;
-    return true;
-}
-
-static bool set_addr(char *dst, const char *val)
-{
-    if (!cli_check_addr(val)) {
-        return false;
-    }
-    memcpy(dst, val, strlen(val) + 1);
-    return true;
+    return -EINVAL;
 }
 
 int cli_req_set(struct cli_req *q,
                 const char *name,
                 const char *val,
                 size_t len,
-                char *err,
-                size_t errlen)
+                char *err)
 {
     const char *cmd = cli_cmd_name(q->cmd);
     int f = field_by_name(name);
-    uint64_t v;
-    bool ok = true;
-    const char *want = "";
+    const struct field_def *fd;
+    bool ok;
 
     if (f < 0 || !cli_req_accepts(q, name)) {
         if (q->session) {
-            errf(err, errlen, "%s: unknown field \"%s\"", cmd, name);
+            err_printf(err, "%s: unknown field \"%s\"", cmd, name);
         } else {
-            errf(err, errlen, "%s: unknown option --%s", cmd, name);
+            err_printf(err, "%s: unknown option --%s", cmd, name);
         }
-        return -1;
+        return -EINVAL;
     }
+    fd = &fields[f];
     if ((q->seen & BIT(f)) != 0) {
-        errf(err, errlen, "%s: %s given twice", cmd, shown(q, f));
-        return -1;
+        err_printf(err, "%s: %s given twice", cmd, shown(q, f));
+        return -EINVAL;
     }
-    if (fields[f].flag) {
+    if (fd->parse == NULL) {
         if (val != NULL) {
-            errf(err, errlen, "%s: %s takes no value", cmd, shown(q, f));
-            return -1;
+            err_printf(err, "%s: %s takes no value", cmd, shown(q, f));
+            return -EINVAL;
         }
     } else if (val == NULL) {
-        errf(err, errlen, "%s: %s needs a value", cmd, shown(q, f));
-        return -1;
+        err_printf(err, "%s: %s needs a value", cmd, shown(q, f));
+        return -EINVAL;
     } else if (memchr(val, '\0', len) != NULL) {
         /* Text fields are C strings below (addresses, numbers) or would
          * be truncated by a shell; a session's \u0000 is refused too. */
-        errf(err, errlen, "%s: %s contains a NUL byte", cmd, shown(q, f));
-        return -1;
+        err_printf(err, "%s: %s contains a NUL byte", cmd, shown(q, f));
+        return -EINVAL;
     }
     q->seen |= BIT(f);
-    switch ((enum field)f) {
-        case F_SCOPE:
-            ok = len >= 1 &&
-                 set_bytes(q->scope, &q->scope_len, ONCE_SCOPE_MAX, val, len);
-            q->has_scope = ok;
-            want = "1..128 bytes";
-            break;
-        case F_KEY:
-            ok = len >= 1 &&
-                 set_bytes(q->key, &q->key_len, ONCE_KEY_MAX, val, len);
-            q->has_key = ok;
-            want = "1..256 bytes";
-            break;
-        case F_REQUEST_ID:
-            ok = text_parse_hex(val, q->request_id, ONCE_ID_LEN);
-            q->has_request_id = ok;
-            want = "32 hex digits";
-            break;
-        case F_EXECUTION_ID:
-            ok = set_bytes(q->execution_id, &q->execution_id_len,
-                           ONCE_EXECUTION_ID_MAX, val, len);
-            q->has_execution_id = ok;
-            want = "0..128 bytes";
-            break;
-        case F_TTL:
-            ok = text_parse_duration_ms(val, CLI_DURATION_MAX_MS, &q->ttl_ms) &&
-                 q->ttl_ms > 0;
-            q->has_ttl = ok;
-            want = "a duration over 0 (an integer with ms, s, m or h)";
-            break;
-        case F_TS:
-            ok = text_parse_u64(val, UINT64_MAX, &q->ts_ms);
-            q->has_ts = ok;
-            want = "unix milliseconds (a decimal integer)";
-            break;
-        case F_WINDOW:
-            ok = text_parse_duration_ms(val, CLI_DURATION_MAX_MS,
-                                        &q->window_ms) &&
-                 q->window_ms > 0;
-            q->has_window = ok;
-            want = "a duration over 0 (an integer with ms, s, m or h)";
-            break;
-        case F_IDEMPOTENT:
-            q->idempotent = true;
-            break;
-        case F_PAYLOAD_HASH:
-            ok = text_parse_hex_var(val, q->payload_hash, ONCE_PAYLOAD_HASH_MAX,
-                                    &q->payload_hash_len);
-            q->has_payload_hash = ok;
-            want = "0..64 bytes in hex (an even number of digits)";
-            break;
-        case F_LEASE:
-            ok = text_parse_duration_ms(val, CLI_DURATION_MAX_MS, &q->lease_ms);
-            q->has_lease = ok;
-            want = "a duration (an integer with ms, s, m or h)";
-            break;
-        case F_OWNER_TOKEN:
-            ok = cli_parse_token(val, &q->owner_token);
-            q->has_owner_token = ok;
-            want = "GROUP:INDEX:SLOT in decimal";
-            break;
-        case F_RESULT:
-            if ((q->seen & BIT(F_RESULT_B64)) != 0) {
-                errf(err, errlen, "%s: %s excludes %s", cmd, shown(q, f),
-                     shown(q, F_RESULT_B64));
-                return -1;
-            }
-            ok =
-                set_bytes(q->result, &q->result_len, ONCE_RESULT_MAX, val, len);
-            q->has_result = ok;
-            want = "0..65536 bytes";
-            break;
-        case F_RESULT_B64:
-            if ((q->seen & BIT(F_RESULT)) != 0) {
-                errf(err, errlen, "%s: %s excludes %s", cmd, shown(q, f),
-                     shown(q, F_RESULT));
-                return -1;
-            }
-            ok = cli_b64_decode(val, len, q->result, ONCE_RESULT_MAX,
-                                &q->result_len);
-            q->has_result = ok;
-            q->result_from_b64 = ok;
-            want = "standard base64 with padding, of 0..65536 bytes";
-            break;
-        case F_TERMINAL:
-            q->terminal = true;
-            break;
-        case F_STATE_DIGEST:
-            q->state_digest = true;
-            break;
-        case F_ERROR:
-            ok = set_bytes(q->error, &q->error_len, ONCE_ERROR_MAX, val, len);
-            q->has_error = ok;
-            want = "0..1024 bytes";
-            break;
-        case F_NODE:
-            ok = set_addr(q->node, val);
-            q->has_node = ok;
-            want = "an IPv4 IP:PORT";
-            break;
-        case F_ID:
-            ok = text_parse_id(val, &q->member_id);
-            q->has_member_id = ok;
-            want = "a node id: 1..16 hex digits, not 0";
-            break;
-        case F_RAFT_ADDR:
-            ok = set_addr(q->raft_addr, val);
-            q->has_raft_addr = ok;
-            want = "an IPv4 IP:PORT";
-            break;
-        case F_CLIENT_ADDR:
-            ok = set_addr(q->client_addr, val);
-            q->has_client_addr = ok;
-            want = "an IPv4 IP:PORT";
-            break;
-        case F_ROLE:
-            ok = parse_role(val, &q->role);
-            q->has_role = ok;
-            want = "voter, standby or spare";
-            break;
-        case F_TIMEOUT:
-            ok = text_parse_duration_ms(val, CLI_TIMEOUT_MAX_MS, &v) && v > 0;
-            if (ok) {
-                q->timeout_ms = (uint32_t)v;
-            }
-            q->has_timeout = ok;
-            want = "a duration of 1ms..1h (an integer with ms, s, m or h)";
-            break;
-        case F_COUNT:
-            ok = false;
-            break;
+    if (fd->excludes >= 0 && (q->seen & BIT(fd->excludes)) != 0) {
+        err_printf(err, "%s: %s excludes %s", cmd, shown(q, f),
+                   shown(q, fd->excludes));
+        return -EINVAL;
     }
-    if (!ok) {
-        /* Only printable values are echoed back; a bad value can be binary
-         * or huge. */
-        bool printable = len <= 64;
-
-        for (size_t i = 0; printable && i < len; i++) {
-            printable = val[i] >= ' ' && val[i] <= '~' && val[i] != '"';
-        }
-        if (printable) {
-            errf(err, errlen, "%s: %s: bad value \"%.*s\" (want %s)", cmd,
-                 shown(q, f), (int)len, val, want);
-        } else {
-            errf(err, errlen, "%s: %s: bad value (want %s)", cmd, shown(q, f),
-                 want);
-        }
-        return -1;
-    }
-    return 0;
+    ok = fd->parse == NULL || fd->parse(fd, q, val, len);
+    *(bool *)at(q, fd->has_off) = ok;
+    return ok ? 0 : bad_value(q, f, val, len, err);
 }
 
-int cli_req_check(struct cli_req *q, char *err, size_t errlen)
+int cli_req_check(struct cli_req *q, char *err)
 {
     const struct cmd_def *d = cmd_def(q->cmd);
     const char *cmd = cli_cmd_name(q->cmd);
 
     if (d == NULL) {
-        errf(err, errlen, "no command");
-        return -1;
+        err_printf(err, "no command");
+        return -EINVAL;
     }
     for (unsigned i = 0; i < d->n_required; i++) {
         if ((q->seen & BIT(d->pos[i])) == 0) {
-            errf(err, errlen, "%s: missing %s", cmd, shown(q, d->pos[i]));
-            return -1;
+            err_printf(err, "%s: missing %s", cmd, shown(q, d->pos[i]));
+            return -EINVAL;
         }
     }
     switch (q->cmd) {
         case CLI_CLAIM:
             if (q->has_ts && q->has_ttl) {
-                errf(err, errlen, "%s: %s excludes %s", cmd, shown(q, F_TS),
-                     shown(q, F_TTL));
-                return -1;
+                err_printf(err, "%s: %s excludes %s", cmd, shown(q, F_TS),
+                           shown(q, F_TTL));
+                return -EINVAL;
             }
             if (q->has_ts && !q->has_window) {
-                errf(err, errlen, "%s: %s requires %s", cmd, shown(q, F_TS),
-                     shown(q, F_WINDOW));
-                return -1;
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_TS),
+                           shown(q, F_WINDOW));
+                return -EINVAL;
             }
             if (q->has_window && !q->has_ts) {
-                errf(err, errlen, "%s: %s requires %s", cmd, shown(q, F_WINDOW),
-                     shown(q, F_TS));
-                return -1;
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_WINDOW),
+                           shown(q, F_TS));
+                return -EINVAL;
             }
             if (!q->idempotent && (q->has_payload_hash || q->has_lease)) {
-                errf(err, errlen, "%s: %s requires %s", cmd,
-                     shown(q, q->has_payload_hash ? F_PAYLOAD_HASH : F_LEASE),
-                     shown(q, F_IDEMPOTENT));
-                return -1;
+                err_printf(
+                    err, "%s: %s requires %s", cmd,
+                    shown(q, q->has_payload_hash ? F_PAYLOAD_HASH : F_LEASE),
+                    shown(q, F_IDEMPOTENT));
+                return -EINVAL;
             }
             if (!q->has_ts && !q->has_ttl) {
                 q->has_ttl = true;
@@ -1067,21 +589,19 @@ int cli_req_check(struct cli_req *q, char *err, size_t errlen)
             break;
         case CLI_COMPLETE:
             if (!q->has_owner_token) {
-                errf(err, errlen, "%s: missing %s", cmd,
-                     shown(q, F_OWNER_TOKEN));
-                return -1;
+                err_printf(err, "%s: missing %s", cmd, shown(q, F_OWNER_TOKEN));
+                return -EINVAL;
             }
             break;
         case CLI_RELEASE:
             if (!q->has_owner_token) {
-                errf(err, errlen, "%s: missing %s", cmd,
-                     shown(q, F_OWNER_TOKEN));
-                return -1;
+                err_printf(err, "%s: missing %s", cmd, shown(q, F_OWNER_TOKEN));
+                return -EINVAL;
             }
             if (q->has_error && !q->terminal) {
-                errf(err, errlen, "%s: %s requires %s", cmd, shown(q, F_ERROR),
-                     shown(q, F_TERMINAL));
-                return -1;
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_ERROR),
+                           shown(q, F_TERMINAL));
+                return -EINVAL;
             }
             break;
         case CLI_MEMBERS_ADD:
@@ -1089,11 +609,11 @@ int cli_req_check(struct cli_req *q, char *err, size_t errlen)
                 q->has_role = true;
                 q->role = ONCE_ROLE_VOTER;
             } else if (q->role == ONCE_ROLE_SPARE) {
-                errf(err, errlen,
-                     "%s: %s: a member is added as voter or "
-                     "standby (spare is a step of the add)",
-                     cmd, shown(q, F_ROLE));
-                return -1;
+                err_printf(err,
+                           "%s: %s: a member is added as voter or "
+                           "standby (spare is a step of the add)",
+                           cmd, shown(q, F_ROLE));
+                return -EINVAL;
             }
             break;
         default:
@@ -1195,12 +715,172 @@ static void scan_help(int argc,
     }
 }
 
+/* A global option @o with its value @val (NULL: none given): 1 if @o is
+ * one and was taken, 0 if @o is not a global option, or -EINVAL. */
+static int argv_global(enum global_opt o,
+                       const char *val,
+                       struct cli_global *g,
+                       char *err)
+{
+    uint64_t v;
+
+    switch (o) {
+        case G_CLUSTER:
+            g->cluster = val;
+            return 1;
+        case G_JSON:
+            if (val != NULL) {
+                err_printf(err, "--json takes no value");
+                return -EINVAL;
+            }
+            g->json = true;
+            return 1;
+        case G_TIMEOUT:
+            if (!text_parse_duration_ms(val, CLI_TIMEOUT_MAX_MS, &v) ||
+                v == 0) {
+                err_printf(err,
+                           "--timeout: bad value \"%.40s\" (want a "
+                           "duration of 1ms..1h: an integer with ms, s, m "
+                           "or h)",
+                           val);
+                return -EINVAL;
+            }
+            g->timeout_ms = (uint32_t)v;
+            return 1;
+        case G_CLUSTER_ID:
+            if (!text_parse_hex(val, g->cluster_id, ONCE_ID_LEN)) {
+                err_printf(err,
+                           "--cluster-id: bad value \"%.40s\" (want 32 hex "
+                           "digits)",
+                           val);
+                return -EINVAL;
+            }
+            g->pin_cluster_id = true;
+            return 1;
+        case G_HELP:
+        case G_NONE:
+            break;
+    }
+    return 0;
+}
+
+/* The word argv[*i], "--name" or "--name=value": a global option or one of
+ * q->cmd's. A value in the next word moves *i on. @group: a group word
+ * seen without its subcommand yet (NULL: none). 0 or -EINVAL. */
+static int argv_option(int argc,
+                       char *const *argv,
+                       int *i,
+                       const char *group,
+                       struct cli_global *g,
+                       struct cli_req *q,
+                       char *err)
+{
+    const char *name = argv[*i] + 2;
+    const char *eq = strchr(name, '=');
+    size_t n = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    const char *val = eq != NULL ? eq + 1 : NULL;
+    enum global_opt o = global_by_name(name, n);
+    char fname[32];
+    int f;
+    int rv;
+
+    if (o != G_NONE && o != G_JSON && val == NULL) {
+        if (*i + 1 >= argc) {
+            err_printf(err, "--%.*s needs a value", (int)n, name);
+            return -EINVAL;
+        }
+        val = argv[++*i];
+    }
+    rv = argv_global(o, val, g, err);
+    if (rv != 0) {
+        return rv < 0 ? rv : 0;
+    }
+    if (q->cmd == 0) {
+        err_printf(err, "unknown option --%.*s%s", (int)n, name,
+                   group != NULL ? " (missing subcommand first?)" : "");
+        return -EINVAL;
+    }
+    if (n >= sizeof fname) {
+        err_printf(err, "%s: unknown option --%.*s", cli_cmd_name(q->cmd), 40,
+                   name);
+        return -EINVAL;
+    }
+    for (size_t k = 0; k < n; k++) {
+        fname[k] = name[k] == '-' ? '_' : name[k];
+    }
+    fname[n] = '\0';
+    f = field_by_name(fname);
+    /* Positional fields are not options (`--scope x` is refused). */
+    if (f < 0 || !cli_req_accepts(q, fname) ||
+        is_positional(cmd_def(q->cmd), f)) {
+        err_printf(err, "%s: unknown option --%.*s", cli_cmd_name(q->cmd),
+                   (int)n, name);
+        return -EINVAL;
+    }
+    if (fields[f].parse != NULL && val == NULL) {
+        if (*i + 1 >= argc) {
+            err_printf(err, "%s: --%.*s needs a value", cli_cmd_name(q->cmd),
+                       (int)n, name);
+            return -EINVAL;
+        }
+        val = argv[++*i];
+    }
+    return cli_req_set(q, fname, val, val != NULL ? strlen(val) : 0, err);
+}
+
+static const char *subcommands(const char *group)
+{
+    return strcmp(group, "members") == 0
+               ? " (list, add, remove, assign, transfer)"
+               : " (take, backup, verify)";
+}
+
+/* A word that is not an option: the command, its subcommand after the
+ * group word *group, or the next positional. 0 or -EINVAL. */
+static int argv_word(const char *a,
+                     const char **group,
+                     struct cli_req *q,
+                     char *err)
+{
+    const struct cmd_def *d;
+    int f;
+
+    if (q->cmd == 0) {
+        if (*group != NULL) {
+            char name[64];
+
+            snprintf(name, sizeof name, "%s %.40s", *group, a);
+            q->cmd = cli_cmd_from_name(name);
+            if (q->cmd == 0) {
+                err_printf(err, "%s: unknown subcommand \"%.40s\"%s", *group, a,
+                           subcommands(*group));
+                return -EINVAL;
+            }
+        } else if (is_group(a)) {
+            *group = strcmp(a, "members") == 0 ? "members" : "snapshot";
+        } else {
+            q->cmd = cli_cmd_from_name(a);
+            if (q->cmd == 0) {
+                err_printf(err, "unknown command \"%.40s\"", a);
+                return -EINVAL;
+            }
+        }
+        return 0;
+    }
+    d = cmd_def(q->cmd);
+    if (q->n_positional >= POS_MAX || d->pos[q->n_positional] < 0) {
+        err_printf(err, "%s: unexpected argument \"%.40s\"", d->name, a);
+        return -EINVAL;
+    }
+    f = d->pos[q->n_positional++];
+    return cli_req_set(q, fields[f].name, a, strlen(a), err);
+}
+
 int cli_parse_argv(int argc,
                    char *const *argv,
                    struct cli_global *g,
                    struct cli_req *q,
-                   char *err,
-                   size_t errlen)
+                   char *err)
 {
     const char *group = NULL;
     bool opts_done = false;
@@ -1214,155 +894,29 @@ int cli_parse_argv(int argc,
     }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        int rv;
 
         if (!opts_done && strcmp(a, "--") == 0) {
             opts_done = true;
             continue;
         }
         if (!opts_done && strncmp(a, "--", 2) == 0) {
-            const char *name = a + 2;
-            const char *eq = strchr(name, '=');
-            size_t n = eq != NULL ? (size_t)(eq - name) : strlen(name);
-            const char *val = eq != NULL ? eq + 1 : NULL;
-            enum global_opt o = global_by_name(name, n);
-            char fname[32];
-            int f;
-
-            if (o != G_NONE && o != G_JSON && val == NULL) {
-                if (i + 1 >= argc) {
-                    errf(err, errlen, "--%.*s needs a value", (int)n, name);
-                    return -1;
-                }
-                val = argv[++i];
-            }
-            switch (o) {
-                case G_CLUSTER:
-                    g->cluster = val;
-                    continue;
-                case G_JSON:
-                    if (val != NULL) {
-                        errf(err, errlen, "--json takes no value");
-                        return -1;
-                    }
-                    g->json = true;
-                    continue;
-                case G_TIMEOUT: {
-                    uint64_t v;
-
-                    if (!text_parse_duration_ms(val, CLI_TIMEOUT_MAX_MS, &v) ||
-                        v == 0) {
-                        errf(err, errlen,
-                             "--timeout: bad value \"%.40s\" (want a "
-                             "duration of 1ms..1h: an integer with ms, s, m "
-                             "or h)",
-                             val);
-                        return -1;
-                    }
-                    g->timeout_ms = (uint32_t)v;
-                    continue;
-                }
-                case G_CLUSTER_ID:
-                    if (!text_parse_hex(val, g->cluster_id, ONCE_ID_LEN)) {
-                        errf(err, errlen,
-                             "--cluster-id: bad value \"%.40s\" (want 32 hex "
-                             "digits)",
-                             val);
-                        return -1;
-                    }
-                    g->pin_cluster_id = true;
-                    continue;
-                case G_HELP:
-                case G_NONE:
-                    break;
-            }
-            if (q->cmd == 0) {
-                errf(err, errlen, "unknown option --%.*s%s", (int)n, name,
-                     group != NULL ? " (missing subcommand first?)" : "");
-                return -1;
-            }
-            if (n >= sizeof fname) {
-                errf(err, errlen, "%s: unknown option --%.*s",
-                     cli_cmd_name(q->cmd), 40, name);
-                return -1;
-            }
-            for (size_t k = 0; k < n; k++) {
-                fname[k] = name[k] == '-' ? '_' : name[k];
-            }
-            fname[n] = '\0';
-            f = field_by_name(fname);
-            /* Positional fields are not options (`--scope x` is refused). */
-            if (f < 0 || !cli_req_accepts(q, fname) ||
-                is_positional(cmd_def(q->cmd), f)) {
-                errf(err, errlen, "%s: unknown option --%.*s",
-                     cli_cmd_name(q->cmd), (int)n, name);
-                return -1;
-            }
-            if (!fields[f].flag && val == NULL) {
-                if (i + 1 >= argc) {
-                    errf(err, errlen, "%s: --%.*s needs a value",
-                         cli_cmd_name(q->cmd), (int)n, name);
-                    return -1;
-                }
-                val = argv[++i];
-            }
-            if (cli_req_set(q, fname, val, val != NULL ? strlen(val) : 0, err,
-                            errlen) != 0) {
-                return -1;
-            }
-            continue;
+            rv = argv_option(argc, argv, &i, group, g, q, err);
+        } else {
+            rv = argv_word(a, &group, q, err);
         }
-        /* A word: the command, its subcommand, or a positional. */
-        if (q->cmd == 0) {
-            if (group != NULL) {
-                char name[64];
-
-                snprintf(name, sizeof name, "%s %.40s", group, a);
-                q->cmd = cli_cmd_from_name(name);
-                if (q->cmd == 0) {
-                    errf(err, errlen, "%s: unknown subcommand \"%.40s\"%s",
-                         group, a,
-                         strcmp(group, "members") == 0
-                             ? " (list, add, remove, assign, transfer)"
-                             : " (take, backup, verify)");
-                    return -1;
-                }
-            } else if (is_group(a)) {
-                group = strcmp(a, "members") == 0 ? "members" : "snapshot";
-            } else {
-                q->cmd = cli_cmd_from_name(a);
-                if (q->cmd == 0) {
-                    errf(err, errlen, "unknown command \"%.40s\"", a);
-                    return -1;
-                }
-            }
-            continue;
-        }
-        {
-            const struct cmd_def *d = cmd_def(q->cmd);
-            int f;
-
-            if (q->n_positional >= POS_MAX || d->pos[q->n_positional] < 0) {
-                errf(err, errlen, "%s: unexpected argument \"%.40s\"", d->name,
-                     a);
-                return -1;
-            }
-            f = d->pos[q->n_positional++];
-            if (cli_req_set(q, fields[f].name, a, strlen(a), err, errlen) !=
-                0) {
-                return -1;
-            }
+        if (rv != 0) {
+            return rv;
         }
     }
     if (q->cmd == 0) {
         if (group != NULL) {
-            errf(err, errlen, "%s: missing subcommand%s", group,
-                 strcmp(group, "members") == 0
-                     ? " (list, add, remove, assign, transfer)"
-                     : " (take, backup, verify)");
+            err_printf(err, "%s: missing subcommand%s", group,
+                       subcommands(group));
         } else {
-            errf(err, errlen, "missing command");
+            err_printf(err, "missing command");
         }
-        return -1;
+        return -EINVAL;
     }
-    return cli_req_check(q, err, errlen);
+    return cli_req_check(q, err);
 }

@@ -1,9 +1,11 @@
 /* cli/cli.h: oncectl, the operator CLI (docs/design.md §6, docs/oncectl.md).
  *
  * Layers, so that the pure parts can be unit-tested without a cluster:
- *   args.c     the command and option table, parsing of argv words and of
+ *   args.c     the command and field tables, parsing of argv words and of
  *              session JSON fields into one struct cli_req, the checks
- *              that combine options, help text, owner tokens, base64.
+ *              that combine options.
+ *   help.c     the help texts.
+ *   value.c    owner tokens, base64, addresses, the --cluster list.
  *   json.c     JSON objects from filled libonce results, exit codes, the
  *              text rendering of those objects.
  *   commands.c runs one struct cli_req over a once_client.
@@ -13,7 +15,11 @@
  * Every command, on the command line or in a session, goes through the same
  * table (args.c): an argv word `--payload-hash X` and a session field
  * `"payload_hash":"X"` reach the same setter and the same checks, so the two
- * interfaces cannot drift apart. Single-threaded; nothing here is shared. */
+ * interfaces cannot drift apart. Single-threaded; nothing here is shared.
+ *
+ * Errors (common/err.h): a parser that fails returns -EINVAL and one line
+ * naming the problem in @err, a buffer of ERR_MSG_SIZE bytes (NULL: no
+ * text); the line is shown to the operator as is. */
 #ifndef ONCE_CLI_CLI_H_
 #define ONCE_CLI_CLI_H_
 
@@ -24,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "common/err.h"
 #include "once.h"
 
 /* Exit codes (docs/design.md §6). */
@@ -41,7 +48,6 @@ enum {
 /* Durations other than --timeout: the cluster enforces its own maxima
  * (max_ttl, max_window, max_lease); this only keeps arithmetic finite. */
 #define CLI_DURATION_MAX_MS (UINT64_C(1) << 53)
-#define CLI_ERR_MAX         512
 #define CLI_LINE_MAX        (1u << 20) /* a session line, newline excluded */
 /* base64 text of ONCE_RESULT_MAX bytes: 4 * ceil(65536 / 3). */
 #define CLI_B64_MAX (4 * ((ONCE_RESULT_MAX + 2) / 3))
@@ -129,7 +135,7 @@ struct cli_req
 };
 
 /* ------------------------------------------------------------------------
- * args.c: pure parsing
+ * args.c, value.c, help.c: pure parsing and the help texts
  * ---------------------------------------------------------------------- */
 
 /* Global options of the command line. */
@@ -157,26 +163,24 @@ const char *cli_cmd_name(enum cli_cmd cmd);
 
 /* Parse a whole command line (argv[0] excluded): global options anywhere,
  * the command word(s), its positionals and options. `--` ends options;
- * `--name=value` and `--name value` are both accepted. Returns 0, or -1
- * with one line in @err naming the problem. On 0 with g->help set the
+ * `--name=value` and `--name value` are both accepted. Returns 0, or
+ * -EINVAL with one line in @err naming the problem. On 0 with g->help set the
  * caller prints help (for q->cmd if non-zero, else the overview) and
  * q may be only partly filled. cli_req_check has been run on 0. */
 int cli_parse_argv(int argc,
                    char *const *argv,
                    struct cli_global *g,
                    struct cli_req *q,
-                   char *err,
-                   size_t errlen);
+                   char *err);
 
 /* Set field @name (a session key, or an option name with '-' for '_')
  * from @val (@len bytes; NULL for a bare flag) as the command line would.
- * Returns 0, or -1 with @err. */
+ * Returns 0, or -EINVAL with @err. */
 int cli_req_set(struct cli_req *q,
                 const char *name,
                 const char *val,
                 size_t len,
-                char *err,
-                size_t errlen);
+                char *err);
 
 /* Whether field @name is a flag (takes no value). */
 bool cli_field_is_flag(const char *name);
@@ -185,17 +189,17 @@ bool cli_field_is_flag(const char *name);
 bool cli_req_accepts(const struct cli_req *q, const char *name);
 
 /* Check combinations and requirements and fill defaults (claim's 24h
- * TTL). Returns 0, or -1 with @err. */
-int cli_req_check(struct cli_req *q, char *err, size_t errlen);
+ * TTL). Returns 0, or -EINVAL with @err. */
+int cli_req_check(struct cli_req *q, char *err);
 
 /* Parse "--cluster" text into @addrs (pointers into @buf, which receives a
- * copy of @s). Returns the count (1..ONCE_ADDRS_MAX) or -1 with @err. */
+ * copy of @s). Returns the count (1..ONCE_ADDRS_MAX) or -EINVAL with
+ * @err. */
 int cli_parse_cluster(const char *s,
                       char *buf,
                       size_t buflen,
                       const char **addrs,
-                      char *err,
-                      size_t errlen);
+                      char *err);
 
 /* "GROUP:INDEX:SLOT", decimal, each within its type. */
 bool cli_parse_token(const char *s, struct once_token *t);
@@ -217,7 +221,7 @@ char *cli_b64_encode(const uint8_t *in, size_t len);
 /* "IP:PORT": an IPv4 literal and a port 1..65535, at most 64 bytes. */
 bool cli_check_addr(const char *s);
 
-/* Help texts: the overview, and one command's (NULL if unknown). */
+/* help.c: the overview, and one command's help text (NULL if unknown). */
 const char *cli_help_overview(void);
 const char *cli_help_command(enum cli_cmd cmd);
 /* Every field name q->cmd accepts, for tests: *n receives the count. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/err.h"
 #include "common/text.h"
 
 /* An answer that named no cluster (a local refusal, a connection that
@@ -410,10 +411,9 @@ int cli_run(const struct cli_ctx *x, const struct cli_req *q, json_t **out)
             break;
         case CLI_SNAPSHOT_BACKUP:
         case CLI_SNAPSHOT_VERIFY: {
-            char msg[64];
+            char msg[ERR_MSG_SIZE];
 
-            snprintf(msg, sizeof msg, "%s: not implemented yet",
-                     cli_cmd_name(q->cmd));
+            err_printf(msg, "%s: not implemented yet", cli_cmd_name(q->cmd));
             *out = cli_json_usage(msg);
             cli_set(*out, "error", json_string("UNIMPLEMENTED"));
             code = CLI_EXIT_USAGE;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
+
 static const char *const not_implemented = "not implemented yet";
 
 /* Whether --json was on the line, for a usage error found before it. */
@@ -68,7 +70,7 @@ int main(int argc, char **argv)
 {
     struct cli_global g;
     struct cli_req *q = malloc(sizeof *q);
-    char err[CLI_ERR_MAX];
+    char err[ERR_MSG_SIZE];
     char cluster_buf[ONCE_ADDRS_MAX * (ONCE_ADDR_MAX + 1) + 1];
     const char *addrs[ONCE_ADDRS_MAX];
     const char *cluster;
@@ -86,7 +88,7 @@ int main(int argc, char **argv)
         fputs("oncectl: out of memory\n", stderr);
         return CLI_EXIT_NOT_APPLIED;
     }
-    if (cli_parse_argv(argc - 1, argv + 1, &g, q, err, sizeof err) != 0) {
+    if (cli_parse_argv(argc - 1, argv + 1, &g, q, err) != 0) {
         code = usage_error(wants_json(argc, argv), err);
         free(q);
         return code;
@@ -97,8 +99,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_OK;
     }
     if (q->cmd == CLI_SNAPSHOT_BACKUP || q->cmd == CLI_SNAPSHOT_VERIFY) {
-        snprintf(err, sizeof err, "%s: %s", cli_cmd_name(q->cmd),
-                 not_implemented);
+        err_printf(err, "%s: %s", cli_cmd_name(q->cmd), not_implemented);
         fprintf(stderr, "oncectl: %s\n", err);
         if (g.json) {
             ans = cli_json_usage(err);
@@ -121,8 +122,7 @@ int main(int argc, char **argv)
             cluster = CLI_CLUSTER_DEFAULT;
         }
     }
-    n = cli_parse_cluster(cluster, cluster_buf, sizeof cluster_buf, addrs, err,
-                          sizeof err);
+    n = cli_parse_cluster(cluster, cluster_buf, sizeof cluster_buf, addrs, err);
     if (n < 0) {
         code = usage_error(g.json, err);
         free(q);

@@ -7,8 +7,11 @@
  * restarting. Fields go through cli_req_set, the same setter as argv. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/err.h"
 
 static void set(json_t *o, const char *key, json_t *v)
 {
@@ -19,8 +22,8 @@ static void set(json_t *o, const char *key, json_t *v)
 }
 
 /* Read one line into @buf (at most CLI_LINE_MAX bytes, newline dropped).
- * Returns 1 for a line, 0 at EOF with nothing read, -1 for a line too
- * long (consumed up to its newline). */
+ * Returns 1 for a line, 0 at EOF with nothing read, -EMSGSIZE for a line
+ * too long (consumed up to its newline). */
 static int read_line(FILE *in, char *buf, size_t *len)
 {
     size_t n = 0;
@@ -38,7 +41,7 @@ static int read_line(FILE *in, char *buf, size_t *len)
         return 0;
     }
     *len = n;
-    return over ? -1 : 1;
+    return over ? -EMSGSIZE : 1;
 }
 
 static bool blank(const char *s, size_t n)
@@ -51,60 +54,52 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
-/* One JSON value into field @name of @q. */
-static int set_field(struct cli_req *q,
-                     const char *name,
-                     json_t *v,
-                     char *err,
-                     size_t errlen)
+/* One JSON value into field @name of @q. 0, or -EINVAL with @err. */
+static int set_field(struct cli_req *q, const char *name, json_t *v, char *err)
 {
     char num[24];
 
     switch (json_typeof(v)) {
         case JSON_STRING:
             return cli_req_set(q, name, json_string_value(v),
-                               json_string_length(v), err, errlen);
+                               json_string_length(v), err);
         case JSON_TRUE:
-            return cli_req_set(q, name, NULL, 0, err, errlen);
+            return cli_req_set(q, name, NULL, 0, err);
         case JSON_FALSE:
             if (!cli_req_accepts(q, name)) {
-                return cli_req_set(q, name, NULL, 0, err, errlen);
+                return cli_req_set(q, name, NULL, 0, err);
             }
             if (!cli_field_is_flag(name)) {
-                snprintf(err, errlen, "%s: \"%s\": false is not a value",
-                         cli_cmd_name(q->cmd), name);
-                return -1;
+                err_printf(err, "%s: \"%s\": false is not a value",
+                           cli_cmd_name(q->cmd), name);
+                return -EINVAL;
             }
             return 0; /* a flag left off */
         case JSON_NULL:
             if (!cli_req_accepts(q, name)) {
-                return cli_req_set(q, name, NULL, 0, err, errlen);
+                return cli_req_set(q, name, NULL, 0, err);
             }
             return 0; /* absent */
         case JSON_INTEGER:
             if (json_integer_value(v) < 0) {
-                snprintf(err, errlen, "%s: \"%s\": negative",
-                         cli_cmd_name(q->cmd), name);
-                return -1;
+                err_printf(err, "%s: \"%s\": negative", cli_cmd_name(q->cmd),
+                           name);
+                return -EINVAL;
             }
             snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-            return cli_req_set(q, name, num, strlen(num), err, errlen);
+            return cli_req_set(q, name, num, strlen(num), err);
         default:
             if (!cli_req_accepts(q, name)) {
-                return cli_req_set(q, name, NULL, 0, err, errlen);
+                return cli_req_set(q, name, NULL, 0, err);
             }
-            snprintf(err, errlen, "%s: \"%s\": want a string%s",
-                     cli_cmd_name(q->cmd), name,
-                     cli_field_is_flag(name) ? " or a boolean" : "");
-            return -1;
+            err_printf(err, "%s: \"%s\": want a string%s", cli_cmd_name(q->cmd),
+                       name, cli_field_is_flag(name) ? " or a boolean" : "");
+            return -EINVAL;
     }
 }
 
-/* Fill @q from request object @req. */
-static int parse_request(json_t *req,
-                         struct cli_req *q,
-                         char *err,
-                         size_t errlen)
+/* Fill @q from request object @req. 0, or -EINVAL with @err. */
+static int parse_request(json_t *req, struct cli_req *q, char *err)
 {
     json_t *cmd = json_object_get(req, "cmd");
     json_t *member_id = json_object_get(req, "member_id");
@@ -113,25 +108,23 @@ static int parse_request(json_t *req,
     json_t *v;
 
     if (!json_is_string(cmd)) {
-        snprintf(err, errlen, "missing \"cmd\" (a command name)");
-        return -1;
+        err_printf(err, "missing \"cmd\" (a command name)");
+        return -EINVAL;
     }
     c = cli_cmd_from_name(json_string_value(cmd));
     if (c == 0 || c == CLI_SESSION) {
-        snprintf(err, errlen, "unknown command \"%.40s\"",
-                 json_string_value(cmd));
-        return -1;
+        err_printf(err, "unknown command \"%.40s\"", json_string_value(cmd));
+        return -EINVAL;
     }
     cli_req_init(q, c);
     q->session = true;
     if (member_id != NULL) {
         if (!cli_req_accepts(q, "id")) {
-            snprintf(err, errlen, "%s: unknown field \"member_id\"",
-                     cli_cmd_name(c));
-            return -1;
+            err_printf(err, "%s: unknown field \"member_id\"", cli_cmd_name(c));
+            return -EINVAL;
         }
-        if (set_field(q, "id", member_id, err, errlen) != 0) {
-            return -1;
+        if (set_field(q, "id", member_id, err) != 0) {
+            return -EINVAL;
         }
     }
     json_object_foreach(req, k, v)
@@ -143,16 +136,16 @@ static int parse_request(json_t *req,
             /* Always echoed; the member id only for member commands
              * without member_id, and only as a hex string. */
             if (member_id == NULL && cli_req_accepts(q, "id") &&
-                json_is_string(v) && set_field(q, "id", v, err, errlen) != 0) {
-                return -1;
+                json_is_string(v) && set_field(q, "id", v, err) != 0) {
+                return -EINVAL;
             }
             continue;
         }
-        if (set_field(q, k, v, err, errlen) != 0) {
-            return -1;
+        if (set_field(q, k, v, err) != 0) {
+            return -EINVAL;
         }
     }
-    return cli_req_check(q, err, errlen);
+    return cli_req_check(q, err);
 }
 
 int cli_session(const struct cli_ctx *x, FILE *in, FILE *out)
@@ -166,7 +159,7 @@ int cli_session(const struct cli_ctx *x, FILE *in, FILE *out)
         abort();
     }
     for (;;) {
-        char err[CLI_ERR_MAX];
+        char err[ERR_MSG_SIZE];
         json_t *req = NULL;
         json_t *ans = NULL;
         json_error_t je;
@@ -178,21 +171,20 @@ int cli_session(const struct cli_ctx *x, FILE *in, FILE *out)
             break;
         }
         if (got < 0) {
-            snprintf(err, sizeof err, "line over %u bytes", CLI_LINE_MAX);
+            err_printf(err, "line over %u bytes", CLI_LINE_MAX);
             ans = cli_json_usage(err);
             code = CLI_EXIT_USAGE;
         } else if (blank(buf, len)) {
             continue;
         } else if ((req = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je)) ==
                    NULL) {
-            snprintf(err, sizeof err, "not JSON: %s (column %d)", je.text,
-                     je.column);
+            err_printf(err, "not JSON: %s (column %d)", je.text, je.column);
             ans = cli_json_usage(err);
             code = CLI_EXIT_USAGE;
         } else if (!json_is_object(req)) {
             ans = cli_json_usage("a request is a JSON object");
             code = CLI_EXIT_USAGE;
-        } else if (parse_request(req, q, err, sizeof err) != 0) {
+        } else if (parse_request(req, q, err) != 0) {
             ans = cli_json_usage(err);
             code = CLI_EXIT_USAGE;
         } else {

@@ -1,7 +1,9 @@
-/* client/client.h: libonce internals shared by client.c and its tests.
+/* client/client.h: the pure parts of libonce, shared by the library and
+ * its tests.
  *
- * client.c owns the loop, the channels and the calls in flight; wire.c holds
- * the pure parts it is built from, each testable without a socket:
+ * client.c, op.c and admin.c (client_int.h) own the loop, the channels and
+ * the calls in flight; wire.c holds the pure parts they are built from,
+ * each testable without a socket:
  *
  *   - argument checks: every bound of once.h is checked before a round trip
  *     (INVALID_ARGUMENT with a message naming the field);
@@ -20,13 +22,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/err.h"
 #include "once.h"
 #include "once_rpc.pb-c.h"
 #include "rpc/frame.h"
 
-/* Room for the messages the library makes itself (argument checks, answer
- * checks); results' error[] holds ONCE_ERROR_MAX + 1. */
-#define CLIENT_ERR_SIZE 256
+/* The messages the library makes itself (argument checks, answer checks)
+ * are ERR_MSG_SIZE bytes (common/err.h); results' error[] holds
+ * ONCE_ERROR_MAX + 1. */
 
 /* Attempts whose deadline budget is longer than this are split: one
  * attempt waits at most half of what remains (but at least this long), so
@@ -73,7 +76,7 @@ uint64_t client_attempt_budget(uint64_t remaining_ms, bool split);
 
 /* ------------------------------------------------------------------------
  * Argument checks: true if valid, else false with a message naming the
- * field in @err (CLIENT_ERR_SIZE bytes).
+ * field in @err (ERR_MSG_SIZE bytes).
  * ---------------------------------------------------------------------- */
 
 bool client_check_options(const struct once_options *o, char *err);
@@ -90,8 +93,8 @@ bool client_check_member(const struct once_member *m, char *err);
 bool client_check_role(enum once_role role, char *err);
 
 /* ------------------------------------------------------------------------
- * Request bodies: 0 and a malloc'd *out (*out_len bytes; free()), or -1
- * (out of memory). The arguments must have passed their check.
+ * Request bodies: 0 and a malloc'd *out (*out_len bytes; free()), or
+ * -ENOMEM. The arguments must have passed their check.
  * ---------------------------------------------------------------------- */
 
 int client_pack_claim(const struct once_claim *a,

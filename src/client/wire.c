@@ -5,27 +5,13 @@
  * once.h's bounds before it is copied into fixed-size result fields; an
  * answer that breaks one is refused whole (the caller makes it UNKNOWN or
  * UNAVAILABLE), never truncated into something that looks valid. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
 #include "rpc/conn.h"
-
-#define ERR(...)                                         \
-    do {                                                 \
-        if (err != NULL) {                               \
-            snprintf(err, CLIENT_ERR_SIZE, __VA_ARGS__); \
-        }                                                \
-        return false;                                    \
-    } while (0)
-#define ERRI(...)                                        \
-    do {                                                 \
-        if (err != NULL) {                               \
-            snprintf(err, CLIENT_ERR_SIZE, __VA_ARGS__); \
-        }                                                \
-        return -1;                                       \
-    } while (0)
 
 /* Checked identities between once.h and the wire (the proto's enums). */
 #define SAME(a, b) _Static_assert((int)(a) == (int)(b), #a " != " #b)
@@ -158,10 +144,12 @@ static bool check_bytes(const char *name,
                         char *err)
 {
     if (len < min || len > max) {
-        ERR("%s: %zu bytes, must be %zu..%zu", name, len, min, max);
+        err_printf(err, "%s: %zu bytes, must be %zu..%zu", name, len, min, max);
+        return false;
     }
     if (len > 0 && p == NULL) {
-        ERR("%s: NULL with a length of %zu", name, len);
+        err_printf(err, "%s: NULL with a length of %zu", name, len);
+        return false;
     }
     return true;
 }
@@ -169,7 +157,9 @@ static bool check_bytes(const char *name,
 bool client_check_timeout(uint32_t timeout_ms, char *err)
 {
     if (timeout_ms > RPC_DEADLINE_MAX) {
-        ERR("timeout_ms: %u, at most %u", timeout_ms, RPC_DEADLINE_MAX);
+        err_printf(err, "timeout_ms: %u, at most %u", timeout_ms,
+                   RPC_DEADLINE_MAX);
+        return false;
     }
     return true;
 }
@@ -179,33 +169,42 @@ bool client_check_options(const struct once_options *o, char *err)
     struct sockaddr_in sa;
 
     if (o == NULL) {
-        ERR("options: NULL");
+        err_printf(err, "options: NULL");
+        return false;
     }
     if (o->addrs == NULL || o->n_addrs == 0) {
-        ERR("addrs: no address given");
+        err_printf(err, "addrs: no address given");
+        return false;
     }
     if (o->n_addrs > ONCE_ADDRS_MAX) {
-        ERR("addrs: %zu addresses, at most %d", o->n_addrs, ONCE_ADDRS_MAX);
+        err_printf(err, "addrs: %zu addresses, at most %d", o->n_addrs,
+                   ONCE_ADDRS_MAX);
+        return false;
     }
     for (size_t i = 0; i < o->n_addrs; i++) {
         const char *a = o->addrs[i];
 
         if (a == NULL) {
-            ERR("addrs[%zu]: NULL", i);
+            err_printf(err, "addrs[%zu]: NULL", i);
+            return false;
         }
         if (strnlen(a, ONCE_ADDR_MAX + 1) > ONCE_ADDR_MAX) {
-            ERR("addrs[%zu]: longer than %d bytes", i, ONCE_ADDR_MAX);
+            err_printf(err, "addrs[%zu]: longer than %d bytes", i,
+                       ONCE_ADDR_MAX);
+            return false;
         }
         if (rpc_addr_parse(a, &sa) != 0) {
-            ERR("addrs[%zu]: \"%s\" is not IPv4 IP:PORT", i, a);
+            err_printf(err, "addrs[%zu]: \"%s\" is not IPv4 IP:PORT", i, a);
+            return false;
         }
     }
     if (!client_check_timeout(o->timeout_ms, err)) {
         return false;
     }
     if (o->max_inflight > CLIENT_INFLIGHT_MAX) {
-        ERR("max_inflight: %u, at most %u", o->max_inflight,
-            CLIENT_INFLIGHT_MAX);
+        err_printf(err, "max_inflight: %u, at most %u", o->max_inflight,
+                   CLIENT_INFLIGHT_MAX);
+        return false;
     }
     return true;
 }
@@ -223,7 +222,8 @@ bool client_check_record(const uint8_t *scope,
 bool client_check_claim(const struct once_claim *a, char *err)
 {
     if (a == NULL) {
-        ERR("claim: NULL");
+        err_printf(err, "claim: NULL");
+        return false;
     }
     if (!client_check_record(a->scope, a->scope_len, a->key, a->key_len, err) ||
         !check_bytes("execution_id", a->execution_id, a->execution_id_len, 0,
@@ -234,22 +234,30 @@ bool client_check_claim(const struct once_claim *a, char *err)
         return false;
     }
     if (a->kind != ONCE_NONCE && a->kind != ONCE_IDEMPOTENT) {
-        ERR("kind: %d, must be ONCE_NONCE or ONCE_IDEMPOTENT", (int)a->kind);
+        err_printf(err, "kind: %d, must be ONCE_NONCE or ONCE_IDEMPOTENT",
+                   (int)a->kind);
+        return false;
     }
     if (a->ttl_ms == 0 && !a->has_ts) {
-        ERR("ttl_ms: 0 (none) requires has_ts with ts_ms and window_ms");
+        err_printf(err,
+                   "ttl_ms: 0 (none) requires has_ts with ts_ms and window_ms");
+        return false;
     }
     if (a->has_ts && a->window_ms == 0) {
-        ERR("window_ms: required (at least 1) with has_ts");
+        err_printf(err, "window_ms: required (at least 1) with has_ts");
+        return false;
     }
     if (!a->has_ts && (a->window_ms != 0 || a->ts_ms != 0)) {
-        ERR("ts_ms/window_ms: given without has_ts");
+        err_printf(err, "ts_ms/window_ms: given without has_ts");
+        return false;
     }
     if (a->kind == ONCE_NONCE && a->payload_hash_len > 0) {
-        ERR("payload_hash: only for ONCE_IDEMPOTENT claims");
+        err_printf(err, "payload_hash: only for ONCE_IDEMPOTENT claims");
+        return false;
     }
     if (a->kind == ONCE_NONCE && a->lease_ms != 0) {
-        ERR("lease_ms: only for ONCE_IDEMPOTENT claims");
+        err_printf(err, "lease_ms: only for ONCE_IDEMPOTENT claims");
+        return false;
     }
     return true;
 }
@@ -257,7 +265,8 @@ bool client_check_claim(const struct once_claim *a, char *err)
 bool client_check_complete(const struct once_complete *a, char *err)
 {
     if (a == NULL) {
-        ERR("complete: NULL");
+        err_printf(err, "complete: NULL");
+        return false;
     }
     return client_check_record(a->scope, a->scope_len, a->key, a->key_len,
                                err) &&
@@ -269,7 +278,8 @@ bool client_check_complete(const struct once_complete *a, char *err)
 bool client_check_release(const struct once_release *a, char *err)
 {
     if (a == NULL) {
-        ERR("release: NULL");
+        err_printf(err, "release: NULL");
+        return false;
     }
     if (!client_check_record(a->scope, a->scope_len, a->key, a->key_len, err) ||
         !check_bytes("error", a->error, a->error_len, 0, ONCE_ERROR_MAX, err) ||
@@ -277,7 +287,9 @@ bool client_check_release(const struct once_release *a, char *err)
         return false;
     }
     if (!a->terminal && a->error_len > 0) {
-        ERR("error: only with terminal (a plain release keeps no error)");
+        err_printf(
+            err, "error: only with terminal (a plain release keeps no error)");
+        return false;
     }
     return true;
 }
@@ -286,9 +298,11 @@ bool client_check_role(enum once_role role, char *err)
 {
     if (role != ONCE_ROLE_VOTER && role != ONCE_ROLE_STANDBY &&
         role != ONCE_ROLE_SPARE) {
-        ERR("role: %d, must be ONCE_ROLE_VOTER, ONCE_ROLE_STANDBY or "
-            "ONCE_ROLE_SPARE",
-            (int)role);
+        err_printf(err,
+                   "role: %d, must be ONCE_ROLE_VOTER, ONCE_ROLE_STANDBY or "
+                   "ONCE_ROLE_SPARE",
+                   (int)role);
+        return false;
     }
     return true;
 }
@@ -301,10 +315,12 @@ static bool check_addr_field(const char *name,
     struct sockaddr_in sa;
 
     if (memchr(a, '\0', size) == NULL) {
-        ERR("%s: not NUL-terminated within %zu bytes", name, size);
+        err_printf(err, "%s: not NUL-terminated within %zu bytes", name, size);
+        return false;
     }
     if (rpc_addr_parse(a, &sa) != 0) {
-        ERR("%s: \"%s\" is not IPv4 IP:PORT", name, a);
+        err_printf(err, "%s: \"%s\" is not IPv4 IP:PORT", name, a);
+        return false;
     }
     return true;
 }
@@ -312,10 +328,12 @@ static bool check_addr_field(const char *name,
 bool client_check_member(const struct once_member *m, char *err)
 {
     if (m == NULL) {
-        ERR("member: NULL");
+        err_printf(err, "member: NULL");
+        return false;
     }
     if (m->id == 0) {
-        ERR("id: must not be 0");
+        err_printf(err, "id: must not be 0");
+        return false;
     }
     return check_addr_field("raft_addr", m->raft_addr, sizeof m->raft_addr,
                             err) &&
@@ -346,7 +364,7 @@ static int pack(const ProtobufCMessage *m, uint8_t **out, size_t *out_len)
     *out = NULL;
     *out_len = 0;
     if (buf == NULL) {
-        return -1;
+        return -ENOMEM;
     }
     *out_len = protobuf_c_message_pack(m, buf);
     *out = buf;
@@ -506,7 +524,8 @@ static bool outcome_known(int o)
 static bool check_string(const char *name, const char *s, size_t max, char *err)
 {
     if (s != NULL && strnlen(s, max + 1) > max) {
-        ERR("%s: longer than %zu bytes", name, max);
+        err_printf(err, "%s: longer than %zu bytes", name, max);
+        return false;
     }
     return true;
 }
@@ -523,19 +542,25 @@ static bool read_attempt(size_t i,
                          char *err)
 {
     if (a == NULL) {
-        ERR("result.attempts[%zu]: missing", i);
+        err_printf(err, "result.attempts[%zu]: missing", i);
+        return false;
     }
     if (a->request_id.len != ONCE_ID_LEN) {
-        ERR("result.attempts[%zu].request_id: %zu bytes, must be %d", i,
-            a->request_id.len, ONCE_ID_LEN);
+        err_printf(err,
+                   "result.attempts[%zu].request_id: %zu bytes, must be %d", i,
+                   a->request_id.len, ONCE_ID_LEN);
+        return false;
     }
     if (a->execution_id.len > ONCE_EXECUTION_ID_MAX) {
-        ERR("result.attempts[%zu].execution_id: %zu bytes, at most %d", i,
-            a->execution_id.len, ONCE_EXECUTION_ID_MAX);
+        err_printf(err,
+                   "result.attempts[%zu].execution_id: %zu bytes, at most %d",
+                   i, a->execution_id.len, ONCE_EXECUTION_ID_MAX);
+        return false;
     }
     if (!outcome_known((int)a->outcome)) {
-        ERR("result.attempts[%zu].outcome: unknown value %d", i,
-            (int)a->outcome);
+        err_printf(err, "result.attempts[%zu].outcome: unknown value %d", i,
+                   (int)a->outcome);
+        return false;
     }
     memset(out, 0, sizeof *out);
     memcpy(out->request_id, a->request_id.data, ONCE_ID_LEN);
@@ -555,43 +580,53 @@ int client_read_result(const Once__Rpc__Result *res,
                        char *err)
 {
     if (res == NULL) {
-        ERRI("answer without a result");
+        err_printf(err, "answer without a result");
+        return -1;
     }
     if (!outcome_known((int)res->outcome)) {
-        ERRI("result.outcome: unknown value %d", (int)res->outcome);
+        err_printf(err, "result.outcome: unknown value %d", (int)res->outcome);
+        return -1;
     }
     if (res->request_id.len != 0 && res->request_id.len != ONCE_ID_LEN) {
-        ERRI("result.request_id: %zu bytes, must be %d", res->request_id.len,
-             ONCE_ID_LEN);
+        err_printf(err, "result.request_id: %zu bytes, must be %d",
+                   res->request_id.len, ONCE_ID_LEN);
+        return -1;
     }
     if (res->first_request_id.len != 0 &&
         res->first_request_id.len != ONCE_ID_LEN) {
-        ERRI("result.first_request_id: %zu bytes, must be %d",
-             res->first_request_id.len, ONCE_ID_LEN);
+        err_printf(err, "result.first_request_id: %zu bytes, must be %d",
+                   res->first_request_id.len, ONCE_ID_LEN);
+        return -1;
     }
     if (res->n_attempts > ONCE_ATTEMPTS_MAX) {
-        ERRI("result.attempts: %zu, at most %d", res->n_attempts,
-             ONCE_ATTEMPTS_MAX);
+        err_printf(err, "result.attempts: %zu, at most %d", res->n_attempts,
+                   ONCE_ATTEMPTS_MAX);
+        return -1;
     }
     if (res->has_owner_token && res->owner_token == NULL) {
-        ERRI("result.owner_token: missing with has_owner_token");
+        err_printf(err, "result.owner_token: missing with has_owner_token");
+        return -1;
     }
     if (res->result.len > ONCE_RESULT_MAX) {
-        ERRI("result.result: %zu bytes, at most %d", res->result.len,
-             ONCE_RESULT_MAX);
+        err_printf(err, "result.result: %zu bytes, at most %d", res->result.len,
+                   ONCE_RESULT_MAX);
+        return -1;
     }
     if (res->stored_error.len > ONCE_ERROR_MAX) {
-        ERRI("result.stored_error: %zu bytes, at most %d",
-             res->stored_error.len, ONCE_ERROR_MAX);
+        err_printf(err, "result.stored_error: %zu bytes, at most %d",
+                   res->stored_error.len, ONCE_ERROR_MAX);
+        return -1;
     }
     if (!check_string("result.reason", res->reason, REASON_MAX, err)) {
         return -1;
     }
     if ((int)res->kind < 0 || (int)res->kind > ONCE_IDEMPOTENT) {
-        ERRI("result.kind: unknown value %d", (int)res->kind);
+        err_printf(err, "result.kind: unknown value %d", (int)res->kind);
+        return -1;
     }
     if ((int)res->state < 0 || (int)res->state > ONCE_STATE_FAILED) {
-        ERRI("result.state: unknown value %d", (int)res->state);
+        err_printf(err, "result.state: unknown value %d", (int)res->state);
+        return -1;
     }
     for (size_t i = 0; i < res->n_attempts; i++) {
         if (!read_attempt(i, res->attempts[i], &r->attempts[i], err)) {
@@ -618,7 +653,9 @@ int client_read_result(const Once__Rpc__Result *res,
         uint8_t *copy = malloc(res->result.len);
 
         if (copy == NULL) {
-            ERRI("out of memory copying a %zu-byte result", res->result.len);
+            err_printf(err, "out of memory copying a %zu-byte result",
+                       res->result.len);
+            return -1;
         }
         memcpy(copy, res->result.data, res->result.len);
         free(r->result);
@@ -649,10 +686,12 @@ static bool read_member(const char *what,
     char name[64];
 
     if (m == NULL) {
-        ERR("%s[%zu]: missing", what, i);
+        err_printf(err, "%s[%zu]: missing", what, i);
+        return false;
     }
     if (m->id == 0) {
-        ERR("%s[%zu].id: 0", what, i);
+        err_printf(err, "%s[%zu].id: 0", what, i);
+        return false;
     }
     snprintf(name, sizeof name, "%s[%zu].raft_addr", what, i);
     if (!check_string(name, m->raft_addr, ONCE_ADDR_MAX, err)) {
@@ -663,7 +702,9 @@ static bool read_member(const char *what,
         return false;
     }
     if ((int)m->role < 0 || (int)m->role > ONCE_ROLE_SPARE) {
-        ERR("%s[%zu].role: unknown value %d", what, i, (int)m->role);
+        err_printf(err, "%s[%zu].role: unknown value %d", what, i,
+                   (int)m->role);
+        return false;
     }
     memset(out, 0, sizeof *out);
     out->id = m->id;
@@ -682,7 +723,9 @@ static int read_members(const char *what,
                         char *err)
 {
     if (n > ONCE_MEMBERS_MAX) {
-        ERRI("%s: %zu members, at most %d", what, n, ONCE_MEMBERS_MAX);
+        err_printf(err, "%s: %zu members, at most %d", what, n,
+                   ONCE_MEMBERS_MAX);
+        return -1;
     }
     for (size_t i = 0; i < n; i++) {
         if (!read_member(what, i, ms[i], &out[i], err)) {
@@ -698,10 +741,13 @@ static int read_status(const Once__Rpc__StatusResponse *s,
                        char *err)
 {
     if ((int)s->role < 0 || (int)s->role > ONCE_RAFT_UNAVAILABLE) {
-        ERRI("status.role: unknown value %d", (int)s->role);
+        err_printf(err, "status.role: unknown value %d", (int)s->role);
+        return -1;
     }
     if ((int)s->member_role < 0 || (int)s->member_role > ONCE_ROLE_SPARE) {
-        ERRI("status.member_role: unknown value %d", (int)s->member_role);
+        err_printf(err, "status.member_role: unknown value %d",
+                   (int)s->member_role);
+        return -1;
     }
     if (!check_string("status.leader_addr", s->leader_addr, ONCE_ADDR_MAX,
                       err) ||
@@ -710,8 +756,9 @@ static int read_status(const Once__Rpc__StatusResponse *s,
         return -1;
     }
     if (s->n_config_voters > ONCE_MEMBERS_MAX) {
-        ERRI("status.config_voters: %zu ids, at most %d", s->n_config_voters,
-             ONCE_MEMBERS_MAX);
+        err_printf(err, "status.config_voters: %zu ids, at most %d",
+                   s->n_config_voters, ONCE_MEMBERS_MAX);
+        return -1;
     }
     memset(out, 0, sizeof *out);
     if (read_members("status.members", s->n_members, s->members, out->members,
@@ -741,10 +788,12 @@ static int read_config(const Once__Rpc__ConfigResult *c,
                        char *err)
 {
     if (c == NULL) {
-        ERRI("answer without a configuration result");
+        err_printf(err, "answer without a configuration result");
+        return -1;
     }
     if (!outcome_known((int)c->outcome)) {
-        ERRI("result.outcome: unknown value %d", (int)c->outcome);
+        err_printf(err, "result.outcome: unknown value %d", (int)c->outcome);
+        return -1;
     }
     if (!check_string("result.reason", c->reason, REASON_MAX, err)) {
         return -1;
@@ -762,7 +811,9 @@ int client_read_body(enum rpc_method method,
 {
     if (body == NULL ||
         body->descriptor != envelope_body_descriptor(method, RPC_RESPONSE)) {
-        ERRI("answer body is not a %s response", rpc_method_name(method));
+        err_printf(err, "answer body is not a %s response",
+                   rpc_method_name(method));
+        return -1;
     }
     switch (method) {
         case RPC_METHOD_CLAIM:
@@ -842,5 +893,6 @@ int client_read_body(enum rpc_method method,
         case RPC_METHOD_UNSPECIFIED:
             break;
     }
-    ERRI("no answer body for method %d", (int)method);
+    err_printf(err, "no answer body for method %d", (int)method);
+    return -1;
 }

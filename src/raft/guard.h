@@ -49,7 +49,7 @@
  *      configuration from the log. rio.c; docs/raft.md has why the window
  *      before that truncation is safe.
  *   G3 (RequestVote advertises unpersisted entries, B7) is not built: no
- *      test shows it helps, and the issue asks for one first.
+ *      test shows it helps; a failing test must come first.
  *
  * All of these read 0.15's public struct raft; they are 0.15-specific and
  * must be deleted, not kept, when the library moves past 0.17.1.

@@ -1,17 +1,20 @@
 /* rpc/conn.h: framed RPC connections over libuv TCP (docs/design.md §5).
  *
- * Two sides share one connection type (struct rpc_conn, private to conn.c):
+ * Two sides share one connection (struct conn: conn_int.h and conn.c,
+ * private to src/rpc), each side in its own file:
  *
- *   - rpc_server: listens on one address, accepts up to conns_max
- *     connections, decodes every frame with rpc/frame.h and hands each valid
- *     request to the serve callback as a struct rpc_call. The handler answers
- *     each call exactly once with rpc_call_reply, now or later, in any order
- *     (many calls in flight per connection, answered out of order).
- *   - rpc_channel: one outgoing connection to one address, connected on the
- *     first call and again after a loss. Each call gets an answer callback
- *     exactly once: the decoded answer, or an error saying whether the
- *     request may have reached the server. libonce talks to each node through
- *     a channel; a follower forwards to the leader through one.
+ *   - rpc_server (rpc_server.c): listens on one address, accepts up to
+ *     conns_max connections, decodes every frame with rpc/frame.h and hands
+ *     each valid request to the serve callback as a struct rpc_call. The
+ *     handler answers each call exactly once with rpc_call_reply, now or
+ *     later, in any order (many calls in flight per connection, answered
+ *     out of order).
+ *   - rpc_channel (rpc_channel.c): one outgoing connection to one address,
+ *     connected on the first call and again after a loss. Each call gets an
+ *     answer callback exactly once: the decoded answer, or an error saying
+ *     whether the request may have reached the server. libonce talks to
+ *     each node through a channel; a follower forwards to the leader
+ *     through one.
  *
  * Limits (struct rpc_limits, defaults from docs/design.md §5) bound everything
  * a peer controls:
@@ -122,7 +125,7 @@ struct rpc_server_config
 
 /* Bind, listen and start accepting on @loop. 0 and *out, or RPC_E_ADDR /
  * RPC_E_LISTEN / RPC_E_LIMIT (a limit out of range) / RPC_E_NOMEM with
- * @errmsg (RPC_ERRMSG_SIZE). */
+ * @errmsg (ERR_MSG_SIZE). */
 int rpc_server_start(struct rpc_server **out,
                      uv_loop_t *loop,
                      const struct rpc_server_config *cfg,

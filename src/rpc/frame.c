@@ -16,7 +16,6 @@
  * allocator view, because refusing one client frame is always safe. */
 #include "rpc/frame.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,13 +50,6 @@ SAME(RPC_STATUS_WRONG_GROUP, ONCE__RPC__STATUS__STATUS_WRONG_GROUP);
 SAME(RPC_STATUS_MOVING, ONCE__RPC__STATUS__STATUS_MOVING);
 SAME(RPC_APPLIED_FALSE, ONCE__RPC__APPLIED__APPLIED_FALSE);
 SAME(RPC_APPLIED_UNKNOWN, ONCE__RPC__APPLIED__APPLIED_UNKNOWN);
-
-#define ERRMSG(errmsg, ...)                                   \
-    do {                                                      \
-        if ((errmsg) != NULL) {                               \
-            snprintf((errmsg), RPC_ERRMSG_SIZE, __VA_ARGS__); \
-        }                                                     \
-    } while (0)
 
 /* ------------------------------------------------------------------------
  * Header
@@ -194,15 +186,16 @@ static int check_text(const char *name,
                       char *errmsg)
 {
     if (len > max) {
-        ERRMSG(errmsg, "%s: %zu bytes, at most %zu allowed", name, len, max);
+        err_printf(errmsg, "%s: %zu bytes, at most %zu allowed", name, len,
+                   max);
         return RPC_E_STRING;
     }
     if (len > 0 && s == NULL) {
-        ERRMSG(errmsg, "%s: NULL with length %zu", name, len);
+        err_printf(errmsg, "%s: NULL with length %zu", name, len);
         return RPC_E_STRING;
     }
     if (len > 0 && memchr(s, '\0', len) != NULL) {
-        ERRMSG(errmsg, "%s: contains a NUL byte", name);
+        err_printf(errmsg, "%s: contains a NUL byte", name);
         return RPC_E_STRING;
     }
     return 0;
@@ -214,31 +207,31 @@ static int check_fields(const struct envelope_view *v, char *errmsg)
 
     if (v->direction == RPC_REQUEST) {
         if (v->method == RPC_METHOD_UNSPECIFIED) {
-            ERRMSG(errmsg, "request without a method");
+            err_printf(errmsg, "request without a method");
             return RPC_E_FIELDS;
         }
         if (!ok || v->applied != RPC_APPLIED_UNSPECIFIED || v->error_len > 0 ||
             v->leader_hint_len > 0) {
-            ERRMSG(errmsg, "request with status, applied, error or hint");
+            err_printf(errmsg, "request with status, applied, error or hint");
             return RPC_E_FIELDS;
         }
         return 0;
     }
     if (v->forwarded) {
-        ERRMSG(errmsg, "response marked forwarded");
+        err_printf(errmsg, "response marked forwarded");
         return RPC_E_FIELDS;
     }
     if (ok && v->method == RPC_METHOD_UNSPECIFIED) {
-        ERRMSG(errmsg, "OK response without a method");
+        err_printf(errmsg, "OK response without a method");
         return RPC_E_FIELDS;
     }
     if (ok && (v->applied != RPC_APPLIED_UNSPECIFIED || v->error_len > 0)) {
-        ERRMSG(errmsg, "OK response with applied or error set");
+        err_printf(errmsg, "OK response with applied or error set");
         return RPC_E_FIELDS;
     }
     if (!ok && v->applied == RPC_APPLIED_UNSPECIFIED) {
-        ERRMSG(errmsg, "%s response without applied false|unknown",
-               rpc_status_name(v->status));
+        err_printf(errmsg, "%s response without applied false|unknown",
+                   rpc_status_name(v->status));
         return RPC_E_FIELDS;
     }
     return 0;
@@ -249,25 +242,25 @@ int envelope_check(const struct envelope_view *v, char *errmsg)
     int rv;
 
     if (!method_known(v->method)) {
-        ERRMSG(errmsg, "method: unknown value %d", (int)v->method);
+        err_printf(errmsg, "method: unknown value %d", (int)v->method);
         return RPC_E_ENUM;
     }
     if (v->direction != RPC_REQUEST && v->direction != RPC_RESPONSE) {
-        ERRMSG(errmsg, "direction: unknown value %d", (int)v->direction);
+        err_printf(errmsg, "direction: unknown value %d", (int)v->direction);
         return RPC_E_ENUM;
     }
     if (!status_known(v->status)) {
-        ERRMSG(errmsg, "status: unknown value %d", (int)v->status);
+        err_printf(errmsg, "status: unknown value %d", (int)v->status);
         return RPC_E_ENUM;
     }
     if (v->applied != RPC_APPLIED_UNSPECIFIED &&
         v->applied != RPC_APPLIED_FALSE && v->applied != RPC_APPLIED_UNKNOWN) {
-        ERRMSG(errmsg, "applied: unknown value %d", (int)v->applied);
+        err_printf(errmsg, "applied: unknown value %d", (int)v->applied);
         return RPC_E_ENUM;
     }
     if (v->deadline_ms > RPC_DEADLINE_MAX) {
-        ERRMSG(errmsg, "deadline_ms: %llu, at most %u allowed",
-               (unsigned long long)v->deadline_ms, RPC_DEADLINE_MAX);
+        err_printf(errmsg, "deadline_ms: %llu, at most %u allowed",
+                   (unsigned long long)v->deadline_ms, RPC_DEADLINE_MAX);
         return RPC_E_DEADLINE;
     }
     rv = check_text("error", v->error, v->error_len, RPC_ERROR_MAX, errmsg);
@@ -280,7 +273,7 @@ int envelope_check(const struct envelope_view *v, char *errmsg)
         return rv;
     }
     if (v->body_len > 0 && v->body == NULL) {
-        ERRMSG(errmsg, "body: NULL with length %zu", v->body_len);
+        err_printf(errmsg, "body: NULL with length %zu", v->body_len);
         return RPC_E_FIELDS;
     }
     return check_fields(v, errmsg);
@@ -302,8 +295,8 @@ static int copy_id(const char *name,
         return 0;
     }
     if (b->len != RPC_ID_LEN) {
-        ERRMSG(errmsg, "%s: %zu bytes, must be empty or %d", name, b->len,
-               RPC_ID_LEN);
+        err_printf(errmsg, "%s: %zu bytes, must be empty or %d", name, b->len,
+                   RPC_ID_LEN);
         return RPC_E_ID;
     }
     *has = true;
@@ -328,14 +321,15 @@ static int unpack_failed(const struct envelope_view *v,
                          char *errmsg)
 {
     if (v->nomem) {
-        ERRMSG(errmsg, "%s: out of memory", what); /* UNTESTED: malloc */
+        err_printf(errmsg, "%s: out of memory", what); /* UNTESTED: malloc */
         return RPC_E_NOMEM;
     }
     if (v->over_budget) {
-        ERRMSG(errmsg, "%s: decoding needs over %zu bytes", what, v->budget);
+        err_printf(errmsg, "%s: decoding needs over %zu bytes", what,
+                   v->budget);
         return RPC_E_BUDGET;
     }
-    ERRMSG(errmsg, "%s: does not decode", what);
+    err_printf(errmsg, "%s: does not decode", what);
     return RPC_E_MALFORMED;
 }
 
@@ -405,7 +399,7 @@ int envelope_decode(const uint8_t *buf,
 
     rv = check_len(len, frame_max);
     if (rv != 0) {
-        ERRMSG(errmsg, "envelope: %s", rpc_strerror(rv));
+        err_printf(errmsg, "envelope: %s", rpc_strerror(rv));
         return rv;
     }
     budget_reset(v, ENVELOPE_BUDGET(len));
@@ -414,7 +408,7 @@ int envelope_decode(const uint8_t *buf,
         return unpack_failed(v, "envelope", errmsg);
     }
     if (!tags_valid(&e->base)) {
-        ERRMSG(errmsg, "envelope: field number 0");
+        err_printf(errmsg, "envelope: field number 0");
         return RPC_E_MALFORMED;
     }
     /* Enums are open in proto3: protobuf-c stores any number. */
@@ -522,7 +516,8 @@ static int prepare(const struct envelope_view *v,
     *env_len = once__rpc__envelope__get_packed_size(e);
     rv = check_len(*env_len, frame_max);
     if (rv != 0) {
-        ERRMSG(errmsg, "envelope of %zu bytes: %s", *env_len, rpc_strerror(rv));
+        err_printf(errmsg, "envelope of %zu bytes: %s", *env_len,
+                   rpc_strerror(rv));
     }
     return rv;
 }
@@ -543,7 +538,7 @@ int envelope_encode(const struct envelope_view *v,
     }
     *out_len = FRAME_HEADER_LEN + env_len;
     if (cap < *out_len) {
-        ERRMSG(errmsg, "frame of %zu bytes, buffer of %zu", *out_len, cap);
+        err_printf(errmsg, "frame of %zu bytes, buffer of %zu", *out_len, cap);
         return RPC_E_NOSPACE;
     }
     rv = frame_encode_header(env_len, frame_max, buf);
@@ -572,7 +567,7 @@ int envelope_encode_alloc(const struct envelope_view *v,
     }
     buf = malloc(FRAME_HEADER_LEN + env_len);
     if (buf == NULL) {
-        ERRMSG(errmsg, "frame of %zu bytes: out of memory", env_len);
+        err_printf(errmsg, "frame of %zu bytes: out of memory", env_len);
         return RPC_E_NOMEM; /* UNTESTED: needs a failing malloc */
     }
     rv = frame_encode_header(env_len, frame_max, buf);
@@ -638,7 +633,8 @@ int envelope_unpack_body(struct envelope_view *v,
 
     *out = NULL;
     if (d == NULL) {
-        ERRMSG(errmsg, "body: no message type for method %d", (int)v->method);
+        err_printf(errmsg, "body: no message type for method %d",
+                   (int)v->method);
         return RPC_E_ENUM;
     }
     /* The envelope's allocations stay (the body points into them). */
@@ -650,7 +646,7 @@ int envelope_unpack_body(struct envelope_view *v,
         return unpack_failed(v, d->short_name, errmsg);
     }
     if (!tags_valid(*out)) {
-        ERRMSG(errmsg, "%s: field number 0", d->short_name);
+        err_printf(errmsg, "%s: field number 0", d->short_name);
         *out = NULL; /* the arena owns it */
         return RPC_E_MALFORMED;
     }

@@ -38,7 +38,9 @@
 #define RPC_ERROR_MAX    1024
 #define RPC_ADDR_MAX     64
 #define RPC_DEADLINE_MAX (3600u * 1000) /* ms */
-#define RPC_ERRMSG_SIZE  256
+/* Kept one release for callers outside src/rpc and src/client: message
+ * buffers are ERR_MSG_SIZE (common/err.h) now; use that. */
+#define RPC_ERRMSG_SIZE ERR_MSG_SIZE
 /* Bytes the decoder may allocate for a frame of @len bytes: protobuf-c
  * copies every bytes/string field and keeps unknown fields (a newer peer),
  * about len + 16 per field; the slack covers the message struct and a few
@@ -167,7 +169,7 @@ void envelope_view_close(struct envelope_view *v);
 /* Decode and validate the envelope of @len bytes at @buf (borrowed; the
  * bytes after the frame header), allowing frames up to @frame_max. On
  * success fills *v and returns 0. On failure returns a negative RPC_E_*
- * and, if @errmsg (RPC_ERRMSG_SIZE bytes) is not NULL, says which field and
+ * and, if @errmsg (ERR_MSG_SIZE bytes) is not NULL, says which field and
  * why; *v's public fields are then unspecified. @v must have been
  * initialised with envelope_view_init. */
 int envelope_decode(const uint8_t *buf,

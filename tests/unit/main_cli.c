@@ -1,4 +1,4 @@
-/* unit-cli: oncectl's pure parts (src/cli/args.c, src/cli/json.c). */
+/* unit-cli: oncectl's pure parts (src/cli/args.c, help.c, value.c, json.c). */
 #include <check.h>
 #include <stdlib.h>
 

@@ -4,8 +4,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-Suite *client_pure_suite(void);
-Suite *client_net_suite(void);
+#include "client_helpers.h"
 
 int main(void)
 {

@@ -1,14 +1,17 @@
-/* unit-conn: the RPC transport (src/rpc/conn.c) over loopback sockets. */
+/* unit-conn: the RPC transport (src/rpc: conn.c, rpc_server.c,
+ * rpc_channel.c) over loopback sockets. */
 #include <check.h>
 #include <stdlib.h>
 
-Suite *conn_suite(void);
+#include "conn_helpers.h"
 
 int main(void)
 {
     SRunner *sr = srunner_create(conn_suite());
     int failed;
 
+    srunner_add_suite(sr, conn_server_suite());
+    srunner_add_suite(sr, conn_channel_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

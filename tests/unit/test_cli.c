@@ -1,6 +1,7 @@
 /* test_cli: oncectl's argument parsing, owner tokens, base64, JSON answers
- * and exit codes (src/cli/args.c, src/cli/json.c). */
+ * and exit codes (src/cli/args.c, help.c, value.c, json.c). */
 #include <check.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@ Suite *cli_suite(void);
 
 static struct cli_global g;
 static struct cli_req *q;
-static char err[CLI_ERR_MAX];
+static char err[ERR_MSG_SIZE];
 
 static void setup(void)
 {
@@ -42,7 +43,7 @@ static int parse(const char *first, ...)
     }
     va_end(ap);
     err[0] = '\0';
-    return cli_parse_argv(argc, argv, &g, q, err, sizeof err);
+    return cli_parse_argv(argc, argv, &g, q, err);
 }
 
 #define OK(...)                                           \
@@ -53,7 +54,7 @@ static int parse(const char *first, ...)
 #define BAD(want, ...)                                           \
     do {                                                         \
         int rv_ = parse(__VA_ARGS__, (const char *)NULL);        \
-        ck_assert_int_eq(rv_, -1);                               \
+        ck_assert_int_eq(rv_, -EINVAL);                          \
         ck_assert_msg(strstr(err, (want)) != NULL,               \
                       "error \"%s\" lacks \"%s\"", err, (want)); \
     } while (0)
@@ -247,18 +248,21 @@ END_TEST
 
 /* The help of each command names every field its parser takes: an option
  * as --name, a positional in capitals. */
+static const enum cli_cmd all_cmds[] = {
+    CLI_CLAIM,          CLI_COMPLETE,        CLI_RELEASE,
+    CLI_LOOKUP,         CLI_FORGET,          CLI_STATUS,
+    CLI_MEMBERS_LIST,   CLI_MEMBERS_ADD,     CLI_MEMBERS_REMOVE,
+    CLI_MEMBERS_ASSIGN, CLI_TRANSFER,        CLI_LEAVE,
+    CLI_SNAPSHOT_TAKE,  CLI_SNAPSHOT_BACKUP, CLI_SNAPSHOT_VERIFY,
+    CLI_SESSION};
+#define N_ALL_CMDS (sizeof all_cmds / sizeof all_cmds[0])
+
 START_TEST(help_is_complete)
 {
-    static const enum cli_cmd all[] = {
-        CLI_CLAIM,          CLI_COMPLETE,        CLI_RELEASE,
-        CLI_LOOKUP,         CLI_FORGET,          CLI_STATUS,
-        CLI_MEMBERS_LIST,   CLI_MEMBERS_ADD,     CLI_MEMBERS_REMOVE,
-        CLI_MEMBERS_ASSIGN, CLI_TRANSFER,        CLI_LEAVE,
-        CLI_SNAPSHOT_TAKE,  CLI_SNAPSHOT_BACKUP, CLI_SNAPSHOT_VERIFY,
-        CLI_SESSION};
+    const enum cli_cmd *all = all_cmds;
     const char *overview = cli_help_overview();
 
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    for (size_t i = 0; i < N_ALL_CMDS; i++) {
         const char *h = cli_help_command(all[i]);
         size_t n;
         const char *const *names = cli_cmd_fields(all[i], &n);
@@ -299,21 +303,55 @@ START_TEST(help_is_complete)
 }
 END_TEST
 
+START_TEST(every_field_bounded)
+{
+    /* Every row of the field table refuses a value over every bound: 65537
+     * digits are longer than any field and no number, duration, id, token,
+     * address, role, nor hex or base64 of a valid length. The message names
+     * the field and says what it wants; a flag refuses any value. */
+    static char big[ONCE_RESULT_MAX + 2];
+    const size_t len = ONCE_RESULT_MAX + 1;
+    char want[128];
+
+    memset(big, '7', len);
+    for (size_t i = 0; i < N_ALL_CMDS; i++) {
+        size_t n;
+        const char *const *names = cli_cmd_fields(all_cmds[i], &n);
+        const char *cmd = cli_cmd_name(all_cmds[i]);
+
+        for (size_t k = 0; k < n; k++) {
+            bool flag = cli_field_is_flag(names[k]);
+
+            cli_req_init(q, all_cmds[i]);
+            q->session = true;
+            ck_assert_int_eq(cli_req_set(q, names[k], big, flag ? 1 : len, err),
+                             -EINVAL);
+            snprintf(want, sizeof want, "%s: \"%s\"%s", cmd, names[k],
+                     flag ? " takes no value" : ": bad value (want ");
+            ck_assert_msg(strncmp(err, want, strlen(want)) == 0,
+                          "\"%s\" is not \"%s...\"", err, want);
+            ck_assert_msg(flag || strlen(err) > strlen(want) + 2,
+                          "%s: %s: no \"want\" text", cmd, names[k]);
+        }
+    }
+}
+END_TEST
+
 START_TEST(session_fields)
 {
     /* The session's setter is the command line's: same names, same checks. */
     cli_req_init(q, CLI_CLAIM);
     q->session = true;
-    ck_assert_int_eq(cli_req_set(q, "scope", "s\0x", 3, err, sizeof err), -1);
+    ck_assert_int_eq(cli_req_set(q, "scope", "s\0x", 3, err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "NUL"));
-    ck_assert_int_eq(cli_req_set(q, "scope", "s", 1, err, sizeof err), 0);
-    ck_assert_int_eq(cli_req_set(q, "key", "k", 1, err, sizeof err), 0);
-    ck_assert_int_eq(cli_req_set(q, "timeout", "2s", 2, err, sizeof err), 0);
+    ck_assert_int_eq(cli_req_set(q, "scope", "s", 1, err), 0);
+    ck_assert_int_eq(cli_req_set(q, "key", "k", 1, err), 0);
+    ck_assert_int_eq(cli_req_set(q, "timeout", "2s", 2, err), 0);
     ck_assert_uint_eq(q->timeout_ms, 2000);
-    ck_assert_int_eq(cli_req_set(q, "lease", "1s", 2, err, sizeof err), 0);
-    ck_assert_int_eq(cli_req_check(q, err, sizeof err), -1);
+    ck_assert_int_eq(cli_req_set(q, "lease", "1s", 2, err), 0);
+    ck_assert_int_eq(cli_req_check(q, err), -EINVAL);
     ck_assert_str_eq(err, "claim: \"lease\" requires \"idempotent\"");
-    ck_assert_int_eq(cli_req_set(q, "bogus", "1", 1, err, sizeof err), -1);
+    ck_assert_int_eq(cli_req_set(q, "bogus", "1", 1, err), -EINVAL);
     ck_assert_str_eq(err, "claim: unknown field \"bogus\"");
     ck_assert(cli_field_is_flag("idempotent"));
     ck_assert(!cli_field_is_flag("ttl"));
@@ -400,16 +438,15 @@ START_TEST(addresses)
     ck_assert(!cli_check_addr("127.0.0.1:80:1"));
     ck_assert(!cli_check_addr("127.0.0.1: 80"));
     ck_assert(!cli_check_addr("[::1]:80"));
-    ck_assert_int_eq(cli_parse_cluster(CLI_CLUSTER_DEFAULT, buf, sizeof buf,
-                                       addrs, err, sizeof err),
-                     3);
+    ck_assert_int_eq(
+        cli_parse_cluster(CLI_CLUSTER_DEFAULT, buf, sizeof buf, addrs, err), 3);
     ck_assert_str_eq(addrs[2], "127.0.0.1:7103");
     ck_assert_int_eq(cli_parse_cluster("127.0.0.1:1,,127.0.0.1:2", buf,
-                                       sizeof buf, addrs, err, sizeof err),
-                     -1);
+                                       sizeof buf, addrs, err),
+                     -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "bad address"));
-    ck_assert_int_eq(
-        cli_parse_cluster("", buf, sizeof buf, addrs, err, sizeof err), -1);
+    ck_assert_int_eq(cli_parse_cluster("", buf, sizeof buf, addrs, err),
+                     -EINVAL);
 }
 END_TEST
 
@@ -707,6 +744,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, admin_commands);
     tcase_add_test(tc, help);
     tcase_add_test(tc, help_is_complete);
+    tcase_add_test(tc, every_field_bounded);
     tcase_add_test(tc, session_fields);
     tcase_add_test(tc, tokens);
     tcase_add_test(tc, base64);

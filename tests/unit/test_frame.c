@@ -203,7 +203,7 @@ static void round_trip(const struct envelope_view *in)
     size_t len, hlen;
     uint32_t env_len;
     ProtobufCMessage *body;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     ck_assert_int_eq(envelope_encode(in, MAX, buf, sizeof buf, &len, errmsg),
                      0);
@@ -317,7 +317,7 @@ START_TEST(round_trip_errors_and_extremes)
     {
         uint8_t frame[64];
         size_t len;
-        char errmsg[RPC_ERRMSG_SIZE];
+        char errmsg[ERR_MSG_SIZE];
 
         v.direction = RPC_RESPONSE;
         ck_assert_int_eq(
@@ -333,7 +333,7 @@ START_TEST(large_body_up_to_the_limit)
     uint8_t *body = malloc(MAX);
     uint8_t *frame = NULL, small[64];
     size_t len, need;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     ck_assert_ptr_nonnull(body);
     memset(body, 0x5a, MAX);
@@ -403,7 +403,7 @@ static int decode_pb(const Once__Rpc__Envelope *e)
     uint8_t *buf = malloc(once__rpc__envelope__get_packed_size(e) + 1);
     size_t len = once__rpc__envelope__pack(e, buf);
     struct envelope_view v;
-    char errmsg[RPC_ERRMSG_SIZE] = "";
+    char errmsg[ERR_MSG_SIZE] = "";
     int rv;
 
     envelope_view_init(&v);
@@ -554,7 +554,7 @@ START_TEST(encode_applies_the_same_rules)
     struct envelope_view v;
     uint8_t buf[256], *heap = (uint8_t *)&v;
     size_t len = 0;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     memset(&v, 0, sizeof v);
     v.method = RPC_METHOD_CLAIM;
@@ -605,7 +605,7 @@ START_TEST(refuses_garbage_and_bad_lengths)
         {0x0b, 0x00, 0x00, 0x00, 0x00, 0x00}, /* start group, never ended */
     };
     struct envelope_view v;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     envelope_view_init(&v);
     for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
@@ -630,7 +630,7 @@ START_TEST(refuses_costly_unknown_fields)
     size_t n = 20000, len = 0;
     uint8_t *buf = malloc(6 + 2 * n);
     struct envelope_view v;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     buf[len++] = 0x10; /* method = CLAIM */
     buf[len++] = 0x01;
@@ -656,7 +656,7 @@ START_TEST(bad_body_is_refused_separately)
     uint8_t frame[64];
     size_t len;
     ProtobufCMessage *body = (ProtobufCMessage *)&in;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     memset(&in, 0, sizeof in);
     in.method = RPC_METHOD_CLAIM;
@@ -688,7 +688,7 @@ START_TEST(field_number_zero_is_refused)
     uint8_t frame[64];
     size_t len;
     ProtobufCMessage *body = NULL;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     /* ClaimRequest{scope "s", field 0 varint 5}; then one whose field 0
      * sits in a nested message: MembersListResponse{members {field 0}}. */
     static const uint8_t flat[] = {0x0a, 0x01, 's', 0x80, 0x00, 0x05};
@@ -782,7 +782,7 @@ static void decode_or_refuse(const uint8_t *env, size_t len)
     struct envelope_view a, b;
     uint8_t *copy = malloc(len ? len : 1), *re = NULL;
     size_t re_len;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     int rv;
 
     memcpy(copy, env, len); /* exact size: overreads are caught */

@@ -28,7 +28,7 @@
 (def all-faults #{:partition :kill :pause :packet :clock :member})
 
 (def nemesis-matrix
-  "test-all's nemesis combinations (the issue's CI mixes first)."
+  "test-all's nemesis combinations (the CI mixes first)."
   [#{:partition :kill} #{:member :partition} #{:member :pause :kill} #{:clock :member :partition}
    #{:partition} #{:kill} #{:pause} #{:member} #{:packet} #{}
    #{:partition :kill :pause :member :packet :clock}])

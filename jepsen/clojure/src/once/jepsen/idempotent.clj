@@ -1,5 +1,5 @@
 (ns once.jepsen.idempotent
-  "The idempotent workload (issue 5): IDEMPOTENT records in a fresh scope,
+  "The idempotent workload: IDEMPOTENT records in a fresh scope,
   keys o-0, o-1, ..., one payload hash per key, a short owner lease
   (--lease, default 3s: longer than a call's timeout, see jepsen/README.md
   Limits, short enough for takeovers within a run).

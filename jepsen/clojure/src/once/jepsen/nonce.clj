@@ -1,5 +1,5 @@
 (ns once.jepsen.nonce
-  "The nonce workload (issue 5): a fresh scope per run, keys n-0, n-1, ...,
+  "The nonce workload: a fresh scope per run, keys n-0, n-1, ...,
   NONCE claims with the default 24 h TTL and no ts (no record expires during
   a run).
 

@@ -1,0 +1,293 @@
+/* client/admin.c: the admin calls of libonce (include/once.h): status,
+ * members, transfer, snapshot. Each is an op run by op.c (client_int.h):
+ * status is served by each node itself (never redirected by a hint) and
+ * may be asked of one given node; the admin writes carry no request id,
+ * so they are not retried once they may have applied. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client_int.h"
+
+/* ------------------------------------------------------------------------
+ * Admin
+ * ---------------------------------------------------------------------- */
+
+/* An admin op with an optional body already packed. */
+static int admin_call(once_client *c,
+                      enum rpc_method method,
+                      bool write,
+                      int (*packer)(struct op *op, const void *arg),
+                      const void *arg,
+                      const struct client_outputs *out,
+                      uint32_t timeout_ms,
+                      struct once_result *r)
+{
+    struct op *op = op_new(c, method, write);
+
+    if (op == NULL || (packer != NULL && packer(op, arg) != 0)) {
+        if (op != NULL) {
+            op_free(op);
+        }
+        return client_fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED,
+                                 "out of memory");
+    }
+    if (out != NULL) {
+        op->out = *out;
+    }
+    return op_run_sync(op, timeout_ms, r);
+}
+
+static int status_call(once_client *c,
+                       const char *addr,
+                       uint32_t timeout_ms,
+                       bool digest,
+                       struct once_status_info *out,
+                       struct once_result *r);
+
+int once_status(once_client *c,
+                const char *addr,
+                uint32_t timeout_ms,
+                struct once_status_info *out,
+                struct once_result *r)
+{
+    return status_call(c, addr, timeout_ms, false, out, r);
+}
+
+int once_status_digest(once_client *c,
+                       const char *addr,
+                       uint32_t timeout_ms,
+                       struct once_status_info *out,
+                       struct once_result *r)
+{
+    return status_call(c, addr, timeout_ms, true, out, r);
+}
+
+static int status_call(once_client *c,
+                       const char *addr,
+                       uint32_t timeout_ms,
+                       bool digest,
+                       struct once_status_info *out,
+                       struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+    struct client_outputs o = {0};
+    struct op *op;
+    size_t node = 0;
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    if (out == NULL) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, "out: NULL");
+    }
+    memset(out, 0, sizeof *out);
+    if (!client_check_timeout(timeout_ms, err)) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+    }
+    if (addr != NULL) {
+        size_t len = strnlen(addr, ONCE_ADDR_MAX + 1);
+
+        for (node = 0; node < c->n_nodes; node++) {
+            if (len <= ONCE_ADDR_MAX &&
+                strcmp(c->nodes[node].addr, addr) == 0) {
+                break;
+            }
+        }
+        if (node == c->n_nodes) {
+            return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                                     "addr: not one of the client's addresses");
+        }
+    }
+    op = op_new(c, RPC_METHOD_STATUS, false);
+    if (op == NULL ||
+        (digest && client_pack_status(true, &op->body, &op->body_len) != 0)) {
+        if (op != NULL) {
+            op_free(op);
+        }
+        return client_fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED,
+                                 "out of memory");
+    }
+    op->no_hint = true;
+    if (addr != NULL) {
+        op->one_node = true;
+        op->node = node;
+    }
+    o.status = out;
+    op->out = o;
+    return op_run_sync(op, timeout_ms, r);
+}
+
+int once_members_list(once_client *c,
+                      uint32_t timeout_ms,
+                      struct once_member *out,
+                      size_t *n_out,
+                      struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+    struct client_outputs o = {0};
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    if (out == NULL || n_out == NULL) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                                 out == NULL ? "out: NULL" : "n_out: NULL");
+    }
+    *n_out = 0;
+    if (!client_check_timeout(timeout_ms, err)) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+    }
+    o.members = out;
+    o.n_members = n_out;
+    return admin_call(c, RPC_METHOD_MEMBERS_LIST, false, NULL, NULL, &o,
+                      timeout_ms, r);
+}
+
+static int pack_member_add(struct op *op, const void *arg)
+{
+    return client_pack_member_add(arg, &op->body, &op->body_len);
+}
+
+int once_members_add(once_client *c,
+                     const struct once_member *m,
+                     uint32_t timeout_ms,
+                     struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    if (!client_check_member(m, err) ||
+        !client_check_timeout(timeout_ms, err)) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+    }
+    return admin_call(c, RPC_METHOD_MEMBERS_ADD, true, pack_member_add, m, NULL,
+                      timeout_ms, r);
+}
+
+struct id_args
+{
+    enum rpc_method method;
+    uint64_t id;
+    enum once_role role;
+};
+
+static int pack_id(struct op *op, const void *arg)
+{
+    const struct id_args *a = arg;
+
+    return client_pack_id(a->method, a->id, a->role, &op->body, &op->body_len);
+}
+
+/* Remove or assign member @a->id (not 0; assign: with a valid role). */
+static int member_id_call(once_client *c,
+                          const struct id_args *a,
+                          uint32_t timeout_ms,
+                          struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    if (a->id == 0) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                                 "id: must not be 0");
+    }
+    if ((a->method == RPC_METHOD_MEMBERS_ASSIGN &&
+         !client_check_role(a->role, err)) ||
+        !client_check_timeout(timeout_ms, err)) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+    }
+    return admin_call(c, a->method, true, pack_id, a, NULL, timeout_ms, r);
+}
+
+int once_members_remove(once_client *c,
+                        uint64_t id,
+                        uint32_t timeout_ms,
+                        struct once_result *r)
+{
+    struct id_args a = {RPC_METHOD_MEMBERS_REMOVE, id, ONCE_ROLE_NONE};
+
+    return member_id_call(c, &a, timeout_ms, r);
+}
+
+int once_members_assign(once_client *c,
+                        uint64_t id,
+                        enum once_role role,
+                        uint32_t timeout_ms,
+                        struct once_result *r)
+{
+    struct id_args a = {RPC_METHOD_MEMBERS_ASSIGN, id, role};
+
+    return member_id_call(c, &a, timeout_ms, r);
+}
+
+int once_transfer(once_client *c,
+                  uint64_t id,
+                  uint32_t timeout_ms,
+                  uint64_t *new_leader,
+                  struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+    struct id_args a = {RPC_METHOD_TRANSFER, id, ONCE_ROLE_NONE};
+    struct client_outputs o = {0};
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (new_leader != NULL) {
+        *new_leader = 0;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    if (!client_check_timeout(timeout_ms, err)) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+    }
+    o.u64_a = new_leader;
+    return admin_call(c, a.method, true, pack_id, &a, &o, timeout_ms, r);
+}
+
+int once_snapshot_take(once_client *c,
+                       uint32_t timeout_ms,
+                       uint64_t *index,
+                       uint64_t *size_bytes,
+                       struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+    struct client_outputs o = {0};
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (index != NULL) {
+        *index = 0;
+    }
+    if (size_bytes != NULL) {
+        *size_bytes = 0;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    if (!client_check_timeout(timeout_ms, err)) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+    }
+    o.u64_a = index;
+    o.u64_b = size_bytes;
+    return admin_call(c, RPC_METHOD_SNAPSHOT_TAKE, true, NULL, NULL, &o,
+                      timeout_ms, r);
+}

@@ -1,0 +1,503 @@
+/* rpc/rpc_server.c: the server side of conn.h over the shared connection
+ * (conn_int.h).
+ *
+ * The server accepts connections up to conns_max (one over gets an error
+ * frame and is closed), turns each valid request into a struct call (an
+ * rpc_call with what only the layer sees) and hands it to the serve
+ * callback. The layer itself answers what the handler must not see: a
+ * server closing, another cluster's pin, calls over calls_max, and, with a
+ * deadline timer per call, the deadline passing before the handler replied.
+ * An idle timer closes connections that are idle, or whose peer stopped
+ * reading, for idle_ms.
+ *
+ * Lifetimes: an rpc_call is freed by rpc_call_reply (after its deadline
+ * timer, if any, has closed) and holds a reference on its conn (refs), so a
+ * conn outlives its calls; a server is freed when its listener and every
+ * conn have closed and every call was replied. */
+#include "rpc/conn_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rpc_server
+{
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    uv_timer_t idle_timer;
+    struct rpc_limits lim;
+    rpc_serve_fn serve;
+    void *arg;
+    void (*log)(void *arg, const char *level, const char *msg);
+    struct rpc_ids ids;
+    struct conn *conns; /* open ones */
+    unsigned n_conns;   /* allocated (open or closing) */
+    unsigned n_calls;   /* not yet replied by the handler */
+    unsigned handles;   /* listener + idle timer while open */
+    struct rpc_server_stats st;
+    bool closing;
+    void (*close_cb)(void *arg);
+    void *close_arg;
+};
+
+/* An rpc_call with what only the layer sees. */
+struct call
+{
+    struct rpc_call pub;
+    struct conn *c;
+    uv_timer_t timer;
+    bool has_timer;
+    bool answered; /* by the handler or the layer */
+    bool sent;     /* rpc_call_mark_sent */
+};
+
+static void srv_logf(struct rpc_server *s,
+                     const char *level,
+                     const char *fmt,
+                     ...) __attribute__((format(printf, 3, 4)));
+static void srv_logf(struct rpc_server *s,
+                     const char *level,
+                     const char *fmt,
+                     ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (s->log == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->log(s->arg, level, msg);
+}
+
+static void stamp_ids(const struct rpc_server *s, struct envelope_view *v)
+{
+    v->has_cluster_id = s->ids.has_cluster_id;
+    memcpy(v->cluster_id, s->ids.cluster_id, RPC_ID_LEN);
+    v->node_id = s->ids.node_id;
+    v->has_boot_id = true;
+    memcpy(v->boot_id, s->ids.boot_id, RPC_ID_LEN);
+}
+
+/* An error answer from the layer itself. */
+static void send_error(struct conn *c,
+                       uint64_t call_id,
+                       enum rpc_method method,
+                       enum rpc_status status,
+                       enum rpc_applied applied,
+                       const char *error)
+{
+    struct envelope_view v;
+    size_t n = strlen(error);
+
+    memset(&v, 0, sizeof v);
+    v.call_id = call_id;
+    v.method = method;
+    v.direction = RPC_RESPONSE;
+    v.status = status;
+    v.applied = applied;
+    v.error = error;
+    v.error_len = n > RPC_ERROR_MAX ? RPC_ERROR_MAX : n;
+    stamp_ids(c->srv, &v);
+    (void)conn_send(c, &v, NULL);
+}
+
+static void server_maybe_done(struct rpc_server *s)
+{
+    void (*cb)(void *arg);
+    void *arg;
+
+    if (!s->closing || s->handles > 0 || s->n_conns > 0 || s->n_calls > 0) {
+        return;
+    }
+    cb = s->close_cb;
+    arg = s->close_arg;
+    free(s);
+    if (cb != NULL) {
+        cb(arg);
+    }
+}
+
+static void server_conn_freed(void *owner)
+{
+    struct rpc_server *s = owner;
+
+    s->n_conns--;
+    server_maybe_done(s);
+}
+
+static void server_conn_closing(struct conn *c)
+{
+    struct rpc_server *s = c->srv;
+
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        s->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    c->prev = c->next = NULL;
+    s->st.conns_open--;
+}
+
+/* A frame that does not decode: say why, then close once it is written. */
+static void server_bad_frame(struct conn *c, const char *errmsg)
+{
+    c->srv->st.frames_malformed++;
+    srv_logf(c->srv, "warn", "closing a client connection: %s", errmsg);
+    send_error(c, 0, RPC_METHOD_UNSPECIFIED, RPC_STATUS_INVALID_ARGUMENT,
+               RPC_APPLIED_FALSE, errmsg);
+    (void)uv_read_stop((uv_stream_t *)&c->tcp);
+    c->close_after_write = true;
+    if (c->out_bytes == 0) {
+        conn_close(c);
+    }
+}
+
+/* Free an answered call and what it kept alive. The conn (and with its
+ * last conn a closing server) may be freed here: nothing of either is
+ * touched after. */
+static void call_free(struct call *k)
+{
+    struct conn *c = k->c;
+    struct rpc_server *s = c->srv;
+
+    free(k);
+    c->refs--;
+    /* A call counts against calls_max until the handler lets it go, also
+     * after the layer answered it for its deadline: otherwise short
+     * deadlines would let one connection pile up calls without bound. */
+    c->calls--;
+    s->n_calls--;
+    if (c->handle_closed && c->refs == 0) {
+        conn_maybe_free(c); /* then server_conn_freed -> server_maybe_done */
+    } else {
+        server_maybe_done(s);
+    }
+}
+
+static void on_call_timer_closed(uv_handle_t *h)
+{
+    call_free(h->data);
+}
+
+static void call_answered(struct call *k)
+{
+    /* Idle time counts from the last frame received or answer given. */
+    k->c->last_active_ms = uv_now(k->c->tcp.loop);
+    k->answered = true;
+    k->c->srv->st.calls_in_flight--;
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    struct call *k = t->data;
+
+    if (k->answered) {
+        return; /* UNTESTED: the timer is stopped when answered */
+    }
+    call_answered(k);
+    k->c->srv->st.calls_expired++;
+    if (!k->c->closing) {
+        send_error(k->c, k->pub.call_id, k->pub.method,
+                   RPC_STATUS_DEADLINE_EXCEEDED,
+                   k->sent ? RPC_APPLIED_UNKNOWN : RPC_APPLIED_FALSE,
+                   k->sent ? "deadline exceeded; the outcome is unknown"
+                           : "deadline exceeded before the call was proposed");
+    }
+}
+
+static void server_request(struct conn *c, struct envelope_view *v)
+{
+    struct rpc_server *s = c->srv;
+    struct call *k;
+
+    if (v->direction != RPC_REQUEST) {
+        server_bad_frame(c, "a response sent to a server");
+        return;
+    }
+    if (s->closing) {
+        send_error(c, v->call_id, v->method, RPC_STATUS_UNAVAILABLE,
+                   RPC_APPLIED_FALSE, "the node is shutting down");
+        return;
+    }
+    if (v->has_cluster_id && s->ids.has_cluster_id &&
+        memcmp(v->cluster_id, s->ids.cluster_id, RPC_ID_LEN) != 0) {
+        /* The caller pinned another cluster: refused before the node sees
+         * it, so a claim never lands in a cluster its client refuses. */
+        send_error(c, v->call_id, v->method, RPC_STATUS_FAILED_PRECONDITION,
+                   RPC_APPLIED_FALSE,
+                   "cluster id mismatch: the request is for another cluster");
+        return;
+    }
+    if (c->calls >= s->lim.calls_max) {
+        s->st.calls_busy++;
+        send_error(c, v->call_id, v->method, RPC_STATUS_RESOURCE_EXHAUSTED,
+                   RPC_APPLIED_FALSE,
+                   "too many calls in flight on this "
+                   "connection");
+        return;
+    }
+    k = calloc(1, sizeof *k);
+    if (k == NULL) { /* UNTESTED: malloc */
+        send_error(c, v->call_id, v->method, RPC_STATUS_RESOURCE_EXHAUSTED,
+                   RPC_APPLIED_FALSE, "out of memory");
+        return;
+    }
+    k->pub.call_id = v->call_id;
+    k->pub.method = v->method;
+    k->pub.group_id = v->group_id;
+    k->pub.deadline_ms = v->deadline_ms;
+    k->pub.received_mono_ms = uv_now(s->loop);
+    k->pub.forwarded = v->forwarded;
+    k->pub.has_cluster_id = v->has_cluster_id;
+    memcpy(k->pub.cluster_id, v->cluster_id, RPC_ID_LEN);
+    k->c = c;
+    c->refs++;
+    c->calls++;
+    s->n_calls++;
+    s->st.calls_in_flight++;
+    s->st.calls_served++;
+    if (k->pub.deadline_ms == 0) {
+        k->pub.deadline_ms = s->lim.deadline_ms; /* may stay 0: none */
+    }
+    if (k->pub.deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
+        k->has_timer = true;
+        k->timer.data = k;
+        (void)uv_timer_start(&k->timer, on_deadline, k->pub.deadline_ms, 0);
+    }
+    s->serve(s->arg, &k->pub, v);
+}
+
+static const struct conn_side server_side = {
+    .frame = server_request,
+    .bad_frame = server_bad_frame,
+    .closing = server_conn_closing,
+    .freed = server_conn_freed,
+    .pause_reads = true,
+};
+
+void rpc_call_mark_sent(struct rpc_call *call)
+{
+    ((struct call *)call)->sent = true;
+}
+
+void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
+{
+    struct call *k = (struct call *)call;
+    struct conn *c = k->c;
+    struct rpc_server *s = c->srv;
+
+    if (!k->answered) {
+        call_answered(k);
+        if (!c->closing) {
+            struct envelope_view v;
+            char errmsg[ERR_MSG_SIZE];
+            int rv;
+
+            memset(&v, 0, sizeof v);
+            v.call_id = k->pub.call_id;
+            v.method = k->pub.method;
+            v.direction = RPC_RESPONSE;
+            v.status = r->status;
+            v.applied = r->applied;
+            v.error = r->error;
+            v.error_len = r->error != NULL ? strlen(r->error) : 0;
+            v.leader_hint = r->leader_hint;
+            v.leader_hint_len =
+                r->leader_hint != NULL ? strlen(r->leader_hint) : 0;
+            v.group_id = k->pub.group_id;
+            v.body = r->body;
+            v.body_len = r->body_len;
+            stamp_ids(s, &v);
+            rv = conn_send(c, &v, errmsg);
+            if (rv != 0 && rv != RPC_E_LOST) {
+                srv_logf(s, "error", "answer to %s call %llu not sent: %s",
+                         rpc_method_name(k->pub.method),
+                         (unsigned long long)k->pub.call_id, errmsg);
+                send_error(c, k->pub.call_id, k->pub.method, RPC_STATUS_UNKNOWN,
+                           RPC_APPLIED_UNKNOWN,
+                           "the answer could not be encoded");
+            }
+        }
+    }
+    if (k->has_timer) {
+        (void)uv_timer_stop(&k->timer);
+        uv_close((uv_handle_t *)&k->timer, on_call_timer_closed);
+        return;
+    }
+    call_free(k);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    struct rpc_server *s = listener->data;
+    struct conn *c;
+
+    if (status != 0 || s->closing) {
+        return; /* UNTESTED: accept errors (EMFILE) are retried by libuv */
+    }
+    c = malloc(sizeof *c);
+    if (c == NULL || conn_init(c, s->loop, &s->lim, &server_side, s) != 0) {
+        free(c); /* UNTESTED: malloc */
+        return;
+    }
+    s->n_conns++;
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+        conn_discard(c); /* UNTESTED: accept after a successful poll */
+        return;
+    }
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    conn_cork_init(c, s->loop);
+    c->next = s->conns;
+    if (s->conns != NULL) {
+        s->conns->prev = c;
+    }
+    s->conns = c;
+    s->st.conns_open++;
+    s->st.conns_accepted++;
+    if (s->st.conns_open > s->lim.conns_max) {
+        s->st.conns_refused++;
+        send_error(c, 0, RPC_METHOD_UNSPECIFIED, RPC_STATUS_RESOURCE_EXHAUSTED,
+                   RPC_APPLIED_FALSE, "too many connections to this node");
+        c->close_after_write = true;
+        if (c->out_bytes == 0) {
+            conn_close(c); /* UNTESTED: the write failed at once */
+        }
+        return;
+    }
+    if (conn_read_start(c) != 0) {
+        conn_close(c); /* UNTESTED */
+    }
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+    struct rpc_server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    struct conn *c = s->conns;
+
+    while (c != NULL) {
+        struct conn *next = c->next;
+
+        if (c->calls == 0 && c->out_bytes == 0 && !c->close_after_write &&
+            now - c->last_active_ms >= s->lim.idle_ms) {
+            conn_close(c);
+        } else if (c->out_bytes > 0 &&
+                   now - c->last_write_ms >= s->lim.idle_ms) {
+            /* A peer that stopped reading: its answers cannot leave, and
+             * the queue would otherwise stay (up to out_max plus what the
+             * calls in flight produce) for as long as it keeps the socket. */
+            srv_logf(s, "warn",
+                     "closing a client connection that has not read for %u ms "
+                     "(%zu bytes queued)",
+                     s->lim.idle_ms, c->out_bytes);
+            conn_close(c);
+        }
+        c = next;
+    }
+}
+
+static void on_server_handle_closed(uv_handle_t *h)
+{
+    struct rpc_server *s = h->data;
+
+    s->handles--;
+    server_maybe_done(s);
+}
+
+int rpc_server_start(struct rpc_server **out,
+                     uv_loop_t *loop,
+                     const struct rpc_server_config *cfg,
+                     char *errmsg)
+{
+    struct rpc_server *s;
+    struct sockaddr_in sa;
+    int rv;
+
+    *out = NULL;
+    if (rpc_addr_parse(cfg->addr, &sa) != 0) {
+        err_printf(errmsg, "listen address %s: not IPv4 IP:PORT",
+                   cfg->addr != NULL ? cfg->addr : "(none)");
+        return RPC_E_ADDR;
+    }
+    if (cfg->limits.frame_max == 0 || cfg->limits.frame_max > FRAME_MAX_CEIL ||
+        cfg->limits.calls_max == 0 || cfg->limits.conns_max == 0 ||
+        cfg->limits.out_max == 0) {
+        err_printf(errmsg,
+                   "limits: frame_max 1..%u, calls_max, conns_max and "
+                   "out_max > 0",
+                   FRAME_MAX_CEIL);
+        return RPC_E_LIMIT;
+    }
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        err_printf(errmsg, "out of memory"); /* UNTESTED: malloc */
+        return RPC_E_NOMEM;
+    }
+    s->loop = loop;
+    s->lim = cfg->limits;
+    s->serve = cfg->serve;
+    s->arg = cfg->arg;
+    s->log = cfg->log;
+    s->ids = cfg->ids;
+    (void)uv_tcp_init(loop, &s->listener);
+    s->listener.data = s;
+    rv = uv_tcp_bind(&s->listener, (const struct sockaddr *)&sa, 0);
+    if (rv == 0) {
+        rv = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
+    }
+    if (rv != 0) {
+        err_printf(errmsg, "listen on %s: %s", cfg->addr, uv_strerror(rv));
+        /* Freed from the close callback: the server is closing with one
+         * handle and nothing else. */
+        s->closing = true;
+        s->handles = 1;
+        uv_close((uv_handle_t *)&s->listener, on_server_handle_closed);
+        return RPC_E_LISTEN;
+    }
+    s->handles = 1;
+    if (s->lim.idle_ms > 0) {
+        uint64_t every = s->lim.idle_ms / 4 > 1000 ? 1000 : s->lim.idle_ms / 4;
+
+        (void)uv_timer_init(loop, &s->idle_timer);
+        s->idle_timer.data = s;
+        (void)uv_timer_start(&s->idle_timer, on_idle_timer, every ? every : 1,
+                             every ? every : 1);
+        s->handles++;
+    }
+    *out = s;
+    return 0;
+}
+
+void rpc_server_set_ids(struct rpc_server *s, const struct rpc_ids *ids)
+{
+    s->ids = *ids;
+}
+
+void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st)
+{
+    *st = s->st;
+}
+
+void rpc_server_close(struct rpc_server *s, void (*cb)(void *arg), void *arg)
+{
+    if (s->closing) {
+        return;
+    }
+    s->closing = true;
+    s->close_cb = cb;
+    s->close_arg = arg;
+    uv_close((uv_handle_t *)&s->listener, on_server_handle_closed);
+    if (s->lim.idle_ms > 0) {
+        uv_close((uv_handle_t *)&s->idle_timer, on_server_handle_closed);
+    }
+    while (s->conns != NULL) {
+        conn_close(s->conns); /* unlinks it */
+    }
+}
