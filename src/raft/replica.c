@@ -235,6 +235,7 @@ void replica_shutdown(struct replica *rep)
 {
     rep->closing = true;
     pipeline_fail_all(rep, REPLICA_E_SHUTDOWN);
+    replica_digest_fail_all(rep);
 }
 
 void replica_close(struct replica *rep)

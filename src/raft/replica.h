@@ -155,6 +155,30 @@ struct replica_member_req
     char msg[128];
 };
 
+/* --- state digests ------------------------------------------------------- */
+
+struct replica_digest_req;
+/* @status 0: @req->index, applied_digest and state_digest are set (all at
+ * one applied index). Else REPLICA_E_NOMEM or REPLICA_E_SHUTDOWN. On the
+ * loop thread, never from inside replica_state_digest. */
+typedef void (*replica_digest_cb)(struct replica_digest_req *req, int status);
+
+struct replica_digest_req
+{
+    void *data;              /* the caller's */
+    raft_index index;        /* out: the applied index digested */
+    uint64_t applied_digest; /* out: the applied-entry chain there */
+    uint64_t state_digest;   /* out: SHA-256 of the snapshot, first 8 B */
+    /* private */
+    replica_digest_cb cb;
+    struct replica *rep;
+    struct fsm_frozen *view;
+    struct raft_io_async_work work;
+    struct replica_digest_req *next;
+};
+
+#define REPLICA_DIGEST_QUEUE_MAX 64
+
 /* --- the replica --------------------------------------------------------- */
 
 enum replica_inflight {
@@ -229,6 +253,12 @@ struct replica
     raft_index live_from; /* entries above this index are applied live */
     uint64_t digest;      /* chain over every applied entry */
     struct replica_snap snap;
+
+    /* state digests (digest.c): waiting requests, and whether one holds
+     * the view */
+    struct replica_digest_req *digest_head, *digest_tail;
+    unsigned digest_n;
+    bool digest_running;
 
     /* pipeline: queue for the next batch */
     struct replica_req *q_head, *q_tail;
@@ -338,6 +368,18 @@ int replica_lookup(struct replica *rep,
  * refused it: a configuration change is uncommitted), or another error. */
 int replica_snapshot(struct replica *rep,
                      void (*cb)(struct replica *rep, int status));
+
+/* The state digest at the current applied index, computed on raft's
+ * thread pool over a frozen view (digest.c). 0: @cb reports later;
+ * REPLICA_E_BUSY (REPLICA_DIGEST_QUEUE_MAX waiting) or REPLICA_E_SHUTDOWN:
+ * no callback. @req stays the caller's, untouched until the callback. */
+int replica_state_digest(struct replica *rep,
+                         struct replica_digest_req *req,
+                         replica_digest_cb cb);
+/* The view may be free again: start a waiting digest (adapter finalize). */
+void replica_digest_poll(struct replica *rep);
+/* Closing: waiting digests get REPLICA_E_SHUTDOWN. */
+void replica_digest_fail_all(struct replica *rep);
 
 /* Start a membership operation (leader only, after G1, one at a time).
  * Returns 0 (then @cb reports) or an error (no callback). */

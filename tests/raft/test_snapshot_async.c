@@ -179,6 +179,80 @@ START_TEST(close_while_a_view_is_live)
 }
 END_TEST
 
+struct digest_op
+{
+    struct replica_digest_req req;
+    bool done;
+    int status;
+};
+
+static void digest_cb(struct replica_digest_req *req, int status)
+{
+    struct digest_op *o = req->data;
+
+    o->done = true;
+    o->status = status;
+}
+
+static bool digest_done(struct cluster *c, void *arg)
+{
+    (void)c;
+    return ((struct digest_op *)arg)->done;
+}
+
+static void digest_run(unsigned i, struct digest_op *o)
+{
+    memset(o, 0, sizeof *o);
+    o->req.data = o;
+    ck_assert_int_eq(replica_state_digest(&C.s[i].rep, &o->req, digest_cb), 0);
+    ck_assert_msg(cl_step_until(&C, digest_done, o, 10000),
+                  "digest of %u not answered", i);
+    ck_assert_int_eq(o->status, 0);
+}
+
+/* A digest asked for while a snapshot holds the view waits for it, then
+ * runs; every replica at one applied index has the same digest. */
+START_TEST(state_digest_off_the_loop)
+{
+    struct digest_op o, d[3];
+    unsigned k, l;
+    int li;
+
+    cl_set_snapshot(&C, 8, 4);
+    cl_init(&C, 3, 3);
+    li = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(li, 0);
+    l = (unsigned)li;
+    k = claim_until_view(l, 0);
+    memset(&o, 0, sizeof o);
+    o.req.data = &o;
+    ck_assert_int_eq(replica_state_digest(&C.s[l].rep, &o.req, digest_cb), 0);
+    ck_assert(!o.done); /* never from inside the call */
+    ck_assert(cl_step_until(&C, digest_done, &o, 10000));
+    ck_assert_int_eq(o.status, 0);
+    ck_assert_uint_ne(o.req.state_digest, 0);
+    ck_assert_uint_ge(o.req.index, C.s[l].rep.stats.snapshot_last_index);
+    /* Quiet cluster: all replicas at the same index, same digests. */
+    claim_accepted(l, k);
+    ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
+    cl_step_ms(&C, 500);
+    for (unsigned i = 0; i < 3; i++) {
+        digest_run(i, &d[i]);
+    }
+    for (unsigned i = 1; i < 3; i++) {
+        ck_assert_uint_eq(d[i].req.index, d[0].req.index);
+        ck_assert_uint_eq(d[i].req.applied_digest, d[0].req.applied_digest);
+        ck_assert_uint_eq(d[i].req.state_digest, d[0].req.state_digest);
+    }
+    /* A different state has a different digest. */
+    claim_accepted(l, k + 1);
+    digest_run(l, &o);
+    ck_assert_uint_ne(o.req.state_digest, d[0].req.state_digest);
+    cl_set_snapshot(&C, 1024, 2048);
+    cl_close(&C);
+}
+END_TEST
+
 Suite *snapshot_async_suite(void)
 {
     Suite *s = suite_create("snapshot_async");
@@ -188,6 +262,7 @@ Suite *snapshot_async_suite(void)
     tcase_add_test(tc, apply_goes_on_while_snapshot_encodes);
     tcase_add_test(tc, install_restores_the_state_built_beside_the_put);
     tcase_add_test(tc, close_while_a_view_is_live);
+    tcase_add_test(tc, state_digest_off_the_loop);
     suite_add_tcase(s, tc);
     return s;
 }
