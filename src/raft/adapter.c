@@ -70,6 +70,7 @@ static int adapter_apply(struct raft_fsm *rf,
 
     *result = NULL;
     rep->cb_depth++;
+    snap_policy_applied(&rep->snap.policy, buf->len);
     rep->digest = digest_next(rep->digest, ctx.index, buf->base, buf->len);
     if (rep->hooks.applied != NULL) {
         rep->hooks.applied(rep->hooks.arg, ctx.index, buf->base, buf->len);
@@ -110,6 +111,47 @@ static int adapter_apply(struct raft_fsm *rf,
     return 0;
 }
 
+/* --- snapshots: fsm v3 ----------------------------------------------------
+ *
+ * snapshot (loop): G5, then freeze the state at last_applied (bounded time:
+ * fsm_freeze copies no record) and decide the policy from its size.
+ * snapshot_async (raft's pool): encode the frozen view; apply goes on
+ * meanwhile on the loop. snapshot_finalize (loop, always called): free the
+ * buffer, release the view. */
+
+void adapter_policy_apply(struct replica *rep)
+{
+    struct raft *r = rep->raft;
+    const struct snap_policy *p = &rep->snap.policy;
+
+    rep->config.snapshot_threshold = p->threshold;
+    rep->config.snapshot_trailing = p->trailing;
+    raft_set_snapshot_threshold(r, p->threshold);
+    raft_set_snapshot_trailing(r, guard_g6_trailing(r, p->trailing));
+    if (rep->config.install_snapshot_timeout_ms == 0) {
+        raft_set_install_snapshot_timeout(r, p->install_timeout_ms);
+    }
+}
+
+/* Our header and the frozen view's snapshot into a new buffer at @b. */
+static int snapshot_encode(struct replica *rep, struct raft_buffer *b)
+{
+    size_t fsm_len = fsm_frozen_size(rep->snap.view);
+    uint8_t *p = raft_malloc(SNAP_HDR + fsm_len);
+
+    if (p == NULL) {
+        return RAFT_NOMEM;
+    }
+    le_put32(p, SNAP_MAGIC);
+    le_put32(p + 4, SNAP_VERSION);
+    le_put64(p + 8, rep->snap.digest);
+    le_put64(p + 16, fsm_len);
+    fsm_frozen_write(rep->snap.view, p + SNAP_HDR, fsm_len);
+    b->base = p;
+    b->len = SNAP_HDR + fsm_len;
+    return 0;
+}
+
 static int adapter_snapshot(struct raft_fsm *rf,
                             struct raft_buffer *bufs[],
                             unsigned *n_bufs)
@@ -117,8 +159,7 @@ static int adapter_snapshot(struct raft_fsm *rf,
     struct replica *rep = rf->data;
     struct raft *r = rep->raft;
     struct raft_buffer *b;
-    size_t fsm_len;
-    uint8_t *p;
+    struct fsm_frozen *z;
     int rv;
 
     rv = guard_g5_check(r);
@@ -126,69 +167,206 @@ static int adapter_snapshot(struct raft_fsm *rf,
         rep->stats.snapshots_busy++;
         return rv;
     }
-    /* G6: read by raft after this returns (putSnapshot, takeSnapshotCb). */
-    raft_set_snapshot_trailing(
-        r, guard_g6_trailing(r, rep->config.snapshot_trailing));
-
-    fsm_len = fsm_snapshot_size(rep->fsm);
-    b = raft_malloc(sizeof *b);
-    p = raft_malloc(SNAP_HDR + fsm_len);
-    if (b == NULL || p == NULL) {
-        raft_free(b);
-        raft_free(p);
+    b = raft_calloc(1, sizeof *b);
+    if (b == NULL) {
         return RAFT_NOMEM; /* transient: raft tries again later */
     }
-    le_put32(p, SNAP_MAGIC);
-    le_put32(p + 4, SNAP_VERSION);
-    le_put64(p + 8, rep->digest);
-    le_put64(p + 16, fsm_len);
-    fsm_snapshot_write(rep->fsm, p + SNAP_HDR, fsm_len);
-    b->base = p;
-    b->len = SNAP_HDR + fsm_len;
-    *bufs = b;
+    rv = fsm_freeze(rep->fsm, &z);
+    if (rv != 0) {
+        raft_free(b);
+        /* FSM_E_BUSY: a state digest holds the one view; retried. */
+        return rv == FSM_E_BUSY ? RAFT_BUSY : RAFT_NOMEM;
+    }
+    rep->snap.view = z;
+    rep->snap.index = r->last_applied;
+    rep->snap.digest = rep->digest;
+    rep->snap.t0_ms = rep->clock.mono_ms(rep->clock.arg);
+    /* Threshold and trailing for what follows this snapshot; G6 raises the
+     * trailing (read by raft after the put) so the committed configuration
+     * entry stays in the log. */
+    snap_policy_decide(&rep->snap.policy, SNAP_HDR + fsm_frozen_size(z));
+    adapter_policy_apply(rep);
+    *bufs = b; /* its base is written by snapshot_async */
     *n_bufs = 1;
-    rep->stats.snapshots_taken++;
+    if (rf->snapshot_async == NULL) {
+        /* Synchronous (adapter_set_async off): encode here, on the loop. A
+         * failing snapshot() is not finalized by raft: undo it here. */
+        rv = snapshot_encode(rep, b);
+        if (rv != 0) {
+            fsm_release(rep->fsm, z);
+            rep->snap.view = NULL;
+            raft_free(b);
+            *bufs = NULL;
+            *n_bufs = 0;
+        }
+        return rv;
+    }
     return 0;
 }
 
-/* Version 2: raft no longer frees snapshot buffers; this is always called. */
+/* Raft's thread pool: reads only the view and what snapshot() set. */
+static int adapter_snapshot_async(struct raft_fsm *rf,
+                                  struct raft_buffer *bufs[],
+                                  unsigned *n_bufs)
+{
+    if (*n_bufs != 1) {
+        return RAFT_INVALID;
+    }
+    return snapshot_encode(rf->data, &(*bufs)[0]);
+}
+
+static void snapshot_release(struct replica *rep, bool encoded)
+{
+    uint64_t extra = fsm_frozen_extra_bytes(rep->fsm);
+    uint64_t ms = rep->clock.mono_ms(rep->clock.arg) - rep->snap.t0_ms;
+
+    if (extra > rep->stats.snapshot_extra_max) {
+        rep->stats.snapshot_extra_max = extra;
+    }
+    if (encoded) {
+        rep->stats.snapshots_taken++;
+        rep->stats.snapshot_last_index = rep->snap.index;
+        rep->stats.snapshot_last_bytes = rep->snap.policy.snapshot_bytes;
+        rep->stats.snapshot_last_ms = ms;
+        replica_logf(rep, "info",
+                     "snapshot at index %llu: %llu bytes in %llu ms off the "
+                     "loop (%llu bytes copied meanwhile); next after %u "
+                     "entries, keeping %u",
+                     (unsigned long long)rep->snap.index,
+                     (unsigned long long)rep->snap.policy.snapshot_bytes,
+                     (unsigned long long)ms, (unsigned long long)extra,
+                     rep->snap.policy.threshold, rep->snap.policy.trailing);
+    }
+    fsm_release(rep->fsm, rep->snap.view);
+    rep->snap.view = NULL;
+    replica_digest_poll(rep); /* a digest may have waited for the view */
+}
+
 static int adapter_snapshot_finalize(struct raft_fsm *rf,
                                      struct raft_buffer *bufs[],
                                      unsigned *n_bufs)
 {
-    (void)rf;
+    struct replica *rep = rf->data;
+    bool encoded = false;
+
     if (*bufs != NULL) {
         for (unsigned i = 0; i < *n_bufs; i++) {
+            encoded = encoded || (*bufs)[i].base != NULL;
             raft_free((*bufs)[i].base);
         }
         raft_free(*bufs);
     }
     *bufs = NULL;
     *n_bufs = 0;
+    if (rep->snap.view != NULL) {
+        snapshot_release(rep, encoded);
+    }
     return 0;
+}
+
+/* --- restore ---------------------------------------------------------------
+ */
+
+/* Our header around the fsm's snapshot: 0 and the fsm part, or an FSM_E_*
+ * code with @errmsg set. */
+static int parse_snapshot(const struct raft_buffer *buf,
+                          const uint8_t **fsm_part,
+                          size_t *fsm_len,
+                          uint64_t *digest,
+                          char *errmsg)
+{
+    const uint8_t *p = buf->base;
+
+    if (buf->len < SNAP_HDR || le_get32(p) != SNAP_MAGIC) {
+        err_printf(errmsg, "not a snapshot of ours");
+        return FSM_E_MALFORMED;
+    }
+    if (le_get32(p + 4) != SNAP_VERSION) {
+        err_printf(errmsg, "snapshot format %u is unknown", le_get32(p + 4));
+        return FSM_E_SCHEMA;
+    }
+    if (le_get64(p + 16) != buf->len - SNAP_HDR) {
+        err_printf(errmsg, "snapshot length mismatch");
+        return FSM_E_MALFORMED;
+    }
+    *fsm_part = p + SNAP_HDR;
+    *fsm_len = buf->len - SNAP_HDR;
+    *digest = le_get64(p + 8);
+    return 0;
+}
+
+int adapter_install_work(void *arg, const struct raft_snapshot *snap)
+{
+    struct replica *rep = arg;
+    struct replica_snap *s = &rep->snap;
+    const uint8_t *fsm_part;
+    size_t fsm_len;
+
+    if (s->prepared != NULL) {
+        /* Built for an install that raft discarded (its put failed). */
+        fsm_free(s->prepared);
+        s->prepared = NULL;
+    }
+    s->prepared_base = snap->bufs[0].base;
+    s->prepared_msg[0] = '\0';
+    s->prepared_rv = parse_snapshot(&snap->bufs[0], &fsm_part, &fsm_len,
+                                    &s->prepared_digest, s->prepared_msg);
+    if (s->prepared_rv == 0) {
+        s->prepared_rv =
+            fsm_restore_build(fsm_part, fsm_len, &s->prepared, s->prepared_msg);
+    }
+    return s->prepared_rv == 0 ? 0 : RAFT_MALFORMED;
+}
+
+static void drop_prepared(struct replica *rep)
+{
+    if (rep->snap.prepared != NULL) {
+        fsm_free(rep->snap.prepared);
+    }
+    rep->snap.prepared = NULL;
+    rep->snap.prepared_base = NULL;
+}
+
+/* The state of @buf into the fsm: the one built off the loop for this very
+ * buffer if there is one, else built here. */
+static int restore_state(struct replica *rep,
+                         const struct raft_buffer *buf,
+                         uint64_t *digest,
+                         char *errmsg)
+{
+    struct replica_snap *s = &rep->snap;
+    const uint8_t *fsm_part;
+    size_t fsm_len;
+    int rv;
+
+    if (s->prepared_base != NULL && s->prepared_base == buf->base) {
+        rv = s->prepared_rv;
+        memcpy(errmsg, s->prepared_msg, ERR_MSG_SIZE);
+        *digest = s->prepared_digest;
+        if (rv == 0) {
+            rv = fsm_restore_commit(rep->fsm, s->prepared);
+            s->prepared = NULL; /* consumed, or freed below */
+            rep->stats.restores_prepared++;
+        }
+        drop_prepared(rep);
+        return rv;
+    }
+    drop_prepared(rep); /* of an install that was discarded */
+    rv = parse_snapshot(buf, &fsm_part, &fsm_len, digest, errmsg);
+    if (rv == 0) {
+        rv = fsm_restore(rep->fsm, fsm_part, fsm_len, errmsg);
+    }
+    return rv;
 }
 
 static int adapter_restore(struct raft_fsm *rf, struct raft_buffer *buf)
 {
     struct replica *rep = rf->data;
-    char errmsg[256] = "";
-    const uint8_t *p = buf->base;
-    uint64_t fsm_len;
+    char errmsg[ERR_MSG_SIZE] = "";
+    uint64_t digest = 0;
     int rv;
 
-    if (buf->len < SNAP_HDR || le_get32(p) != SNAP_MAGIC) {
-        snprintf(errmsg, sizeof errmsg, "not a snapshot of ours");
-        rv = FSM_E_MALFORMED;
-    } else if (le_get32(p + 4) != SNAP_VERSION) {
-        snprintf(errmsg, sizeof errmsg, "snapshot format %u is unknown",
-                 le_get32(p + 4));
-        rv = FSM_E_SCHEMA;
-    } else if ((fsm_len = le_get64(p + 16)) != buf->len - SNAP_HDR) {
-        snprintf(errmsg, sizeof errmsg, "snapshot length mismatch");
-        rv = FSM_E_MALFORMED;
-    } else {
-        rv = fsm_restore(rep->fsm, p + SNAP_HDR, fsm_len, errmsg);
-    }
+    rv = restore_state(rep, buf, &digest, errmsg);
     if (rv != 0) {
         /* At start raft_start fails and the node refuses to start; a bad
          * snapshot from the leader is corruption: stop. */
@@ -198,8 +376,10 @@ static int adapter_restore(struct raft_fsm *rf, struct raft_buffer *buf)
         }
         return RAFT_MALFORMED;
     }
-    rep->digest = le_get64(p + 8);
+    rep->digest = digest;
     rep->stats.snapshots_restored++;
+    snap_policy_decide(&rep->snap.policy, buf->len);
+    adapter_policy_apply(rep);
     raft_free(buf->base); /* restore owns the buffer on success */
     /* The snapshot may carry this node's own retirement: a node removed
      * while it lagged gets it by InstallSnapshot (the removal's barrier
@@ -219,15 +399,31 @@ static int adapter_restore(struct raft_fsm *rf, struct raft_buffer *buf)
     return 0;
 }
 
+void adapter_close(struct replica *rep)
+{
+    /* raft closed: no pool work is left that could read these. */
+    if (rep->snap.view != NULL) {
+        fsm_release(rep->fsm, rep->snap.view);
+        rep->snap.view = NULL;
+    }
+    drop_prepared(rep);
+}
+
+void adapter_set_async(struct replica *rep, bool on)
+{
+    rep->raft_fsm.snapshot_async = on ? adapter_snapshot_async : NULL;
+}
+
 void adapter_setup(struct replica *rep)
 {
     struct raft_fsm *f = &rep->raft_fsm;
 
     memset(f, 0, sizeof *f);
-    f->version = 2;
+    f->version = 3;
     f->data = rep;
     f->apply = adapter_apply;
     f->snapshot = adapter_snapshot;
     f->restore = adapter_restore;
     f->snapshot_finalize = adapter_snapshot_finalize;
+    f->snapshot_async = adapter_snapshot_async;
 }

@@ -102,6 +102,7 @@ static void base_init(struct replica *rep,
     rep->config.heartbeat_ms = 100;
     rep->config.snapshot_threshold = 1024;
     rep->config.snapshot_trailing = 2048;
+    snap_policy_init(&rep->snap.policy, 0, 1024, 2048);
     rep->config.max_catch_up_rounds = 10;
     rep->config.max_catch_up_round_ms = 5000;
     ltime_init(&rep->ltime);
@@ -134,6 +135,7 @@ int replica_init(struct replica *rep,
     rh.arg = rep;
     rh.event = rio_event;
     rh.fatal = rio_fatal;
+    rh.install_work = adapter_install_work;
     rio_init(&rep->rio, inner, store, &rh);
     rep->raft = &rep->own_raft;
     rv = raft_init(rep->raft, &rep->rio.io, &rep->raft_fsm, id, address);
@@ -150,18 +152,21 @@ void replica_prepare(struct replica *rep,
                      const struct replica_hooks *hooks)
 {
     base_init(rep, fsm, clock, hooks);
+    adapter_set_async(rep, false); /* until replica_adopt */
 }
 
 void replica_adopt(struct replica *rep, struct raft *r, struct store *store)
 {
     struct rio_hooks rh;
 
+    adapter_set_async(rep, true);
     rep->raft = r;
     rep->id = r->id;
     rep->store = store;
     rh.arg = rep;
     rh.event = rio_event;
     rh.fatal = rio_fatal;
+    rh.install_work = adapter_install_work;
     rio_adopt(&rep->rio, r, store, &rh);
 }
 
@@ -179,17 +184,18 @@ int replica_configure(struct replica *rep,
                    c->heartbeat_ms, c->election_ms);
         return REPLICA_E_INVALID;
     }
-    if (c->snapshot_threshold == 0 || c->max_catch_up_rounds == 0 ||
-        c->max_catch_up_round_ms == 0) {
-        err_printf(errmsg,
-                   "snapshot threshold and catch-up rounds must be positive");
+    if (c->max_catch_up_rounds == 0 || c->max_catch_up_round_ms == 0) {
+        err_printf(errmsg, "catch-up rounds must be positive");
         return REPLICA_E_INVALID;
     }
     rep->config = *c;
     raft_set_election_timeout(r, c->election_ms);
     raft_set_heartbeat_timeout(r, c->heartbeat_ms);
-    raft_set_snapshot_threshold(r, c->snapshot_threshold);
-    raft_set_snapshot_trailing(r, c->snapshot_trailing);
+    /* 0: by bytes (snap_policy.h); the first decision is for an empty
+     * snapshot, the next ones follow each snapshot taken or restored. */
+    snap_policy_init(&rep->snap.policy, rep->id, c->snapshot_threshold,
+                     c->snapshot_trailing);
+    adapter_policy_apply(rep);
     raft_set_max_catch_up_rounds(r, c->max_catch_up_rounds);
     raft_set_max_catch_up_round_duration(r, c->max_catch_up_round_ms);
     if (c->install_snapshot_timeout_ms != 0) {
@@ -234,6 +240,7 @@ void replica_shutdown(struct replica *rep)
 {
     rep->closing = true;
     pipeline_fail_all(rep, REPLICA_E_SHUTDOWN);
+    replica_digest_fail_all(rep);
 }
 
 void replica_close(struct replica *rep)
@@ -256,6 +263,7 @@ void replica_close(struct replica *rep)
     rep->fl_reqs = NULL;
     rep->fl_cmds = NULL;
     rep->fl_lens = NULL;
+    adapter_close(rep);
     fsm_free(rep->fsm);
     rep->fsm = NULL;
 }

@@ -35,6 +35,7 @@
 #include "fsm/fsm.h"
 #include "raft/ltime.h"
 #include "raft/rio.h"
+#include "raft/snap_policy.h"
 
 enum { ERR_REPLICA_CODES(ERR_ENUM) }; /* common/err.h */
 
@@ -75,6 +76,9 @@ struct replica_config
 {
     unsigned election_ms;  /* default 1000 */
     unsigned heartbeat_ms; /* default 100; must be < election_ms */
+    /* Entries between snapshots and kept after one; 0 (the node's
+     * default): by bytes (raft/snap_policy.h). The replica rewrites these
+     * two with its current decision, which pipeline.c and member.c read. */
     unsigned snapshot_threshold;
     unsigned snapshot_trailing;
     unsigned max_catch_up_rounds;
@@ -151,6 +155,30 @@ struct replica_member_req
     char msg[ERR_MSG_SIZE]; /* why it failed (common/err.h) */
 };
 
+/* --- state digests ------------------------------------------------------- */
+
+struct replica_digest_req;
+/* @status 0: @req->index, applied_digest and state_digest are set (all at
+ * one applied index). Else REPLICA_E_NOMEM or REPLICA_E_SHUTDOWN. On the
+ * loop thread, never from inside replica_state_digest. */
+typedef void (*replica_digest_cb)(struct replica_digest_req *req, int status);
+
+struct replica_digest_req
+{
+    void *data;              /* the caller's */
+    raft_index index;        /* out: the applied index digested */
+    uint64_t applied_digest; /* out: the applied-entry chain there */
+    uint64_t state_digest;   /* out: SHA-256 of the snapshot, first 8 B */
+    /* private */
+    replica_digest_cb cb;
+    struct replica *rep;
+    struct fsm_frozen *view;
+    struct raft_io_async_work work;
+    struct replica_digest_req *next;
+};
+
+#define REPLICA_DIGEST_QUEUE_MAX 64
+
 /* --- the replica --------------------------------------------------------- */
 
 enum replica_inflight {
@@ -173,6 +201,34 @@ struct replica_stats
     uint64_t snapshots_taken;
     uint64_t snapshots_busy; /* refused by G5 */
     uint64_t snapshots_restored;
+    uint64_t restores_prepared; /* installs restored off the loop */
+    uint64_t snapshot_last_index;
+    uint64_t snapshot_last_bytes;
+    uint64_t snapshot_last_ms;   /* freeze to finalize */
+    uint64_t snapshot_extra_max; /* most bytes a frozen view held */
+};
+
+/* The adapter's snapshot state (fsm v3: snapshot freezes on the loop,
+ * snapshot_async encodes the view on raft's thread pool, finalize releases
+ * the view on the loop), and an InstallSnapshot's state machine built on the
+ * pool while the store writes the snapshot (rio's install_work). The pool
+ * thread reads view/digest and writes the prepared fields only between
+ * the loop's hand-over and the work's completion callback. */
+struct replica_snap
+{
+    struct snap_policy policy;
+    bool fixed_threshold; /* the operator gave an entry count */
+    bool fixed_trailing;
+    struct fsm_frozen *view; /* from snapshot() to snapshot_finalize */
+    raft_index index;
+    uint64_t digest; /* the applied-entry digest at the freeze */
+    uint64_t t0_ms;
+
+    struct fsm *prepared;      /* owned; NULL if none */
+    const void *prepared_base; /* the snapshot buffer it was built from */
+    int prepared_rv;
+    uint64_t prepared_digest;
+    char prepared_msg[ERR_MSG_SIZE];
 };
 
 struct replica
@@ -196,6 +252,13 @@ struct replica
     /* adapter */
     raft_index live_from; /* entries above this index are applied live */
     uint64_t digest;      /* chain over every applied entry */
+    struct replica_snap snap;
+
+    /* state digests (digest.c): waiting requests, and whether one holds
+     * the view */
+    struct replica_digest_req *digest_head, *digest_tail;
+    unsigned digest_n;
+    bool digest_running;
 
     /* pipeline: queue for the next batch */
     struct replica_req *q_head, *q_tail;
@@ -308,6 +371,18 @@ int replica_lookup(struct replica *rep,
 int replica_snapshot(struct replica *rep,
                      void (*cb)(struct replica *rep, int status));
 
+/* The state digest at the current applied index, computed on raft's
+ * thread pool over a frozen view (digest.c). 0: @cb reports later;
+ * REPLICA_E_BUSY (REPLICA_DIGEST_QUEUE_MAX waiting) or REPLICA_E_SHUTDOWN:
+ * no callback. @req stays the caller's, untouched until the callback. */
+int replica_state_digest(struct replica *rep,
+                         struct replica_digest_req *req,
+                         replica_digest_cb cb);
+/* The view may be free again: start a waiting digest (adapter finalize). */
+void replica_digest_poll(struct replica *rep);
+/* Closing: waiting digests get REPLICA_E_SHUTDOWN. */
+void replica_digest_fail_all(struct replica *rep);
+
 /* Start a membership operation (leader only, after G1, one at a time).
  * Returns 0 (then @cb reports) or an error (no callback). */
 int replica_member(struct replica *rep,
@@ -328,6 +403,17 @@ void replica_fatal(struct replica *rep,
                    int status,
                    const char *msg);
 void adapter_setup(struct replica *rep);
+/* raft_init refuses an fsm with snapshot_async over an io of version < 2,
+ * which the 0.15 fixture's is: the fixture path grows servers without it
+ * and sets it once rio (version 2) is in place; raft reads it per snapshot.
+ */
+void adapter_set_async(struct replica *rep, bool on);
+/* Apply the snapshot policy's current decision to raft (after configure). */
+void adapter_policy_apply(struct replica *rep);
+/* rio's install_work: build the state machine of @snap (pool thread). */
+int adapter_install_work(void *arg, const struct raft_snapshot *snap);
+/* Free what the adapter holds (replica_close, after raft closed). */
+void adapter_close(struct replica *rep);
 /* The adapter reports each command's outcome of entry @index. */
 void pipeline_emit(struct replica *rep,
                    raft_index index,

@@ -11,6 +11,7 @@
  * not failures. */
 #include "raft/rio.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,12 +336,55 @@ static int rio_io_random(struct raft_io *io, int min, int max)
     return rio->inner->random(rio->inner, min, max);
 }
 
+/* Raft's work, run by the inner io through a wrapper of ours: 0.15's
+ * raft_fixture overwrites req->data with its io's data pointer (fixed in
+ * 0.18, 540b6cc), which under the decorator is not the raft that set it. */
+struct rio_work
+{
+    struct raft_io_async_work req; /* what the inner io sees */
+    struct raft_io_async_work *orig;
+};
+
+static struct rio_work *rio_work_of(struct raft_io_async_work *req)
+{
+    return (struct rio_work *)((char *)req - offsetof(struct rio_work, req));
+}
+
+static int rio_work_fn(struct raft_io_async_work *req)
+{
+    struct raft_io_async_work *orig = rio_work_of(req)->orig;
+
+    return orig->work(orig);
+}
+
+static void rio_work_cb(struct raft_io_async_work *req, int status)
+{
+    struct rio_work *w = rio_work_of(req);
+    struct raft_io_async_work *orig = w->orig;
+
+    raft_free(w);
+    orig->cb(orig, status);
+}
+
 static int rio_io_async_work(struct raft_io *io,
                              struct raft_io_async_work *req,
                              raft_io_async_work_cb cb)
 {
     struct rio *rio = rio_of(io);
-    return rio->inner->async_work(rio->inner, req, cb);
+    struct rio_work *w = raft_malloc(sizeof *w);
+    int rv;
+
+    if (w == NULL) {
+        return RAFT_NOMEM;
+    }
+    req->cb = cb;
+    w->orig = req;
+    w->req.work = rio_work_fn;
+    rv = rio->inner->async_work(rio->inner, &w->req, rio_work_cb);
+    if (rv != 0) {
+        raft_free(w);
+    }
+    return rv;
 }
 
 static void store_closed_cb(struct store *s)
@@ -567,19 +611,29 @@ static int rio_io_append(struct raft_io *io,
     return rv;
 }
 
+/* A snapshot put. For an InstallSnapshot (trailing 0) the adapter's
+ * install_work runs on the pool at the same time, and raft's callback waits
+ * for both: @pending counts what is still to finish. */
 struct rio_put
 {
     struct raft_io_snapshot_put req;
     struct raft_io_snapshot_put *orig;
     struct rio *rio;
+    struct raft_io_async_work work;
+    const struct raft_snapshot *snapshot;
+    int pending;
+    int status; /* the store's */
 };
 
-static void snapshot_put_cb(struct raft_io_snapshot_put *req, int status)
+static void put_done(struct rio_put *p)
 {
-    struct rio_put *p = req->data;
     struct rio *rio = p->rio;
     struct raft_io_snapshot_put *orig = p->orig;
+    int status = p->status;
 
+    if (--p->pending > 0) {
+        return;
+    }
     raft_free(p);
     if (status != 0 && !(rio->closing && status == RAFT_CANCELED)) {
         fatal(rio, "snapshot_put", status);
@@ -591,6 +645,45 @@ static void snapshot_put_cb(struct raft_io_snapshot_put *req, int status)
     event(rio);
 }
 
+static void snapshot_put_cb(struct raft_io_snapshot_put *req, int status)
+{
+    struct rio_put *p = req->data;
+
+    p->status = status;
+    put_done(p);
+}
+
+/* The put that holds @w. Not through w->data: 0.15's raft_fixture
+ * overwrites it with the raft pointer (fixed in 0.18, 540b6cc). */
+static struct rio_put *put_of_work(struct raft_io_async_work *w)
+{
+    return (struct rio_put *)((char *)w - offsetof(struct rio_put, work));
+}
+
+static int install_work_fn(struct raft_io_async_work *w)
+{
+    struct rio_put *p = put_of_work(w);
+
+    return p->rio->hooks.install_work(p->rio->hooks.arg, p->snapshot);
+}
+
+static void install_work_cb(struct raft_io_async_work *w, int status)
+{
+    (void)status; /* restore reads the outcome */
+    put_done(put_of_work(w));
+}
+
+/* Queue install_work beside the store's put (which holds p->pending's
+ * second count for it). If it cannot be queued, restore builds the state
+ * on the loop, as with no hook. */
+static void start_install_work(struct rio *rio, struct rio_put *p)
+{
+    p->work.work = install_work_fn;
+    if (rio->inner->async_work(rio->inner, &p->work, install_work_cb) != 0) {
+        put_done(p);
+    }
+}
+
 static int rio_io_snapshot_put(struct raft_io *io,
                                unsigned trailing,
                                struct raft_io_snapshot_put *req,
@@ -598,9 +691,17 @@ static int rio_io_snapshot_put(struct raft_io *io,
                                raft_io_snapshot_put_cb cb)
 {
     struct rio *rio = rio_of(io);
-    struct rio_put *p = raft_malloc(sizeof *p);
+    struct rio_put *p;
+    bool with_work;
     int rv;
 
+    /* A snapshot taken asynchronously can finish while the node closes,
+     * after the store closed: raft frees it on an error (raft_uv's own put
+     * also answers RAFT_CANCELED once closing). */
+    if (rio->closing) {
+        return RAFT_CANCELED;
+    }
+    p = raft_malloc(sizeof *p);
     if (p == NULL) {
         snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
                  "out of memory");
@@ -610,6 +711,11 @@ static int rio_io_snapshot_put(struct raft_io *io,
     p->orig = req;
     p->rio = rio;
     p->req.data = p;
+    p->snapshot = snapshot;
+    /* The put, and for an install the state built beside it. */
+    with_work = trailing == 0 && rio->hooks.install_work != NULL;
+    p->pending = with_work ? 2 : 1;
+    p->status = 0;
     req->cb = cb;
     rv = rio->store->ops->snapshot_put(rio->store, trailing, &p->req, snapshot,
                                        snapshot_put_cb);
@@ -617,8 +723,14 @@ static int rio_io_snapshot_put(struct raft_io *io,
         raft_free(p);
         copy_errmsg(rio, rio->store->errmsg);
         fatal(rio, "snapshot_put", rv);
+        return rv;
     }
-    return rv;
+    if (with_work) {
+        /* Queued after the put, so that a put refused above leaves no work
+         * running that would need p. */
+        start_install_work(rio, p);
+    }
+    return 0;
 }
 
 struct rio_get

@@ -61,6 +61,12 @@ struct rio_hooks
     /* G4: storage failed (@what names the call, @status is raft's code).
      * Must not return in a node (log + abort). May be NULL: then abort. */
     void (*fatal)(void *arg, const char *what, int status, const char *msg);
+    /* An InstallSnapshot is being stored (snapshot_put with trailing 0):
+     * runs on raft's thread pool while the store writes it, and raft is
+     * told the put completed only after both finished, so that restore,
+     * which raft then calls on the loop, finds the state built. The return
+     * value is not raft's business (restore decides). May be NULL. */
+    int (*install_work)(void *arg, const struct raft_snapshot *snap);
 };
 
 struct rio_stats

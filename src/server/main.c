@@ -52,10 +52,16 @@ static const char usage_text[] =
     "  --election-timeout DUR  election timeout (default 1s; 10ms..60s)\n"
     "  --heartbeat DUR         heartbeat interval (default 100ms; below the\n"
     "                          election timeout)\n"
-    "  --snapshot-threshold N  entries between snapshots (default 1024;\n"
-    "                          1..1073741824)\n"
-    "  --snapshot-trailing N   entries kept after a snapshot (default 2048;\n"
-    "                          0..1073741824)\n"
+    "  --snapshot-threshold auto|N\n"
+    "                          when to snapshot. auto (default): when the\n"
+    "                          log since the last snapshot weighs half of\n"
+    "                          it (at least 8 MiB, at most 256 MiB); N:\n"
+    "                          every N entries (1..1073741824)\n"
+    "  --snapshot-trailing auto|N\n"
+    "                          log kept after a snapshot for followers\n"
+    "                          that lag. auto (default): 1/8 of the\n"
+    "                          snapshot (4 MiB..64 MiB); N: N entries\n"
+    "                          (1..1073741824)\n"
     "\n"
     "Cluster settings (replicated; used only when this node proposes the\n"
     "cluster's bootstrap, i.e. with --bootstrap; later changes go through\n"
@@ -94,8 +100,8 @@ void server_config_default(struct server_config *c)
     fsm_settings_default(&c->settings);
     c->raft.election_ms = 1000;
     c->raft.heartbeat_ms = 100;
-    c->raft.snapshot_threshold = 1024;
-    c->raft.snapshot_trailing = 2048;
+    c->raft.snapshot_threshold = 0; /* auto: raft/snap_policy.h */
+    c->raft.snapshot_trailing = 0;
     c->raft.max_catch_up_rounds = 10;
     c->raft.max_catch_up_round_ms = 5000;
     rpc_limits_default(&c->limits);
@@ -289,16 +295,23 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -EINVAL;
         }
         c->raft.heartbeat_ms = (unsigned)n;
-    } else if (strcmp(k, "--snapshot-threshold") == 0) {
-        if (parse_num(k, v, 1, 1u << 30, &n) != 0) {
-            return -EINVAL;
+    } else if (strcmp(k, "--snapshot-threshold") == 0 ||
+               strcmp(k, "--snapshot-trailing") == 0) {
+        unsigned *dst = strcmp(k, "--snapshot-threshold") == 0
+                            ? &c->raft.snapshot_threshold
+                            : &c->raft.snapshot_trailing;
+
+        /* 0 stands for auto in replica_config. */
+        if (strcmp(v, "auto") == 0) {
+            *dst = 0;
+        } else if (!text_parse_u64(v, 1u << 30, &n) || n == 0) {
+            return bad(k,
+                       "bad value \"%s\": want auto or an integer "
+                       "1..1073741824",
+                       v);
+        } else {
+            *dst = (unsigned)n;
         }
-        c->raft.snapshot_threshold = (unsigned)n;
-    } else if (strcmp(k, "--snapshot-trailing") == 0) {
-        if (parse_num(k, v, 0, 1u << 30, &n) != 0) {
-            return -EINVAL;
-        }
-        c->raft.snapshot_trailing = (unsigned)n;
     } else if (strcmp(k, "--max-window") == 0) {
         c->settings_given = true;
         return parse_dur(k, v, 1, FSM_MAX_WINDOW_CEIL,

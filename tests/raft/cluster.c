@@ -172,6 +172,13 @@ static void server_prepare(struct cluster *c, unsigned i)
     replica_prepare(&s->rep, f, &clock, &hooks);
 }
 
+static bool sync_snapshots;
+
+void cl_set_sync_snapshots(bool on)
+{
+    sync_snapshots = on;
+}
+
 static void server_adopt(struct cluster *c,
                          unsigned i,
                          unsigned threshold,
@@ -192,6 +199,9 @@ static void server_adopt(struct cluster *c,
 
     fixture_store_init(&s->store, r->io);
     replica_adopt(&s->rep, r, &s->store.store);
+    if (sync_snapshots) {
+        adapter_set_async(&s->rep, false);
+    }
     ck_assert_int_eq(replica_configure(&s->rep, &cfg, errmsg), 0);
 }
 

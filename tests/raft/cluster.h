@@ -94,6 +94,11 @@ void cl_close(struct cluster *c);
 /* Options before cl_init's start: snapshot threshold/trailing for all. */
 void cl_set_snapshot(struct cluster *c, unsigned threshold, unsigned trailing);
 
+/* Before cl_init: snapshots encoded on the loop inside raft's snapshot
+ * call (fsm v2 timing) instead of on the fixture's work queue. The guard
+ * regressions' kept seeds were found with that timing. */
+void cl_set_sync_snapshots(bool on);
+
 /* Grow one more (empty, unbootstrapped) server and start it; returns i. */
 unsigned cl_grow(struct cluster *c);
 

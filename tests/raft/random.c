@@ -335,7 +335,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: random-schedules [--seeds N] [--first S] [--steps-ms MS] "
-            "[--off GUARDS] [--no-fork] [-v]\n");
+            "[--off GUARDS] [--sync-snapshots] [--no-fork] [-v]\n");
     exit(2);
 }
 
@@ -365,6 +365,9 @@ int main(int argc, char **argv)
                 usage();
             }
             guard_test_set_off(mask);
+        } else if (strcmp(argv[i], "--sync-snapshots") == 0) {
+            /* fsm v2 timing: the kept guard seeds were found with it. */
+            cl_set_sync_snapshots(true);
         } else if (strcmp(argv[i], "--no-fork") == 0) {
             do_fork = false;
         } else if (strcmp(argv[i], "-v") == 0) {

@@ -624,6 +624,18 @@ static bool snap_cond(struct cluster *c, void *arg)
     return snap_done;
 }
 
+static raft_index snap_leader_index(struct cluster *c)
+{
+    int l = cl_leader(c);
+
+    return l < 0 ? 0 : cl_raft(c, (unsigned)l)->log.snapshot.last_index;
+}
+
+static bool snapshot_past(struct cluster *c, void *arg)
+{
+    return snap_leader_index(c) > *(raft_index *)arg;
+}
+
 START_TEST(snapshot_on_demand)
 {
     struct raft *r;
@@ -646,7 +658,9 @@ START_TEST(snapshot_on_demand)
     ck_assert_int_eq(replica_snapshot(&C.s[l].rep, snap_cb), REPLICA_E_BUSY);
     ck_assert(cl_step_until(&C, snap_cond, NULL, 10000));
     ck_assert_int_eq(snap_status, 0);
-    cl_step_ms(&C, 200); /* the snapshot put completes */
+    /* The snapshot is encoded off the loop (the fixture's work duration),
+     * then put: wait for both. */
+    cl_step_until(&C, snapshot_past, &before, 2000);
     ck_assert_uint_gt(r->log.snapshot.last_index, before);
     ck_assert_uint_eq(r->snapshot.threshold, 1024);
     ck_assert_uint_gt(C.s[l].rep.stats.snapshots_taken, 0);

@@ -180,6 +180,32 @@ class Run:
             rc = rc if rc not in (0,) else 1
         return rc
 
+    # -- the table at size ---------------------------------------------------
+
+    def prefill(self, n):
+        """Claim @n unique keys (scope "prefill-...", outside the checked
+        workload's) through once-bench before the workload starts, so that
+        the run's snapshots, installs and replacements move a large table.
+        Raises if the fill does not finish."""
+        bench = os.path.join(self.a.build_dir, "once-bench")
+        cmd = [bench, "--cluster", ",".join(self.cluster.addrs()),
+               "--connections", "4", "--pipeline", "256", "--keys", "unique",
+               "--count", str(n), "--ttl", "72h", "--timeout", "30s",
+               "--scope", "prefill-" + self.scope[-8:]]
+        log("prefill: %d records: %s" % (n, " ".join(cmd[1:])))
+        t0 = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        dt = time.monotonic() - t0
+        for line in (p.stdout + p.stderr).strip().splitlines()[-6:]:
+            log("prefill: " + line)
+        self.hist.op("info", "nemesis", "prefill",
+                     {K("records"): n, K("seconds"): round(dt, 1),
+                      K("exit"): p.returncode})
+        if p.returncode != 0:
+            raise RuntimeError("prefill of %d records failed (exit %d)"
+                               % (n, p.returncode))
+        log("prefill: %d records in %.0f s" % (n, dt))
+
     # -- one randomized run ---------------------------------------------------
 
     def go(self):
@@ -193,6 +219,8 @@ class Run:
                             K("nemesis"): [K(x) for x in a.nemesis],
                             K("tempo"): a.tempo})
         self.cluster.bootstrap(a.nodes)
+        if a.prefill > 0:
+            self.prefill(a.prefill)
         self.wl = WORKLOADS[a.workload](self, random.Random(a.seed + 1))
         stop, nstop = threading.Event(), threading.Event()
         nem = Nemesis(self, a.nemesis or ["none"], random.Random(a.seed), a.tempo)
@@ -239,6 +267,10 @@ def parse(argv):
                    % ", ".join(KINDS))
     p.add_argument("--workload", default="nonce", choices=sorted(WORKLOADS))
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--prefill", type=int, default=0, metavar="N",
+                   help="claim N unique keys (once-bench --count) before the "
+                   "workload, so that snapshots, installs and replacements "
+                   "move a large table (default 0)")
     p.add_argument("--tempo", type=float, default=1.0,
                    help="scale the nemesis' gaps and fault lengths (default 1; "
                    "0.4 in the soak: faults 2.5x as often)")
@@ -252,6 +284,8 @@ def parse(argv):
             p.error("unknown nemesis %r (%s, none)" % (x, ", ".join(KINDS)))
     if a.time_limit < 1:
         p.error("--time-limit must be at least 1")
+    if not 0 <= a.prefill <= 50000000:
+        p.error("--prefill must be in [0, 50000000]")
     if a.rate <= 0 or a.workers < 1:
         p.error("--rate and --workers must be positive")
     return p, a

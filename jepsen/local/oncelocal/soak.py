@@ -20,13 +20,18 @@ import time
 
 from .common import HERE, REPO
 
+# (nemeses, workload, records claimed before the workload). The last part
+# runs its membership changes over a table of 2 M records: replacing a
+# member then means an InstallSnapshot of ~160 MB and a restore at size.
+PREFILL = 2000000
 ROTATION = (
-    ("membership", "nonce"),
-    ("partition,kill", "idempotent"),
-    ("membership", "idempotent"),
-    ("kill,partition,loss", "nonce"),
-    ("membership,pause,kill", "nonce"),
-    ("membership,clock,partition,corrupt", "idempotent"),
+    ("membership", "nonce", 0),
+    ("partition,kill", "idempotent", 0),
+    ("membership", "idempotent", 0),
+    ("kill,partition,loss", "nonce", 0),
+    ("membership,pause,kill", "nonce", 0),
+    ("membership,clock,partition,corrupt", "idempotent", 0),
+    ("membership,kill", "nonce", PREFILL),
 )
 TEMPO = "0.4"
 MEMBERSHIP_TARGET, FAULT_TARGET = 500, 1000
@@ -82,14 +87,14 @@ def main(argv=None):
     for _ in range(a.parts):
         if st["membership"] >= MEMBERSHIP_TARGET and st["faults"] >= FAULT_TARGET:
             break
-        nem, wl = ROTATION[st["parts"] % len(ROTATION)]
+        nem, wl, prefill = ROTATION[st["parts"] % len(ROTATION)]
         seed = st["seed"] * 1000 + st["parts"]
         t0 = time.monotonic()
         cmd = [sys.executable, os.path.join(HERE, "run"), "--nodes", str(a.nodes),
                "--time-limit", str(a.part_seconds), "--nemesis", nem,
                "--workload", wl, "--seed", str(seed), "--tempo", TEMPO,
                "--build-dir", a.build_dir,
-               "--store", a.store]
+               "--store", a.store, "--prefill", str(prefill)]
         print("soak: part %d: %s" % (st["parts"] + 1, " ".join(cmd[2:])), flush=True)
         out = subprocess.run(cmd, capture_output=True, text=True)
         sys.stdout.write(out.stdout[-3000:])
@@ -107,7 +112,8 @@ def main(argv=None):
         st["seconds"] += dt
         st["runs"].append({"dir": rdir, "rc": out.returncode, "membership": mem,
                            "faults": faults, "seconds": round(dt, 1),
-                           "nemesis": nem, "workload": wl, "seed": seed})
+                           "nemesis": nem, "workload": wl, "seed": seed,
+                           "prefill": prefill})
         os.makedirs(os.path.dirname(os.path.abspath(a.state)), exist_ok=True)
         with open(a.state + ".tmp", "w") as f:
             json.dump(st, f, indent=1)
