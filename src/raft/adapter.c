@@ -71,6 +71,11 @@ static int adapter_apply(struct raft_fsm *rf,
     *result = NULL;
     rep->cb_depth++;
     snap_policy_applied(&rep->snap.policy, buf->len);
+    if (snap_policy_due(&rep->snap.policy) && rep->snap.view == NULL) {
+        /* raft checks its threshold after this batch: due now. snapshot()
+         * sets the next window's threshold. */
+        raft_set_snapshot_threshold(r, 1);
+    }
     rep->digest = digest_next(rep->digest, ctx.index, buf->base, buf->len);
     if (rep->hooks.applied != NULL) {
         rep->hooks.applied(rep->hooks.arg, ctx.index, buf->base, buf->len);

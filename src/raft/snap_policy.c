@@ -50,6 +50,7 @@ void snap_policy_decide(struct snap_policy *p, uint64_t bytes)
     log_target = clamp64(bytes / 100 * SNAP_POLICY_LOG_RATIO_PCT,
                          SNAP_POLICY_LOG_FLOOR, SNAP_POLICY_LOG_CEIL);
     log_target += log_target / 100 * p->jitter_pct;
+    p->log_target = log_target;
     trail_target = clamp64(bytes / 100 * SNAP_POLICY_TRAIL_RATIO_PCT,
                            SNAP_POLICY_TRAIL_FLOOR, SNAP_POLICY_TRAIL_CEIL);
     p->threshold = p->fixed_threshold != 0

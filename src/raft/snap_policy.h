@@ -61,6 +61,7 @@ struct snap_policy
 
     /* The last decision. */
     uint64_t snapshot_bytes;
+    uint64_t log_target; /* bytes of log that make the next one due */
     unsigned threshold;
     unsigned trailing;
     unsigned install_timeout_ms;
@@ -83,5 +84,14 @@ static inline void snap_policy_applied(struct snap_policy *p, uint64_t len)
 /* A snapshot of @bytes was taken or installed: decide threshold, trailing
  * and install timeout for what follows. */
 void snap_policy_decide(struct snap_policy *p, uint64_t bytes);
+
+/* The byte rule says a snapshot is due now. The entry threshold is only an
+ * estimate made from the previous window's entry size (the first window's
+ * is a guess), so the adapter checks the bytes themselves after each
+ * apply and asks raft for the snapshot when they are reached. */
+static inline bool snap_policy_due(const struct snap_policy *p)
+{
+    return p->fixed_threshold == 0 && p->log_bytes >= p->log_target;
+}
 
 #endif /* ONCE_RAFT_SNAP_POLICY_H_ */

@@ -14,9 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-#include <openssl/sha.h>
-
 #include "raft/identity.h"
 #include "server/convert.h"
 #include "server/reply.h"
@@ -316,28 +313,118 @@ static size_t fill_members(struct server *s,
     return i;
 }
 
-/* SHA-256 of the state machine's canonical snapshot (fsm/snapshot.c writes
- * records in table order, the same on every replica at one applied index),
- * first 8 bytes big-endian; 0 when out of memory. O(state): asked for by
- * tests and audits only. */
-static uint64_t state_digest(const struct fsm *f)
+/* The status of this node into @st (the static arrays hold what it points
+ * at until the reply is packed). */
+static void status_fill(struct server *s, Once__Rpc__StatusResponse *st)
 {
-    size_t len = fsm_snapshot_size(f);
-    uint8_t *buf = malloc(len > 0 ? len : 1);
-    uint8_t md[SHA256_DIGEST_LENGTH];
-    uint64_t d = 0;
+    static Once__Rpc__Member pm[FSM_MEMBERS_MAX];
+    static Once__Rpc__Member *pp[FSM_MEMBERS_MAX];
+    static uint64_t voters[FSM_MEMBERS_MAX];
+    static char leader[RPC_ADDR_MAX + 1];
+    struct raft *r = s->rep.raft;
+    uint64_t lid = 0;
+    const struct fsm *f = s->rep.fsm;
 
-    if (buf == NULL) {
-        return 0;
-    }
-    fsm_snapshot_write(f, buf, len);
-    if (EVP_Digest(buf, len, md, NULL, EVP_sha256(), NULL) == 1) {
-        for (int i = 0; i < 8; i++) {
-            d = d << 8 | md[i];
+    st->role = raft_role(r);
+    st->term = r->current_term;
+    st->commit_index = r->commit_index;
+    st->applied_index = raft_last_applied(r);
+    st->applied_digest = s->rep.digest; /* at applied_index: same loop turn */
+    /* The index of the entry r->configuration comes from: the uncommitted
+     * one while there is one (raft.h, "possible scenarios" 3), so that
+     * config_index and config_voters always describe the same entry. */
+    st->config_index = r->configuration_uncommitted_index != 0
+                           ? r->configuration_uncommitted_index
+                           : r->configuration_index;
+    st->n_config_voters = 0;
+    for (unsigned i = 0;
+         i < r->configuration.n && st->n_config_voters < FSM_MEMBERS_MAX; i++) {
+        if (r->configuration.servers[i].role == RAFT_VOTER) {
+            voters[st->n_config_voters++] = r->configuration.servers[i].id;
         }
     }
-    free(buf);
-    return d;
+    st->config_voters = voters;
+    service_leader_addr(s, &lid, leader);
+    st->leader_id = lid;
+    st->leader_addr = leader;
+    /* The backend chosen at start (--storage; "uring", "pwrite" or "uv"). */
+    st->store_backend = s->rep.store != NULL && s->rep.store->name != NULL
+                            ? (char *)s->rep.store->name
+                            : "";
+    st->n_members = fill_members(s, pm, pp);
+    st->members = st->n_members > 0 ? pp : NULL;
+    for (size_t i = 0; i < fsm_n_members(f); i++) {
+        if (fsm_member(f, i)->id == s->id) {
+            st->member_role = convert_role_out(fsm_member(f, i)->role);
+        }
+    }
+}
+
+/* A status with the state digest: SHA-256 of the state machine's canonical
+ * snapshot (the same on every replica at one applied index), first 8
+ * bytes. O(state), so it is computed on raft's pool over a frozen view
+ * (replica_state_digest); the reply's applied index and applied digest are
+ * the ones of that view, so the three describe one state. */
+struct digest_op
+{
+    struct replica_digest_req req; /* req.data = this */
+    struct server *s;
+    struct rpc_call *call; /* NULL once answered (shutdown) */
+    struct digest_op *next;
+};
+
+static void digest_unlink(struct admin *a, struct digest_op *op)
+{
+    struct digest_op **pp = &a->digest_ops;
+
+    while (*pp != NULL && *pp != op) {
+        pp = &(*pp)->next;
+    }
+    if (*pp == op) {
+        *pp = op->next;
+    }
+}
+
+static void digest_cb(struct replica_digest_req *req, int status)
+{
+    struct digest_op *op = req->data;
+    Once__Rpc__StatusResponse st = ONCE__RPC__STATUS_RESPONSE__INIT;
+
+    digest_unlink(&op->s->admin, op);
+    if (op->call != NULL) {
+        if (status == 0) {
+            status_fill(op->s, &st);
+            st.applied_index = req->index;
+            st.applied_digest = req->applied_digest;
+            st.state_digest = req->state_digest;
+            reply_msg(op->call, &st.base);
+        } else {
+            reply_replica_error(op->s, op->call, status, NULL);
+        }
+    }
+    free(op);
+}
+
+static void status_with_digest(struct server *s, struct rpc_call *call)
+{
+    struct digest_op *op = calloc(1, sizeof *op);
+    int rv;
+
+    if (op == NULL) {
+        reply_replica_error(s, call, REPLICA_E_NOMEM, NULL);
+        return;
+    }
+    op->s = s;
+    op->call = call;
+    op->req.data = op;
+    rv = replica_state_digest(&s->rep, &op->req, digest_cb);
+    if (rv != 0) {
+        free(op);
+        reply_replica_error(s, call, rv, NULL);
+        return;
+    }
+    op->next = s->admin.digest_ops;
+    s->admin.digest_ops = op;
 }
 
 void admin_status(struct server *s,
@@ -346,51 +433,14 @@ void admin_status(struct server *s,
                   const struct service_in *in)
 {
     const Once__Rpc__StatusRequest *req = (const void *)msg;
-    (void)in;
-    static Once__Rpc__Member pm[FSM_MEMBERS_MAX];
-    static Once__Rpc__Member *pp[FSM_MEMBERS_MAX];
-    static uint64_t voters[FSM_MEMBERS_MAX];
     Once__Rpc__StatusResponse st = ONCE__RPC__STATUS_RESPONSE__INIT;
-    struct raft *r = s->rep.raft;
-    char leader[RPC_ADDR_MAX + 1];
-    uint64_t lid = 0;
-    const struct fsm *f = s->rep.fsm;
 
-    st.role = raft_role(r);
-    st.term = r->current_term;
-    st.commit_index = r->commit_index;
-    st.applied_index = raft_last_applied(r);
-    st.applied_digest = s->rep.digest; /* at applied_index: same loop turn */
+    (void)in;
     if (req != NULL && req->state_digest) {
-        st.state_digest = state_digest(f);
+        status_with_digest(s, call);
+        return;
     }
-    /* The index of the entry r->configuration comes from: the uncommitted
-     * one while there is one (raft.h, "possible scenarios" 3), so that
-     * config_index and config_voters always describe the same entry. */
-    st.config_index = r->configuration_uncommitted_index != 0
-                          ? r->configuration_uncommitted_index
-                          : r->configuration_index;
-    for (unsigned i = 0;
-         i < r->configuration.n && st.n_config_voters < FSM_MEMBERS_MAX; i++) {
-        if (r->configuration.servers[i].role == RAFT_VOTER) {
-            voters[st.n_config_voters++] = r->configuration.servers[i].id;
-        }
-    }
-    st.config_voters = voters;
-    service_leader_addr(s, &lid, leader);
-    st.leader_id = lid;
-    st.leader_addr = leader;
-    /* The backend chosen at start (--storage; "uring", "pwrite" or "uv"). */
-    st.store_backend = s->rep.store != NULL && s->rep.store->name != NULL
-                           ? (char *)s->rep.store->name
-                           : "";
-    st.n_members = fill_members(s, pm, pp);
-    st.members = st.n_members > 0 ? pp : NULL;
-    for (size_t i = 0; i < fsm_n_members(f); i++) {
-        if (fsm_member(f, i)->id == s->id) {
-            st.member_role = convert_role_out(fsm_member(f, i)->role);
-        }
-    }
+    status_fill(s, &st);
     reply_msg(call, &st.base);
 }
 
@@ -508,5 +558,13 @@ void admin_shutdown(struct admin *a)
         reply_error(a->snap_op->call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
                     "node shutting down", NULL);
         a->snap_op->call = NULL;
+    }
+    /* Their replica callbacks still come (and free them). */
+    for (struct digest_op *op = a->digest_ops; op != NULL; op = op->next) {
+        if (op->call != NULL) {
+            reply_error(op->call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                        "node shutting down", NULL);
+            op->call = NULL;
+        }
     }
 }

@@ -24,10 +24,13 @@
 struct server;
 struct admin_op;
 
+struct digest_op;
+
 struct admin
 {
-    struct admin_op *member_op; /* a membership operation running */
-    struct admin_op *snap_op;   /* a snapshot being taken */
+    struct admin_op *member_op;   /* a membership operation running */
+    struct admin_op *snap_op;     /* a snapshot being taken */
+    struct digest_op *digest_ops; /* statuses waiting for a state digest */
 };
 
 /* Any node, always: its own view (role, term, indexes, leader, members). */

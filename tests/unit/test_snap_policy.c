@@ -49,6 +49,28 @@ START_TEST(large_table_scales_then_caps)
 }
 END_TEST
 
+/* The byte rule itself: due once the log since the snapshot weighs the
+ * target, whatever the entry estimate said; never with a fixed count. */
+START_TEST(due_by_bytes)
+{
+    struct snap_policy p;
+
+    snap_policy_init(&p, 0, 0, 0);
+    ck_assert(!snap_policy_due(&p));
+    ck_assert_uint_eq(p.log_target, SNAP_POLICY_LOG_FLOOR);
+    feed(&p, 1, SNAP_POLICY_LOG_FLOOR - 1);
+    ck_assert(!snap_policy_due(&p));
+    feed(&p, 1, 1);
+    ck_assert(snap_policy_due(&p));
+    snap_policy_decide(&p, 100ull << 20);
+    ck_assert(!snap_policy_due(&p));
+    ck_assert_uint_eq(p.log_target, (100ull << 20) / 100 * 50);
+    snap_policy_init(&p, 0, 1024, 0);
+    feed(&p, 4, SNAP_POLICY_LOG_CEIL);
+    ck_assert(!snap_policy_due(&p));
+}
+END_TEST
+
 /* Tiny entries and huge ones stay inside the entry bounds. */
 START_TEST(entry_bounds)
 {
@@ -116,6 +138,7 @@ Suite *snap_policy_suite(void)
     tcase_add_test(tc, empty_table_uses_the_floors);
     tcase_add_test(tc, large_table_scales_then_caps);
     tcase_add_test(tc, entry_bounds);
+    tcase_add_test(tc, due_by_bytes);
     tcase_add_test(tc, fixed_counts_win);
     tcase_add_test(tc, jitter_spreads_nodes);
     suite_add_tcase(s, tc);
