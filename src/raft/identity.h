@@ -29,10 +29,6 @@
 
 #include "common/err.h"
 
-/* The old name of ERR_MSG_SIZE, kept for tests/unit/test_identity.c (not
- * this module's file); new code uses ERR_MSG_SIZE. */
-#define IDENTITY_ERRMSG_SIZE ERR_MSG_SIZE
-
 /* Length of a printed id, without the NUL. */
 #define IDENTITY_HEX_LEN 16
 

@@ -38,9 +38,6 @@
 #define RPC_ERROR_MAX    1024
 #define RPC_ADDR_MAX     64
 #define RPC_DEADLINE_MAX (3600u * 1000) /* ms */
-/* Kept one release for callers outside src/rpc and src/client: message
- * buffers are ERR_MSG_SIZE (common/err.h) now; use that. */
-#define RPC_ERRMSG_SIZE ERR_MSG_SIZE
 /* Bytes the decoder may allocate for a frame of @len bytes: protobuf-c
  * copies every bytes/string field and keeps unknown fields (a newer peer),
  * about len + 16 per field; the slack covers the message struct and a few

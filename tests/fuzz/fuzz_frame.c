@@ -74,7 +74,7 @@ static void check_body(struct envelope_view *v)
     const ProtobufCMessageDescriptor *d;
     uint8_t *re;
     size_t len;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     int rv = envelope_unpack_body(v, &m, errmsg);
 
     if (rv != 0) {
@@ -102,7 +102,7 @@ static void check_accepted(struct envelope_view *v)
     uint8_t *f1 = NULL, *f2 = NULL, *f3;
     size_t l1, l2, l3;
     uint32_t env_len;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     CHECK(envelope_check(v, errmsg) == 0);
     CHECK(v->error != NULL && v->error[v->error_len] == '\0');
@@ -136,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t env_len = 0;
     uint8_t *copy;
     size_t len;
-    char errmsg[RPC_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     int rv = frame_decode_header(data, size, FRAME_MAX_DEFAULT, &env_len);
 
     if (rv == 1) {

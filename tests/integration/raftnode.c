@@ -145,7 +145,7 @@ static void shutdown_node(const char *why);
 
 static void hook_retired(void *arg)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
 
     (void)arg;
     /* Removed: leave a tombstone so this directory never starts again.

@@ -103,7 +103,7 @@ static unsigned count_entries(const char *d)
 
 START_TEST(test_fresh_create)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     char buf[64];
     char hex[IDENTITY_HEX_LEN + 1];
     uint64_t id = 0;
@@ -122,7 +122,7 @@ END_TEST
 
 START_TEST(test_reopen_same_id)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     uint64_t a = 0, b = 0, c = 0;
 
     ck_assert_int_eq(identity_open(dir, &a, errmsg), 0);
@@ -135,7 +135,7 @@ END_TEST
 
 START_TEST(test_existing_file_read)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     uint64_t id = 0;
 
     put_file(dir, "node-id", "00000000deadbeef\n", 17);
@@ -162,7 +162,7 @@ static const char *const corrupt_cases[] = {
 START_TEST(test_corrupt_refused)
 {
     const char *text = corrupt_cases[_i];
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     uint64_t id = 0x1234;
 
     put_file(dir, "node-id", text, strlen(text));
@@ -178,7 +178,7 @@ END_TEST
 
 START_TEST(test_corrupt_nul_byte)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     uint64_t id = 0;
 
     put_file(dir, "node-id", "0123456789abcd\0f\n", 17);
@@ -188,7 +188,7 @@ END_TEST
 
 START_TEST(test_tombstone_refused)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     char buf[600];
     char hex[IDENTITY_HEX_LEN + 1];
     uint64_t id = 0, id2 = 0;
@@ -215,7 +215,7 @@ END_TEST
 
 START_TEST(test_tombstone_without_id)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     uint64_t id = 0;
 
     ck_assert_int_eq(identity_tombstone(dir, "x", errmsg), 0);
@@ -227,7 +227,7 @@ END_TEST
 
 START_TEST(test_ids_differ)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     char other[PATH_MAX];
     uint64_t a = 0, b = 0;
 
@@ -242,7 +242,7 @@ END_TEST
 
 START_TEST(test_missing_dir)
 {
-    char errmsg[IDENTITY_ERRMSG_SIZE];
+    char errmsg[ERR_MSG_SIZE];
     char p[PATH_MAX + 16];
     uint64_t id = 0;
 
