@@ -17,9 +17,9 @@
 
 static struct replica_digest_req *req_of(struct raft_io_async_work *w)
 {
-    return (
-        struct replica_digest_req *)((char *)w -
-                                     offsetof(struct replica_digest_req, work));
+    char *p = (char *)w - offsetof(struct replica_digest_req, work);
+
+    return (struct replica_digest_req *)(void *)p;
 }
 
 /* The pool: encode the view and hash it. */

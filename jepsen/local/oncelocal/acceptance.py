@@ -1,4 +1,4 @@
-"""The seed's acceptance sequence (jepsen/README.md, "Acceptance sequence") and its variants.
+"""The seed's acceptance sequence (jepsen/README.md, 'Acceptance sequence') and its variants.
 
 A claim R (scope S, key N, request id r0) is accepted through n1; replays of
 R (fresh request ids) must be denied naming r0 by every node that is a
@@ -393,7 +393,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     p = argparse.ArgumentParser(
         prog="jepsen/local/acceptance",
-        description="The seed's acceptance sequence (jepsen/README.md, "Acceptance sequence") "
+        description="The seed's acceptance sequence (jepsen/README.md, 'Acceptance sequence') "
         "and its variants, in a private namespace. Exit 0 only when every "
         "variant run passed.")
     p.add_argument("--variant", default="base",

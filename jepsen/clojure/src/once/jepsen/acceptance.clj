@@ -1,5 +1,5 @@
 (ns once.jepsen.acceptance
-  "The seed article's acceptance sequence (jepsen/README.md, "Acceptance sequence"), as a
+  "The seed article's acceptance sequence (jepsen/README.md, 'Acceptance sequence'), as a
   Jepsen workload: every step is a normal history op (so R1-R10 and Knossos
   apply) tagged with its :step, and the acceptance checker asserts each
   step's expected outcome. Needs 5 hosts; starts with 3 voters (n1 n2 n3),

@@ -1,5 +1,5 @@
 (ns once.jepsen.rules
-  "The claim rules R1-R10 of jepsen/README.md, "Checker rules" (as corrected), the same
+  "The claim rules R1-R10 of jepsen/README.md, 'Checker rules' (as corrected), the same
   rules as jepsen/local/oncecheck (claims.py, events.py), on plain op maps.
 
   Pure Clojure: this namespace needs nothing but clojure.core, clojure.set
