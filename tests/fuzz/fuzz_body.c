@@ -17,6 +17,7 @@
  *
  * Run: ./tests/fuzz/fuzz_body -max_total_time=60 WORKDIR
  * tests/fuzz/corpus/body */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             Once__Rpc__MembersAddRequest *a = (Once__Rpc__MembersAddRequest *)m;
 
             rv = a->member == NULL
-                     ? -1
+                     ? -EINVAL
                      : convert_member_in(a->member, true, &member, why);
             if (a->member == NULL) {
                 snprintf(why, sizeof why, "member: missing");
@@ -173,7 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       member.role == FSM_ROLE_STANDBY);
             }
             protobuf_c_message_free_unpacked(m, NULL);
-            CHECK(rv == 0 || (rv == -1 && why[0] != '\0'));
+            CHECK(rv == 0 || (rv == -EINVAL && why[0] != '\0'));
             return 0;
         }
     }
@@ -183,7 +184,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_claim_round_trip(&cmd.u.claim);
         }
     } else {
-        CHECK(rv == -1 && why[0] != '\0' && strlen(why) < CONVERT_WHY_SIZE);
+        CHECK(rv == -EINVAL && why[0] != '\0' && strlen(why) < CONVERT_WHY_SIZE);
     }
     protobuf_c_message_free_unpacked(m, NULL);
     return 0;
