@@ -98,8 +98,8 @@ void convert_result_out(const struct fsm_result *r,
                         struct convert_result_buf *b);
 
 /* The reverse of convert_result_out for a decoded answer: @out borrows from
- * @in, @attempts holds the kept attempts. -EINVAL with @why if a field is out of
- * its bound or an enum unknown. */
+ * @in, @attempts holds the kept attempts. -EINVAL with @why if a field is out
+ * of its bound or an enum unknown. */
 int convert_result_in(const Once__Rpc__Result *in,
                       struct fsm_result *out,
                       struct fsm_attempt attempts[1 + FSM_ATTEMPTS_LAST],
