@@ -184,7 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_claim_round_trip(&cmd.u.claim);
         }
     } else {
-        CHECK(rv == -EINVAL && why[0] != '\0' && strlen(why) < CONVERT_WHY_SIZE);
+        CHECK(rv == -EINVAL && why[0] != '\0' &&
+              strlen(why) < CONVERT_WHY_SIZE);
     }
     protobuf_c_message_free_unpacked(m, NULL);
     return 0;
