@@ -462,15 +462,29 @@ void admin_members_list(struct server *s,
 
 /* --- membership requests -------------------------------------------------- */
 
-/* A new operation for @call, or NULL with @call answered (out of memory). */
-static struct admin_op *member_op_new(struct server *s, struct rpc_call *call)
+/* Start operation @kind on member @id (@m: the new member of an add, else
+ * NULL; @role: of an assign). Out of memory is answered here. */
+static void member_request(struct server *s,
+                           struct rpc_call *call,
+                           enum replica_member_op kind,
+                           uint64_t id,
+                           const struct fsm_member *m,
+                           enum fsm_role role)
 {
     struct admin_op *op = op_new(s, call);
 
     if (op == NULL) {
         reply_replica_error(s, call, REPLICA_E_NOMEM, NULL);
+        return;
     }
-    return op;
+    op->mem.op = kind;
+    op->mem.id = id;
+    op->mem.role = role;
+    if (m != NULL) {
+        memcpy(op->mem.raft_addr, m->raft_addr, sizeof m->raft_addr);
+        memcpy(op->mem.client_addr, m->client_addr, sizeof m->client_addr);
+    }
+    start_member(s, call, op);
 }
 
 /* The bodies were checked and converted by the dispatch (service.c): ids
@@ -480,19 +494,9 @@ void admin_members_add(struct server *s,
                        const ProtobufCMessage *msg,
                        const struct service_in *in)
 {
-    struct admin_op *op = member_op_new(s, call);
-    const struct fsm_member *m = &in->member;
-
     (void)msg;
-    if (op == NULL) {
-        return;
-    }
-    op->mem.op = REPLICA_MEMBER_ADD;
-    op->mem.id = m->id;
-    memcpy(op->mem.raft_addr, m->raft_addr, sizeof m->raft_addr);
-    memcpy(op->mem.client_addr, m->client_addr, sizeof m->client_addr);
-    op->mem.role = m->role;
-    start_member(s, call, op);
+    member_request(s, call, REPLICA_MEMBER_ADD, in->member.id, &in->member,
+                   in->member.role);
 }
 
 void admin_members_remove(struct server *s,
@@ -500,16 +504,10 @@ void admin_members_remove(struct server *s,
                           const ProtobufCMessage *msg,
                           const struct service_in *in)
 {
-    const Once__Rpc__MembersRemoveRequest *r = (const void *)msg;
-    struct admin_op *op = member_op_new(s, call);
-
     (void)in;
-    if (op == NULL) {
-        return;
-    }
-    op->mem.op = REPLICA_MEMBER_REMOVE;
-    op->mem.id = r->id;
-    start_member(s, call, op);
+    member_request(s, call, REPLICA_MEMBER_REMOVE,
+                   ((const Once__Rpc__MembersRemoveRequest *)msg)->id, NULL,
+                   (enum fsm_role)0);
 }
 
 void admin_members_assign(struct server *s,
@@ -518,16 +516,10 @@ void admin_members_assign(struct server *s,
                           const struct service_in *in)
 {
     const Once__Rpc__MembersAssignRequest *r = (const void *)msg;
-    struct admin_op *op = member_op_new(s, call);
 
     (void)in;
-    if (op == NULL) {
-        return;
-    }
-    op->mem.op = REPLICA_MEMBER_ASSIGN;
-    op->mem.id = r->id;
-    op->mem.role = convert_role_in(r->role);
-    start_member(s, call, op);
+    member_request(s, call, REPLICA_MEMBER_ASSIGN, r->id, NULL,
+                   convert_role_in(r->role));
 }
 
 void admin_transfer(struct server *s,
@@ -535,16 +527,10 @@ void admin_transfer(struct server *s,
                     const ProtobufCMessage *msg,
                     const struct service_in *in)
 {
-    const Once__Rpc__TransferRequest *r = (const void *)msg;
-    struct admin_op *op = member_op_new(s, call);
-
     (void)in;
-    if (op == NULL) {
-        return;
-    }
-    op->mem.op = REPLICA_MEMBER_TRANSFER;
-    op->mem.id = r->id;
-    start_member(s, call, op);
+    member_request(s, call, REPLICA_MEMBER_TRANSFER,
+                   ((const Once__Rpc__TransferRequest *)msg)->id, NULL,
+                   (enum fsm_role)0);
 }
 
 void admin_shutdown(struct admin *a)

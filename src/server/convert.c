@@ -2,7 +2,6 @@
 #include "server/convert.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,12 +29,12 @@ static int check_ident(const ProtobufCBinaryData *scope,
     if (scope->len < 1 || scope->len > FSM_SCOPE_MAX) {
         err_printf(why, "scope: must be 1..%d bytes (got %zu)", FSM_SCOPE_MAX,
                    scope->len);
-        return -EINVAL;
+        return -1;
     }
     if (key->len < 1 || key->len > FSM_KEY_MAX) {
         err_printf(why, "key: must be 1..%d bytes (got %zu)", FSM_KEY_MAX,
                    key->len);
-        return -EINVAL;
+        return -1;
     }
     return 0;
 }
@@ -45,7 +44,7 @@ static int check_request_id(const ProtobufCBinaryData *rid, char *why)
     if (rid->len != FSM_REQUEST_ID_LEN) {
         err_printf(why, "request_id: must be exactly %d bytes (got %zu)",
                    FSM_REQUEST_ID_LEN, rid->len);
-        return -EINVAL;
+        return -1;
     }
     return 0;
 }
@@ -57,11 +56,11 @@ static int check_token(const Once__Rpc__OwnerToken *t,
 {
     if (t == NULL) {
         err_printf(why, "owner_token: missing");
-        return -EINVAL;
+        return -1;
     }
     if (t->index == 0) {
         err_printf(why, "owner_token: index must not be 0");
-        return -EINVAL;
+        return -1;
     }
     out->group_id = t->group_id;
     out->index = t->index;
@@ -79,63 +78,63 @@ int convert_claim_in(const Once__Rpc__ClaimRequest *in,
     out->type = FSM_CMD_CLAIM;
     if (check_ident(&in->scope, &in->key, why) != 0 ||
         check_request_id(&in->request_id, why) != 0) {
-        return -EINVAL;
+        return -1;
     }
     if (in->execution_id.len > FSM_EXECUTION_ID_MAX) {
         err_printf(why, "execution_id: must be at most %d bytes (got %zu)",
                    FSM_EXECUTION_ID_MAX, in->execution_id.len);
-        return -EINVAL;
+        return -1;
     }
     if (in->kind != ONCE__RPC__KIND__KIND_NONCE &&
         in->kind != ONCE__RPC__KIND__KIND_IDEMPOTENT) {
         err_printf(why, "kind: must be NONCE or IDEMPOTENT");
-        return -EINVAL;
+        return -1;
     }
     if (in->ttl_ms == 0 && !in->has_ts) {
         err_printf(why,
                    "ttl_ms: a claim needs a ttl or has_ts with "
                    "ts_ms and window_ms");
-        return -EINVAL;
+        return -1;
     }
     if (in->ttl_ms > FSM_MAX_TTL_CEIL) {
         err_printf(why, "ttl_ms: must be at most %llu",
                    (unsigned long long)FSM_MAX_TTL_CEIL);
-        return -EINVAL;
+        return -1;
     }
     if (in->has_ts) {
         if (in->window_ms < 1 || in->window_ms > FSM_MAX_WINDOW_CEIL) {
             err_printf(why, "window_ms: must be 1..%llu with has_ts",
                        (unsigned long long)FSM_MAX_WINDOW_CEIL);
-            return -EINVAL;
+            return -1;
         }
         if (in->ts_ms > FSM_TIME_MAX) {
             err_printf(why, "ts_ms: must be at most %llu",
                        (unsigned long long)FSM_TIME_MAX);
-            return -EINVAL;
+            return -1;
         }
     } else if (in->ts_ms != 0 || in->window_ms != 0) {
         err_printf(why, "has_ts: ts_ms and window_ms need has_ts");
-        return -EINVAL;
+        return -1;
     }
     if (in->kind == ONCE__RPC__KIND__KIND_NONCE) {
         if (in->payload_hash.len != 0) {
             err_printf(why, "payload_hash: a NONCE claim takes none");
-            return -EINVAL;
+            return -1;
         }
         if (in->lease_ms != 0) {
             err_printf(why, "lease_ms: a NONCE claim takes no lease");
-            return -EINVAL;
+            return -1;
         }
     } else {
         if (in->payload_hash.len > FSM_PAYLOAD_HASH_MAX) {
             err_printf(why, "payload_hash: must be at most %d bytes (got %zu)",
                        FSM_PAYLOAD_HASH_MAX, in->payload_hash.len);
-            return -EINVAL;
+            return -1;
         }
         if (in->lease_ms > FSM_MAX_LEASE_CEIL) {
             err_printf(why, "lease_ms: must be at most %llu",
                        (unsigned long long)FSM_MAX_LEASE_CEIL);
-            return -EINVAL;
+            return -1;
         }
     }
     c->scope = in->scope.data;
@@ -163,17 +162,17 @@ int convert_check_claim_settings(const struct fsm_claim *c,
     if (c->ttl_ms > s->max_ttl_ms) {
         err_printf(why, "ttl_ms: above the cluster's max_ttl (%llu ms)",
                    (unsigned long long)s->max_ttl_ms);
-        return -EINVAL;
+        return -1;
     }
     if (c->has_ts && c->window_ms > s->max_window_ms) {
         err_printf(why, "window_ms: above the cluster's max_window (%llu ms)",
                    (unsigned long long)s->max_window_ms);
-        return -EINVAL;
+        return -1;
     }
     if (c->lease_ms > s->max_lease_ms) {
         err_printf(why, "lease_ms: above the cluster's max_lease (%llu ms)",
                    (unsigned long long)s->max_lease_ms);
-        return -EINVAL;
+        return -1;
     }
     return 0;
 }
@@ -189,12 +188,12 @@ int convert_complete_in(const Once__Rpc__CompleteRequest *in,
     if (check_ident(&in->scope, &in->key, why) != 0 ||
         check_request_id(&in->request_id, why) != 0 ||
         check_token(in->owner_token, &c->owner_token, why) != 0) {
-        return -EINVAL;
+        return -1;
     }
     if (in->result.len > FSM_RESULT_MAX) {
         err_printf(why, "result: must be at most %d bytes (got %zu)",
                    FSM_RESULT_MAX, in->result.len);
-        return -EINVAL;
+        return -1;
     }
     c->scope = in->scope.data;
     c->scope_len = in->scope.len;
@@ -216,12 +215,12 @@ int convert_release_in(const Once__Rpc__ReleaseRequest *in,
     if (check_ident(&in->scope, &in->key, why) != 0 ||
         check_request_id(&in->request_id, why) != 0 ||
         check_token(in->owner_token, &c->owner_token, why) != 0) {
-        return -EINVAL;
+        return -1;
     }
     if (in->error.len > FSM_ERROR_MAX) {
         err_printf(why, "error: must be at most %d bytes (got %zu)",
                    FSM_ERROR_MAX, in->error.len);
-        return -EINVAL;
+        return -1;
     }
     c->scope = in->scope.data;
     c->scope_len = in->scope.len;
@@ -242,7 +241,7 @@ int convert_ident_in(const ProtobufCBinaryData *scope,
     memset(out, 0, sizeof *out);
     out->type = type;
     if (check_ident(scope, key, why) != 0) {
-        return -EINVAL;
+        return -1;
     }
     out->u.ident.scope = scope->data;
     out->u.ident.scope_len = scope->len;
@@ -319,26 +318,26 @@ int convert_member_in(const Once__Rpc__Member *in,
     memset(out, 0, sizeof *out);
     if (in == NULL) {
         err_printf(why, "member: missing");
-        return -EINVAL;
+        return -1;
     }
     if (in->id == 0) {
         err_printf(why, "member.id: must not be 0");
-        return -EINVAL;
+        return -1;
     }
     if (!valid_addr(in->raft_addr)) {
         err_printf(why, "member.raft_addr: must be IPv4 IP:PORT");
-        return -EINVAL;
+        return -1;
     }
     if (!valid_addr(in->client_addr)) {
         err_printf(why, "member.client_addr: must be IPv4 IP:PORT");
-        return -EINVAL;
+        return -1;
     }
     role = convert_role_in(in->role);
     if (role == 0 ||
         (for_add && role != FSM_ROLE_VOTER && role != FSM_ROLE_STANDBY)) {
         err_printf(why, for_add ? "member.role: must be VOTER or STANDBY"
                                 : "member.role: unknown");
-        return -EINVAL;
+        return -1;
     }
     out->id = in->id;
     snprintf(out->raft_addr, sizeof out->raft_addr, "%s", in->raft_addr);
@@ -443,41 +442,41 @@ int convert_result_in(const Once__Rpc__Result *in,
     memset(out, 0, sizeof *out);
     if (!outcome_known((int)in->outcome)) {
         err_printf(why, "result.outcome: unknown (%d)", (int)in->outcome);
-        return -EINVAL;
+        return -1;
     }
     if (in->request_id.len != 0 && in->request_id.len != FSM_REQUEST_ID_LEN) {
         err_printf(why, "result.request_id: must be 16 bytes");
-        return -EINVAL;
+        return -1;
     }
     if (in->first_request_id.len != 0 &&
         in->first_request_id.len != FSM_REQUEST_ID_LEN) {
         err_printf(why, "result.first_request_id: must be 16 bytes");
-        return -EINVAL;
+        return -1;
     }
     if (in->result.len > FSM_RESULT_MAX) {
         err_printf(why, "result.result: over 64 KiB");
-        return -EINVAL;
+        return -1;
     }
     if (in->stored_error.len > FSM_ERROR_MAX) {
         err_printf(why, "result.stored_error: over 1 KiB");
-        return -EINVAL;
+        return -1;
     }
     if (in->reason != NULL && strlen(in->reason) > REASON_MAX) {
         err_printf(why, "result.reason: over %d bytes", REASON_MAX);
-        return -EINVAL;
+        return -1;
     }
     if (in->n_attempts > 1 + FSM_ATTEMPTS_LAST) {
         err_printf(why, "result.attempts: more than %d", 1 + FSM_ATTEMPTS_LAST);
-        return -EINVAL;
+        return -1;
     }
     if (in->has_owner_token && in->owner_token == NULL) {
         err_printf(why, "result.owner_token: missing");
-        return -EINVAL;
+        return -1;
     }
     if (in->kind > ONCE__RPC__KIND__KIND_IDEMPOTENT ||
         in->state > ONCE__RPC__STATE__STATE_FAILED) {
         err_printf(why, "result.kind/state: unknown");
-        return -EINVAL;
+        return -1;
     }
     out->outcome = (enum fsm_outcome)in->outcome;
     out->retry = in->retry;
@@ -518,7 +517,7 @@ int convert_result_in(const Once__Rpc__Result *in,
             a->execution_id.len > FSM_EXECUTION_ID_MAX ||
             !outcome_known((int)a->outcome)) {
             err_printf(why, "result.attempts[%zu]: out of bounds", i);
-            return -EINVAL;
+            return -1;
         }
         memset(&attempts[i], 0, sizeof attempts[i]);
         memcpy(attempts[i].request_id, a->request_id.data, FSM_REQUEST_ID_LEN);

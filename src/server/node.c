@@ -45,7 +45,6 @@
 #include <raft.h>
 
 #include "common/err.h"
-#include "once_rpc.pb-c.h"
 #include "raft/identity.h"
 #include "server/server.h"
 #include "server/service.h"
