@@ -2,6 +2,7 @@
 #include "server/convert.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,12 +30,12 @@ static int check_ident(const ProtobufCBinaryData *scope,
     if (scope->len < 1 || scope->len > FSM_SCOPE_MAX) {
         err_printf(why, "scope: must be 1..%d bytes (got %zu)", FSM_SCOPE_MAX,
                    scope->len);
-        return -1;
+        return -EINVAL;
     }
     if (key->len < 1 || key->len > FSM_KEY_MAX) {
         err_printf(why, "key: must be 1..%d bytes (got %zu)", FSM_KEY_MAX,
                    key->len);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -44,7 +45,7 @@ static int check_request_id(const ProtobufCBinaryData *rid, char *why)
     if (rid->len != FSM_REQUEST_ID_LEN) {
         err_printf(why, "request_id: must be exactly %d bytes (got %zu)",
                    FSM_REQUEST_ID_LEN, rid->len);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -56,11 +57,11 @@ static int check_token(const Once__Rpc__OwnerToken *t,
 {
     if (t == NULL) {
         err_printf(why, "owner_token: missing");
-        return -1;
+        return -EINVAL;
     }
     if (t->index == 0) {
         err_printf(why, "owner_token: index must not be 0");
-        return -1;
+        return -EINVAL;
     }
     out->group_id = t->group_id;
     out->index = t->index;
@@ -78,63 +79,63 @@ int convert_claim_in(const Once__Rpc__ClaimRequest *in,
     out->type = FSM_CMD_CLAIM;
     if (check_ident(&in->scope, &in->key, why) != 0 ||
         check_request_id(&in->request_id, why) != 0) {
-        return -1;
+        return -EINVAL;
     }
     if (in->execution_id.len > FSM_EXECUTION_ID_MAX) {
         err_printf(why, "execution_id: must be at most %d bytes (got %zu)",
                    FSM_EXECUTION_ID_MAX, in->execution_id.len);
-        return -1;
+        return -EINVAL;
     }
     if (in->kind != ONCE__RPC__KIND__KIND_NONCE &&
         in->kind != ONCE__RPC__KIND__KIND_IDEMPOTENT) {
         err_printf(why, "kind: must be NONCE or IDEMPOTENT");
-        return -1;
+        return -EINVAL;
     }
     if (in->ttl_ms == 0 && !in->has_ts) {
         err_printf(why,
                    "ttl_ms: a claim needs a ttl or has_ts with "
                    "ts_ms and window_ms");
-        return -1;
+        return -EINVAL;
     }
     if (in->ttl_ms > FSM_MAX_TTL_CEIL) {
         err_printf(why, "ttl_ms: must be at most %llu",
                    (unsigned long long)FSM_MAX_TTL_CEIL);
-        return -1;
+        return -EINVAL;
     }
     if (in->has_ts) {
         if (in->window_ms < 1 || in->window_ms > FSM_MAX_WINDOW_CEIL) {
             err_printf(why, "window_ms: must be 1..%llu with has_ts",
                        (unsigned long long)FSM_MAX_WINDOW_CEIL);
-            return -1;
+            return -EINVAL;
         }
         if (in->ts_ms > FSM_TIME_MAX) {
             err_printf(why, "ts_ms: must be at most %llu",
                        (unsigned long long)FSM_TIME_MAX);
-            return -1;
+            return -EINVAL;
         }
     } else if (in->ts_ms != 0 || in->window_ms != 0) {
         err_printf(why, "has_ts: ts_ms and window_ms need has_ts");
-        return -1;
+        return -EINVAL;
     }
     if (in->kind == ONCE__RPC__KIND__KIND_NONCE) {
         if (in->payload_hash.len != 0) {
             err_printf(why, "payload_hash: a NONCE claim takes none");
-            return -1;
+            return -EINVAL;
         }
         if (in->lease_ms != 0) {
             err_printf(why, "lease_ms: a NONCE claim takes no lease");
-            return -1;
+            return -EINVAL;
         }
     } else {
         if (in->payload_hash.len > FSM_PAYLOAD_HASH_MAX) {
             err_printf(why, "payload_hash: must be at most %d bytes (got %zu)",
                        FSM_PAYLOAD_HASH_MAX, in->payload_hash.len);
-            return -1;
+            return -EINVAL;
         }
         if (in->lease_ms > FSM_MAX_LEASE_CEIL) {
             err_printf(why, "lease_ms: must be at most %llu",
                        (unsigned long long)FSM_MAX_LEASE_CEIL);
-            return -1;
+            return -EINVAL;
         }
     }
     c->scope = in->scope.data;
@@ -162,17 +163,17 @@ int convert_check_claim_settings(const struct fsm_claim *c,
     if (c->ttl_ms > s->max_ttl_ms) {
         err_printf(why, "ttl_ms: above the cluster's max_ttl (%llu ms)",
                    (unsigned long long)s->max_ttl_ms);
-        return -1;
+        return -EINVAL;
     }
     if (c->has_ts && c->window_ms > s->max_window_ms) {
         err_printf(why, "window_ms: above the cluster's max_window (%llu ms)",
                    (unsigned long long)s->max_window_ms);
-        return -1;
+        return -EINVAL;
     }
     if (c->lease_ms > s->max_lease_ms) {
         err_printf(why, "lease_ms: above the cluster's max_lease (%llu ms)",
                    (unsigned long long)s->max_lease_ms);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -188,12 +189,12 @@ int convert_complete_in(const Once__Rpc__CompleteRequest *in,
     if (check_ident(&in->scope, &in->key, why) != 0 ||
         check_request_id(&in->request_id, why) != 0 ||
         check_token(in->owner_token, &c->owner_token, why) != 0) {
-        return -1;
+        return -EINVAL;
     }
     if (in->result.len > FSM_RESULT_MAX) {
         err_printf(why, "result: must be at most %d bytes (got %zu)",
                    FSM_RESULT_MAX, in->result.len);
-        return -1;
+        return -EINVAL;
     }
     c->scope = in->scope.data;
     c->scope_len = in->scope.len;
@@ -215,12 +216,12 @@ int convert_release_in(const Once__Rpc__ReleaseRequest *in,
     if (check_ident(&in->scope, &in->key, why) != 0 ||
         check_request_id(&in->request_id, why) != 0 ||
         check_token(in->owner_token, &c->owner_token, why) != 0) {
-        return -1;
+        return -EINVAL;
     }
     if (in->error.len > FSM_ERROR_MAX) {
         err_printf(why, "error: must be at most %d bytes (got %zu)",
                    FSM_ERROR_MAX, in->error.len);
-        return -1;
+        return -EINVAL;
     }
     c->scope = in->scope.data;
     c->scope_len = in->scope.len;
@@ -241,7 +242,7 @@ int convert_ident_in(const ProtobufCBinaryData *scope,
     memset(out, 0, sizeof *out);
     out->type = type;
     if (check_ident(scope, key, why) != 0) {
-        return -1;
+        return -EINVAL;
     }
     out->u.ident.scope = scope->data;
     out->u.ident.scope_len = scope->len;
@@ -318,26 +319,26 @@ int convert_member_in(const Once__Rpc__Member *in,
     memset(out, 0, sizeof *out);
     if (in == NULL) {
         err_printf(why, "member: missing");
-        return -1;
+        return -EINVAL;
     }
     if (in->id == 0) {
         err_printf(why, "member.id: must not be 0");
-        return -1;
+        return -EINVAL;
     }
     if (!valid_addr(in->raft_addr)) {
         err_printf(why, "member.raft_addr: must be IPv4 IP:PORT");
-        return -1;
+        return -EINVAL;
     }
     if (!valid_addr(in->client_addr)) {
         err_printf(why, "member.client_addr: must be IPv4 IP:PORT");
-        return -1;
+        return -EINVAL;
     }
     role = convert_role_in(in->role);
     if (role == 0 ||
         (for_add && role != FSM_ROLE_VOTER && role != FSM_ROLE_STANDBY)) {
         err_printf(why, for_add ? "member.role: must be VOTER or STANDBY"
                                 : "member.role: unknown");
-        return -1;
+        return -EINVAL;
     }
     out->id = in->id;
     snprintf(out->raft_addr, sizeof out->raft_addr, "%s", in->raft_addr);
@@ -442,41 +443,41 @@ int convert_result_in(const Once__Rpc__Result *in,
     memset(out, 0, sizeof *out);
     if (!outcome_known((int)in->outcome)) {
         err_printf(why, "result.outcome: unknown (%d)", (int)in->outcome);
-        return -1;
+        return -EINVAL;
     }
     if (in->request_id.len != 0 && in->request_id.len != FSM_REQUEST_ID_LEN) {
         err_printf(why, "result.request_id: must be 16 bytes");
-        return -1;
+        return -EINVAL;
     }
     if (in->first_request_id.len != 0 &&
         in->first_request_id.len != FSM_REQUEST_ID_LEN) {
         err_printf(why, "result.first_request_id: must be 16 bytes");
-        return -1;
+        return -EINVAL;
     }
     if (in->result.len > FSM_RESULT_MAX) {
         err_printf(why, "result.result: over 64 KiB");
-        return -1;
+        return -EINVAL;
     }
     if (in->stored_error.len > FSM_ERROR_MAX) {
         err_printf(why, "result.stored_error: over 1 KiB");
-        return -1;
+        return -EINVAL;
     }
     if (in->reason != NULL && strlen(in->reason) > REASON_MAX) {
         err_printf(why, "result.reason: over %d bytes", REASON_MAX);
-        return -1;
+        return -EINVAL;
     }
     if (in->n_attempts > 1 + FSM_ATTEMPTS_LAST) {
         err_printf(why, "result.attempts: more than %d", 1 + FSM_ATTEMPTS_LAST);
-        return -1;
+        return -EINVAL;
     }
     if (in->has_owner_token && in->owner_token == NULL) {
         err_printf(why, "result.owner_token: missing");
-        return -1;
+        return -EINVAL;
     }
     if (in->kind > ONCE__RPC__KIND__KIND_IDEMPOTENT ||
         in->state > ONCE__RPC__STATE__STATE_FAILED) {
         err_printf(why, "result.kind/state: unknown");
-        return -1;
+        return -EINVAL;
     }
     out->outcome = (enum fsm_outcome)in->outcome;
     out->retry = in->retry;
@@ -517,7 +518,7 @@ int convert_result_in(const Once__Rpc__Result *in,
             a->execution_id.len > FSM_EXECUTION_ID_MAX ||
             !outcome_known((int)a->outcome)) {
             err_printf(why, "result.attempts[%zu]: out of bounds", i);
-            return -1;
+            return -EINVAL;
         }
         memset(&attempts[i], 0, sizeof attempts[i]);
         memcpy(attempts[i].request_id, a->request_id.data, FSM_REQUEST_ID_LEN);

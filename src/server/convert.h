@@ -12,9 +12,9 @@
  * (ttl <= max_ttl, window <= max_window, lease <= max_lease) are checked
  * separately (convert_check_claim_settings) by the node that proposes,
  * against its applied settings; the fsm checks them again at apply.
- * A refusal returns -1 (tests/fuzz/fuzz_body.c asserts that value) and
- * writes into @why (ERR_MSG_SIZE bytes, err_printf) a message that names
- * the field, e.g. "key: must be 1..256 bytes".
+ * A refusal returns -EINVAL and writes into @why (ERR_MSG_SIZE bytes,
+ * common/err.h) a message that names the field, e.g. "key: must be 1..256
+ * bytes".
  *
  * Results: convert_result_out fills a Once__Rpc__Result from a struct
  * fsm_result (pointers borrowed from the fsm result and from the caller's
