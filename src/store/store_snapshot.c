@@ -307,18 +307,32 @@ static void put_forget_front(struct slog *sl, const struct job *j)
     sl->base = new_base;
 }
 
-void store_put_done(struct slog *sl, struct job *j)
+/* The put or get in flight is over: its op, or NULL when the job failed
+ * (then the store is failed and the op completed with the error: a
+ * snapshot we wrote that does not write or read back stops the store). */
+static struct op *held_op_done(struct slog *sl, struct job *j)
 {
     struct op *op = sl->batch;
-    const struct raft_snapshot *sn = op->u.put.snap;
 
     sl->batch = NULL;
     sl->busy = false;
     if (j->rv != 0) {
         store_set_failed(sl, j->rv, j->err);
         store_op_done(sl, op, j->rv);
+        return NULL;
+    }
+    return op;
+}
+
+void store_put_done(struct slog *sl, struct job *j)
+{
+    struct op *op = held_op_done(sl, j);
+    const struct raft_snapshot *sn;
+
+    if (op == NULL) {
         return;
     }
+    sn = op->u.put.snap;
     if (!(sl->snaps[0].term == sn->term && sl->snaps[0].index == sn->index)) {
         sl->snaps[1] = sl->snaps[0];
     }
@@ -360,14 +374,9 @@ void store_start_get(struct slog *sl, struct op *op)
 
 void store_get_done(struct slog *sl, struct job *j)
 {
-    struct op *op = sl->batch;
+    struct op *op = held_op_done(sl, j);
 
-    sl->batch = NULL;
-    sl->busy = false;
-    if (j->rv != 0) {
-        /* A snapshot we wrote reads back wrong: stop. */
-        store_set_failed(sl, j->rv, j->err);
-        store_op_done(sl, op, j->rv);
+    if (op == NULL) {
         return;
     }
     sl->in_cb = true;
