@@ -228,7 +228,9 @@ uint8_t **slab_freeze(struct slab *s, uint32_t *n)
     if (pages == NULL) {
         return NULL;
     }
-    memcpy(pages, s->pages, s->n_pages * sizeof *pages);
+    if (s->n_pages > 0) { /* an empty slab has no page array yet */
+        memcpy(pages, s->pages, s->n_pages * sizeof *pages);
+    }
     /* A page without live objects holds nothing the view reads, so
      * allocating from it costs no copy. */
     for (uint32_t p = 0; p < s->n_pages; p++) {

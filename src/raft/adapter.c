@@ -350,10 +350,12 @@ static int restore_state(struct replica *rep,
         *digest = s->prepared_digest;
         if (rv == 0) {
             rv = fsm_restore_commit(rep->fsm, s->prepared);
-            s->prepared = NULL; /* consumed, or freed below */
+        }
+        if (rv == 0) {
+            s->prepared = NULL; /* consumed */
             rep->stats.restores_prepared++;
         }
-        drop_prepared(rep);
+        drop_prepared(rep); /* FSM_E_BUSY leaves it ours */
         return rv;
     }
     drop_prepared(rep); /* of an install that was discarded */

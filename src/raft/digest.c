@@ -63,7 +63,14 @@ static void digest_done(struct raft_io_async_work *w, int status)
         status = REPLICA_E_NOMEM;
     }
     req->cb(req, status);
+    /* An install waits for the view; else the next digest may start. */
+    rio_install_resume(&rep->rio);
     digest_start_next(rep);
+}
+
+bool replica_digest_idle(void *arg)
+{
+    return !((struct replica *)arg)->digest_running;
 }
 
 /* Freeze for the first waiting request and queue its work; the others keep
@@ -74,7 +81,9 @@ static void digest_start_next(struct replica *rep)
     struct rio *rio = &rep->rio;
     int rv;
 
-    if (req == NULL || rep->digest_running || rep->closing) {
+    /* While an install is stored, restore will need the view. */
+    if (req == NULL || rep->digest_running || rep->closing ||
+        rio->installing > 0) {
         return;
     }
     rv = fsm_freeze(rep->fsm, &req->view);

@@ -453,6 +453,8 @@ void replica_poll(struct replica *rep)
         member_fail(rep, REPLICA_E_NOTLEADER, "leadership lost");
     }
     snapshot_poll(rep);
+    /* A digest waiting for the view (an install or a snapshot had it). */
+    replica_digest_poll(rep);
     dispatch(rep);
 }
 

@@ -136,6 +136,7 @@ int replica_init(struct replica *rep,
     rh.event = rio_event;
     rh.fatal = rio_fatal;
     rh.install_work = adapter_install_work;
+    rh.install_ready = replica_digest_idle;
     rio_init(&rep->rio, inner, store, &rh);
     rep->raft = &rep->own_raft;
     rv = raft_init(rep->raft, &rep->rio.io, &rep->raft_fsm, id, address);
@@ -167,6 +168,7 @@ void replica_adopt(struct replica *rep, struct raft *r, struct store *store)
     rh.event = rio_event;
     rh.fatal = rio_fatal;
     rh.install_work = adapter_install_work;
+    rh.install_ready = replica_digest_idle;
     rio_adopt(&rep->rio, r, store, &rh);
 }
 

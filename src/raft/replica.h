@@ -380,6 +380,8 @@ int replica_state_digest(struct replica *rep,
                          replica_digest_cb cb);
 /* The view may be free again: start a waiting digest (adapter finalize). */
 void replica_digest_poll(struct replica *rep);
+/* rio's install_ready: no digest holds the view. */
+bool replica_digest_idle(void *arg);
 /* Closing: waiting digests get REPLICA_E_SHUTDOWN. */
 void replica_digest_fail_all(struct replica *rep);
 

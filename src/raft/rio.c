@@ -623,17 +623,18 @@ struct rio_put
     struct raft_io_async_work work;
     const struct raft_snapshot *snapshot;
     int pending;
-    int status; /* the store's */
+    int status;   /* the store's */
+    bool install; /* trailing 0: raft restores it in the callback */
 };
 
-static void put_done(struct rio_put *p)
+static void put_finish(struct rio_put *p)
 {
     struct rio *rio = p->rio;
     struct raft_io_snapshot_put *orig = p->orig;
     int status = p->status;
 
-    if (--p->pending > 0) {
-        return;
+    if (p->install) {
+        rio->installing--;
     }
     raft_free(p);
     if (status != 0 && !(rio->closing && status == RAFT_CANCELED)) {
@@ -644,6 +645,33 @@ static void put_done(struct rio_put *p)
     }
     orig->cb(orig, status);
     event(rio);
+}
+
+static void put_done(struct rio_put *p)
+{
+    struct rio *rio = p->rio;
+
+    if (--p->pending > 0) {
+        return;
+    }
+    /* raft restores an install inside this callback: not while something
+     * (a state digest) holds the state machine's one frozen view. */
+    if (p->install && rio->hooks.install_ready != NULL &&
+        !rio->hooks.install_ready(rio->hooks.arg)) {
+        rio->parked = p;
+        return;
+    }
+    put_finish(p);
+}
+
+void rio_install_resume(struct rio *rio)
+{
+    struct rio_put *p = rio->parked;
+
+    if (p != NULL) {
+        rio->parked = NULL;
+        put_finish(p);
+    }
 }
 
 static void snapshot_put_cb(struct raft_io_snapshot_put *req, int status)
@@ -718,6 +746,7 @@ static int rio_io_snapshot_put(struct raft_io *io,
     with_work = trailing == 0 && rio->hooks.install_work != NULL;
     p->pending = with_work ? 2 : 1;
     p->status = 0;
+    p->install = trailing == 0;
     req->cb = cb;
     rv = rio->store->ops->snapshot_put(rio->store, trailing, &p->req, snapshot,
                                        snapshot_put_cb);
@@ -726,6 +755,9 @@ static int rio_io_snapshot_put(struct raft_io *io,
         copy_errmsg(rio, rio->store->errmsg);
         fatal(rio, "snapshot_put", rv);
         return rv;
+    }
+    if (p->install) {
+        rio->installing++;
     }
     if (with_work) {
         /* Queued after the put, so that a put refused above leaves no work

@@ -67,6 +67,9 @@ struct rio_hooks
      * which raft then calls on the loop, finds the state built. The return
      * value is not raft's business (restore decides). May be NULL. */
     int (*install_work)(void *arg, const struct raft_snapshot *snap);
+    /* May raft restore a stored install now? False parks the completion
+     * until rio_install_resume. May be NULL (always). */
+    bool (*install_ready)(void *arg);
 };
 
 struct rio_stats
@@ -94,6 +97,10 @@ struct rio
     raft_io_recv_cb recv_cb;
     raft_io_close_cb close_cb;
     bool closing;
+    /* InstallSnapshots being stored (put to raft's callback), and one
+     * whose completion waits for install_ready. */
+    unsigned installing;
+    struct rio_put *parked;
 
     /* G7: set while raft processes an AppendEntries request. */
     bool in_append;
@@ -127,6 +134,9 @@ void rio_adopt(struct rio *rio,
                struct raft *r,
                struct store *store,
                const struct rio_hooks *hooks);
+
+/* Complete a parked install (install_ready said no before). */
+void rio_install_resume(struct rio *rio);
 
 /* Neither vote nor campaign until the log has stored @index again. */
 void rio_set_novote(struct rio *rio, raft_index index);

@@ -253,6 +253,75 @@ START_TEST(state_digest_off_the_loop)
 }
 END_TEST
 
+/* Digests asked for again and again on one server while it is added: an
+ * install then arrives while a digest holds the view, and must wait for
+ * it (rio parks the put's completion) instead of failing to restore. */
+static struct digest_op again;
+static unsigned again_server, again_done;
+static bool again_on;
+
+static void again_cb(struct replica_digest_req *req, int status)
+{
+    (void)req;
+    if (status == 0) {
+        again_done++;
+    }
+    if (again_on && status == 0) {
+        memset(&again, 0, sizeof again);
+        again.req.data = &again;
+        replica_state_digest(&C.s[again_server].rep, &again.req, again_cb);
+    }
+}
+
+START_TEST(install_waits_for_a_running_digest)
+{
+    struct add_op o;
+    unsigned k, l, n;
+    int li;
+
+    cl_set_snapshot(&C, 8, 4);
+    cl_init(&C, 3, 3);
+    li = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(li, 0);
+    l = (unsigned)li;
+    for (k = 0; k < 40; k++) {
+        claim_accepted(l, k);
+    }
+    ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
+    n = cl_grow(&C);
+    again_server = n;
+    again_on = true;
+    again_done = 0;
+    memset(&again, 0, sizeof again);
+    again.req.data = &again;
+    ck_assert_int_eq(replica_state_digest(&C.s[n].rep, &again.req, again_cb),
+                     0);
+    memset(&o, 0, sizeof o);
+    o.m.data = &o;
+    o.m.op = REPLICA_MEMBER_ADD;
+    o.m.id = (raft_id)n + 1;
+    o.m.role = FSM_ROLE_VOTER;
+    snprintf(o.m.raft_addr, sizeof o.m.raft_addr, "%u", n + 1);
+    snprintf(o.m.client_addr, sizeof o.m.client_addr, "c%u", n + 1);
+    ck_assert_int_eq(replica_member(&C.s[l].rep, &o.m, add_cb), 0);
+    ck_assert(cl_step_until(&C, add_done, &o, 60000));
+    again_on = false;
+    ck_assert_int_eq(o.status, 0);
+    ck_assert_uint_ge(again_done, 2);
+    ck_assert_uint_eq(C.s[n].fatal_hits, 0);
+    ck_assert_uint_ge(C.s[n].rep.stats.restores_prepared, 1);
+    claim_accepted(l, k++);
+    ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
+    for (unsigned j = 0; j < k; j++) {
+        ck_assert_int_eq(cl_local_lookup(&C, n, key_at(j)), FSM_FOUND);
+    }
+    ck_assert_msg(cl_same_applied(&C), "%s", C.violation_msg);
+    cl_step_ms(&C, 500); /* the last digest ends before close */
+    cl_set_snapshot(&C, 1024, 2048);
+    cl_close(&C);
+}
+END_TEST
+
 Suite *snapshot_async_suite(void)
 {
     Suite *s = suite_create("snapshot_async");
@@ -263,6 +332,7 @@ Suite *snapshot_async_suite(void)
     tcase_add_test(tc, install_restores_the_state_built_beside_the_put);
     tcase_add_test(tc, close_while_a_view_is_live);
     tcase_add_test(tc, state_digest_off_the_loop);
+    tcase_add_test(tc, install_waits_for_a_running_digest);
     suite_add_tcase(s, tc);
     return s;
 }
