@@ -119,23 +119,29 @@ static bool add_done(struct cluster *c, void *arg)
     return ((struct add_op *)arg)->done;
 }
 
-START_TEST(install_restores_the_state_built_beside_the_put)
+/* A 3-voter cluster with snapshots every 8 entries and @n claims made;
+ * returns the leader. */
+static unsigned start_filled(unsigned n)
 {
-    struct add_op o;
-    unsigned k, l, n;
     int li;
 
     cl_set_snapshot(&C, 8, 4);
     cl_init(&C, 3, 3);
     li = cl_wait_ready(&C, 10000);
     ck_assert_int_ge(li, 0);
-    l = (unsigned)li;
-    for (k = 0; k < 40; k++) {
-        claim_accepted(l, k);
+    for (unsigned k = 0; k < n; k++) {
+        claim_accepted((unsigned)li, k);
     }
-    ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
-    ck_assert_uint_gt(cl_raft(&C, l)->log.snapshot.last_index, 8);
-    n = cl_grow(&C);
+    ck_assert(
+        cl_wait_applied(&C, raft_last_index(cl_raft(&C, (unsigned)li)), 10000));
+    return (unsigned)li;
+}
+
+/* Add server @n as a voter through leader @l; it catches up by snapshot. */
+static void add_voter(unsigned l, unsigned n)
+{
+    struct add_op o;
+
     memset(&o, 0, sizeof o);
     o.m.data = &o;
     o.m.op = REPLICA_MEMBER_ADD;
@@ -146,8 +152,15 @@ START_TEST(install_restores_the_state_built_beside_the_put)
     ck_assert_int_eq(replica_member(&C.s[l].rep, &o.m, add_cb), 0);
     ck_assert(cl_step_until(&C, add_done, &o, 60000));
     ck_assert_int_eq(o.status, 0);
+}
+
+/* The new member @n restored the state built off its loop and has every
+ * key "a0".."a<k-1>" (and one more claimed now). */
+static void check_new_member(unsigned l, unsigned n, unsigned k)
+{
     claim_accepted(l, k++);
     ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
+    ck_assert_uint_eq(C.s[n].fatal_hits, 0);
     ck_assert_uint_ge(C.s[n].rep.stats.snapshots_restored, 1);
     ck_assert_uint_ge(C.s[n].rep.stats.restores_prepared, 1);
     ck_assert_ptr_null(C.s[n].rep.snap.prepared);
@@ -155,6 +168,16 @@ START_TEST(install_restores_the_state_built_beside_the_put)
         ck_assert_int_eq(cl_local_lookup(&C, n, key_at(j)), FSM_FOUND);
     }
     ck_assert_msg(cl_same_applied(&C), "%s", C.violation_msg);
+}
+
+START_TEST(install_restores_the_state_built_beside_the_put)
+{
+    unsigned l = start_filled(40), n;
+
+    ck_assert_uint_gt(cl_raft(&C, l)->log.snapshot.last_index, 8);
+    n = cl_grow(&C);
+    add_voter(l, n);
+    check_new_member(l, n, 40);
     cl_set_snapshot(&C, 1024, 2048);
     cl_close(&C);
 }
@@ -275,19 +298,8 @@ static void again_cb(struct replica_digest_req *req, int status)
 
 START_TEST(install_waits_for_a_running_digest)
 {
-    struct add_op o;
-    unsigned k, l, n;
-    int li;
+    unsigned l = start_filled(40), n;
 
-    cl_set_snapshot(&C, 8, 4);
-    cl_init(&C, 3, 3);
-    li = cl_wait_ready(&C, 10000);
-    ck_assert_int_ge(li, 0);
-    l = (unsigned)li;
-    for (k = 0; k < 40; k++) {
-        claim_accepted(l, k);
-    }
-    ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
     n = cl_grow(&C);
     again_server = n;
     again_on = true;
@@ -296,26 +308,10 @@ START_TEST(install_waits_for_a_running_digest)
     again.req.data = &again;
     ck_assert_int_eq(replica_state_digest(&C.s[n].rep, &again.req, again_cb),
                      0);
-    memset(&o, 0, sizeof o);
-    o.m.data = &o;
-    o.m.op = REPLICA_MEMBER_ADD;
-    o.m.id = (raft_id)n + 1;
-    o.m.role = FSM_ROLE_VOTER;
-    snprintf(o.m.raft_addr, sizeof o.m.raft_addr, "%u", n + 1);
-    snprintf(o.m.client_addr, sizeof o.m.client_addr, "c%u", n + 1);
-    ck_assert_int_eq(replica_member(&C.s[l].rep, &o.m, add_cb), 0);
-    ck_assert(cl_step_until(&C, add_done, &o, 60000));
+    add_voter(l, n);
     again_on = false;
-    ck_assert_int_eq(o.status, 0);
     ck_assert_uint_ge(again_done, 2);
-    ck_assert_uint_eq(C.s[n].fatal_hits, 0);
-    ck_assert_uint_ge(C.s[n].rep.stats.restores_prepared, 1);
-    claim_accepted(l, k++);
-    ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
-    for (unsigned j = 0; j < k; j++) {
-        ck_assert_int_eq(cl_local_lookup(&C, n, key_at(j)), FSM_FOUND);
-    }
-    ck_assert_msg(cl_same_applied(&C), "%s", C.violation_msg);
+    check_new_member(l, n, 40);
     cl_step_ms(&C, 500); /* the last digest ends before close */
     cl_set_snapshot(&C, 1024, 2048);
     cl_close(&C);
