@@ -325,257 +325,314 @@ static struct fsm_cmd bootstrap_cmd(struct fsm_bootstrap *b)
 
 /* --- the seeds ------------------------------------------------------------ */
 
-int main(int argc, char **argv)
+/* 01: an empty batch. */
+static void seed_empty_batch(struct seed *s, const char *dir)
 {
-    static struct seed s;
-    static struct fsm_bootstrap boot;
-    const char *dir;
+    seed_begin(s, BOOT_DEFAULTS);
+    end_batch(s);
+    seed_write(s, dir, "01-empty-batch");
+}
+
+/* 02: NONCE claims with a ttl, then their replays and retries. */
+static void seed_nonce_ttl(struct seed *s, const char *dir)
+{
     char key[32];
     struct fsm_cmd c;
 
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s <output directory>\n", argv[0]);
-        return 2;
-    }
-    dir = argv[1];
-
-    /* 01: an empty batch. */
-    seed_begin(&s, BOOT_DEFAULTS);
-    end_batch(&s);
-    seed_write(&s, dir, "01-empty-batch");
-
-    /* 02: NONCE claims with a ttl, then their replays and retries. */
-    seed_begin(&s, BOOT_DEFAULTS);
+    seed_begin(s, BOOT_DEFAULTS);
     for (unsigned i = 0; i < 6; i++) {
         snprintf(key, sizeof key, "nonce-%u", i);
         c = claim(g_scope, key, i, FSM_KIND_NONCE, 60000);
-        add(&s, &c);
+        add(s, &c);
     }
-    end_batch(&s);
-    s.time += 1000;
+    end_batch(s);
+    s->time += 1000;
     c = claim(g_scope, "nonce-0", 0, FSM_KIND_NONCE, 60000); /* retry */
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "nonce-1", 99, FSM_KIND_NONCE, 60000); /* replay */
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope2, "nonce-1", 99, FSM_KIND_NONCE, 60000); /* other scope */
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "02-nonce-ttl");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "02-nonce-ttl");
+}
 
-    /* 03: NONCE claims with ts and window: inside, at both edges, stale,
-     * future. */
-    seed_begin(&s, BOOT_DEFAULTS);
-    s.time = T0 + 60000;
-    c = with_ts(claim(g_scope, "ts-in", 1, FSM_KIND_NONCE, 0), s.time, 30000);
-    add(&s, &c);
+/* 03: NONCE claims with ts and window: inside, at both edges, stale,
+ * future. */
+static void seed_nonce_window(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
+    s->time = T0 + 60000;
+    c = with_ts(claim(g_scope, "ts-in", 1, FSM_KIND_NONCE, 0), s->time, 30000);
+    add(s, &c);
     c = with_ts(claim(g_scope, "ts-old-edge", 2, FSM_KIND_NONCE, 0),
-                s.time - 30000, 30000);
-    add(&s, &c);
+                s->time - 30000, 30000);
+    add(s, &c);
     c = with_ts(claim(g_scope, "ts-stale", 3, FSM_KIND_NONCE, 0),
-                s.time - 30001, 30000);
-    add(&s, &c);
+                s->time - 30001, 30000);
+    add(s, &c);
     c = with_ts(claim(g_scope, "ts-skew-edge", 4, FSM_KIND_NONCE, 0),
-                s.time + 30000, 30000);
-    add(&s, &c);
+                s->time + 30000, 30000);
+    add(s, &c);
     c = with_ts(claim(g_scope, "ts-future", 5, FSM_KIND_NONCE, 0),
-                s.time + 30001, 30000);
-    add(&s, &c);
+                s->time + 30001, 30000);
+    add(s, &c);
     c = with_ts(claim(g_scope, "ts-and-ttl", 6, FSM_KIND_NONCE, 3600000),
-                s.time, 1);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "03-nonce-window");
+                s->time, 1);
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "03-nonce-window");
+}
 
-    /* 04: IDEMPOTENT claim, retry, IN_PROGRESS, complete, DUPLICATE. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 04: IDEMPOTENT claim, retry, IN_PROGRESS, complete, DUPLICATE. */
+static void seed_idempotent_complete(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "pay-1", 1, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
-    end_batch(&s);
-    s.time += 100;
+    add(s, &c);
+    end_batch(s);
+    s->time += 100;
     c = claim(g_scope, "pay-1", 1, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "pay-1", 2, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
+    add(s, &c);
     c = complete("pay-1", tok(2, 0), "{\"status\":\"charged\"}");
-    add(&s, &c);
+    add(s, &c);
     c = complete("pay-1", tok(2, 0), "ignored");
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "pay-1", 3, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_LOOKUP, g_scope, "pay-1");
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "04-idempotent-complete");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "04-idempotent-complete");
+}
 
-    /* 05: release (not terminal), takeover, stale token NOT_OWNER. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 05: release (not terminal), takeover, stale token NOT_OWNER. */
+static void seed_release_takeover(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "job-a", 1, FSM_KIND_IDEMPOTENT, 600000);
     c.u.claim.lease_ms = 5000;
-    add(&s, &c);
-    end_batch(&s);
-    s.time += 10;
+    add(s, &c);
+    end_batch(s);
+    s->time += 10;
     c = release("job-a", tok(2, 0), false, "");
-    add(&s, &c);
+    add(s, &c);
     c = release("job-a", tok(2, 0), false, "");
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "job-a", 2, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
+    add(s, &c);
     c = complete("job-a", tok(2, 0), "late");
-    add(&s, &c);
+    add(s, &c);
     c = complete("job-a", tok(3, 2), "done");
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "05-release-takeover");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "05-release-takeover");
+}
 
-    /* 06: terminal release: FAILED stored, later claims FAILED. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 06: terminal release: FAILED stored, later claims FAILED. */
+static void seed_release_terminal(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "job-b", 1, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
+    add(s, &c);
     c = release("job-b", tok(2, 0), true, "card declined");
-    add(&s, &c);
+    add(s, &c);
     c = release("job-b", tok(2, 0), true, "again");
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "job-b", 9, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
+    add(s, &c);
     c = complete("job-b", tok(2, 0), "too late");
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "06-release-terminal");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "06-release-terminal");
+}
 
-    /* 07: lease expiry: IN_PROGRESS, then a takeover after the lease. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 07: lease expiry: IN_PROGRESS, then a takeover after the lease. */
+static void seed_lease_expiry(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "lease", 1, FSM_KIND_IDEMPOTENT, 600000);
     c.u.claim.lease_ms = 2000;
-    add(&s, &c);
-    end_batch(&s);
-    s.time += 1000;
+    add(s, &c);
+    end_batch(s);
+    s->time += 1000;
     c = claim(g_scope, "lease", 2, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
-    end_batch(&s);
-    s.time += 5000;
+    add(s, &c);
+    end_batch(s);
+    s->time += 5000;
     c = claim(g_scope, "lease", 2, FSM_KIND_IDEMPOTENT, 600000);
-    add(&s, &c);
+    add(s, &c);
     c = complete("lease", tok(2, 0), "fenced");
-    add(&s, &c);
+    add(s, &c);
     c = complete("lease", tok(4, 0), "ok");
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "07-lease-expiry");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "07-lease-expiry");
+}
 
-    /* 08: lookups and forgets, present and absent. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 08: lookups and forgets, present and absent. */
+static void seed_lookup_forget(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "k1", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "k2", 2, FSM_KIND_IDEMPOTENT, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_LOOKUP, g_scope, "k1");
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_LOOKUP, g_scope, "absent");
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_FORGET, g_scope, "k1");
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_FORGET, g_scope, "k1");
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "k1", 3, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_FORGET, g_scope, "k2");
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "08-lookup-forget");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "08-lookup-forget");
+}
 
-    /* 09: settings: raise max_window (fence), a second raise refused, a
-     * lowering, refused settings; claims across the fence. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 09: settings: raise max_window (fence), a second raise refused, a
+ * lowering, refused settings; claims across the fence. */
+static void seed_settings_fence(struct seed *s, const char *dir)
+{
+    char key[32];
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = settings(600000, 30000, 604800000, 3600000, 1000, 1 << 20);
-    add(&s, &c);
+    add(s, &c);
     c = settings(900000, 30000, 604800000, 3600000, 1000, 1 << 20);
-    add(&s, &c);
+    add(s, &c);
     c = settings(0, 0, 0, 0, 0, 0);
-    add(&s, &c);
+    add(s, &c);
     c = with_ts(claim(g_scope, "fence-old", 1, FSM_KIND_NONCE, 0),
-                s.time - 400000, 600000);
-    add(&s, &c);
+                s->time - 400000, 600000);
+    add(s, &c);
     c = with_ts(claim(g_scope, "fence-new", 2, FSM_KIND_NONCE, 0),
-                s.time + 20000, 600000);
-    add(&s, &c);
-    end_batch(&s);
-    s.time += 700000;
+                s->time + 20000, 600000);
+    add(s, &c);
+    end_batch(s);
+    s->time += 700000;
     c = settings(60000, 1000, 86400000, 60000, 2, 8192);
-    add(&s, &c);
+    add(s, &c);
     for (unsigned i = 0; i < 4; i++) {
         snprintf(key, sizeof key, "after-%u", i);
         c = claim(g_scope, key, i, FSM_KIND_NONCE, 60000);
-        add(&s, &c);
+        add(s, &c);
     }
-    end_batch(&s);
-    seed_write(&s, dir, "09-settings-fence");
+    end_batch(s);
+    seed_write(s, dir, "09-settings-fence");
+}
 
-    /* 10: members: add, update, retire, re-add refused, retire again. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 10: members: add, update, retire, re-add refused, retire again. */
+static void seed_members(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = member(3, FSM_ROLE_STANDBY);
-    add(&s, &c);
+    add(s, &c);
     c = member(3, FSM_ROLE_VOTER);
-    add(&s, &c);
+    add(s, &c);
     c = member(4, FSM_ROLE_SPARE);
-    add(&s, &c);
+    add(s, &c);
     c = retire(3);
-    add(&s, &c);
+    add(s, &c);
     c = member(3, FSM_ROLE_VOTER);
-    add(&s, &c);
+    add(s, &c);
     c = retire(3);
-    add(&s, &c);
+    add(s, &c);
     c = retire(77);
-    add(&s, &c);
+    add(s, &c);
     c = member(0, FSM_ROLE_VOTER);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "10-members");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "10-members");
+}
 
-    /* 11: schema: equal, lower, then newer (the node stops). */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 11: schema: equal, lower, then newer (the node stops). */
+static void seed_schema(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = schema(FSM_SCHEMA_VERSION);
-    add(&s, &c);
+    add(s, &c);
     c = schema(0);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "before-stop", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = schema(FSM_SCHEMA_VERSION + 1);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "11-schema");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "11-schema");
+}
 
-    /* 12: not bootstrapped: refused, then Bootstrap inside a batch, then a
-     * second Bootstrap refused and claims accepted. */
-    seed_begin(&s, NO_BOOT);
+/* 12: not bootstrapped: refused, then Bootstrap inside a batch, then a
+ * second Bootstrap refused and claims accepted. */
+static void seed_unbootstrapped(struct seed *s, const char *dir)
+{
+    static struct fsm_bootstrap boot;
+    struct fsm_cmd c;
+
+    seed_begin(s, NO_BOOT);
     c = claim(g_scope, "early", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_LOOKUP, g_scope, "early");
-    add(&s, &c);
-    end_batch(&s);
+    add(s, &c);
+    end_batch(s);
     c = bootstrap_cmd(&boot);
-    add(&s, &c);
-    add(&s, &c);
+    add(s, &c);
+    add(s, &c);
     c = claim(g_scope, "early", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "12-unbootstrapped");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "12-unbootstrapped");
+}
 
-    /* 13: max_records (16) reached: RESOURCE_EXHAUSTED. */
-    seed_begin(&s, BOOT_SMALL_RECORDS);
+/* 13: max_records (16) reached: RESOURCE_EXHAUSTED. */
+static void seed_max_records(struct seed *s, const char *dir)
+{
+    char key[32];
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_SMALL_RECORDS);
     for (unsigned i = 0; i < 20; i++) {
         snprintf(key, sizeof key, "r%u", i);
         c = claim(g_scope2, key, i, FSM_KIND_NONCE, 5000);
-        add(&s, &c);
+        add(s, &c);
     }
-    end_batch(&s);
-    s.time += 7000;
+    end_batch(s);
+    s->time += 7000;
     c = claim(g_scope2, "r19", 19, FSM_KIND_NONCE, 5000);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "13-max-records");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "13-max-records");
+}
 
-    /* 14: max_bytes (4 KiB) reached with long identities and results. */
-    seed_begin(&s, BOOT_SMALL_BYTES);
+/* 14: max_bytes (4 KiB) reached with long identities and results. */
+static void seed_max_bytes(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_SMALL_BYTES);
     {
         static char longkey[FSM_KEY_MAX + 1];
         static char longscope[FSM_SCOPE_MAX + 1];
@@ -584,132 +641,205 @@ int main(int argc, char **argv)
         for (unsigned i = 0; i < 12; i++) {
             memset(longkey, 'a' + (int)i, FSM_KEY_MAX);
             c = claim(longscope, longkey, i, FSM_KIND_IDEMPOTENT, 60000);
-            add(&s, &c);
+            add(s, &c);
         }
     }
-    end_batch(&s);
-    seed_write(&s, dir, "14-max-bytes");
+    end_batch(s);
+    seed_write(s, dir, "14-max-bytes");
+}
 
-    /* 15: tiny windows and leases (settings variant 2). */
-    seed_begin(&s, BOOT_TINY);
+/* 15: tiny windows and leases (settings variant 2). */
+static void seed_tiny_settings(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_TINY);
     c = with_ts(claim(g_scope, "tiny", 1, FSM_KIND_NONCE, 0), T0, 10);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "tiny-i", 2, FSM_KIND_IDEMPOTENT, 2000);
     c.u.claim.lease_ms = 100;
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "over", 3, FSM_KIND_NONCE, 2001);
-    add(&s, &c);
-    end_batch(&s);
-    s.time += 150;
+    add(s, &c);
+    end_batch(s);
+    s->time += 150;
     c = claim(g_scope, "tiny-i", 3, FSM_KIND_IDEMPOTENT, 2000);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "15-tiny-settings");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "15-tiny-settings");
+}
 
-    /* 16: malformed envelopes: schema 0, then garbage, then a good one. */
-    seed_begin(&s, BOOT_DEFAULTS);
-    c = claim(g_scope, "m", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
-    end_batch_schema(&s, 0);
-    put_chunk(&s, (const uint8_t *)"\x1a\xff\x01garbage", 10);
-    c = claim(g_scope, "m", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "16-malformed");
+/* 16: malformed envelopes: schema 0, then garbage, then a good one. */
+static void seed_malformed(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
 
-    /* 17: a batch of a newer schema (the node stops). */
-    seed_begin(&s, BOOT_DEFAULTS);
+    seed_begin(s, BOOT_DEFAULTS);
+    c = claim(g_scope, "m", 1, FSM_KIND_NONCE, 60000);
+    add(s, &c);
+    end_batch_schema(s, 0);
+    put_chunk(s, (const uint8_t *)"\x1a\xff\x01garbage", 10);
+    c = claim(g_scope, "m", 1, FSM_KIND_NONCE, 60000);
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "16-malformed");
+}
+
+/* 17: a batch of a newer schema (the node stops). */
+static void seed_newer_schema(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "n", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
-    end_batch_schema(&s, FSM_SCHEMA_VERSION + 1);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "17-newer-schema");
+    add(s, &c);
+    end_batch_schema(s, FSM_SCHEMA_VERSION + 1);
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "17-newer-schema");
+}
 
-    /* 18: invalid commands between good ones. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 18: invalid commands between good ones. */
+static void seed_invalid_commands(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "ok-1", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
-    add_raw(&s, (const uint8_t *)"\x0a\x05\x01", 3);
+    add(s, &c);
+    add_raw(s, (const uint8_t *)"\x0a\x05\x01", 3);
     c = claim(g_scope, "no-ttl", 2, FSM_KIND_NONCE, 0);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "nonce-lease", 3, FSM_KIND_NONCE, 60000);
     c.u.claim.lease_ms = 10;
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "window-0", 4, FSM_KIND_NONCE, 0);
     c = with_ts(c, T0, 0);
-    add(&s, &c);
-    add_raw(&s, (const uint8_t *)"", 0);
+    add(s, &c);
+    add_raw(s, (const uint8_t *)"", 0);
     c = claim(g_scope, "ok-2", 5, FSM_KIND_IDEMPOTENT, 60000);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "18-invalid-commands");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "18-invalid-commands");
+}
 
-    /* 19: time: expiry and pruning across batches, a big jump, a stamp
-     * from the past. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 19: time: expiry and pruning across batches, a big jump, a stamp
+ * from the past. */
+static void seed_time(struct seed *s, const char *dir)
+{
+    char key[32];
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     for (unsigned i = 0; i < 8; i++) {
         snprintf(key, sizeof key, "t%u", i);
         c = claim(g_scope, key, i, i % 2 ? FSM_KIND_NONCE : FSM_KIND_IDEMPOTENT,
                   500 + 1000 * (uint64_t)i);
-        add(&s, &c);
+        add(s, &c);
     }
-    end_batch(&s);
-    s.time += 3000;
+    end_batch(s);
+    s->time += 3000;
     c = claim(g_scope, "t1", 50, FSM_KIND_NONCE, 1000);
-    add(&s, &c);
-    end_batch(&s);
-    s.time -= 2000;
+    add(s, &c);
+    end_batch(s);
+    s->time -= 2000;
     c = ident(FSM_CMD_LOOKUP, g_scope, "t7");
-    add(&s, &c);
-    end_batch(&s);
-    s.time += 30ull * 86400 * 1000;
+    add(s, &c);
+    end_batch(s);
+    s->time += 30ull * 86400 * 1000;
     c = ident(FSM_CMD_LOOKUP, g_scope, "t7");
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "19-time");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "19-time");
+}
 
-    /* 20: conflicts: kind mismatch, payload hash mismatch, attempts ring. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 20: conflicts: kind mismatch, payload hash mismatch, attempts ring. */
+static void seed_conflicts(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     c = claim(g_scope, "x", 1, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "y", 2, FSM_KIND_IDEMPOTENT, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "x", 3, FSM_KIND_IDEMPOTENT, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "y", 4, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "y", 2, FSM_KIND_IDEMPOTENT, 60000);
     c.u.claim.payload_hash_len = 5;
-    add(&s, &c);
+    add(s, &c);
     for (unsigned i = 0; i < 7; i++) {
         c = claim(g_scope, "x", 10 + i, FSM_KIND_NONCE, 60000);
-        add(&s, &c);
+        add(s, &c);
     }
     c = complete("x", tok(2, 0), "nonce has no owner");
-    add(&s, &c);
+    add(s, &c);
     c = ident(FSM_CMD_LOOKUP, g_scope, "x");
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "20-conflicts");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "20-conflicts");
+}
 
-    /* 21: max_records on default settings reached after a lowering, plus a
-     * result of 2 KiB. */
-    seed_begin(&s, BOOT_DEFAULTS);
+/* 21: max_records on default settings reached after a lowering, plus a
+ * result of 2 KiB. */
+static void seed_lowered_limits(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
     {
         static char big[2049];
 
         memset(big, 'r', 2048);
         c = claim(g_scope, "big", 1, FSM_KIND_IDEMPOTENT, 60000);
-        add(&s, &c);
+        add(s, &c);
         c = complete("big", tok(2, 0), big);
-        add(&s, &c);
+        add(s, &c);
     }
     c = settings(300000, 30000, 604800000, 3600000, 1, 1 << 20);
-    add(&s, &c);
+    add(s, &c);
     c = claim(g_scope, "no-room", 2, FSM_KIND_NONCE, 60000);
-    add(&s, &c);
-    end_batch(&s);
-    seed_write(&s, dir, "21-lowered-limits");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "21-lowered-limits");
+}
+
+/* Every seed, in the order of their file names. */
+static void (*const seeds[])(struct seed *, const char *) = {
+    seed_empty_batch,
+    seed_nonce_ttl,
+    seed_nonce_window,
+    seed_idempotent_complete,
+    seed_release_takeover,
+    seed_release_terminal,
+    seed_lease_expiry,
+    seed_lookup_forget,
+    seed_settings_fence,
+    seed_members,
+    seed_schema,
+    seed_unbootstrapped,
+    seed_max_records,
+    seed_max_bytes,
+    seed_tiny_settings,
+    seed_malformed,
+    seed_newer_schema,
+    seed_invalid_commands,
+    seed_time,
+    seed_conflicts,
+    seed_lowered_limits,
+};
+
+int main(int argc, char **argv)
+{
+    static struct seed s;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s <output directory>\n", argv[0]);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+        seeds[i](&s, argv[1]);
     return 0;
 }

@@ -223,6 +223,93 @@ static uint64_t gen_ttl(struct gen *g, const struct fsm_settings *s)
     return rng_range(&g->rng, 1, s->max_ttl_ms);
 }
 
+/* The ts binding of a claim: a window, then a ts inside it, at either
+ * edge, just past one, or far outside. */
+static void gen_claim_ts(struct gen *g,
+                         struct fsm_claim *c,
+                         const struct fsm_settings *s,
+                         uint64_t now)
+{
+    uint64_t lo, hi;
+    unsigned r;
+
+    r = (unsigned)(rng_next(&g->rng) % 100);
+    if (r < 60) {
+        c->window_ms = rng_range(&g->rng, 1, s->max_window_ms);
+    } else if (r < 85) {
+        c->window_ms = s->max_window_ms;
+    } else {
+        c->window_ms = rng_range(&g->rng, 1, min_u64(3000, s->max_window_ms));
+    }
+    r = (unsigned)(rng_next(&g->rng) % 100);
+    lo = now - c->window_ms;
+    hi = now + s->max_skew_ms;
+    if (r < 60) {
+        c->ts_ms = rng_range(&g->rng, lo, hi);
+    } else if (r < 67) {
+        c->ts_ms = lo;
+    } else if (r < 74) {
+        c->ts_ms = lo - 1;
+    } else if (r < 81) {
+        c->ts_ms = hi;
+    } else if (r < 88) {
+        c->ts_ms = hi + 1;
+    } else if (r < 94) {
+        c->ts_ms = rng_range(&g->rng, lo - 2 * c->window_ms - 5000, lo);
+    } else if (r < 99) {
+        c->ts_ms = rng_range(&g->rng, hi, hi + 3 * 86400000ull);
+    } else {
+        c->ts_ms = rng_range(&g->rng, 0, now);
+    }
+}
+
+/* Make @c invalid in one of the ways fsm_apply refuses. */
+static void gen_claim_refuse(struct gen *g,
+                             struct fsm_claim *c,
+                             const struct fsm_settings *s,
+                             uint64_t now)
+{
+    switch (rng_next(&g->rng) % 8) {
+        case 0:
+            c->ttl_ms = 0;
+            c->has_ts = false;
+            c->ts_ms = 0;
+            c->window_ms = 0;
+            break;
+        case 1:
+            c->ttl_ms = s->max_ttl_ms + 1 + rng_next(&g->rng) % 3;
+            break;
+        case 2:
+            c->has_ts = true;
+            c->ts_ms = now;
+            c->window_ms = 0;
+            break;
+        case 3:
+            c->has_ts = true;
+            c->ts_ms = now;
+            c->window_ms = s->max_window_ms + 1;
+            break;
+        case 4:
+            c->kind = FSM_KIND_NONCE;
+            c->payload_hash = hash_bytes[1];
+            c->payload_hash_len = hash_lens[1];
+            c->lease_ms = 0;
+            break;
+        case 5:
+            c->kind = FSM_KIND_NONCE;
+            c->payload_hash = NULL;
+            c->payload_hash_len = 0;
+            c->lease_ms = 1;
+            break;
+        default:
+            c->kind = FSM_KIND_IDEMPOTENT;
+            c->payload_hash = NULL;
+            c->payload_hash_len = 0;
+            c->lease_ms = s->max_lease_ms + 1;
+            break;
+    }
+}
+
 static void gen_claim(struct gen *g,
                       struct gcmd *gc,
                       const struct hint *h,
@@ -260,37 +347,7 @@ static void gen_claim(struct gen *g,
     c->ttl_ms = r < 70 ? gen_ttl(g, s) : 0;
     c->has_ts = r >= 40;
     if (c->has_ts) {
-        uint64_t lo, hi;
-
-        r = (unsigned)(rng_next(&g->rng) % 100);
-        if (r < 60) {
-            c->window_ms = rng_range(&g->rng, 1, s->max_window_ms);
-        } else if (r < 85) {
-            c->window_ms = s->max_window_ms;
-        } else {
-            c->window_ms =
-                rng_range(&g->rng, 1, min_u64(3000, s->max_window_ms));
-        }
-        r = (unsigned)(rng_next(&g->rng) % 100);
-        lo = now - c->window_ms;
-        hi = now + s->max_skew_ms;
-        if (r < 60) {
-            c->ts_ms = rng_range(&g->rng, lo, hi);
-        } else if (r < 67) {
-            c->ts_ms = lo;
-        } else if (r < 74) {
-            c->ts_ms = lo - 1;
-        } else if (r < 81) {
-            c->ts_ms = hi;
-        } else if (r < 88) {
-            c->ts_ms = hi + 1;
-        } else if (r < 94) {
-            c->ts_ms = rng_range(&g->rng, lo - 2 * c->window_ms - 5000, lo);
-        } else if (r < 99) {
-            c->ts_ms = rng_range(&g->rng, hi, hi + 3 * 86400000ull);
-        } else {
-            c->ts_ms = rng_range(&g->rng, 0, now);
-        }
+        gen_claim_ts(g, c, s, now);
     }
     if (c->kind == FSM_KIND_IDEMPOTENT) {
         int hs = h->has && rng_pct(&g->rng, 85)
@@ -314,45 +371,7 @@ static void gen_claim(struct gen *g,
     /* A few deliberately invalid claims. */
     if (rng_pct(&g->rng, 4)) {
         gc->refuse = true;
-        switch (rng_next(&g->rng) % 8) {
-            case 0:
-                c->ttl_ms = 0;
-                c->has_ts = false;
-                c->ts_ms = 0;
-                c->window_ms = 0;
-                break;
-            case 1:
-                c->ttl_ms = s->max_ttl_ms + 1 + rng_next(&g->rng) % 3;
-                break;
-            case 2:
-                c->has_ts = true;
-                c->ts_ms = now;
-                c->window_ms = 0;
-                break;
-            case 3:
-                c->has_ts = true;
-                c->ts_ms = now;
-                c->window_ms = s->max_window_ms + 1;
-                break;
-            case 4:
-                c->kind = FSM_KIND_NONCE;
-                c->payload_hash = hash_bytes[1];
-                c->payload_hash_len = hash_lens[1];
-                c->lease_ms = 0;
-                break;
-            case 5:
-                c->kind = FSM_KIND_NONCE;
-                c->payload_hash = NULL;
-                c->payload_hash_len = 0;
-                c->lease_ms = 1;
-                break;
-            default:
-                c->kind = FSM_KIND_IDEMPOTENT;
-                c->payload_hash = NULL;
-                c->payload_hash_len = 0;
-                c->lease_ms = s->max_lease_ms + 1;
-                break;
-        }
+        gen_claim_refuse(g, c, s, now);
     }
 }
 
@@ -990,6 +1009,132 @@ static uint64_t m_fresh_expiry(const struct model *m, const struct fsm_claim *c)
     return e;
 }
 
+/* True if @c breaks a rule fsm_apply checks before any record is read. */
+static bool m_claim_invalid(const struct fsm_settings *s,
+                            const struct fsm_claim *c)
+{
+    return (c->ttl_ms == 0 && !c->has_ts) || c->ttl_ms > s->max_ttl_ms ||
+           (c->has_ts &&
+            (c->window_ms < 1 || c->window_ms > s->max_window_ms)) ||
+           (c->kind == FSM_KIND_NONCE &&
+            (c->payload_hash_len > 0 || c->lease_ms > 0)) ||
+           (c->kind == FSM_KIND_IDEMPOTENT && c->lease_ms > s->max_lease_ms);
+}
+
+/* A claim of a live record: conflict, retry, replay, IN_PROGRESS or a
+ * terminal answer, or a takeover that makes the claimant the owner. */
+static void m_claim_live(struct model *m,
+                         struct m_rec *x,
+                         const struct fsm_claim *c,
+                         uint64_t index,
+                         uint32_t slot,
+                         uint64_t lease,
+                         struct expect *e)
+{
+    const struct fsm_settings *s = &m->s;
+    bool takeover = false;
+
+    e->has_record = 1;
+    e->rec = x;
+    if (x->kind != c->kind ||
+        (x->kind == FSM_KIND_IDEMPOTENT &&
+         hash_index(c->payload_hash, c->payload_hash_len) != x->hash_sel)) {
+        e->outcome = FSM_CONFLICT;
+        e->has_record = -1;
+    } else if (x->kind == FSM_KIND_NONCE) {
+        if (memcmp(c->request_id, x->first_rid, FSM_REQUEST_ID_LEN) == 0) {
+            e->outcome = FSM_ACCEPTED;
+            e->retry = true;
+        } else {
+            e->outcome = FSM_REPLAYED;
+        }
+    } else {
+        switch (x->state) {
+            case FSM_STATE_PENDING:
+                if (memcmp(c->request_id, x->owner_rid, FSM_REQUEST_ID_LEN) ==
+                    0) {
+                    e->outcome = FSM_ACCEPTED;
+                    e->retry = true;
+                } else if (x->lease_expires > m->now) {
+                    e->outcome = FSM_IN_PROGRESS;
+                    e->retry_after = x->lease_expires - m->now;
+                } else {
+                    takeover = true;
+                }
+                break;
+            case FSM_STATE_RELEASED:
+                takeover = true;
+                break;
+            case FSM_STATE_COMPLETED:
+                e->outcome = FSM_DUPLICATE;
+                break;
+            case FSM_STATE_FAILED:
+                e->outcome = FSM_FAILED;
+                break;
+            default:
+                ck_abort_msg("model: bad state %d", (int)x->state);
+        }
+    }
+    /* A takeover is a new acceptance: a claim with a timestamp must be
+     * inside the window first (the model has no max_window fence). */
+    if (takeover && c->has_ts && c->ts_ms < m->now - c->window_ms) {
+        takeover = false;
+        e->outcome = FSM_STALE;
+    } else if (takeover && c->has_ts && c->ts_ms > m->now + s->max_skew_ms) {
+        takeover = false;
+        e->outcome = FSM_FUTURE;
+    }
+    if (takeover) {
+        e->outcome = FSM_ACCEPTED;
+        x->old_tok = x->tok;
+        x->has_old = true;
+        x->tok.group_id = m->group_id;
+        x->tok.index = index;
+        x->tok.slot = slot;
+        x->owner_attempt++;
+        x->lease_expires = m->now + lease;
+        memcpy(x->owner_rid, c->request_id, FSM_REQUEST_ID_LEN);
+        x->state = FSM_STATE_PENDING;
+        x->result_len = 0;
+        x->error_len = 0;
+        x->expires = max_u64(x->expires,
+                             max_u64(m_fresh_expiry(m, c), x->lease_expires));
+    }
+    if (e->outcome != FSM_ACCEPTED) {
+        memcpy(x->loser_rid, c->request_id, FSM_REQUEST_ID_LEN);
+    }
+    m_record_attempt(m, x, c, index, e->outcome, e->retry);
+}
+
+/* False if a new record cannot fit under max_records. Near the limit the
+ * answer depends on what the fsm has pruned, so the model follows @act. */
+static bool m_claim_room(struct model *m, const struct fsm_result *act)
+{
+    const struct fsm_settings *s = &m->s;
+    uint64_t live = 0, maybe = 0;
+
+    for (int i = 0; i < N_IDS; i++) {
+        const struct m_rec *y = &m->rec[i];
+
+        if (m_live(m, y)) {
+            live++;
+        } else if (y->present && y->expires + 1024 > m->now) {
+            maybe++;
+        }
+    }
+    if (live >= s->max_records) {
+        return false;
+    }
+    if (live + maybe >= s->max_records) {
+        /* Depends on what has been pruned: follow the fsm. */
+        m->n_band++;
+        if (act->outcome == FSM_RESOURCE_EXHAUSTED) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static void m_claim(struct model *m,
                     int id,
                     const struct fsm_claim *c,
@@ -1003,11 +1148,7 @@ static void m_claim(struct model *m,
     uint64_t lease;
 
     e->has_record = 0;
-    if ((c->ttl_ms == 0 && !c->has_ts) || c->ttl_ms > s->max_ttl_ms ||
-        (c->has_ts && (c->window_ms < 1 || c->window_ms > s->max_window_ms)) ||
-        (c->kind == FSM_KIND_NONCE &&
-         (c->payload_hash_len > 0 || c->lease_ms > 0)) ||
-        (c->kind == FSM_KIND_IDEMPOTENT && c->lease_ms > s->max_lease_ms)) {
+    if (m_claim_invalid(s, c)) {
         e->outcome = FSM_INVALID_ARGUMENT;
         return;
     }
@@ -1015,79 +1156,7 @@ static void m_claim(struct model *m,
                             : min_u64(FSM_DEFAULT_LEASE_MS, s->max_lease_ms);
 
     if (m_live(m, x)) {
-        bool takeover = false;
-
-        e->has_record = 1;
-        e->rec = x;
-        if (x->kind != c->kind ||
-            (x->kind == FSM_KIND_IDEMPOTENT &&
-             hash_index(c->payload_hash, c->payload_hash_len) != x->hash_sel)) {
-            e->outcome = FSM_CONFLICT;
-            e->has_record = -1;
-        } else if (x->kind == FSM_KIND_NONCE) {
-            if (memcmp(c->request_id, x->first_rid, FSM_REQUEST_ID_LEN) == 0) {
-                e->outcome = FSM_ACCEPTED;
-                e->retry = true;
-            } else {
-                e->outcome = FSM_REPLAYED;
-            }
-        } else {
-            switch (x->state) {
-                case FSM_STATE_PENDING:
-                    if (memcmp(c->request_id, x->owner_rid,
-                               FSM_REQUEST_ID_LEN) == 0) {
-                        e->outcome = FSM_ACCEPTED;
-                        e->retry = true;
-                    } else if (x->lease_expires > m->now) {
-                        e->outcome = FSM_IN_PROGRESS;
-                        e->retry_after = x->lease_expires - m->now;
-                    } else {
-                        takeover = true;
-                    }
-                    break;
-                case FSM_STATE_RELEASED:
-                    takeover = true;
-                    break;
-                case FSM_STATE_COMPLETED:
-                    e->outcome = FSM_DUPLICATE;
-                    break;
-                case FSM_STATE_FAILED:
-                    e->outcome = FSM_FAILED;
-                    break;
-                default:
-                    ck_abort_msg("model: bad state %d", (int)x->state);
-            }
-        }
-        /* A takeover is a new acceptance: a claim with a timestamp must be
-         * inside the window first (the model has no max_window fence). */
-        if (takeover && c->has_ts && c->ts_ms < m->now - c->window_ms) {
-            takeover = false;
-            e->outcome = FSM_STALE;
-        } else if (takeover && c->has_ts &&
-                   c->ts_ms > m->now + s->max_skew_ms) {
-            takeover = false;
-            e->outcome = FSM_FUTURE;
-        }
-        if (takeover) {
-            e->outcome = FSM_ACCEPTED;
-            x->old_tok = x->tok;
-            x->has_old = true;
-            x->tok.group_id = m->group_id;
-            x->tok.index = index;
-            x->tok.slot = slot;
-            x->owner_attempt++;
-            x->lease_expires = m->now + lease;
-            memcpy(x->owner_rid, c->request_id, FSM_REQUEST_ID_LEN);
-            x->state = FSM_STATE_PENDING;
-            x->result_len = 0;
-            x->error_len = 0;
-            x->expires = max_u64(
-                x->expires, max_u64(m_fresh_expiry(m, c), x->lease_expires));
-        }
-        if (e->outcome != FSM_ACCEPTED) {
-            memcpy(x->loser_rid, c->request_id, FSM_REQUEST_ID_LEN);
-        }
-        m_record_attempt(m, x, c, index, e->outcome, e->retry);
+        m_claim_live(m, x, c, index, slot, lease, e);
         return;
     }
 
@@ -1102,30 +1171,9 @@ static void m_claim(struct model *m,
             return;
         }
     }
-    {
-        uint64_t live = 0, maybe = 0;
-
-        for (int i = 0; i < N_IDS; i++) {
-            const struct m_rec *y = &m->rec[i];
-
-            if (m_live(m, y)) {
-                live++;
-            } else if (y->present && y->expires + 1024 > m->now) {
-                maybe++;
-            }
-        }
-        if (live >= s->max_records) {
-            e->outcome = FSM_RESOURCE_EXHAUSTED;
-            return;
-        }
-        if (live + maybe >= s->max_records) {
-            /* Depends on what has been pruned: follow the fsm. */
-            m->n_band++;
-            if (act->outcome == FSM_RESOURCE_EXHAUSTED) {
-                e->outcome = FSM_RESOURCE_EXHAUSTED;
-                return;
-            }
-        }
+    if (!m_claim_room(m, act)) {
+        e->outcome = FSM_RESOURCE_EXHAUSTED;
+        return;
     }
     memset(x, 0, sizeof *x);
     x->present = true;
