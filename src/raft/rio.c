@@ -355,7 +355,9 @@ struct rio_work
 
 static struct rio_work *rio_work_of(struct raft_io_async_work *req)
 {
-    return (struct rio_work *)((char *)req - offsetof(struct rio_work, req));
+    /* Through void *: req is the first member, so the alignment holds. */
+    return (struct rio_work *)(void *)((char *)req -
+                                       offsetof(struct rio_work, req));
 }
 
 static int rio_work_fn(struct raft_io_async_work *req)
@@ -663,7 +665,9 @@ static void snapshot_put_cb(struct raft_io_snapshot_put *req, int status)
  * overwrites it with the raft pointer (fixed in 0.18, 540b6cc). */
 static struct rio_put *put_of_work(struct raft_io_async_work *w)
 {
-    return (struct rio_put *)((char *)w - offsetof(struct rio_put, work));
+    /* Through void *: w is a member of a struct rio_put, which is aligned. */
+    return (struct rio_put *)(void *)((char *)w -
+                                      offsetof(struct rio_put, work));
 }
 
 static int install_work_fn(struct raft_io_async_work *w)
