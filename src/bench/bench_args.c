@@ -224,6 +224,131 @@ static bool u64_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return true;
 }
 
+/* A number flag: @v in lo..hi, else "NAME: want LO..HI[UNIT], got V". */
+static int number(const char *name,
+                  const char *v,
+                  uint64_t lo,
+                  uint64_t hi,
+                  const char *unit,
+                  uint64_t *out,
+                  char err[ERR_MSG_SIZE])
+{
+    if (!u64_in(v, lo, hi, out)) {
+        err_printf(err, "%s: want %llu..%llu%s, got \"%.32s\"", name,
+                   (unsigned long long)lo, (unsigned long long)hi, unit, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* A duration flag: at most @max_ms, 0 allowed only if @zero_ok; else
+ * "NAME: want a duration RANGE, got V". */
+static int duration(const char *name,
+                    const char *v,
+                    bool zero_ok,
+                    uint64_t max_ms,
+                    const char *range,
+                    uint64_t *out,
+                    char err[ERR_MSG_SIZE])
+{
+    if (!text_parse_duration_ms(v, max_ms, out) || (!zero_ok && *out == 0)) {
+        err_printf(err, "%s: want a duration %s, got \"%.32s\"", name, range,
+                   v);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_kind(struct bench_cfg *cfg,
+                      const char *v,
+                      char err[ERR_MSG_SIZE])
+{
+    if (strcmp(v, "nonce") == 0) {
+        cfg->kind = ONCE_NONCE;
+    } else if (strcmp(v, "idempotent") == 0) {
+        cfg->kind = ONCE_IDEMPOTENT;
+    } else {
+        err_printf(err, "--kind: want nonce or idempotent, got \"%.32s\"", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* The flags that take a value, in the order they are tried. */
+static const char *const value_flags[] = {
+    "--cluster", "--connections", "--pipeline", "--duration", "--warmup",
+    "--keys",    "--kind",        "--rate",     "--ttl",      "--timeout",
+    "--gap",     "--scope",       "--count",    "--plot",
+};
+
+/* Set flag @name (one of value_flags) from @v. 0, or -1 with @err. */
+static int set_flag(struct bench_cfg *cfg,
+                    const char *name,
+                    const char *v,
+                    bool *have_duration,
+                    char err[ERR_MSG_SIZE])
+{
+    uint64_t n;
+    int rv = 0;
+
+    if (strcmp(name, "--cluster") == 0) {
+        return parse_cluster(cfg, v, err);
+    } else if (strcmp(name, "--keys") == 0) {
+        return parse_keys(cfg, v, err);
+    } else if (strcmp(name, "--kind") == 0) {
+        return parse_kind(cfg, v, err);
+    } else if (strcmp(name, "--connections") == 0) {
+        rv = number(name, v, 1, BENCH_CONNECTIONS_MAX, "", &n, err);
+        cfg->connections = rv == 0 ? (uint32_t)n : cfg->connections;
+    } else if (strcmp(name, "--pipeline") == 0) {
+        rv = number(name, v, 1, BENCH_PIPELINE_MAX, "", &n, err);
+        cfg->pipeline = rv == 0 ? (uint32_t)n : cfg->pipeline;
+    } else if (strcmp(name, "--rate") == 0) {
+        rv = number(name, v, 1, BENCH_RATE_MAX, " claims/s", &n, err);
+        cfg->rate = rv == 0 ? n : cfg->rate;
+    } else if (strcmp(name, "--count") == 0) {
+        rv = number(name, v, 1, BENCH_COUNT_MAX, " claims", &n, err);
+        cfg->count = rv == 0 ? n : cfg->count;
+    } else if (strcmp(name, "--duration") == 0) {
+        rv = duration(name, v, false, BENCH_DURATION_MAX_MS,
+                      "1ms..24h (e.g. 10s)", &n, err);
+        cfg->duration_ms = rv == 0 ? n : cfg->duration_ms;
+        *have_duration = *have_duration || rv == 0;
+    } else if (strcmp(name, "--warmup") == 0) {
+        rv =
+            duration(name, v, true, BENCH_DURATION_MAX_MS, "0ms..24h", &n, err);
+        cfg->warmup_ms = rv == 0 ? n : cfg->warmup_ms;
+    } else if (strcmp(name, "--ttl") == 0) {
+        /* 168h: the cluster's default max_ttl. */
+        rv = duration(name, v, false, 168ull * 3600 * 1000, "1ms..168h", &n,
+                      err);
+        cfg->ttl_ms = rv == 0 ? n : cfg->ttl_ms;
+    } else if (strcmp(name, "--timeout") == 0) {
+        rv = duration(name, v, false, 3600 * 1000, "1ms..1h", &n, err);
+        cfg->timeout_ms = rv == 0 ? (uint32_t)n : cfg->timeout_ms;
+    } else if (strcmp(name, "--gap") == 0) {
+        rv = duration(name, v, false, BENCH_DURATION_MAX_MS, "1ms..24h", &n,
+                      err);
+        cfg->gap_ms = rv == 0 ? n : cfg->gap_ms;
+    } else if (strcmp(name, "--scope") == 0) {
+        size_t len = strlen(v);
+
+        if (len == 0 || len > ONCE_SCOPE_MAX) {
+            err_printf(err, "--scope: want 1..%u bytes",
+                       (unsigned)ONCE_SCOPE_MAX);
+            return -1;
+        }
+        memcpy(cfg->scope, v, len + 1);
+    } else { /* --plot */
+        if (v[0] == '\0') {
+            err_printf(err, "--plot: want a file name");
+            return -1;
+        }
+        cfg->plot = v;
+    }
+    return rv;
+}
+
 int bench_parse(int argc,
                 char **argv,
                 struct bench_cfg *cfg,
@@ -235,9 +360,9 @@ int bench_parse(int argc,
     defaults(cfg);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *v;
+        const char *v = NULL;
         bool missing = false;
-        uint64_t n;
+        size_t k;
 
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             return 1;
@@ -246,154 +371,23 @@ int bench_parse(int argc,
             cfg->json = true;
             continue;
         }
-#define FLAG(name)                                              \
-    (v = value_of(argc, argv, &i, (name), &missing)) != NULL || \
-        (missing && (err_printf(err, "%s: needs a value", (name)), true))
-        if (FLAG("--cluster")) {
-            if (v == NULL || parse_cluster(cfg, v, err) != 0) {
-                return -1;
+        for (k = 0; k < sizeof value_flags / sizeof value_flags[0]; k++) {
+            v = value_of(argc, argv, &i, value_flags[k], &missing);
+            if (v != NULL || missing) {
+                break;
             }
-        } else if (FLAG("--connections")) {
-            if (v == NULL || !u64_in(v, 1, BENCH_CONNECTIONS_MAX, &n)) {
-                if (v != NULL) {
-                    err_printf(err, "--connections: want 1..%u, got \"%.32s\"",
-                               BENCH_CONNECTIONS_MAX, v);
-                }
-                return -1;
-            }
-            cfg->connections = (uint32_t)n;
-        } else if (FLAG("--pipeline")) {
-            if (v == NULL || !u64_in(v, 1, BENCH_PIPELINE_MAX, &n)) {
-                if (v != NULL) {
-                    err_printf(err, "--pipeline: want 1..%u, got \"%.32s\"",
-                               BENCH_PIPELINE_MAX, v);
-                }
-                return -1;
-            }
-            cfg->pipeline = (uint32_t)n;
-        } else if (FLAG("--duration")) {
-            if (v == NULL ||
-                !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n) ||
-                n == 0) {
-                if (v != NULL) {
-                    err_printf(
-                        err,
-                        "--duration: want a duration 1ms..24h (e.g. 10s), "
-                        "got \"%.32s\"",
-                        v);
-                }
-                return -1;
-            }
-            cfg->duration_ms = n;
-            have_duration = true;
-        } else if (FLAG("--warmup")) {
-            if (v == NULL ||
-                !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n)) {
-                if (v != NULL) {
-                    err_printf(
-                        err,
-                        "--warmup: want a duration 0ms..24h, got \"%.32s\"", v);
-                }
-                return -1;
-            }
-            cfg->warmup_ms = n;
-        } else if (FLAG("--keys")) {
-            if (v == NULL || parse_keys(cfg, v, err) != 0) {
-                return -1;
-            }
-        } else if (FLAG("--kind")) {
-            if (v != NULL && strcmp(v, "nonce") == 0) {
-                cfg->kind = ONCE_NONCE;
-            } else if (v != NULL && strcmp(v, "idempotent") == 0) {
-                cfg->kind = ONCE_IDEMPOTENT;
-            } else {
-                if (v != NULL) {
-                    err_printf(
-                        err, "--kind: want nonce or idempotent, got \"%.32s\"",
-                        v);
-                }
-                return -1;
-            }
-        } else if (FLAG("--rate")) {
-            if (v == NULL || !u64_in(v, 1, BENCH_RATE_MAX, &n)) {
-                if (v != NULL) {
-                    err_printf(err,
-                               "--rate: want 1..%u claims/s, got \"%.32s\"",
-                               BENCH_RATE_MAX, v);
-                }
-                return -1;
-            }
-            cfg->rate = n;
-        } else if (FLAG("--ttl")) {
-            /* 168h: the cluster's default max_ttl. */
-            if (v == NULL ||
-                !text_parse_duration_ms(v, 168ull * 3600 * 1000, &n) ||
-                n == 0) {
-                if (v != NULL) {
-                    err_printf(
-                        err, "--ttl: want a duration 1ms..168h, got \"%.32s\"",
-                        v);
-                }
-                return -1;
-            }
-            cfg->ttl_ms = n;
-        } else if (FLAG("--timeout")) {
-            if (v == NULL || !text_parse_duration_ms(v, 3600 * 1000, &n) ||
-                n == 0) {
-                if (v != NULL) {
-                    err_printf(
-                        err,
-                        "--timeout: want a duration 1ms..1h, got \"%.32s\"", v);
-                }
-                return -1;
-            }
-            cfg->timeout_ms = (uint32_t)n;
-        } else if (FLAG("--gap")) {
-            if (v == NULL ||
-                !text_parse_duration_ms(v, BENCH_DURATION_MAX_MS, &n) ||
-                n == 0) {
-                if (v != NULL) {
-                    err_printf(err,
-                               "--gap: want a duration 1ms..24h, got \"%.32s\"",
-                               v);
-                }
-                return -1;
-            }
-            cfg->gap_ms = n;
-        } else if (FLAG("--scope")) {
-            size_t len = v == NULL ? 0 : strlen(v);
-
-            if (v == NULL || len == 0 || len > ONCE_SCOPE_MAX) {
-                if (v != NULL) {
-                    err_printf(err, "--scope: want 1..%u bytes",
-                               (unsigned)ONCE_SCOPE_MAX);
-                }
-                return -1;
-            }
-            memcpy(cfg->scope, v, len + 1);
-        } else if (FLAG("--count")) {
-            if (v == NULL || !u64_in(v, 1, BENCH_COUNT_MAX, &n)) {
-                if (v != NULL) {
-                    err_printf(err,
-                               "--count: want 1..%llu claims, got \"%.32s\"",
-                               (unsigned long long)BENCH_COUNT_MAX, v);
-                }
-                return -1;
-            }
-            cfg->count = n;
-        } else if (FLAG("--plot")) {
-            if (v == NULL || v[0] == '\0') {
-                if (v != NULL) {
-                    err_printf(err, "--plot: want a file name");
-                }
-                return -1;
-            }
-            cfg->plot = v;
-        } else {
+        }
+        if (missing) {
+            err_printf(err, "%s: needs a value", value_flags[k]);
+            return -1;
+        }
+        if (v == NULL) {
             err_printf(err, "unknown flag \"%.64s\" (see --help)", a);
             return -1;
         }
-#undef FLAG
+        if (set_flag(cfg, value_flags[k], v, &have_duration, err) != 0) {
+            return -1;
+        }
     }
     if (cfg->rate != 0 && cfg->rate < cfg->connections) {
         err_printf(err,

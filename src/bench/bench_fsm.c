@@ -496,41 +496,33 @@ static void bench_restore_steps(struct fsm *g,
 
 /* --- main ----------------------------------------------------------------- */
 
-int main(int argc, char **argv)
+/* Every figure main reports. */
+struct figs
 {
-    struct opts o;
-    struct fsm *f, *g;
-    struct counts counts = {0};
-    uint64_t index = 2, n_batches = 0;
-    uint64_t t_refill, memory2;
-    double prune_s, wall2 = 0, cpu2 = 0;
-    struct counts counts2 = {0};
+    uint64_t n_batches;
+    double wall, cpu; /* the first fill, in fsm_apply */
     uint64_t rss0, rss1, n_records, memory, bytes;
-    double wall = 0, cpu = 0, t0;
-    double snap_warm_s, snap_size_s, snap_write_s, restore_s;
-    uint8_t *snap, *snap2;
-    size_t snap_len, snap2_len;
-    char errmsg[ERR_MSG_SIZE];
-    struct view_figs views = {0};
-    uint64_t pruned, backlog_left;
-    double refill_max = 0;
-    bool same;
-    int rv;
+    double snap_size_s, snap_write_s, snap_warm_s, restore_s;
+    size_t snap_len;
+    bool same; /* the restored instance writes the same bytes */
+    struct view_figs views;
+    uint64_t pruned;
+    double prune_s;
+    double wall2, cpu2, refill_max; /* the refill */
+    uint64_t backlog_left, memory2;
+};
 
-    rv = parse_args(argc, argv, &o);
-    if (rv != 0) {
-        return rv == 1 ? 0 : 2;
-    }
+/* Fill @f with --records claims and measure it. Returns 0, or 1 when a
+ * claim was not ACCEPTED (said on stderr). */
+static int fill(struct fsm *f,
+                const struct opts *o,
+                uint64_t *index,
+                struct figs *r)
+{
+    struct counts counts = {0};
 
-    rss0 = rss_bytes();
-    f = fsm_new();
-    if (f == NULL) {
-        die("fsm_new", -ENOMEM);
-    }
-    bootstrap(f, o.records);
-
-    n_batches =
-        run_claims(f, &o, o.records, NULL, 0, T0, &index, &counts, &wall, &cpu);
+    r->n_batches = run_claims(f, o, o->records, NULL, 0, T0, index, &counts,
+                              &r->wall, &r->cpu);
     if (counts.other != 0) {
         fprintf(stderr,
                 "bench-fsm: %" PRIu64 " claims not ACCEPTED (first: %s)\n",
@@ -540,37 +532,53 @@ int main(int argc, char **argv)
 #ifdef __GLIBC__
     malloc_trim(0); /* hand back what the encoded batches used */
 #endif
-    rss1 = rss_bytes();
-    n_records = fsm_n_records(f);
-    memory = fsm_memory(f);
-    bytes = fsm_bytes(f);
+    r->rss1 = rss_bytes();
+    r->n_records = fsm_n_records(f);
+    r->memory = fsm_memory(f);
+    r->bytes = fsm_bytes(f);
+    return 0;
+}
 
-    /* Snapshot. */
-    t0 = now_s(CLOCK_MONOTONIC);
-    snap_len = fsm_snapshot_size(f);
-    snap_size_s = now_s(CLOCK_MONOTONIC) - t0;
-    snap = malloc(snap_len);
-    if (snap == NULL) {
+/* Write @f's snapshot into *@snap (the caller frees it), twice. */
+static void snapshot(struct fsm *f, uint8_t **snap, struct figs *r)
+{
+    double t0 = now_s(CLOCK_MONOTONIC);
+
+    r->snap_len = fsm_snapshot_size(f);
+    r->snap_size_s = now_s(CLOCK_MONOTONIC) - t0;
+    *snap = malloc(r->snap_len);
+    if (*snap == NULL) {
         die("out of memory (snapshot)", -ENOMEM);
     }
     t0 = now_s(CLOCK_MONOTONIC);
-    fsm_snapshot_write(f, snap, snap_len);
-    snap_write_s = now_s(CLOCK_MONOTONIC) - t0;
+    fsm_snapshot_write(f, *snap, r->snap_len);
+    r->snap_write_s = now_s(CLOCK_MONOTONIC) - t0;
     /* Again into the same, now resident, buffer: what a node that keeps its
      * snapshot buffer between snapshots pays (the first write also pays the
      * kernel for every fresh page of the buffer). */
     t0 = now_s(CLOCK_MONOTONIC);
-    fsm_snapshot_write(f, snap, snap_len);
-    snap_warm_s = now_s(CLOCK_MONOTONIC) - t0;
+    fsm_snapshot_write(f, *snap, r->snap_len);
+    r->snap_warm_s = now_s(CLOCK_MONOTONIC) - t0;
+}
 
-    /* Restore into a fresh instance, and check it writes the same bytes. */
-    g = fsm_new();
+/* Restore @snap into a fresh instance, check it writes the same bytes,
+ * then time the two-step restore over it. Returns 0, or 1 when the
+ * restore failed (said on stderr). */
+static int restore(const uint8_t *snap, struct figs *r)
+{
+    char errmsg[ERR_MSG_SIZE];
+    struct fsm *g = fsm_new();
+    uint8_t *snap2;
+    size_t snap2_len;
+    double t0;
+    int rv;
+
     if (g == NULL) {
         die("fsm_new", -ENOMEM);
     }
     t0 = now_s(CLOCK_MONOTONIC);
-    rv = fsm_restore(g, snap, snap_len, errmsg);
-    restore_s = now_s(CLOCK_MONOTONIC) - t0;
+    rv = fsm_restore(g, snap, r->snap_len, errmsg);
+    r->restore_s = now_s(CLOCK_MONOTONIC) - t0;
     if (rv != 0) {
         fprintf(stderr, "bench-fsm: restore: %s (%s)\n", fsm_strerror(rv),
                 errmsg);
@@ -582,146 +590,197 @@ int main(int argc, char **argv)
         die("out of memory (snapshot)", -ENOMEM);
     }
     fsm_snapshot_write(g, snap2, snap2_len);
-    same = snap2_len == snap_len && memcmp(snap, snap2, snap_len) == 0 &&
-           fsm_n_records(g) == n_records;
-    bench_restore_steps(g, snap, snap_len, &views);
+    r->same = snap2_len == r->snap_len &&
+              memcmp(snap, snap2, r->snap_len) == 0 &&
+              fsm_n_records(g) == r->n_records;
+    bench_restore_steps(g, snap, r->snap_len, &r->views);
     fsm_free(g);
-    g = NULL;
-    bench_views(f, &o, snap, snap_len, 2 * o.records, T0 + n_batches, &index,
-                &views);
+    free(snap2);
+    return 0;
+}
 
-    /* Steady state: let every record expire (one empty batch past their
-     * ttl uncounts them all and starts freeing them, FSM_PRUNE_BUDGET per
-     * batch), then apply as many new claims, which finish the freeing and
-     * reuse the memory, as a long-running node does. */
-    t_refill = T0 + TTL_MS + n_batches + 60000;
-    {
-        uint8_t *empty;
-        size_t empty_len;
-        rv = command_encode_batch(FSM_SCHEMA_VERSION, t_refill, NULL, NULL, 0,
-                                  &empty, &empty_len);
-        if (rv != 0) {
-            die("command_encode_batch", rv);
-        }
-        pruned = fsm_n_records(f);
-        t0 = now_s(CLOCK_MONOTONIC);
-        rv = fsm_apply(f, index++, empty, empty_len, NULL, NULL);
-        prune_s = now_s(CLOCK_MONOTONIC) - t0;
-        free(empty);
-        if (rv != 0 || fsm_n_records(f) != 0) {
-            die("prune", rv);
-        }
+/* Steady state: let every record expire (one empty batch past their ttl
+ * uncounts them all and starts freeing them, FSM_PRUNE_BUDGET per batch),
+ * then apply as many new claims, which finish the freeing and reuse the
+ * memory, as a long-running node does. */
+static void refill(struct fsm *f,
+                   const struct opts *o,
+                   uint64_t *index,
+                   struct figs *r)
+{
+    uint64_t t_refill = T0 + TTL_MS + r->n_batches + 60000;
+    struct counts counts2 = {0};
+    uint8_t *empty;
+    size_t empty_len;
+    double t0;
+    int rv;
+
+    rv = command_encode_batch(FSM_SCHEMA_VERSION, t_refill, NULL, NULL, 0,
+                              &empty, &empty_len);
+    if (rv != 0) {
+        die("command_encode_batch", rv);
     }
-    (void)run_claims(f, &o, o.records, &refill_max, o.records, t_refill + 1,
-                     &index, &counts2, &wall2, &cpu2);
-    backlog_left = fsm_prune_backlog(f);
+    r->pruned = fsm_n_records(f);
+    t0 = now_s(CLOCK_MONOTONIC);
+    rv = fsm_apply(f, (*index)++, empty, empty_len, NULL, NULL);
+    r->prune_s = now_s(CLOCK_MONOTONIC) - t0;
+    free(empty);
+    if (rv != 0 || fsm_n_records(f) != 0) {
+        die("prune", rv);
+    }
+    (void)run_claims(f, o, o->records, &r->refill_max, o->records, t_refill + 1,
+                     index, &counts2, &r->wall2, &r->cpu2);
+    r->backlog_left = fsm_prune_backlog(f);
     if (counts2.other != 0) {
         die("refill: claims not ACCEPTED", 0);
     }
-    memory2 = fsm_memory(f);
+    r->memory2 = fsm_memory(f);
+}
 
+static void print_json(const struct opts *o, const struct figs *r)
+{
+    printf("{\"records\":%" PRIu64 ",\"batch\":%zu,\"batches\":%" PRIu64
+           ",\"apply_wall_s\":%.6f,\"apply_cpu_s\":%.6f"
+           ",\"applies_per_s_wall\":%.0f,\"applies_per_s_cpu\":%.0f"
+           ",\"live_records\":%" PRIu64 ",\"fsm_memory_bytes\":%" PRIu64
+           ",\"fsm_bytes\":%" PRIu64
+           ",\"bytes_per_record_memory\":%.2f"
+           ",\"bytes_per_record_counted\":%.2f"
+           ",\"rss_growth_bytes\":%" PRIu64
+           ",\"bytes_per_record_rss\":%.2f"
+           ",\"snapshot_bytes\":%zu,\"snapshot_size_s\":%.6f"
+           ",\"snapshot_write_s\":%.6f,\"snapshot_write_warm_s\":%.6f"
+           ",\"restore_s\":%.6f"
+           ",\"restore_identical\":%s,\"prune_all_s\":%.6f"
+           ",\"refill_applies_per_s_wall\":%.0f"
+           ",\"refill_fsm_memory_bytes\":%" PRIu64
+           ",\"restore_build_s\":%.6f,\"restore_commit_s\":%.6f"
+           ",\"freeze_max_s\":%.6f,\"release_max_s\":%.6f"
+           ",\"frozen_write_s\":%.6f,\"during_claims\":%" PRIu64
+           ",\"during_apply_max_s\":%.6f"
+           ",\"frozen_extra_bytes\":%" PRIu64
+           ",\"frozen_identical\":%s"
+           ",\"refill_apply_max_s\":%.6f,\"backlog_left\":%" PRIu64 "}\n",
+           o->records, o->batch, r->n_batches, r->wall, r->cpu,
+           (double)o->records / r->wall, (double)o->records / r->cpu,
+           r->n_records, r->memory, r->bytes,
+           (double)r->memory / (double)r->n_records,
+           (double)r->bytes / (double)r->n_records,
+           r->rss1 > r->rss0 ? r->rss1 - r->rss0 : 0,
+           (double)(r->rss1 > r->rss0 ? r->rss1 - r->rss0 : 0) /
+               (double)r->n_records,
+           r->snap_len, r->snap_size_s, r->snap_write_s, r->snap_warm_s,
+           r->restore_s, r->same ? "true" : "false", r->prune_s,
+           (double)o->records / r->wall2, r->memory2, r->views.build_s,
+           r->views.commit_s, r->views.freeze_max_s, r->views.release_max_s,
+           r->views.frozen_write_s, o->during, r->views.during_apply_max_s,
+           r->views.extra_bytes, r->views.frozen_same ? "true" : "false",
+           r->refill_max, r->backlog_left);
+}
+
+static void print_text(const struct opts *o, const struct figs *r)
+{
+    printf("bench-fsm: %" PRIu64
+           " NONCE claims, 32-byte keys, scope "
+           "\"b\", ttl 24 h, batches of %zu (%" PRIu64 " batches)\n",
+           o->records, o->batch, r->n_batches);
+    printf("  apply (decode + apply, one core)\n");
+    printf("    wall %10.3f s   %12.0f applies/s\n", r->wall,
+           (double)o->records / r->wall);
+    printf("    cpu  %10.3f s   %12.0f applies/s\n", r->cpu,
+           (double)o->records / r->cpu);
+    printf("  memory\n");
+    printf("    live records       %12" PRIu64 "\n", r->n_records);
+    printf("    fsm_memory         %12" PRIu64 " bytes   %8.2f B/record\n",
+           r->memory, (double)r->memory / (double)r->n_records);
+    printf("    fsm_bytes          %12" PRIu64
+           " bytes   %8.2f B/record (counted against max_bytes)\n",
+           r->bytes, (double)r->bytes / (double)r->n_records);
+    printf("    RSS growth         %12" PRIu64 " bytes   %8.2f B/record\n",
+           r->rss1 > r->rss0 ? r->rss1 - r->rss0 : 0,
+           (double)(r->rss1 > r->rss0 ? r->rss1 - r->rss0 : 0) /
+               (double)r->n_records);
+    printf("  snapshot\n");
+    printf("    size               %12zu bytes   %8.2f B/record\n", r->snap_len,
+           (double)r->snap_len / (double)r->n_records);
+    printf("    fsm_snapshot_size  %10.3f s\n", r->snap_size_s);
+    printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s (fresh buffer)\n",
+           r->snap_write_s, (double)r->snap_len / 1e6 / r->snap_write_s);
+    printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s (reused buffer)\n",
+           r->snap_warm_s, (double)r->snap_len / 1e6 / r->snap_warm_s);
+    printf("  restore\n");
+    printf("    fsm_restore        %10.3f s   %8.1f MB/s\n", r->restore_s,
+           (double)r->snap_len / 1e6 / r->restore_s);
+    printf("    restored snapshot identical: %s\n", r->same ? "yes" : "NO");
+    printf("    fsm_restore_build  %10.3f s   (any thread)\n",
+           r->views.build_s);
+    printf("    fsm_restore_commit %10.3f s   (over a full instance)\n",
+           r->views.commit_s);
+    printf("  frozen view\n");
+    printf("    fsm_freeze         %10.6f s   (max of %" PRIu64 " rounds)\n",
+           r->views.freeze_max_s, o->rounds);
+    printf("    fsm_release        %10.6f s   (max, nothing copied)\n",
+           r->views.release_max_s);
+    printf("    fsm_frozen_write   %10.3f s   (thread, %" PRIu64
+           " claims applied meanwhile)\n",
+           r->views.frozen_write_s, o->during);
+    printf("    claims meanwhile   %10.3f s   longest apply %.6f s\n",
+           r->views.during_wall_s, r->views.during_apply_max_s);
+    printf("    extra bytes        %12" PRIu64 " bytes   %.2f x fsm_memory\n",
+           r->views.extra_bytes,
+           (double)r->views.extra_bytes / (double)r->memory);
+    printf("    frozen snapshot identical: %s\n",
+           r->views.frozen_same ? "yes" : "NO");
+    printf("  steady state (all expired, then refilled)\n");
+    printf("    expire %" PRIu64
+           " at once %7.3f s   (the batch that passes"
+           " their tick)\n",
+           r->pruned, r->prune_s);
+    printf("    refill apply       %10.3f s   %12.0f applies/s\n", r->wall2,
+           (double)o->records / r->wall2);
+    printf(
+        "    longest apply      %10.6f s   (refill, freeing the backlog;"
+        " %" PRIu64 " left)\n",
+        r->refill_max, r->backlog_left);
+    printf("    fsm_memory after   %12" PRIu64 " bytes (pages reused)\n",
+           r->memory2);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+    struct fsm *f;
+    struct figs figs = {0};
+    uint64_t index = 2;
+    uint8_t *snap;
+    int rv;
+
+    rv = parse_args(argc, argv, &o);
+    if (rv != 0) {
+        return rv == 1 ? 0 : 2;
+    }
+    figs.rss0 = rss_bytes();
+    f = fsm_new();
+    if (f == NULL) {
+        die("fsm_new", -ENOMEM);
+    }
+    bootstrap(f, o.records);
+    if (fill(f, &o, &index, &figs) != 0) {
+        return 1;
+    }
+    snapshot(f, &snap, &figs);
+    if (restore(snap, &figs) != 0) {
+        return 1;
+    }
+    bench_views(f, &o, snap, figs.snap_len, 2 * o.records, T0 + figs.n_batches,
+                &index, &figs.views);
+    refill(f, &o, &index, &figs);
     if (o.json) {
-        printf("{\"records\":%" PRIu64 ",\"batch\":%zu,\"batches\":%" PRIu64
-               ",\"apply_wall_s\":%.6f,\"apply_cpu_s\":%.6f"
-               ",\"applies_per_s_wall\":%.0f,\"applies_per_s_cpu\":%.0f"
-               ",\"live_records\":%" PRIu64 ",\"fsm_memory_bytes\":%" PRIu64
-               ",\"fsm_bytes\":%" PRIu64
-               ",\"bytes_per_record_memory\":%.2f"
-               ",\"bytes_per_record_counted\":%.2f"
-               ",\"rss_growth_bytes\":%" PRIu64
-               ",\"bytes_per_record_rss\":%.2f"
-               ",\"snapshot_bytes\":%zu,\"snapshot_size_s\":%.6f"
-               ",\"snapshot_write_s\":%.6f,\"snapshot_write_warm_s\":%.6f"
-               ",\"restore_s\":%.6f"
-               ",\"restore_identical\":%s,\"prune_all_s\":%.6f"
-               ",\"refill_applies_per_s_wall\":%.0f"
-               ",\"refill_fsm_memory_bytes\":%" PRIu64
-               ",\"restore_build_s\":%.6f,\"restore_commit_s\":%.6f"
-               ",\"freeze_max_s\":%.6f,\"release_max_s\":%.6f"
-               ",\"frozen_write_s\":%.6f,\"during_claims\":%" PRIu64
-               ",\"during_apply_max_s\":%.6f"
-               ",\"frozen_extra_bytes\":%" PRIu64
-               ",\"frozen_identical\":%s"
-               ",\"refill_apply_max_s\":%.6f,\"backlog_left\":%" PRIu64 "}\n",
-               o.records, o.batch, n_batches, wall, cpu,
-               (double)o.records / wall, (double)o.records / cpu, n_records,
-               memory, bytes, (double)memory / (double)n_records,
-               (double)bytes / (double)n_records, rss1 > rss0 ? rss1 - rss0 : 0,
-               (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n_records,
-               snap_len, snap_size_s, snap_write_s, snap_warm_s, restore_s,
-               same ? "true" : "false", prune_s, (double)o.records / wall2,
-               memory2, views.build_s, views.commit_s, views.freeze_max_s,
-               views.release_max_s, views.frozen_write_s, o.during,
-               views.during_apply_max_s, views.extra_bytes,
-               views.frozen_same ? "true" : "false", refill_max, backlog_left);
+        print_json(&o, &figs);
     } else {
-        printf("bench-fsm: %" PRIu64
-               " NONCE claims, 32-byte keys, scope "
-               "\"b\", ttl 24 h, batches of %zu (%" PRIu64 " batches)\n",
-               o.records, o.batch, n_batches);
-        printf("  apply (decode + apply, one core)\n");
-        printf("    wall %10.3f s   %12.0f applies/s\n", wall,
-               (double)o.records / wall);
-        printf("    cpu  %10.3f s   %12.0f applies/s\n", cpu,
-               (double)o.records / cpu);
-        printf("  memory\n");
-        printf("    live records       %12" PRIu64 "\n", n_records);
-        printf("    fsm_memory         %12" PRIu64 " bytes   %8.2f B/record\n",
-               memory, (double)memory / (double)n_records);
-        printf("    fsm_bytes          %12" PRIu64
-               " bytes   %8.2f B/record (counted against max_bytes)\n",
-               bytes, (double)bytes / (double)n_records);
-        printf("    RSS growth         %12" PRIu64 " bytes   %8.2f B/record\n",
-               rss1 > rss0 ? rss1 - rss0 : 0,
-               (double)(rss1 > rss0 ? rss1 - rss0 : 0) / (double)n_records);
-        printf("  snapshot\n");
-        printf("    size               %12zu bytes   %8.2f B/record\n",
-               snap_len, (double)snap_len / (double)n_records);
-        printf("    fsm_snapshot_size  %10.3f s\n", snap_size_s);
-        printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s (fresh buffer)\n",
-               snap_write_s, (double)snap_len / 1e6 / snap_write_s);
-        printf("    fsm_snapshot_write %10.3f s   %8.1f MB/s (reused buffer)\n",
-               snap_warm_s, (double)snap_len / 1e6 / snap_warm_s);
-        printf("  restore\n");
-        printf("    fsm_restore        %10.3f s   %8.1f MB/s\n", restore_s,
-               (double)snap_len / 1e6 / restore_s);
-        printf("    restored snapshot identical: %s\n", same ? "yes" : "NO");
-        printf("    fsm_restore_build  %10.3f s   (any thread)\n",
-               views.build_s);
-        printf("    fsm_restore_commit %10.3f s   (over a full instance)\n",
-               views.commit_s);
-        printf("  frozen view\n");
-        printf("    fsm_freeze         %10.6f s   (max of %" PRIu64
-               " rounds)\n",
-               views.freeze_max_s, o.rounds);
-        printf("    fsm_release        %10.6f s   (max, nothing copied)\n",
-               views.release_max_s);
-        printf("    fsm_frozen_write   %10.3f s   (thread, %" PRIu64
-               " claims applied meanwhile)\n",
-               views.frozen_write_s, o.during);
-        printf("    claims meanwhile   %10.3f s   longest apply %.6f s\n",
-               views.during_wall_s, views.during_apply_max_s);
-        printf("    extra bytes        %12" PRIu64
-               " bytes   %.2f x fsm_memory\n",
-               views.extra_bytes, (double)views.extra_bytes / (double)memory);
-        printf("    frozen snapshot identical: %s\n",
-               views.frozen_same ? "yes" : "NO");
-        printf("  steady state (all expired, then refilled)\n");
-        printf("    expire %" PRIu64
-               " at once %7.3f s   (the batch that passes"
-               " their tick)\n",
-               pruned, prune_s);
-        printf("    refill apply       %10.3f s   %12.0f applies/s\n", wall2,
-               (double)o.records / wall2);
-        printf(
-            "    longest apply      %10.6f s   (refill, freeing the backlog;"
-            " %" PRIu64 " left)\n",
-            refill_max, backlog_left);
-        printf("    fsm_memory after   %12" PRIu64 " bytes (pages reused)\n",
-               memory2);
+        print_text(&o, &figs);
     }
     free(snap);
-    free(snap2);
     fsm_free(f);
-    return same && views.frozen_same ? 0 : 1;
+    return figs.same && figs.views.frozen_same ? 0 : 1;
 }

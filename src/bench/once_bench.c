@@ -697,6 +697,211 @@ static double tv_s(struct timeval tv)
     return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
+/* --plot's preconditions: 0, or the exit code (said on stderr). */
+static int check_plot(const struct bench_cfg *cfg)
+{
+    if (!plot_name_ok(cfg->plot)) {
+        fprintf(stderr,
+                "once-bench: --plot: the file name may not hold "
+                "quotes, backslashes or control characters\n");
+        return 2;
+    }
+    if (cfg->duration_ms > PLOT_MAX_S * 1000ull) {
+        fprintf(stderr, "once-bench: --plot: at most %u s of --duration\n",
+                PLOT_MAX_S);
+        return 2;
+    }
+    if (!have_gnuplot()) {
+        fprintf(stderr,
+                "once-bench: --plot needs gnuplot: apt-get install -y "
+                "--no-install-recommends gnuplot-nox\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* The run's id and, for --plot, its per-second counters. 0 or 1. */
+static int setup_run(struct run *run, const struct bench_cfg *cfg)
+{
+    uint8_t seed[ONCE_ID_LEN];
+
+    if (once_request_id_new(seed) != 0) {
+        fprintf(stderr, "once-bench: no random bytes\n");
+        return 1;
+    }
+    memcpy(&run->run_id, seed, sizeof run->run_id);
+    run->cfg = cfg;
+    (void)pthread_mutex_init(&run->gap_lock, NULL);
+    if (cfg->plot != NULL) {
+        run->n_secs = (size_t)((cfg->duration_ms + 999) / 1000);
+        run->sec_ok = calloc(run->n_secs, sizeof *run->sec_ok);
+        run->sec_hist = calloc(run->n_secs, sizeof *run->sec_hist);
+        if (run->sec_ok == NULL || run->sec_hist == NULL) {
+            fprintf(stderr, "once-bench: out of memory\n");
+            return 1;
+        }
+        for (size_t i = 0; i < run->n_secs; i++) {
+            hist_init(&run->sec_hist[i]);
+        }
+    }
+    return 0;
+}
+
+/* Worker @i: its slots, its client, its share of --rate. 0 or 1. */
+static int setup_worker(struct run *run, struct worker *w, unsigned i)
+{
+    const struct bench_cfg *cfg = run->cfg;
+    char err[ERR_MSG_SIZE];
+    struct once_options o;
+    unsigned j;
+
+    once_options_init(&o);
+    o.addrs = cfg->addrs;
+    o.n_addrs = cfg->n_addrs;
+    o.timeout_ms = cfg->timeout_ms;
+    o.max_inflight = cfg->pipeline;
+    w->run = run;
+    w->idx = i;
+    w->rng = (run->run_id ^ (0x9E3779B97F4A7C15ull * (i + 1))) | 1;
+    hist_init(&w->hist);
+    w->slots = calloc(cfg->pipeline, sizeof *w->slots);
+    w->free_slots = calloc(cfg->pipeline, sizeof *w->free_slots);
+    if (w->slots == NULL || w->free_slots == NULL) {
+        fprintf(stderr, "once-bench: out of memory\n");
+        return 1;
+    }
+    for (j = 0; j < cfg->pipeline; j++) {
+        w->slots[j].w = w;
+        w->free_slots[j] = &w->slots[cfg->pipeline - 1 - j];
+    }
+    w->n_free = cfg->pipeline;
+    if (once_client_new(&o, &w->c, err, sizeof err) != 0) {
+        fprintf(stderr, "once-bench: client: %s\n", err);
+        return 1;
+    }
+    if (cfg->rate != 0) {
+        /* The rate split evenly, the remainder to the first ones. */
+        uint64_t r = cfg->rate / cfg->connections +
+                     (i < cfg->rate % cfg->connections ? 1 : 0);
+
+        w->interval_ns = 1e9 / (double)r;
+    }
+    return 0;
+}
+
+/* Fix the measured window and the schedules, catch SIGINT/SIGTERM, start
+ * the threads. 0 or 1. */
+static int start_workers(struct run *run, struct worker *ws)
+{
+    const struct bench_cfg *cfg = run->cfg;
+    struct sigaction sa;
+    uint64_t t0 = now_ns();
+    unsigned i;
+    int rc;
+
+    run->start_ns = t0 + cfg->warmup_ms * 1000000ull;
+    run->end_ns = run->start_ns + cfg->duration_ms * 1000000ull;
+    run->budget = cfg->count;
+    run->last_ok_ns = run->start_ns;
+    for (i = 0; i < cfg->connections; i++) {
+        /* Spread the connections' schedules over one interval. */
+        ws[i].t0_ns = t0 + (uint64_t)(ws[i].interval_ns * i / cfg->connections);
+    }
+    stop_run = run;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    (void)sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGINT, &sa, NULL);
+    (void)sigaction(SIGTERM, &sa, NULL);
+    for (i = 0; i < cfg->connections; i++) {
+        rc = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
+        if (rc != 0) {
+            fprintf(stderr, "once-bench: pthread_create: %s\n", strerror(rc));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Join the threads and add up what each counted. */
+static void join_workers(const struct run *run,
+                         struct worker *ws,
+                         struct totals *t)
+{
+    hist_init(&t->hist);
+    for (unsigned i = 0; i < run->cfg->connections; i++) {
+        unsigned j;
+
+        (void)pthread_join(ws[i].thread, NULL);
+        hist_merge(&t->hist, &ws[i].hist);
+        t->ok += ws[i].ok;
+        for (j = 0; j < OUTCOMES_N; j++) {
+            t->outcomes[j] += ws[i].outcomes[j];
+        }
+        for (j = 0; j < STATUSES_N; j++) {
+            t->errors[j] += ws[i].errors[j];
+        }
+        t->submit_errors += ws[i].submit_errors;
+        if (t->first_error == NULL && ws[i].first_error[0] != '\0') {
+            t->first_error = ws[i].first_error;
+        }
+    }
+}
+
+/* The figures that need the whole run: the last gap, the CPU time, the
+ * measured seconds. */
+static void finish_totals(struct run *run,
+                          const struct rusage *ru0,
+                          const struct rusage *ru1,
+                          struct totals *t)
+{
+    /* The window from the last success to the end counts too. */
+    uint64_t last = run->last_ok_ns;
+
+    if (run->end_ns > last && run->end_ns - last > run->max_gap_ns) {
+        run->max_gap_ns = run->end_ns - last;
+    }
+    qsort(run->gaps, run->n_gaps, sizeof run->gaps[0], cmp_gap);
+    t->cpu_user_s = tv_s(ru1->ru_utime) - tv_s(ru0->ru_utime);
+    t->cpu_sys_s = tv_s(ru1->ru_stime) - tv_s(ru0->ru_stime);
+    /* --count or a signal may have ended the run early: the time it took
+     * (at least 1 ns, so the rates stay defined). */
+    t->seconds = (double)(run->end_ns - run->start_ns) / 1e9;
+    if (t->seconds <= 0) {
+        t->seconds = 1e-9;
+    }
+}
+
+/* Print the summary (and the plot); the exit code. */
+static int report(const struct run *run, const struct totals *t)
+{
+    const struct bench_cfg *cfg = run->cfg;
+    int rc = 0;
+
+    if (cfg->json) {
+        print_json(run, t);
+    } else {
+        print_text(run, t);
+    }
+    if (t->ok == 0) {
+        fprintf(stderr,
+                "once-bench: no claim was answered in the measured "
+                "time\n");
+        rc = 1;
+    } else if (cfg->count != 0 && t->ok < cfg->count) {
+        fprintf(stderr,
+                "once-bench: --count %" PRIu64 " not reached: %" PRIu64
+                " answered OK in --duration\n",
+                cfg->count, t->ok);
+        rc = 1;
+    }
+    if (cfg->plot != NULL && plot(run, cfg->plot) != 0) {
+        rc = 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static struct bench_cfg cfg;
@@ -705,7 +910,6 @@ int main(int argc, char **argv)
     char err[ERR_MSG_SIZE];
     struct worker *ws;
     struct rusage ru0, ru1;
-    uint8_t seed[ONCE_ID_LEN];
     unsigned i;
     int rc;
 
@@ -718,43 +922,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "once-bench: %s\n", err);
         return 2;
     }
-    if (cfg.plot != NULL) {
-        if (!plot_name_ok(cfg.plot)) {
-            fprintf(stderr,
-                    "once-bench: --plot: the file name may not hold "
-                    "quotes, backslashes or control characters\n");
-            return 2;
-        }
-        if (cfg.duration_ms > PLOT_MAX_S * 1000ull) {
-            fprintf(stderr, "once-bench: --plot: at most %u s of --duration\n",
-                    PLOT_MAX_S);
-            return 2;
-        }
-        if (!have_gnuplot()) {
-            fprintf(stderr,
-                    "once-bench: --plot needs gnuplot: apt-get install -y "
-                    "--no-install-recommends gnuplot-nox\n");
-            return 1;
-        }
+    if (cfg.plot != NULL && (rc = check_plot(&cfg)) != 0) {
+        return rc;
     }
-    if (once_request_id_new(seed) != 0) {
-        fprintf(stderr, "once-bench: no random bytes\n");
+    if (setup_run(&run, &cfg) != 0) {
         return 1;
-    }
-    memcpy(&run.run_id, seed, sizeof run.run_id);
-    run.cfg = &cfg;
-    (void)pthread_mutex_init(&run.gap_lock, NULL);
-    if (cfg.plot != NULL) {
-        run.n_secs = (size_t)((cfg.duration_ms + 999) / 1000);
-        run.sec_ok = calloc(run.n_secs, sizeof *run.sec_ok);
-        run.sec_hist = calloc(run.n_secs, sizeof *run.sec_hist);
-        if (run.sec_ok == NULL || run.sec_hist == NULL) {
-            fprintf(stderr, "once-bench: out of memory\n");
-            return 1;
-        }
-        for (i = 0; i < run.n_secs; i++) {
-            hist_init(&run.sec_hist[i]);
-        }
     }
     ws = calloc(cfg.connections, sizeof *ws);
     if (ws == NULL) {
@@ -762,128 +934,18 @@ int main(int argc, char **argv)
         return 1;
     }
     for (i = 0; i < cfg.connections; i++) {
-        struct worker *w = &ws[i];
-        struct once_options o;
-        unsigned j;
-
-        once_options_init(&o);
-        o.addrs = cfg.addrs;
-        o.n_addrs = cfg.n_addrs;
-        o.timeout_ms = cfg.timeout_ms;
-        o.max_inflight = cfg.pipeline;
-        w->run = &run;
-        w->idx = i;
-        w->rng = (run.run_id ^ (0x9E3779B97F4A7C15ull * (i + 1))) | 1;
-        hist_init(&w->hist);
-        w->slots = calloc(cfg.pipeline, sizeof *w->slots);
-        w->free_slots = calloc(cfg.pipeline, sizeof *w->free_slots);
-        if (w->slots == NULL || w->free_slots == NULL) {
-            fprintf(stderr, "once-bench: out of memory\n");
+        if (setup_worker(&run, &ws[i], i) != 0) {
             return 1;
-        }
-        for (j = 0; j < cfg.pipeline; j++) {
-            w->slots[j].w = w;
-            w->free_slots[j] = &w->slots[cfg.pipeline - 1 - j];
-        }
-        w->n_free = cfg.pipeline;
-        if (once_client_new(&o, &w->c, err, sizeof err) != 0) {
-            fprintf(stderr, "once-bench: client: %s\n", err);
-            return 1;
-        }
-        if (cfg.rate != 0) {
-            /* The rate split evenly, the remainder to the first ones. */
-            uint64_t r = cfg.rate / cfg.connections +
-                         (i < cfg.rate % cfg.connections ? 1 : 0);
-
-            w->interval_ns = 1e9 / (double)r;
         }
     }
     (void)getrusage(RUSAGE_SELF, &ru0);
-    {
-        struct sigaction sa;
-        uint64_t t0 = now_ns();
-
-        run.start_ns = t0 + cfg.warmup_ms * 1000000ull;
-        run.end_ns = run.start_ns + cfg.duration_ms * 1000000ull;
-        run.budget = cfg.count;
-        run.last_ok_ns = run.start_ns;
-        for (i = 0; i < cfg.connections; i++) {
-            /* Spread the connections' schedules over one interval. */
-            ws[i].t0_ns =
-                t0 + (uint64_t)(ws[i].interval_ns * i / cfg.connections);
-        }
-        stop_run = &run;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop_signal;
-        sa.sa_flags = SA_RESETHAND | SA_RESTART;
-        (void)sigemptyset(&sa.sa_mask);
-        (void)sigaction(SIGINT, &sa, NULL);
-        (void)sigaction(SIGTERM, &sa, NULL);
+    if (start_workers(&run, ws) != 0) {
+        return 1;
     }
-    for (i = 0; i < cfg.connections; i++) {
-        rc = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
-        if (rc != 0) {
-            fprintf(stderr, "once-bench: pthread_create: %s\n", strerror(rc));
-            return 1;
-        }
-    }
-    hist_init(&t.hist);
-    for (i = 0; i < cfg.connections; i++) {
-        unsigned j;
-
-        (void)pthread_join(ws[i].thread, NULL);
-        hist_merge(&t.hist, &ws[i].hist);
-        t.ok += ws[i].ok;
-        for (j = 0; j < OUTCOMES_N; j++) {
-            t.outcomes[j] += ws[i].outcomes[j];
-        }
-        for (j = 0; j < STATUSES_N; j++) {
-            t.errors[j] += ws[i].errors[j];
-        }
-        t.submit_errors += ws[i].submit_errors;
-        if (t.first_error == NULL && ws[i].first_error[0] != '\0') {
-            t.first_error = ws[i].first_error;
-        }
-    }
+    join_workers(&run, ws, &t);
     (void)getrusage(RUSAGE_SELF, &ru1);
-    {
-        /* The window from the last success to the end counts too. */
-        uint64_t last = run.last_ok_ns;
-
-        if (run.end_ns > last && run.end_ns - last > run.max_gap_ns) {
-            run.max_gap_ns = run.end_ns - last;
-        }
-    }
-    qsort(run.gaps, run.n_gaps, sizeof run.gaps[0], cmp_gap);
-    t.cpu_user_s = tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime);
-    t.cpu_sys_s = tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime);
-    /* --count or a signal may have ended the run early: the time it took
-     * (at least 1 ns, so the rates stay defined). */
-    t.seconds = (double)(run.end_ns - run.start_ns) / 1e9;
-    if (t.seconds <= 0) {
-        t.seconds = 1e-9;
-    }
-    if (cfg.json) {
-        print_json(&run, &t);
-    } else {
-        print_text(&run, &t);
-    }
-    rc = 0;
-    if (t.ok == 0) {
-        fprintf(stderr,
-                "once-bench: no claim was answered in the measured "
-                "time\n");
-        rc = 1;
-    } else if (cfg.count != 0 && t.ok < cfg.count) {
-        fprintf(stderr,
-                "once-bench: --count %" PRIu64 " not reached: %" PRIu64
-                " answered OK in --duration\n",
-                cfg.count, t.ok);
-        rc = 1;
-    }
-    if (cfg.plot != NULL && plot(&run, cfg.plot) != 0) {
-        rc = 1;
-    }
+    finish_totals(&run, &ru0, &ru1, &t);
+    rc = report(&run, &t);
     for (i = 0; i < cfg.connections; i++) {
         once_client_free(ws[i].c);
         free(ws[i].slots);

@@ -388,166 +388,236 @@ static bool ident_too_big(size_t scope_len, size_t key_len)
     return scope_len > FSM_SCOPE_MAX || key_len > FSM_KEY_MAX;
 }
 
-int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
+static void token_to_pb(const struct fsm_token *t, Once__Log__OwnerToken *m)
 {
-    Once__Log__Command m = ONCE__LOG__COMMAND__INIT;
-    Once__Log__Claim claim;
-    Once__Log__Complete complete;
-    Once__Log__Release release;
-    Once__Log__Lookup lookup;
-    Once__Log__Forget forget;
+    once__log__owner_token__init(m);
+    m->group_id = t->group_id;
+    m->index = t->index;
+    m->slot = t->slot;
+}
+
+/* The protobuf messages command_encode builds on its stack: @cmd points
+ * into them until pack() has copied them out. One command kind uses one
+ * member of @u (and @token, @settings or the member arrays beside it). */
+struct encoding
+{
+    Once__Log__Command cmd;
+    union {
+        Once__Log__Claim claim;
+        Once__Log__Complete complete;
+        Once__Log__Release release;
+        Once__Log__Lookup lookup;
+        Once__Log__Forget forget;
+        Once__Log__Bootstrap boot;
+        Once__Log__SetSettings set_settings;
+        Once__Log__SetMember set_member;
+        Once__Log__RetireMember retire;
+        Once__Log__SetSchema schema;
+    } u;
     Once__Log__OwnerToken token;
-    Once__Log__Bootstrap boot;
     Once__Log__Settings settings;
-    Once__Log__SetSettings set_settings;
     Once__Log__Member member;
     Once__Log__Member members[FSM_MEMBERS_MAX];
     Once__Log__Member *member_ptrs[FSM_MEMBERS_MAX];
-    Once__Log__SetMember set_member;
-    Once__Log__RetireMember retire;
-    Once__Log__SetSchema schema;
+};
+
+static int encode_claim(const struct fsm_claim *c, struct encoding *e)
+{
+    Once__Log__Claim *m = &e->u.claim;
+
+    if (ident_too_big(c->scope_len, c->key_len) ||
+        c->execution_id_len > FSM_EXECUTION_ID_MAX ||
+        c->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    once__log__claim__init(m);
+    m->scope = bin(c->scope, c->scope_len);
+    m->key = bin(c->key, c->key_len);
+    m->request_id = bin(c->request_id, FSM_REQUEST_ID_LEN);
+    m->execution_id = bin(c->execution_id, c->execution_id_len);
+    m->kind = (Once__Log__Kind)c->kind;
+    m->ttl_ms = c->ttl_ms;
+    m->has_ts = c->has_ts;
+    m->ts_ms = c->ts_ms;
+    m->window_ms = c->window_ms;
+    m->payload_hash = bin(c->payload_hash, c->payload_hash_len);
+    m->lease_ms = c->lease_ms;
+    e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_CLAIM;
+    e->cmd.claim = m;
+    return 0;
+}
+
+static int encode_complete(const struct fsm_complete *c, struct encoding *e)
+{
+    Once__Log__Complete *m = &e->u.complete;
+
+    if (ident_too_big(c->scope_len, c->key_len) ||
+        c->result_len > FSM_RESULT_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    once__log__complete__init(m);
+    m->scope = bin(c->scope, c->scope_len);
+    m->key = bin(c->key, c->key_len);
+    token_to_pb(&c->owner_token, &e->token);
+    m->owner_token = &e->token;
+    m->result = bin(c->result, c->result_len);
+    e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_COMPLETE;
+    e->cmd.complete = m;
+    return 0;
+}
+
+static int encode_release(const struct fsm_release *c, struct encoding *e)
+{
+    Once__Log__Release *m = &e->u.release;
+
+    if (ident_too_big(c->scope_len, c->key_len) ||
+        c->error_len > FSM_ERROR_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    once__log__release__init(m);
+    m->scope = bin(c->scope, c->scope_len);
+    m->key = bin(c->key, c->key_len);
+    token_to_pb(&c->owner_token, &e->token);
+    m->owner_token = &e->token;
+    m->terminal = c->terminal;
+    m->error = bin(c->error, c->error_len);
+    e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_RELEASE;
+    e->cmd.release = m;
+    return 0;
+}
+
+/* LOOKUP and FORGET: the same two fields in two message types. */
+static int encode_ident(bool lookup,
+                        const struct fsm_ident *c,
+                        struct encoding *e)
+{
+    if (ident_too_big(c->scope_len, c->key_len)) {
+        return FSM_E_TOOBIG;
+    }
+    if (lookup) {
+        once__log__lookup__init(&e->u.lookup);
+        e->u.lookup.scope = bin(c->scope, c->scope_len);
+        e->u.lookup.key = bin(c->key, c->key_len);
+        e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_LOOKUP;
+        e->cmd.lookup = &e->u.lookup;
+    } else {
+        once__log__forget__init(&e->u.forget);
+        e->u.forget.scope = bin(c->scope, c->scope_len);
+        e->u.forget.key = bin(c->key, c->key_len);
+        e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_FORGET;
+        e->cmd.forget = &e->u.forget;
+    }
+    return 0;
+}
+
+static int encode_bootstrap(const struct fsm_bootstrap *b, struct encoding *e)
+{
+    Once__Log__Bootstrap *m = &e->u.boot;
     int rv;
 
-    once__log__owner_token__init(&token);
-    switch (cmd->type) {
-        case FSM_CMD_CLAIM: {
-            const struct fsm_claim *c = &cmd->u.claim;
-            if (ident_too_big(c->scope_len, c->key_len) ||
-                c->execution_id_len > FSM_EXECUTION_ID_MAX ||
-                c->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
-                return FSM_E_TOOBIG;
-            }
-            once__log__claim__init(&claim);
-            claim.scope = bin(c->scope, c->scope_len);
-            claim.key = bin(c->key, c->key_len);
-            claim.request_id = bin(c->request_id, FSM_REQUEST_ID_LEN);
-            claim.execution_id = bin(c->execution_id, c->execution_id_len);
-            claim.kind = (Once__Log__Kind)c->kind;
-            claim.ttl_ms = c->ttl_ms;
-            claim.has_ts = c->has_ts;
-            claim.ts_ms = c->ts_ms;
-            claim.window_ms = c->window_ms;
-            claim.payload_hash = bin(c->payload_hash, c->payload_hash_len);
-            claim.lease_ms = c->lease_ms;
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_CLAIM;
-            m.claim = &claim;
-            break;
+    if (b->n_members > FSM_MEMBERS_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    once__log__bootstrap__init(m);
+    m->cluster_id = bin(b->cluster_id, FSM_CLUSTER_ID_LEN);
+    m->hash_key = bin(b->hash_key, FSM_HASH_KEY_LEN);
+    m->group_id = b->group_id;
+    settings_to_pb(&b->settings, &e->settings);
+    m->settings = &e->settings;
+    for (size_t i = 0; i < b->n_members; i++) {
+        rv = member_to_pb(&b->members[i], &e->members[i]);
+        if (rv != 0) {
+            return rv;
         }
-        case FSM_CMD_COMPLETE: {
-            const struct fsm_complete *c = &cmd->u.complete;
-            if (ident_too_big(c->scope_len, c->key_len) ||
-                c->result_len > FSM_RESULT_MAX) {
-                return FSM_E_TOOBIG;
-            }
-            once__log__complete__init(&complete);
-            complete.scope = bin(c->scope, c->scope_len);
-            complete.key = bin(c->key, c->key_len);
-            token.group_id = c->owner_token.group_id;
-            token.index = c->owner_token.index;
-            token.slot = c->owner_token.slot;
-            complete.owner_token = &token;
-            complete.result = bin(c->result, c->result_len);
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_COMPLETE;
-            m.complete = &complete;
-            break;
-        }
-        case FSM_CMD_RELEASE: {
-            const struct fsm_release *c = &cmd->u.release;
-            if (ident_too_big(c->scope_len, c->key_len) ||
-                c->error_len > FSM_ERROR_MAX) {
-                return FSM_E_TOOBIG;
-            }
-            once__log__release__init(&release);
-            release.scope = bin(c->scope, c->scope_len);
-            release.key = bin(c->key, c->key_len);
-            token.group_id = c->owner_token.group_id;
-            token.index = c->owner_token.index;
-            token.slot = c->owner_token.slot;
-            release.owner_token = &token;
-            release.terminal = c->terminal;
-            release.error = bin(c->error, c->error_len);
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_RELEASE;
-            m.release = &release;
-            break;
-        }
-        case FSM_CMD_LOOKUP:
-        case FSM_CMD_FORGET: {
-            const struct fsm_ident *c = &cmd->u.ident;
-            if (ident_too_big(c->scope_len, c->key_len)) {
-                return FSM_E_TOOBIG;
-            }
-            if (cmd->type == FSM_CMD_LOOKUP) {
-                once__log__lookup__init(&lookup);
-                lookup.scope = bin(c->scope, c->scope_len);
-                lookup.key = bin(c->key, c->key_len);
-                m.cmd_case = ONCE__LOG__COMMAND__CMD_LOOKUP;
-                m.lookup = &lookup;
-            } else {
-                once__log__forget__init(&forget);
-                forget.scope = bin(c->scope, c->scope_len);
-                forget.key = bin(c->key, c->key_len);
-                m.cmd_case = ONCE__LOG__COMMAND__CMD_FORGET;
-                m.forget = &forget;
-            }
-            break;
-        }
-        case FSM_CMD_BOOTSTRAP: {
-            const struct fsm_bootstrap *b = cmd->u.bootstrap;
-            if (b->n_members > FSM_MEMBERS_MAX) {
-                return FSM_E_TOOBIG;
-            }
-            once__log__bootstrap__init(&boot);
-            boot.cluster_id = bin(b->cluster_id, FSM_CLUSTER_ID_LEN);
-            boot.hash_key = bin(b->hash_key, FSM_HASH_KEY_LEN);
-            boot.group_id = b->group_id;
-            settings_to_pb(&b->settings, &settings);
-            boot.settings = &settings;
-            for (size_t i = 0; i < b->n_members; i++) {
-                rv = member_to_pb(&b->members[i], &members[i]);
-                if (rv != 0) {
-                    return rv;
-                }
-                member_ptrs[i] = &members[i];
-            }
-            boot.n_members = b->n_members;
-            boot.members = member_ptrs;
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_BOOTSTRAP;
-            m.bootstrap = &boot;
-            break;
-        }
+        e->member_ptrs[i] = &e->members[i];
+    }
+    m->n_members = b->n_members;
+    m->members = e->member_ptrs;
+    e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_BOOTSTRAP;
+    e->cmd.bootstrap = m;
+    return 0;
+}
+
+static int encode_set_member(const struct fsm_member *s, struct encoding *e)
+{
+    int rv;
+
+    once__log__set_member__init(&e->u.set_member);
+    rv = member_to_pb(s, &e->member);
+    if (rv != 0) {
+        return rv;
+    }
+    e->u.set_member.member = &e->member;
+    e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_SET_MEMBER;
+    e->cmd.set_member = &e->u.set_member;
+    return 0;
+}
+
+/* The kinds without a size to check: they cannot fail. */
+static void encode_small(const struct fsm_cmd *c, struct encoding *e)
+{
+    switch (c->type) {
         case FSM_CMD_SET_SETTINGS:
-            once__log__set_settings__init(&set_settings);
-            settings_to_pb(&cmd->u.settings, &settings);
-            set_settings.settings = &settings;
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_SET_SETTINGS;
-            m.set_settings = &set_settings;
-            break;
-        case FSM_CMD_SET_MEMBER:
-            once__log__set_member__init(&set_member);
-            rv = member_to_pb(&cmd->u.member, &member);
-            if (rv != 0) {
-                return rv;
-            }
-            set_member.member = &member;
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_SET_MEMBER;
-            m.set_member = &set_member;
+            once__log__set_settings__init(&e->u.set_settings);
+            settings_to_pb(&c->u.settings, &e->settings);
+            e->u.set_settings.settings = &e->settings;
+            e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_SET_SETTINGS;
+            e->cmd.set_settings = &e->u.set_settings;
             break;
         case FSM_CMD_RETIRE_MEMBER:
-            once__log__retire_member__init(&retire);
-            retire.id = cmd->u.retire_id;
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_RETIRE_MEMBER;
-            m.retire_member = &retire;
+            once__log__retire_member__init(&e->u.retire);
+            e->u.retire.id = c->u.retire_id;
+            e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_RETIRE_MEMBER;
+            e->cmd.retire_member = &e->u.retire;
             break;
+        default: /* FSM_CMD_SET_SCHEMA */
+            once__log__set_schema__init(&e->u.schema);
+            e->u.schema.version = c->u.schema_version;
+            e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_SET_SCHEMA;
+            e->cmd.set_schema = &e->u.schema;
+            break;
+    }
+}
+
+int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
+{
+    struct encoding e;
+    int rv;
+
+    once__log__command__init(&e.cmd);
+    switch (cmd->type) {
+        case FSM_CMD_CLAIM:
+            rv = encode_claim(&cmd->u.claim, &e);
+            break;
+        case FSM_CMD_COMPLETE:
+            rv = encode_complete(&cmd->u.complete, &e);
+            break;
+        case FSM_CMD_RELEASE:
+            rv = encode_release(&cmd->u.release, &e);
+            break;
+        case FSM_CMD_LOOKUP:
+        case FSM_CMD_FORGET:
+            rv = encode_ident(cmd->type == FSM_CMD_LOOKUP, &cmd->u.ident, &e);
+            break;
+        case FSM_CMD_BOOTSTRAP:
+            rv = encode_bootstrap(cmd->u.bootstrap, &e);
+            break;
+        case FSM_CMD_SET_MEMBER:
+            rv = encode_set_member(&cmd->u.member, &e);
+            break;
+        case FSM_CMD_SET_SETTINGS:
+        case FSM_CMD_RETIRE_MEMBER:
         case FSM_CMD_SET_SCHEMA:
-            once__log__set_schema__init(&schema);
-            schema.version = cmd->u.schema_version;
-            m.cmd_case = ONCE__LOG__COMMAND__CMD_SET_SCHEMA;
-            m.set_schema = &schema;
+            encode_small(cmd, &e);
+            rv = 0;
             break;
         default:
             return -EINVAL;
     }
-    return pack(&m.base, out, len);
+    if (rv != 0) {
+        return rv;
+    }
+    return pack(&e.cmd.base, out, len);
 }
 
 int command_encode_batch_with(uint32_t schema_version,

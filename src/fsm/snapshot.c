@@ -547,14 +547,15 @@ static bool all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
-static int read_head(struct fsm *g,
-                     struct rbuf *rb,
-                     const uint8_t *base,
-                     char *errmsg,
-                     uint64_t *n_records)
+/* The fixed fields: format, schema, indexes, cluster identity, settings,
+ * fence. Keys the hash when the state is bootstrapped. */
+static int read_fixed(struct fsm *g,
+                      struct rbuf *rb,
+                      const uint8_t *base,
+                      char *errmsg)
 {
     const uint8_t *p;
-    uint32_t format, n;
+    uint32_t format;
     uint8_t boot, fence;
 
     p = r_bytes(rb, 8);
@@ -620,6 +621,17 @@ static int read_head(struct fsm *g,
             fsm_panic("cannot initialise SipHash (OpenSSL)");
         }
     }
+    return 0;
+}
+
+/* The member directory: canonical bytes only. */
+static int read_members(struct fsm *g,
+                        struct rbuf *rb,
+                        const uint8_t *base,
+                        char *errmsg)
+{
+    uint32_t n;
+
     n = r_u32(rb);
     if (n > FSM_MEMBERS_MAX) {
         BAD("too many members");
@@ -650,6 +662,17 @@ static int read_head(struct fsm *g,
         }
     }
     g->n_members = n;
+    return 0;
+}
+
+/* The retired ids, strictly ascending. */
+static int read_retired(struct fsm *g,
+                        struct rbuf *rb,
+                        const uint8_t *base,
+                        char *errmsg)
+{
+    uint32_t n;
+
     n = r_u32(rb);
     if (n > FSM_RETIRED_MAX || !r_need(rb, (size_t)n * 8)) {
         BAD("bad retired id list");
@@ -666,6 +689,29 @@ static int read_head(struct fsm *g,
         }
     }
     g->n_retired = n;
+    return 0;
+}
+
+static int read_head(struct fsm *g,
+                     struct rbuf *rb,
+                     const uint8_t *base,
+                     char *errmsg,
+                     uint64_t *n_records)
+{
+    bool boot;
+    int rv;
+
+    rv = read_fixed(g, rb, base, errmsg);
+    if (rv == 0) {
+        rv = read_members(g, rb, base, errmsg);
+    }
+    if (rv == 0) {
+        rv = read_retired(g, rb, base, errmsg);
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    boot = g->bootstrapped;
     for (size_t i = 0; i < g->n_members; i++) {
         for (size_t j = 0; j < i; j++) {
             if (g->members[j].id == g->members[i].id) {

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "raft/guard.h"
 
 static struct rio *rio_of(struct raft_io *io)
@@ -61,9 +62,16 @@ static bool fail_stop(const struct rio *rio)
     return guard_on(GUARD_G4);
 }
 
+/* err_printf fills ERR_MSG_SIZE bytes: the two buffers it writes here, the
+ * store's and raft's, are that size. */
+_Static_assert(sizeof((struct raft_io *)0)->errmsg == ERR_MSG_SIZE,
+               "raft_io errmsg is not ERR_MSG_SIZE");
+_Static_assert(sizeof((struct store *)0)->errmsg == ERR_MSG_SIZE,
+               "store errmsg is not ERR_MSG_SIZE");
+
 static void copy_errmsg(struct rio *rio, const char *msg)
 {
-    snprintf(rio->io.errmsg, sizeof rio->io.errmsg, "%s", msg);
+    err_printf(rio->io.errmsg, "%s", msg);
 }
 
 /* --- inner callbacks ------------------------------------------------------ */
@@ -152,11 +160,11 @@ static void inner_recv_cb(struct raft_io *inner, struct raft_message *m)
     }
     if (m->type == RAFT_IO_APPEND_ENTRIES && guard_g6_rollback_stop(r, m)) {
         rio->stats.g6_stops++;
-        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
-                 "a membership rollback would need configuration entry %llu, "
-                 "which an installed snapshot compacted (B5): restarting "
-                 "rebuilds the configuration from the log",
-                 (unsigned long long)r->configuration_index);
+        err_printf(rio->store->errmsg,
+                   "a membership rollback would need configuration entry %llu, "
+                   "which an installed snapshot compacted (B5): restarting "
+                   "rebuilds the configuration from the log",
+                   (unsigned long long)r->configuration_index);
         fatal(rio, "recv", RAFT_INVALID);
         /* (test hook returned) the message is lost; raft would have owned
          * its entries, so free them as raft does (entryBatchesDestroy). */
@@ -347,6 +355,7 @@ struct rio_work
 
 static struct rio_work *rio_work_of(struct raft_io_async_work *req)
 {
+    /* Through void *: req is the first member, so the alignment holds. */
     return (struct rio_work *)(void *)((char *)req -
                                        offsetof(struct rio_work, req));
 }
@@ -523,11 +532,11 @@ static int rio_io_truncate(struct raft_io *io, raft_index index)
          * back only an entry it knows to be uncommitted, so its in-memory
          * configuration is now one the log no longer has. Stop: the restart
          * rebuilds the configuration from the log as it is now. */
-        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
-                 "truncation at %llu removed the configuration entry %llu "
-                 "raft took as committed after a restart (B6)",
-                 (unsigned long long)index,
-                 (unsigned long long)r->configuration_index);
+        err_printf(rio->store->errmsg,
+                   "truncation at %llu removed the configuration entry %llu "
+                   "raft took as committed after a restart (B6)",
+                   (unsigned long long)index,
+                   (unsigned long long)r->configuration_index);
         fatal(rio, "truncate", RAFT_INVALID);
     }
     return rv;
@@ -580,11 +589,10 @@ static int rio_io_append(struct raft_io *io,
          * multiple of 8 as an unreadable segment. Every payload of ours is
          * padded (entry.h); anything else is a bug: refuse it loudly. */
         if (entries[i].buf.len % 8 != 0) {
-            snprintf(io->errmsg, sizeof io->errmsg,
-                     "entry payload of %zu bytes is not a multiple of 8",
-                     entries[i].buf.len);
-            snprintf(rio->store->errmsg, sizeof rio->store->errmsg, "%s",
-                     io->errmsg);
+            err_printf(io->errmsg,
+                       "entry payload of %zu bytes is not a multiple of 8",
+                       entries[i].buf.len);
+            err_printf(rio->store->errmsg, "%s", io->errmsg);
             fatal(rio, "append", RAFT_INVALID);
             return RAFT_INVALID;
         }
@@ -593,8 +601,7 @@ static int rio_io_append(struct raft_io *io,
     if (a == NULL) {
         /* raft 0.15's handling of a failed append is unsafe too (a config
          * change's error path double-frees, B4): stop. */
-        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
-                 "out of memory");
+        err_printf(rio->store->errmsg, "out of memory");
         fatal(rio, "append", RAFT_NOMEM);
         return RAFT_NOMEM;
     }
@@ -686,6 +693,7 @@ static void snapshot_put_cb(struct raft_io_snapshot_put *req, int status)
  * overwrites it with the raft pointer (fixed in 0.18, 540b6cc). */
 static struct rio_put *put_of_work(struct raft_io_async_work *w)
 {
+    /* Through void *: w is a member of a struct rio_put, which is aligned. */
     return (struct rio_put *)(void *)((char *)w -
                                       offsetof(struct rio_put, work));
 }
@@ -733,8 +741,7 @@ static int rio_io_snapshot_put(struct raft_io *io,
     }
     p = raft_malloc(sizeof *p);
     if (p == NULL) {
-        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
-                 "out of memory");
+        err_printf(rio->store->errmsg, "out of memory");
         fatal(rio, "snapshot_put", RAFT_NOMEM);
         return RAFT_NOMEM;
     }
@@ -802,8 +809,7 @@ static int rio_io_snapshot_get(struct raft_io *io,
     int rv;
 
     if (g == NULL) {
-        snprintf(rio->store->errmsg, sizeof rio->store->errmsg,
-                 "out of memory");
+        err_printf(rio->store->errmsg, "out of memory");
         fatal(rio, "snapshot_get", RAFT_NOMEM);
         return RAFT_NOMEM;
     }
