@@ -1250,19 +1250,13 @@ static void diff_reload(struct fsm *dst, const struct fsm *src, uint64_t seed)
     free(buf);
 }
 
-START_TEST(diff_replicas_agree)
-{
-    struct diff_ctx *d = calloc(1, sizeof *d);
-    struct fsm *rep[3];
-    struct fsm_bootstrap *bs = calloc(1, sizeof *bs);
-    struct fsm_cmd cmds[DIFF_MAXCMD];
-    struct dres *res[3];
-    uint64_t now = FH_T0, idx = 1;
-    const uint64_t seed = (uint64_t)_i + 1;
-    static const char *const name = "ABC";
+static const char *const diff_name = "ABC";
 
-    ck_assert_ptr_nonnull(d);
-    ck_assert_ptr_nonnull(bs);
+/* The context's keys, payloads and the bootstrap of the three replicas. */
+static void diff_setup(struct diff_ctx *d,
+                       struct fsm_bootstrap *bs,
+                       uint64_t seed)
+{
     d->seed = seed;
     d->rng = seed * 2654435761u + 1;
     for (int i = 0; i < DIFF_NK; i++) {
@@ -1282,6 +1276,91 @@ START_TEST(diff_replicas_agree)
     bs->settings.max_lease_ms = 4000;
     bs->settings.max_records = 30;
     bs->settings.max_bytes = 1 << 20;
+}
+
+/* Every replica answered every command of the batch alike. */
+static void diff_check_results(uint64_t seed,
+                               int it,
+                               const struct fsm_cmd *cmds,
+                               size_t n,
+                               struct dres *res[3])
+{
+    const char *const name = diff_name;
+
+    for (size_t i = 0; i < n; i++) {
+        for (int j = 1; j < 3; j++) {
+            const char *field = dres_diff(&res[0][i], &res[j][i]);
+
+            ck_assert_msg(field == NULL,
+                          "seed %" PRIu64
+                          " batch %d cmd %zu (type %d): "
+                          "A and %c differ in %s: outcome %s / %s, "
+                          "attempts %u / %u",
+                          seed, it, i, (int)cmds[i].type, name[j], field,
+                          fsm_outcome_name(res[0][i].outcome),
+                          fsm_outcome_name(res[j][i].outcome),
+                          res[0][i].attempts, res[j][i].attempts);
+        }
+    }
+}
+
+/* The replicas' snapshots and counters are identical after the batch. */
+static void diff_check_states(uint64_t seed,
+                              int it,
+                              struct fsm *rep[3],
+                              const struct fsm_settings *settings)
+{
+    const char *const name = diff_name;
+    size_t len[3];
+    uint8_t *snap[3];
+
+    for (int j = 0; j < 3; j++) {
+        snap[j] = fh_snapshot(rep[j], &len[j]);
+    }
+    for (int j = 1; j < 3; j++) {
+        size_t first = 0;
+
+        while (first < len[0] && first < len[j] &&
+               snap[0][first] == snap[j][first]) {
+            first++;
+        }
+        ck_assert_msg(len[0] == len[j] && first == len[0],
+                      "seed %" PRIu64
+                      " batch %d: snapshots of A and %c "
+                      "differ (%zu / %zu bytes, first at %zu)",
+                      seed, it, name[j], len[0], len[j], first);
+        ck_assert_msg(fsm_bytes(rep[0]) == fsm_bytes(rep[j]),
+                      "seed %" PRIu64 " batch %d: fsm_bytes A %" PRIu64
+                      " %c %" PRIu64,
+                      seed, it, fsm_bytes(rep[0]), name[j], fsm_bytes(rep[j]));
+        ck_assert_msg(
+            fsm_n_records(rep[0]) == fsm_n_records(rep[j]),
+            "seed %" PRIu64 " batch %d: n_records A %" PRIu64 " %c %" PRIu64,
+            seed, it, fsm_n_records(rep[0]), name[j], fsm_n_records(rep[j]));
+    }
+    ck_assert_msg(fsm_bytes(rep[0]) <= settings->max_bytes,
+                  "seed %" PRIu64 " batch %d: fsm_bytes %" PRIu64
+                  " over max_bytes",
+                  seed, it, fsm_bytes(rep[0]));
+    for (int j = 0; j < 3; j++) {
+        free(snap[j]);
+    }
+}
+
+START_TEST(diff_replicas_agree)
+{
+    struct diff_ctx *d = calloc(1, sizeof *d);
+    struct fsm *rep[3];
+    struct fsm_bootstrap *bs = calloc(1, sizeof *bs);
+    struct fsm_cmd cmds[DIFF_MAXCMD];
+    struct dres *res[3];
+    uint64_t now = FH_T0, idx = 1;
+    const uint64_t seed = (uint64_t)_i + 1;
+    const char *const name = diff_name;
+
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(bs);
+    diff_setup(d, bs, seed);
     memset(&cmds[0], 0, sizeof cmds[0]);
     cmds[0].type = FSM_CMD_BOOTSTRAP;
     cmds[0].u.bootstrap = bs;
@@ -1297,8 +1376,6 @@ START_TEST(diff_replicas_agree)
 
     for (int it = 0; it < DIFF_BATCHES; it++) {
         size_t n = diff_rr(d, 1, DIFF_MAXCMD);
-        size_t len[3];
-        uint8_t *snap[3];
 
         diff_step(d, &now);
         for (size_t i = 0; i < n; i++) {
@@ -1314,21 +1391,7 @@ START_TEST(diff_replicas_agree)
             ck_assert_msg(rv == 0, "seed %" PRIu64 " batch %d: %c: apply %d",
                           seed, it, name[j], rv);
         }
-        for (size_t i = 0; i < n; i++) {
-            for (int j = 1; j < 3; j++) {
-                const char *field = dres_diff(&res[0][i], &res[j][i]);
-
-                ck_assert_msg(field == NULL,
-                              "seed %" PRIu64
-                              " batch %d cmd %zu (type %d): "
-                              "A and %c differ in %s: outcome %s / %s, "
-                              "attempts %u / %u",
-                              seed, it, i, (int)cmds[i].type, name[j], field,
-                              fsm_outcome_name(res[0][i].outcome),
-                              fsm_outcome_name(res[j][i].outcome),
-                              res[0][i].attempts, res[j][i].attempts);
-            }
-        }
+        diff_check_results(seed, it, cmds, n, res);
         /* Learn most of the owner tokens handed out. */
         for (size_t i = 0; i < n; i++) {
             if (res[0][i].has_owner_token && cmds[i].type == FSM_CMD_CLAIM &&
@@ -1340,39 +1403,7 @@ START_TEST(diff_replicas_agree)
                 d->toks[s][k] = res[0][i].owner_token;
             }
         }
-        for (int j = 0; j < 3; j++) {
-            snap[j] = fh_snapshot(rep[j], &len[j]);
-        }
-        for (int j = 1; j < 3; j++) {
-            size_t first = 0;
-
-            while (first < len[0] && first < len[j] &&
-                   snap[0][first] == snap[j][first]) {
-                first++;
-            }
-            ck_assert_msg(len[0] == len[j] && first == len[0],
-                          "seed %" PRIu64
-                          " batch %d: snapshots of A and %c "
-                          "differ (%zu / %zu bytes, first at %zu)",
-                          seed, it, name[j], len[0], len[j], first);
-            ck_assert_msg(fsm_bytes(rep[0]) == fsm_bytes(rep[j]),
-                          "seed %" PRIu64 " batch %d: fsm_bytes A %" PRIu64
-                          " %c %" PRIu64,
-                          seed, it, fsm_bytes(rep[0]), name[j],
-                          fsm_bytes(rep[j]));
-            ck_assert_msg(fsm_n_records(rep[0]) == fsm_n_records(rep[j]),
-                          "seed %" PRIu64 " batch %d: n_records A %" PRIu64
-                          " %c %" PRIu64,
-                          seed, it, fsm_n_records(rep[0]), name[j],
-                          fsm_n_records(rep[j]));
-        }
-        ck_assert_msg(fsm_bytes(rep[0]) <= bs->settings.max_bytes,
-                      "seed %" PRIu64 " batch %d: fsm_bytes %" PRIu64
-                      " over max_bytes",
-                      seed, it, fsm_bytes(rep[0]));
-        for (int j = 0; j < 3; j++) {
-            free(snap[j]);
-        }
+        diff_check_states(seed, it, rep, &bs->settings);
         if (diff_rr(d, 0, 4) == 0) {
             diff_reload(rep[1], rep[1], seed);
         }
