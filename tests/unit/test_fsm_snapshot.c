@@ -385,18 +385,11 @@ static void bootstrap(struct fsm *f, uint64_t time)
  * and key), IDEMPOTENT records in every state with results (one of 64 KiB),
  * errors, and attempt histories long enough to wrap the ring. Indexes
  * 1..8, times T0..T0+700. Returns the number of identities used. */
-static int build_rich(struct fsm *f, int n_nonce)
+/* build_rich's index 2: member changes. */
+static void rich_members(struct fsm *f, struct fsm_cmd *c)
 {
-    static struct fsm_cmd c[MAX_CMDS];
-    struct fsm_token tok[64];
     const struct outs *o;
-    size_t k;
-    int base = n_nonce; /* identities of the IDEMPOTENT records */
 
-    ck_assert_int_le(n_nonce + 64, MAX_IDS * 2);
-    bootstrap(f, T0);
-
-    /* index 2: member changes */
     memset(c, 0, 5 * sizeof c[0]);
     c[0].type = FSM_CMD_SET_MEMBER;
     c[0].u.member.id = 20;
@@ -415,36 +408,17 @@ static int build_rich(struct fsm *f, int n_nonce)
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(o->o[i], FSM_OK);
     }
+}
 
-    /* index 3: NONCE records; the last one has the longest identity */
-    for (int i = 0; i < n_nonce; i++) {
-        nonce_claim(&c[i], i, 1, 3600000);
-    }
-    c[n_nonce] = c[0];
-    c[n_nonce].u.claim.scope = long_scope;
-    c[n_nonce].u.claim.scope_len = FSM_SCOPE_MAX;
-    c[n_nonce].u.claim.key = long_key;
-    c[n_nonce].u.claim.key_len = FSM_KEY_MAX;
-    c[n_nonce].u.claim.has_ts = true;
-    c[n_nonce].u.claim.ts_ms = T0 + 150;
-    c[n_nonce].u.claim.window_ms = 1000;
-    c[n_nonce].u.claim.ttl_ms = 0;
-    o = apply(f, 3, T0 + 200, c, (size_t)n_nonce + 1);
-    for (int i = 0; i <= n_nonce; i++) {
-        ck_assert_int_eq(o->o[i], FSM_ACCEPTED);
-    }
+/* build_rich's index 5: complete, release, fail; replays and retries. */
+static void rich_outcomes(struct fsm *f,
+                          struct fsm_cmd *c,
+                          int base,
+                          const struct fsm_token *tok)
+{
+    const struct outs *o;
+    size_t k;
 
-    /* index 4: IDEMPOTENT records */
-    for (int i = 0; i < 40; i++) {
-        idem_claim(&c[i], base + i, 1, 3600000, 60000);
-    }
-    o = apply(f, 4, T0 + 300, c, 40);
-    for (int i = 0; i < 40; i++) {
-        ck_assert_int_eq(o->o[i], FSM_ACCEPTED);
-        tok[i] = o->tok[i];
-    }
-
-    /* index 5: complete, release, fail; replays and retries */
     k = 0;
     for (int i = 0; i < 10; i++) {
         complete_cmd(&c[k++], base + i, tok[i], big_result,
@@ -488,6 +462,49 @@ static int build_rich(struct fsm *f, int n_nonce)
     ck_assert_int_eq(o->o[31], FSM_DUPLICATE);
     ck_assert_int_eq(o->o[32], FSM_FAILED);
     ck_assert_int_eq(o->o[33], FSM_CONFLICT);
+}
+
+static int build_rich(struct fsm *f, int n_nonce)
+{
+    static struct fsm_cmd c[MAX_CMDS];
+    struct fsm_token tok[64];
+    const struct outs *o;
+    int base = n_nonce; /* identities of the IDEMPOTENT records */
+
+    ck_assert_int_le(n_nonce + 64, MAX_IDS * 2);
+    bootstrap(f, T0);
+
+    rich_members(f, c); /* index 2 */
+
+    /* index 3: NONCE records; the last one has the longest identity */
+    for (int i = 0; i < n_nonce; i++) {
+        nonce_claim(&c[i], i, 1, 3600000);
+    }
+    c[n_nonce] = c[0];
+    c[n_nonce].u.claim.scope = long_scope;
+    c[n_nonce].u.claim.scope_len = FSM_SCOPE_MAX;
+    c[n_nonce].u.claim.key = long_key;
+    c[n_nonce].u.claim.key_len = FSM_KEY_MAX;
+    c[n_nonce].u.claim.has_ts = true;
+    c[n_nonce].u.claim.ts_ms = T0 + 150;
+    c[n_nonce].u.claim.window_ms = 1000;
+    c[n_nonce].u.claim.ttl_ms = 0;
+    o = apply(f, 3, T0 + 200, c, (size_t)n_nonce + 1);
+    for (int i = 0; i <= n_nonce; i++) {
+        ck_assert_int_eq(o->o[i], FSM_ACCEPTED);
+    }
+
+    /* index 4: IDEMPOTENT records */
+    for (int i = 0; i < 40; i++) {
+        idem_claim(&c[i], base + i, 1, 3600000, 60000);
+    }
+    o = apply(f, 4, T0 + 300, c, 40);
+    for (int i = 0; i < 40; i++) {
+        ck_assert_int_eq(o->o[i], FSM_ACCEPTED);
+        tok[i] = o->tok[i];
+    }
+
+    rich_outcomes(f, c, base, tok); /* index 5 */
 
     /* index 6: raise max_window (starts the settling fence) */
     memset(&c[0], 0, sizeof c[0]);
@@ -819,6 +836,57 @@ static void extra_claim(struct fsm_cmd *c, int n, uint64_t ttl)
     c->u.claim.ttl_ms = ttl;
 }
 
+/* canonical_histories: B gets N_EXTRA extra records (its tables grow),
+ * A the same indexes with nothing in them. */
+static void histories_grow_b(struct fsm *a,
+                             struct fsm *b,
+                             struct fsm_cmd *c,
+                             uint64_t *idx,
+                             uint64_t *t)
+{
+    const struct outs *o;
+
+    *t += 1000;
+    for (int base = 0; base < N_EXTRA; base += CHUNK) {
+        (*idx)++;
+        for (int i = 0; i < CHUNK; i++) {
+            extra_claim(&c[i], base + i, 3600000);
+        }
+        o = apply(b, *idx, *t, c, CHUNK);
+        ck_assert_int_eq(o->o[CHUNK - 1], FSM_ACCEPTED);
+        apply(a, *idx, *t, c, 0);
+    }
+    ck_assert_uint_eq(fsm_n_records(b), N_EXTRA);
+}
+
+/* canonical_histories: B forgets every extra record again. */
+static void histories_forget_b(struct fsm *a,
+                               struct fsm *b,
+                               struct fsm_cmd *c,
+                               uint64_t *idx,
+                               uint64_t *t)
+{
+    const struct outs *o;
+
+    *t += 1000;
+    for (int base = 0; base < N_EXTRA; base += CHUNK) {
+        (*idx)++;
+        for (int i = 0; i < CHUNK; i++) {
+            extra_claim(&c[i], base + i, 3600000);
+            c[i].type = FSM_CMD_FORGET;
+            c[i].u.ident.scope = c[i].u.claim.scope;
+            c[i].u.ident.scope_len = c[i].u.claim.scope_len;
+            c[i].u.ident.key = c[i].u.claim.key;
+            c[i].u.ident.key_len = c[i].u.claim.key_len;
+        }
+        o = apply(b, *idx, *t, c, CHUNK);
+        ck_assert_int_eq(o->o[0], FSM_FORGOTTEN);
+        ck_assert_int_eq(o->o[CHUNK - 1], FSM_FORGOTTEN);
+        apply(a, *idx, *t, c, 0);
+    }
+    ck_assert_uint_eq(fsm_n_records(b), N_MAIN);
+}
+
 START_TEST(canonical_histories)
 {
     static struct fsm_cmd c[MAX_CMDS];
@@ -836,17 +904,7 @@ START_TEST(canonical_histories)
 
     /* B: tens of thousands of extra records first (tables grow); A: the
      * same indexes with nothing in them. */
-    t += 1000;
-    for (int base = 0; base < N_EXTRA; base += CHUNK) {
-        idx++;
-        for (int i = 0; i < CHUNK; i++) {
-            extra_claim(&c[i], base + i, 3600000);
-        }
-        o = apply(b, idx, t, c, CHUNK);
-        ck_assert_int_eq(o->o[CHUNK - 1], FSM_ACCEPTED);
-        apply(a, idx, t, c, 0);
-    }
-    ck_assert_uint_eq(fsm_n_records(b), N_EXTRA);
+    histories_grow_b(a, b, c, &idx, &t);
 
     /* The same NONCE records, in opposite orders. */
     idx++;
@@ -867,23 +925,7 @@ START_TEST(canonical_histories)
     }
 
     /* B forgets every extra record. */
-    t += 1000;
-    for (int base = 0; base < N_EXTRA; base += CHUNK) {
-        idx++;
-        for (int i = 0; i < CHUNK; i++) {
-            extra_claim(&c[i], base + i, 3600000);
-            c[i].type = FSM_CMD_FORGET;
-            c[i].u.ident.scope = c[i].u.claim.scope;
-            c[i].u.ident.scope_len = c[i].u.claim.scope_len;
-            c[i].u.ident.key = c[i].u.claim.key;
-            c[i].u.ident.key_len = c[i].u.claim.key_len;
-        }
-        o = apply(b, idx, t, c, CHUNK);
-        ck_assert_int_eq(o->o[0], FSM_FORGOTTEN);
-        ck_assert_int_eq(o->o[CHUNK - 1], FSM_FORGOTTEN);
-        apply(a, idx, t, c, 0);
-    }
-    ck_assert_uint_eq(fsm_n_records(b), N_MAIN);
+    histories_forget_b(a, b, c, &idx, &t);
 
     /* IDEMPOTENT records at the same slots in both; B adds short-lived
      * records behind them, which expire and are pruned later. */
