@@ -71,6 +71,15 @@ struct op_put
     struct raft_io_snapshot_put *req;
     const struct raft_snapshot *snap; /* raft's, borrowed until the cb */
     raft_io_snapshot_put_cb cb;
+    /* A taken snapshot's file is written and synced as tmp-snap on the
+     * loop's thread pool before the op is queued (store_snapshot.c), so
+     * appends are not held behind it; the queued job then only renames
+     * it and removes what it replaces. */
+    bool written;
+    struct slog *sl;
+    uv_work_t work;
+    int work_rv; /* RAFT_* */
+    char work_err[ERR_MSG_SIZE];
 };
 
 struct op_get
@@ -134,6 +143,7 @@ struct job_put
 {
     const struct raft_snapshot *snap; /* the op's, borrowed */
     char sname[NAME_LEN];             /* snap-<term>-<index> */
+    bool written;                     /* tmp-snap is written and synced */
 };
 
 struct job_get
@@ -238,6 +248,7 @@ struct slog
 
     struct op *head, *tail; /* queued, not started */
     bool busy;              /* an op (or batch) is in flight */
+    unsigned prewrites;     /* snapshot files being written (op_put) */
     int failed;             /* RAFT_* after an I/O error, else 0 */
     bool in_cb;             /* callbacks running: kick once at the end */
     struct op *batch;       /* in flight: appends, or the one put/get */

@@ -1,10 +1,16 @@
 /* store/store_snapshot.c: snapshot put and get (store_int.h).
  *
- * A put is written by the worker to tmp-snap, synced, renamed to
- * snap-<term>-<index>, the directory synced; then the snapshots beyond the
- * newest two and the segments it makes unneeded are removed (each removal
- * durable before the next). A get reads and checks the newest file on the
- * worker. Either one is the only op in flight while it runs (sl->batch).
+ * A put is written to tmp-snap and synced, renamed to snap-<term>-<index>,
+ * the directory synced; then the snapshots beyond the newest two and the
+ * segments it makes unneeded are removed (each removal durable before the
+ * next). For a snapshot raft took (trailing > 0) the file is written and
+ * synced on the loop's thread pool before the op enters the queue: a
+ * snapshot of a large table takes seconds to write, and appends queued
+ * behind it would wait as long (every claim of the cluster stalls). The
+ * queued part, rename and removals, is short. An installed snapshot
+ * (trailing 0) replaces the log and is written whole in the queue. A get
+ * reads and checks the newest file on the worker. Queued, either one is
+ * the only op in flight while it runs (sl->batch).
  * read_snapshot also serves load (store_load.c). */
 #include <errno.h>
 #include <fcntl.h>
@@ -62,30 +68,51 @@ static int write_snap_file(int fd, const struct raft_snapshot *sn)
     return err;
 }
 
-/* Worker thread. */
-void store_run_put(struct job *j)
+/* Create tmp-snap and write and sync @sn into it: 0, or a negated errno
+ * (-ENOMEM: out of memory) with @what naming the step. */
+static int write_tmp_snap(int dirfd,
+                          const struct raft_snapshot *sn,
+                          const char **what)
 {
-    int dirfd = j->sl->dirfd;
     int fd, err;
 
+    *what = "create";
     fd = openat(dirfd, "tmp-snap", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
                 0600);
     if (fd < 0) {
-        store_job_err(j, -errno, "create", "tmp-snap");
-        return;
+        return -errno;
     }
-    err = write_snap_file(fd, j->u.put.snap);
-    if (err == -ENOMEM) {
-        close(fd);
-        j->rv = RAFT_NOMEM;
-        err_printf(j->err, "out of memory");
-        return;
-    }
+    *what = "write snapshot";
+    err = write_snap_file(fd, sn);
     if (err == 0 && fdatasync(fd) != 0) {
         err = -errno;
     }
     close(fd);
-    if (err == 0 && renameat(dirfd, "tmp-snap", dirfd, j->u.put.sname) != 0) {
+    return err;
+}
+
+/* Worker thread. */
+void store_run_put(struct job *j)
+{
+    int dirfd = j->sl->dirfd;
+    const char *what = "write snapshot";
+    int err = 0;
+
+    if (!j->u.put.written) {
+        err = write_tmp_snap(dirfd, j->u.put.snap, &what);
+        if (err == -ENOMEM) {
+            j->rv = RAFT_NOMEM;
+            err_printf(j->err, "out of memory");
+            return;
+        }
+        if (err != 0) {
+            store_job_err(
+                j, err, what,
+                strcmp(what, "create") == 0 ? "tmp-snap" : j->u.put.sname);
+            return;
+        }
+    }
+    if (renameat(dirfd, "tmp-snap", dirfd, j->u.put.sname) != 0) {
         err = -errno;
     }
     if (err == 0) {
@@ -98,7 +125,6 @@ void store_run_put(struct job *j)
     store_run_unlinks(j); /* older snapshots, then segments below trailing */
 }
 
-/* The snapshot raft gets: @conf decoded, @data its one buffer (taken). */
 static int snap_build(const struct sf_snap_info *info,
                       const uint8_t *conf,
                       void *data,
@@ -265,6 +291,7 @@ void store_start_put(struct slog *sl, struct op *op)
         return;
     }
     j->u.put.snap = sn;
+    j->u.put.written = op->u.put.written;
     store_snap_name(j->u.put.sname, sn->term, sn->index);
     rv = put_plan(sl, j, &op->u.put);
     if (rv != 0) {
@@ -385,6 +412,64 @@ void store_get_done(struct slog *sl, struct job *j)
     free(op);
 }
 
+/* The loop's thread pool: the file of a taken snapshot. Reads only the
+ * op's snapshot (raft's, held until the put's callback) and the store's
+ * directory descriptor, which stays open until the store is closed, and
+ * the close waits for this work (store_maybe_shutdown). */
+static void prewrite_work(uv_work_t *w)
+{
+    struct op *op = w->data;
+    const char *what;
+    int err = write_tmp_snap(op->u.put.sl->dirfd, op->u.put.snap, &what);
+
+    op->u.put.work_rv = 0;
+    if (err == -ENOMEM) {
+        op->u.put.work_rv = RAFT_NOMEM;
+        err_printf(op->u.put.work_err, "out of memory");
+    } else if (err != 0) {
+        op->u.put.work_rv = store_raft_code(err);
+        err_printf(op->u.put.work_err, "%s", strerror(-err));
+        err_wrapf(op->u.put.work_err, "%s tmp-snap", what);
+    }
+}
+
+/* The loop: queue the rename, or fail the store as a failed put would. */
+static void prewrite_done(uv_work_t *w, int status)
+{
+    struct op *op = w->data;
+    struct slog *sl = op->u.put.sl;
+    int rv = status != 0 ? RAFT_CANCELED : op->u.put.work_rv;
+
+    sl->prewrites--;
+    if (rv != 0) {
+        store_set_failed(
+            sl, rv, rv == RAFT_CANCELED ? "cancelled" : op->u.put.work_err);
+        store_op_done(sl, op, rv);
+    } else {
+        op->u.put.written = true;
+        store_enqueue(sl, op);
+    }
+    store_kick(sl);
+    store_maybe_shutdown(sl);
+}
+
+/* A taken snapshot: write its file off the queue. False if the work could
+ * not be queued (then the put runs whole in the queue, as an install). */
+static bool prewrite_start(struct slog *sl, struct op *op)
+{
+    if (sl->closing) {
+        return false;
+    }
+    op->u.put.sl = sl;
+    op->u.put.work.data = op;
+    if (uv_queue_work(sl->loop, &op->u.put.work, prewrite_work,
+                      prewrite_done) != 0) {
+        return false;
+    }
+    sl->prewrites++;
+    return true;
+}
+
 int store_snapshot_put(struct store *s,
                        unsigned trailing,
                        struct raft_io_snapshot_put *req,
@@ -404,6 +489,8 @@ int store_snapshot_put(struct store *s,
     op->u.put.cb = cb;
     if (trailing == 0) {
         sl->next = snapshot->index + 1; /* the log restarts after it */
+    } else if (prewrite_start(sl, op)) {
+        return 0; /* queued once its file is written */
     }
     store_enqueue(sl, op);
     return 0;
