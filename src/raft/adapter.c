@@ -244,7 +244,6 @@ static void snapshot_release(struct replica *rep, bool encoded)
     }
     fsm_release(rep->fsm, rep->snap.view);
     rep->snap.view = NULL;
-    replica_digest_poll(rep); /* a digest may have waited for the view */
 }
 
 static int adapter_snapshot_finalize(struct raft_fsm *rf,

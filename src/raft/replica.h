@@ -378,7 +378,7 @@ int replica_snapshot(struct replica *rep,
 int replica_state_digest(struct replica *rep,
                          struct replica_digest_req *req,
                          replica_digest_cb cb);
-/* The view may be free again: start a waiting digest (adapter finalize). */
+/* The view may be free again: start a waiting digest (from replica_poll). */
 void replica_digest_poll(struct replica *rep);
 /* rio's install_ready: no digest holds the view. */
 bool replica_digest_idle(void *arg);

@@ -351,6 +351,7 @@ struct rio_work
 {
     struct raft_io_async_work req; /* what the inner io sees */
     struct raft_io_async_work *orig;
+    struct rio *rio;
 };
 
 static struct rio_work *rio_work_of(struct raft_io_async_work *req)
@@ -371,9 +372,13 @@ static void rio_work_cb(struct raft_io_async_work *req, int status)
 {
     struct rio_work *w = rio_work_of(req);
     struct raft_io_async_work *orig = w->orig;
+    struct rio *rio = w->rio;
 
     raft_free(w);
     orig->cb(orig, status);
+    /* As after every callback into raft: the replica polls (a snapshot
+     * that ended releases the view a state digest may wait for). */
+    event(rio);
 }
 
 static int rio_io_async_work(struct raft_io *io,
@@ -389,6 +394,7 @@ static int rio_io_async_work(struct raft_io *io,
     }
     req->cb = cb;
     w->orig = req;
+    w->rio = rio;
     w->req.work = rio_work_fn;
     rv = rio->inner->async_work(rio->inner, &w->req, rio_work_cb);
     if (rv != 0) {
