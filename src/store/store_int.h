@@ -86,6 +86,18 @@ struct op_get
 {
     struct raft_io_snapshot_get *req;
     raft_io_snapshot_get_cb cb;
+    /* The newest snapshot's file is opened on the loop and read and
+     * checked on the loop's thread pool, off the queue (store_snapshot.c):
+     * a leader reads a large snapshot for every member it installs, and
+     * appends queued behind the read would wait as long. The descriptor
+     * keeps the file readable if a later put removes its name meanwhile. */
+    struct slog *sl;
+    uv_work_t work;
+    int fd;
+    char sname[NAME_LEN];
+    struct raft_snapshot *got; /* out of the work, handed to the cb */
+    int work_rv;               /* RAFT_* */
+    char work_err[ERR_MSG_SIZE];
 };
 
 /* One queued call. Freed with free() (an append is one allocation: the
@@ -248,7 +260,8 @@ struct slog
 
     struct op *head, *tail; /* queued, not started */
     bool busy;              /* an op (or batch) is in flight */
-    unsigned prewrites;     /* snapshot files being written (op_put) */
+    unsigned pool_ops;      /* snapshot files written (put) or read (get) on the
+                               loop's thread pool: close waits for them */
     int failed;             /* RAFT_* after an I/O error, else 0 */
     bool in_cb;             /* callbacks running: kick once at the end */
     struct op *batch;       /* in flight: appends, or the one put/get */

@@ -86,7 +86,7 @@ static void stop_worker(struct slog *sl)
 void store_maybe_shutdown(struct slog *sl)
 {
     if (!sl->closing || sl->busy || sl->head != NULL || sl->close_cb == NULL ||
-        sl->handles == 0 || sl->stop || sl->prewrites != 0) {
+        sl->handles == 0 || sl->stop || sl->pool_ops != 0) {
         return;
     }
     stop_worker(sl);

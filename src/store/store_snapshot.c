@@ -9,8 +9,11 @@
  * behind it would wait as long (every claim of the cluster stalls). The
  * queued part, rename and removals, is short. An installed snapshot
  * (trailing 0) replaces the log and is written whole in the queue. A get
- * reads and checks the newest file on the worker. Queued, either one is
- * the only op in flight while it runs (sl->batch).
+ * opens the newest file on the loop and reads and checks it on the thread
+ * pool, for the same reason (a leader reads it for every member it
+ * installs); only when that cannot start (no snapshot, closing) does it
+ * go through the queue. Queued, a put or get is the only op in flight
+ * while it runs (sl->batch).
  * read_snapshot also serves load (store_load.c). */
 #include <errno.h>
 #include <fcntl.h>
@@ -166,10 +169,12 @@ err_conf:
     return e;
 }
 
-int store_read_snapshot(int dirfd,
-                        const char *name,
-                        struct raft_snapshot **out,
-                        char *err)
+/* Read and check the snapshot file open at @fd (named @name in messages);
+ * @fd stays open. */
+static int read_snapshot_fd(int fd,
+                            const char *name,
+                            struct raft_snapshot **out,
+                            char *err)
 {
     struct sf_snap_info info;
     uint8_t hdr[SF_SNAP_HDR];
@@ -177,14 +182,10 @@ int store_read_snapshot(int dirfd,
     void *data = NULL;
     struct stat st;
     uint32_t crc;
-    int fd, e, rv = RAFT_CORRUPT;
+    int e, rv = RAFT_CORRUPT;
 
-    fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        err_printf(err, "open snapshot %s: %s", name, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-        }
+    if (fstat(fd, &st) != 0) {
+        err_printf(err, "stat snapshot %s: %s", name, strerror(errno));
         return RAFT_IOERR;
     }
     if ((uint64_t)st.st_size < SF_SNAP_HDR ||
@@ -217,9 +218,25 @@ int store_read_snapshot(int dirfd,
         data = NULL;
     }
 out:
-    close(fd);
     free(conf);
     raft_free(data);
+    return rv;
+}
+
+int store_read_snapshot(int dirfd,
+                        const char *name,
+                        struct raft_snapshot **out,
+                        char *err)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    int rv;
+
+    if (fd < 0) {
+        err_printf(err, "open snapshot %s: %s", name, strerror(errno));
+        return RAFT_IOERR;
+    }
+    rv = read_snapshot_fd(fd, name, out, err);
+    close(fd);
     return rv;
 }
 
@@ -440,7 +457,7 @@ static void prewrite_done(uv_work_t *w, int status)
     struct slog *sl = op->u.put.sl;
     int rv = status != 0 ? RAFT_CANCELED : op->u.put.work_rv;
 
-    sl->prewrites--;
+    sl->pool_ops--;
     if (rv != 0) {
         store_set_failed(
             sl, rv, rv == RAFT_CANCELED ? "cancelled" : op->u.put.work_err);
@@ -466,7 +483,7 @@ static bool prewrite_start(struct slog *sl, struct op *op)
                       prewrite_done) != 0) {
         return false;
     }
-    sl->prewrites++;
+    sl->pool_ops++;
     return true;
 }
 
@@ -496,17 +513,79 @@ int store_snapshot_put(struct store *s,
     return 0;
 }
 
+/* The loop's thread pool: read and check the file open at the op's fd
+ * (opened on the loop, closed here). */
+static void get_work(uv_work_t *w)
+{
+    struct op *op = w->data;
+
+    op->u.get.work_rv = read_snapshot_fd(op->u.get.fd, op->u.get.sname,
+                                         &op->u.get.got, op->u.get.work_err);
+    close(op->u.get.fd);
+}
+
+/* The loop: hand the snapshot to raft. A snapshot we wrote that does not
+ * read back stops the store, as in the queue. */
+static void get_done(uv_work_t *w, int status)
+{
+    struct op *op = w->data;
+    struct slog *sl = op->u.get.sl;
+    int rv = status != 0 ? RAFT_CANCELED : op->u.get.work_rv;
+
+    sl->pool_ops--;
+    if (rv != 0) {
+        store_snapshot_free(op->u.get.got);
+        store_set_failed(
+            sl, rv, rv == RAFT_CANCELED ? "cancelled" : op->u.get.work_err);
+        store_op_done(sl, op, rv);
+    } else {
+        sl->in_cb = true;
+        op->u.get.cb(op->u.get.req, op->u.get.got, 0);
+        sl->in_cb = false;
+        free(op);
+    }
+    store_kick(sl);
+    store_maybe_shutdown(sl);
+}
+
+/* Read the newest snapshot off the queue. False if there is none or the
+ * work could not be started (then the get goes through the queue). */
+static bool get_start(struct slog *sl, struct op *op)
+{
+    struct op_get *g = &op->u.get;
+
+    if (sl->closing || sl->snaps[0].index == 0) {
+        return false;
+    }
+    store_snap_name(g->sname, sl->snaps[0].term, sl->snaps[0].index);
+    g->fd = openat(sl->dirfd, g->sname, O_RDONLY | O_CLOEXEC);
+    if (g->fd < 0) {
+        return false;
+    }
+    g->sl = sl;
+    g->work.data = op;
+    if (uv_queue_work(sl->loop, &g->work, get_work, get_done) != 0) {
+        close(g->fd);
+        return false;
+    }
+    sl->pool_ops++;
+    return true;
+}
+
 int store_snapshot_get(struct store *s,
                        struct raft_io_snapshot_get *req,
                        raft_io_snapshot_get_cb cb)
 {
+    struct slog *sl = s->impl;
     int rv = 0;
-    struct op *op = store_op_alloc(s->impl, OP_GET, &rv);
+    struct op *op = store_op_alloc(sl, OP_GET, &rv);
 
     if (op != NULL) {
         op->u.get.req = req;
         op->u.get.cb = cb;
-        store_enqueue(s->impl, op);
+        if (!get_start(sl, op)) {
+            store_enqueue(sl, op);
+        }
     }
     return rv;
 }

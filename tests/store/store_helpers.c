@@ -334,40 +334,42 @@ int sh_put(struct sh *h,
     return rv;
 }
 
-struct greq
-{
-    struct raft_io_snapshot_get req;
-    bool done;
-    int status;
-    struct raft_snapshot *s;
-};
-
 static void get_cb(struct raft_io_snapshot_get *req,
                    struct raft_snapshot *s,
                    int status)
 {
-    struct greq *g = req->data;
+    struct sh_get *g = req->data;
     g->done = true;
     g->status = status;
     g->s = s;
 }
 
-int sh_get(struct sh *h, struct raft_snapshot **out)
+void sh_get_start(struct sh *h, struct sh_get *g)
 {
-    struct greq g;
-    int rv;
-
-    memset(&g, 0, sizeof g);
-    g.req.data = &g;
-    rv = h->s.ops->snapshot_get(&h->s, &g.req, get_cb);
-    if (rv != 0) {
-        return rv;
+    memset(g, 0, sizeof *g);
+    g->req.data = g;
+    g->rv = h->s.ops->snapshot_get(&h->s, &g->req, get_cb);
+    if (g->rv != 0) { /* refused: no callback will come */
+        g->done = true;
+        g->status = g->rv;
     }
-    while (!g.done) {
+}
+
+int sh_get_wait(struct sh *h, struct sh_get *g, struct raft_snapshot **out)
+{
+    while (!g->done) {
         uv_run(&h->loop, UV_RUN_ONCE);
     }
-    *out = g.s;
-    return g.status;
+    *out = g->s;
+    return g->status;
+}
+
+int sh_get(struct sh *h, struct raft_snapshot **out)
+{
+    struct sh_get g;
+
+    sh_get_start(h, &g);
+    return sh_get_wait(h, &g, out);
 }
 
 uint8_t *sh_read_file(const char *path, size_t *len)

@@ -83,6 +83,18 @@ int sh_put_snapshot(struct sh *h,
                     const struct raft_snapshot *s);
 /* Allocates nothing itself (the store allocates what it returns). */
 int sh_get(struct sh *h, struct raft_snapshot **out);
+/* The same in two steps: start the get (its rv, if refused, becomes its
+ * status), run other calls, then wait for its callback. */
+struct sh_get
+{
+    struct raft_io_snapshot_get req;
+    bool done;
+    int rv;
+    int status;
+    struct raft_snapshot *s;
+};
+void sh_get_start(struct sh *h, struct sh_get *g);
+int sh_get_wait(struct sh *h, struct sh_get *g, struct raft_snapshot **out);
 void sh_snapshot_free(struct raft_snapshot *s);
 
 /* Copy a directory's regular files. */

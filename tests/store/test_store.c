@@ -271,6 +271,48 @@ START_TEST(snapshots)
 }
 END_TEST
 
+/* A get reads the newest snapshot off the queue: the file it opened stays
+ * readable while later puts remove its name, and a close waits for it. */
+START_TEST(get_beside_puts)
+{
+    struct sh h;
+    struct sh_loaded l;
+    struct sh_get g;
+    struct raft_snapshot *got = NULL;
+    uint8_t want[1000];
+    char dir[256];
+
+    sh_mkdir(dir, sizeof dir, "get");
+    ck_assert_int_eq(sh_open(&h, dir, sh_engine(_i), SEG_SMALL), 0);
+    ck_assert_int_eq(sh_load(&h, &l), 0);
+    sh_loaded_free(&l);
+    append_chunks(&h, 1, 300, 1);
+    ck_assert_int_eq(sh_put(&h, 20, 250, 1, 1000), 0);
+    sh_get_start(&h, &g);
+    /* The second put removes snap-250 (only the newest two stay). */
+    ck_assert_int_eq(sh_put(&h, 20, 260, 1, 1001), 0);
+    ck_assert_int_eq(sh_put(&h, 20, 280, 1, 1002), 0);
+    ck_assert_int_eq(sh_append(&h, 301, 5, 1, 0), 0);
+    ck_assert_int_eq(sh_get_wait(&h, &g, &got), 0);
+    ck_assert_uint_eq(got->index, 250);
+    sh_payload(want, sizeof want, 250, 1);
+    ck_assert_uint_eq(got->bufs[0].len, sizeof want);
+    ck_assert_mem_eq(got->bufs[0].base, want, sizeof want);
+    sh_snapshot_free(got);
+
+    /* Closing with a get in flight: its callback comes first. */
+    sh_get_start(&h, &g);
+    ck_assert_int_eq(g.rv, 0);
+    sh_close(&h);
+    ck_assert(g.done);
+    if (g.status == 0) {
+        ck_assert_uint_eq(g.s->index, 280);
+        sh_snapshot_free(g.s);
+    }
+    sh_rmdir(dir);
+}
+END_TEST
+
 /* A crash while an installed snapshot's segments were being removed: the
  * lower segments of the old log are still there, ending below it. */
 START_TEST(stale_log_below_installed_snapshot)
@@ -767,6 +809,7 @@ static Suite *store_suite(void)
     tcase_add_loop_test(tc, truncate_roundtrip, 0, 3);
     tcase_add_loop_test(tc, no_resurrection, 0, 3);
     tcase_add_loop_test(tc, snapshots, 0, 3);
+    tcase_add_loop_test(tc, get_beside_puts, 0, 3);
     tcase_add_loop_test(tc, stale_log_below_installed_snapshot, 0, 3);
     tcase_add_loop_test(tc, metadata_double_record, 0, 3);
     tcase_add_loop_test(tc, bootstrap_once, 0, 3);
