@@ -242,21 +242,36 @@ class Session:
 def sampler(cl, node):
     """Samples one node's status at ~2 Hz through its own session
     ({"cmd":"status","node":ADDR}): :status and :dump events. Ends when the
-    node's process is gone for good or the cluster stops sampling."""
+    node's process is gone for good or the cluster stops sampling.
+
+    The state digest is O(state) on the node (its thread pool encodes the
+    whole table: seconds at millions of records, more under ASan), so it is
+    not part of every sample: a sample asks for it only once ten times its
+    last duration has passed (at least 2 s), with a timeout of its own.
+    A status that waited for the digest every time would time out every
+    time at size, and the checker would see no samples at all."""
     sess = None
+    next_digest, digest_s = 0.0, 0.0
     while not cl.sstop.is_set() and node.sampler is threading.current_thread():
         t0 = time.monotonic()
         if node.alive() and not node.paused:
+            digest = t0 >= next_digest
             try:
                 if sess is None:
                     sess = Session(cl, node.client_addr, "1s")
-                obj = sess.call({"cmd": "status", "node": node.client_addr,
-                                 "state_digest": True, "timeout": "500ms"}, 3)
+                req = {"cmd": "status", "node": node.client_addr,
+                       "timeout": "500ms"}
+                if digest:
+                    req.update(state_digest=True, timeout="20s")
+                obj = sess.call(req, 25 if digest else 3)
                 cl.record_status(node, obj)
             except SessionLost:
                 if sess is not None:
                     sess.kill()
                 sess = None
+            if digest:
+                digest_s = time.monotonic() - t0
+                next_digest = time.monotonic() + max(2.0, 10 * digest_s)
         cl.sstop.wait(max(0.05, 0.5 - (time.monotonic() - t0)))
     if sess is not None:
         sess.close()
@@ -358,8 +373,10 @@ class Cluster:
             self.samples.event("checker", "dump", d)
 
     def status(self, node, timeout="500ms", digest=False):
+        """One status call; with @digest, O(state) on the node (see sampler):
+        give it a @timeout of seconds."""
         return ctl(self, ["status"] + (["--state-digest"] if digest else []),
-                   [node.client_addr], timeout, 3)
+                   [node.client_addr], timeout, 25 if digest else 3)
 
     def leader(self, quick=False):
         """The member that says LEADER (in a recent status sample, or asked
