@@ -46,8 +46,9 @@ struct store_log_options
     /* uring only: never O_DIRECT (buffered write + linked fsync even where
      * the file system has O_DIRECT). For tests and measurements. */
     bool no_direct;
-    /* Write snapshot files without pacing their writeback
-     * (store_snapshot.c). For measurements of what the pacing buys. */
+    /* Write snapshot files without pacing their writeback and without
+     * the idle I/O class (store_snapshot.c). For measurements of what
+     * those buy. */
     bool no_snapshot_pacing;
     /* Notices worth an operator's attention (a torn tail cut at load, a
      * failed segment preparation). May be NULL. Loop thread. */
