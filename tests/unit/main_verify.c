@@ -1,0 +1,16 @@
+/* unit-verify: libonce's webhook verification (include/once_verify.h). */
+#include <check.h>
+#include <stdlib.h>
+
+Suite *verify_suite(void);
+
+int main(void)
+{
+    SRunner *sr = srunner_create(verify_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_ENV);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
