@@ -105,7 +105,8 @@ static int deliver(struct ingress *g,
     char h_att[48];
     char h_sig[ONCE_VERIFY_HEADER_MAX + 32];
     char h_ts[64];
-    const char *headers[7];
+    char h_wid[ONCE_KEY_MAX + 32];
+    const char *headers[8];
     size_t n = 0;
     struct upstream_request up;
 
@@ -119,14 +120,14 @@ static int deliver(struct ingress *g,
     /* The signature headers go along: an upstream that verifies for
      * itself still can. */
     if (g->cfg.scheme == ONCE_SCHEME_STANDARD) {
+        snprintf(h_wid, sizeof h_wid, "webhook-id: %s", ver->id);
+        headers[n++] = h_wid;
         snprintf(h_ts, sizeof h_ts, "webhook-timestamp: %.*s",
                  (int)rq->w.timestamp_len, rq->w.timestamp);
         headers[n++] = h_ts;
         snprintf(h_sig, sizeof h_sig, "webhook-signature: %.*s",
                  (int)rq->w.signature_len, rq->w.signature);
         headers[n++] = h_sig;
-        snprintf(h_id, sizeof h_id, "webhook-id: %s", ver->id);
-        headers[1] = h_id; /* the id header is the message id */
     } else {
         snprintf(h_sig, sizeof h_sig, "Stripe-Signature: %.*s",
                  (int)rq->w.signature_len, rq->w.signature);
@@ -208,13 +209,20 @@ static void release(struct ingress *g,
     rl.key_len = ver->id_len;
     rl.owner_token = claim->owner_token;
     rl.terminal = terminal;
-    rl.error = (const uint8_t *)error;
-    rl.error_len = strlen(error);
+    if (terminal) { /* a plain release keeps no error */
+        rl.error = (const uint8_t *)error;
+        rl.error_len = strlen(error);
+    }
     rl.timeout_ms = g->cfg.timeout_ms;
     if (once_release(wk->client, &rl, &r) != ONCE_STATUS_OK ||
         (r.outcome != ONCE_RELEASED && r.outcome != ONCE_FAILED)) {
+        char q[ONCE_ERROR_MAX + 8];
+
         atomic_fetch_add_explicit(&g->metrics.releases_failed, 1,
                                   memory_order_relaxed);
+        log_kv(LOG_WARN, "release failed; the lease will free the message",
+               "status=%s outcome=%s error=%s", once_status_name(r.status),
+               once_outcome_name(r.outcome), log_quote(r.error, q, sizeof q));
     }
     once_result_clear(&r);
 }
