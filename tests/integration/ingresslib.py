@@ -60,6 +60,16 @@ def sign_sw(secret, msg_id, ts, body):
     return "v1," + base64.b64encode(mac).decode()
 
 
+def stripe_headers(secret, body, ts=None):
+    """Stripe-Signature: t=...,v1=<hex HMAC-SHA256 of "t.body">, keyed with
+    the secret's text."""
+    ts = int(time.time()) if ts is None else ts
+    mac = hmac.new(secret.encode(), ("%d." % ts).encode() + body,
+                   hashlib.sha256).hexdigest()
+    return {"Stripe-Signature": "t=%d,v1=%s" % (ts, mac),
+            "Content-Type": "application/json"}
+
+
 def sw_headers(secret, msg_id, body, ts=None):
     ts = int(time.time()) if ts is None else ts
     return {"webhook-id": msg_id, "webhook-timestamp": str(ts),
@@ -215,13 +225,18 @@ class Upstream:
 
 class Ingress:
     def __init__(self, t, name, port, cluster_addrs, upstream_url,
-                 secret_file, extra=(), faketime=None):
+                 secret_file, extra=(), faketime=None, scheme="standard",
+                 ops_port=None):
         self.t = t
         self.name = name
         self.addr = "127.0.0.1:%d" % port
+        self.ops = "127.0.0.1:%d" % ops_port if ops_port else self.addr
         self.args = [ingress_binary(), "--listen", self.addr, "--cluster",
                      cluster_addrs, "--upstream", upstream_url, "--scheme",
-                     "standard", "--secret-file", secret_file] + list(extra)
+                     scheme] + (["--secret-file", secret_file]
+                                if secret_file else []) + list(extra)
+        if ops_port:
+            self.args += ["--http-addr", self.ops]
         self.log = os.path.join(t.work, "ingress-%s.log" % name)
         self.faketime = faketime
         self.proc = None
@@ -250,7 +265,7 @@ class Ingress:
             if self.proc.poll() is not None:
                 raise oc.TestFailure("ingress %s exited rc %s at start: %s" % (
                     self.name, self.proc.returncode, self.log_tail()))
-            st, _ = get(self.addr, "/readyz", timeout=3)
+            st, _ = get(self.ops, "/readyz", timeout=3)
             if st == 200:
                 return
             time.sleep(0.2)

@@ -27,8 +27,9 @@ ingresslib.py).
   8. a full cluster restart, then the node set replaced and resized
      (3 -> 5 -> 3, two originals removed): the delivered message is still
      a duplicate everywhere, a new one is delivered once;
-  9. /metrics, /healthz and /readyz; every replica stops at SIGTERM with
-     exit 0 and no sanitizer report.
+  9. the Stripe scheme (secrets from the environment, the id from the
+     body) with /metrics, /healthz and /readyz on --http-addr; every
+     replica stops at SIGTERM with exit 0 and no sanitizer report.
 """
 
 import concurrent.futures
@@ -348,6 +349,41 @@ def ops(t, w):
             "/metrics in the Prometheus text format", text[:300])
 
 
+def stripe(t, w):
+    secret = "whsec_" + oc.rand_hex(16)
+    w.t.child_env["ONCE_TEST_STRIPE"] = "  %s\n" % secret
+    g = il.Ingress(t, "S1", w.c.base + 46, w.addrs, w.up.url, None,
+                   ["--secret-env", "ONCE_TEST_STRIPE", "--scope", "stripe"],
+                   scheme="stripe", ops_port=w.c.base + 47)
+    w.ing.append(g)
+    g.start()
+    del w.t.child_env["ONCE_TEST_STRIPE"]
+    evt = "evt_" + oc.rand_hex(8)
+    body = json.dumps({"id": evt, "object": "event",
+                       "type": "invoice.paid"}).encode()
+    h = il.stripe_headers(secret, body)
+    r = il.post(g.addr, h, body)
+    t.check(r.status == 200 and r.outcome == "accepted",
+            "Stripe: a signed event is delivered", r.describe())
+    r = il.post(g.addr, h, body)
+    t.check(r.status == 200 and r.outcome == "duplicate",
+            "Stripe: its replay is a duplicate", r.describe())
+    t.check(w.up.arrived(evt) == 1, "Stripe: one delivery, keyed by the "
+            "body's id")
+    nid = json.dumps({"object": "event"}).encode()
+    r = il.post(g.addr, il.stripe_headers(secret, nid), nid)
+    t.check(r.status == 400 and r.outcome == "malformed",
+            "Stripe: a signed body without an id: 400", r.describe())
+    r = il.post(g.addr, il.stripe_headers("whsec_" + oc.rand_hex(16), body),
+                body)
+    t.check(r.status == 401, "Stripe: another secret: 401", r.describe())
+    st, text = il.get(g.ops, "/metrics")
+    t.check(st == 200 and "once_ingress_secrets 1" in text,
+            "--http-addr serves /metrics", text[-200:])
+    st, _ = il.get(g.addr, "/metrics")
+    t.check(st == 405, "and --listen then takes webhooks only", str(st))
+
+
 def scenario(t):
     w = World(t)
     try:
@@ -360,6 +396,7 @@ def scenario(t):
         reload(t, w)
         restart_and_membership(t, w, delivered)
         ops(t, w)
+        stripe(t, w)
         il.stop_ingresses(t, w.ing)
     finally:
         il.kill_all(w.ing)
