@@ -9,7 +9,7 @@
 
 #include "once_verify.h"
 
-#define TS_S_MAX (UINT64_C(1) << 48) / 1000u /* records keep 48-bit ms */
+#define TS_S_MAX ((UINT64_C(1) << 48) / 1000u) /* records keep 48-bit ms */
 
 static enum once_vc_outcome from_outcome(enum once_outcome o)
 {

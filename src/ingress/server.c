@@ -372,6 +372,9 @@ static void on_completed(void *cls,
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char buf[512];
     char q[600];
