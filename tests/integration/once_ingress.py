@@ -4,8 +4,9 @@ replicas over one 3-node once cluster (harness: oncecluster.py,
 ingresslib.py).
 
   1. refusals before any claim: bad signature 401, header garbage 400,
-     a stale or future timestamp 400, a body over --max-body 413; the
-     upstream sees none of them;
+     a stale or future timestamp 400 (also 5 s outside either edge of the
+     window, while 5 s inside is delivered), a body over --max-body 413;
+     the upstream sees none of the refused ones;
   2. the same signed webhook to the three replicas at once: exactly one
      upstream delivery; every later copy 200 "duplicate" with the stored
      upstream body, without an upstream call;
@@ -105,6 +106,20 @@ def refusals(t, w):
     r = il.post(w.ing[1].addr, h3, b3)
     t.check(r.status == 400 and r.outcome == "future",
             "signed an hour ahead: 400 future", r.describe())
+    # Near the window's edges (the cluster's log time decides; a few
+    # seconds of slack for this machine's load): --tolerance 5m behind,
+    # the cluster's max_skew 30s ahead.
+    now = int(time.time())
+    near = [("edge_old_in", now - 300 + 5, 200, "accepted"),
+            ("edge_old_out", now - 300 - 5, 400, "stale"),
+            ("edge_new_in", now + 30 - 5, 200, "accepted"),
+            ("edge_new_out", now + 30 + 5, 400, "future")]
+    for tag, ts, code, outcome in near:
+        m, hh, bb = w.message(tag, ts=ts)
+        r = il.post(w.ing[0].addr, hh, bb)
+        t.check(r.status == code and r.outcome == outcome,
+                "signed %+d s from now: %d %s" % (ts - now, code, outcome),
+                r.describe())
     big = b"{" + b" " * 70000 + b"}"
     mid4, h4, _ = w.message("big")
     h4 = il.sw_headers(w.secret, mid4, big)
