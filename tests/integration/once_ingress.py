@@ -25,7 +25,8 @@ ingresslib.py).
      cluster's log time), and no message is delivered a second time;
   7. SIGHUP: a rotated secret file takes effect, a broken one is refused
      and the previous secrets stay;
-  8. a full cluster restart, then the node set replaced and resized
+  8. the cluster down: 503 unavailable, /readyz 503, nothing forwarded;
+     a full cluster restart, then the node set replaced and resized
      (3 -> 5 -> 3, two originals removed): the delivered message is still
      a duplicate everywhere, a new one is delivered once;
   9. the Stripe scheme (secrets from the environment, the id from the
@@ -321,6 +322,16 @@ def restart_and_membership(t, w, delivered):
     c = w.c
     for n in w.nodes:
         n.stop()
+    # No authority: fail closed, nothing forwarded.
+    mid, h, body = w.message("nocluster")
+    r = il.post(w.ing[0].addr, h, body)
+    t.check(r.status == 503 and r.outcome == "unavailable" and
+            r.headers.get("retry-after") is not None,
+            "the cluster down: 503 unavailable with Retry-After",
+            r.describe())
+    st, _ = il.get(w.ing[0].addr, "/readyz", timeout=10)
+    t.check(st == 503, "and /readyz 503", str(st))
+    t.check(w.up.arrived(mid) == 0, "nothing forwarded without a claim")
     for n in w.nodes:
         n.start()
     c.wait_leader(w.nodes)
