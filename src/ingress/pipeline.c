@@ -179,12 +179,15 @@ static void complete(struct ingress *g,
          * That is the one window where the upstream sees it twice. */
         atomic_fetch_add_explicit(&g->metrics.completes_failed, 1,
                                   memory_order_relaxed);
-        snprintf(why, sizeof why, "delivered but not recorded: %s",
-                 r.status != ONCE_STATUS_OK ? r.error
-                 : res == NULL              ? "out of memory"
-                                            : once_outcome_name(r.outcome));
-        log_kv(LOG_WARN, "complete failed", "upstream_status=%ld",
-               reply->status);
+        char q[ONCE_ERROR_MAX + 8];
+
+        snprintf(why, sizeof why, "delivered but not recorded; retry later");
+        log_kv(LOG_WARN, "complete failed", "upstream_status=%ld error=%s",
+               reply->status,
+               log_quote(r.status != ONCE_STATUS_OK ? r.error
+                         : res == NULL              ? "out of memory"
+                                       : once_outcome_name(r.outcome),
+                         q, sizeof q));
         answer(out, ingress_answer_for(ONCE_VC_UNAVAILABLE, 0, g->cfg.lease_ms),
                why);
     }
@@ -248,12 +251,13 @@ static void forward(struct ingress *g,
         ingress_upstream_reply_clear(&reply);
         return;
     }
+    /* What the sender (and a later claim's FAILED answer) is told: the
+     * status only. The upstream's body and curl's error text (an address,
+     * a host name) describe the inside and go to the log alone. */
     if (reply.status != 0) {
-        snprintf(why, sizeof why, "upstream answered %ld: %.*s", reply.status,
-                 (int)(reply.body_len < 512 ? reply.body_len : 512),
-                 reply.body != NULL ? (const char *)reply.body : "");
+        snprintf(why, sizeof why, "upstream answered %ld", reply.status);
     } else {
-        snprintf(why, sizeof why, "upstream unreachable: %s", reply.error);
+        snprintf(why, sizeof why, "upstream did not answer");
     }
     if (cls == UPSTREAM_TERMINAL ||
         claim->owner_attempt >= g->cfg.max_attempts) {
@@ -272,8 +276,14 @@ static void forward(struct ingress *g,
                                        (g->cfg.retry_after_ms + 999) / 1000},
                why);
     }
-    log_kv(LOG_INFO, "delivery failed", "attempt=%u upstream_status=%ld",
-           claim->owner_attempt, reply.status);
+    {
+        char q[sizeof reply.error + 8];
+
+        log_kv(LOG_INFO, "delivery failed",
+               "attempt=%u upstream_status=%ld error=%s", claim->owner_attempt,
+               reply.status,
+               log_quote(reply.status != 0 ? "" : reply.error, q, sizeof q));
+    }
     ingress_upstream_reply_clear(&reply);
 }
 
@@ -291,10 +301,12 @@ static const char *claim_reason(enum once_vc_outcome o,
             return ver->reason;
         case ONCE_VC_FAILED:
             return r->stored_error;
+        /* The cluster's own error text names nodes and addresses: the
+         * log gets it, the sender a plain sentence. */
         case ONCE_VC_UNAVAILABLE:
+            return "the cluster gave no decision; nothing was forwarded";
         case ONCE_VC_REFUSED:
-            return r->error[0] != '\0' ? r->error
-                                       : once_outcome_name(r->outcome);
+            return "the cluster refused this receiver's claim arguments";
         default:
             return r->reason;
     }
@@ -329,9 +341,13 @@ void ingress_handle(struct ingress *g,
     } else if (o == ONCE_VC_DUPLICATE) {
         answer_stored(out, &r);
     } else {
-        if (log_enabled(LOG_DEBUG)) {
-            log_kv(LOG_DEBUG, "webhook not delivered", "outcome=%s",
-                   once_vc_outcome_name(o));
+        enum log_level l = o == ONCE_VC_REFUSED ? LOG_WARN : LOG_DEBUG;
+
+        if (log_enabled(l)) {
+            char q[ONCE_ERROR_MAX + 8];
+
+            log_kv(l, "webhook not delivered", "outcome=%s error=%s",
+                   once_vc_outcome_name(o), log_quote(r.error, q, sizeof q));
         }
         answer(out, ingress_answer_for(o, r.retry_after_ms, 1000),
                claim_reason(o, &ver, &r));

@@ -170,6 +170,9 @@ def upstream_fails_first(t, w):
             r.headers.get("retry-after") == "1",
             "upstream 500 on the first attempt: 503, Retry-After 1",
             r.describe())
+    t.check(b"received" not in r.body and b"upstream answered 500" in r.body,
+            "the sender is told the status, not the upstream's body",
+            r.describe())
     r = il.post(w.ing[1].addr, h, body)
     t.check(r.status == 200 and r.outcome == "accepted",
             "the sender's retry on another replica: 200 accepted",
