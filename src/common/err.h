@@ -5,7 +5,7 @@
  *
  *   -1 .. -999      a negated errno value (-ENOMEM, -EIO ...): a system
  *                   call or libc failed; err_str() gives strerror's text;
- *   -1100 .. -1999  a module's own code, one range of 100 per module, all
+ *   -1100 .. -2199  a module's own code, one range of 100 per module, all
  *                   listed in ERR_CODES below (the single table of names);
  *
  * and, at the raft_io and raft_fsm boundaries only, libraft's positive
@@ -35,6 +35,8 @@
 #define ERR_REPLICA_BASE  (-1300)
 #define ERR_IDENTITY_BASE (-1400)
 #define ERR_RPC_BASE      (-1500)
+#define ERR_VERIFY_BASE   (-2000)
+#define ERR_INGRESS_BASE  (-2100)
 
 /* The single table: X(name, value, text). Each module's header declares its
  * enum from its part with ERR_ENUM, so the numbers live here only. */
@@ -91,6 +93,26 @@
     X(RPC_E_CLOSED, -1525, "closed by its owner")                     \
     X(RPC_E_BUSY, -1526, "too many calls in flight")                  \
     X(RPC_E_PROTOCOL, -1527, "peer sent a frame that does not decode")
+
+#define ERR_VERIFY_CODES(X)                                                   \
+    X(VERIFY_E_ENCODING, -2001, "not canonical base64")                       \
+    X(VERIFY_E_TOOBIG, -2002, "decodes over its buffer")                      \
+    X(VERIFY_E_TIMESTAMP, -2003, "timestamp is not 1..12 digits")             \
+    X(VERIFY_E_HEADER, -2004, "signature header malformed or over its bound") \
+    X(VERIFY_E_ID, -2005, "message id missing, too long or not printable")    \
+    X(VERIFY_E_BODY, -2006, "body is not JSON")                               \
+    X(VERIFY_E_SECRET, -2007, "secret does not parse")                        \
+    X(VERIFY_E_DUPLICATE, -2008, "the same secret twice")                     \
+    X(VERIFY_E_SIGNATURE, -2009, "no signature matches any secret")           \
+    X(VERIFY_E_CRYPTO, -2010, "OpenSSL failed")                               \
+    X(VERIFY_E_NOMEM, -2011, "out of memory")
+
+#define ERR_INGRESS_CODES(X)                                     \
+    X(INGRESS_E_CONFIG, -2101, "bad flag or configuration")      \
+    X(INGRESS_E_SECRETS, -2102, "secrets unreadable or invalid") \
+    X(INGRESS_E_LISTEN, -2103, "could not listen")               \
+    X(INGRESS_E_UPSTREAM, -2104, "upstream request failed")      \
+    X(INGRESS_E_NOMEM, -2105, "out of memory")
 
 #define ERR_ENUM(name, value, text) name = (value),
 

@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "client/verify_int.h"
 #include "common/err.h"
 #include "fsm/fsm.h"
+#include "ingress/ingress.h"
 #include "raft/entry.h"
 #include "raft/identity.h"
 #include "raft/replica.h"
@@ -22,7 +24,8 @@ Suite *err_suite(void);
 START_TEST(every_code_has_its_row){
     ERR_FSM_CODES(ROW_CHECK) ERR_ENTRY_CODES(ROW_CHECK)
         ERR_REPLICA_CODES(ROW_CHECK) ERR_IDENTITY_CODES(ROW_CHECK)
-            ERR_RPC_CODES(ROW_CHECK)} END_TEST
+            ERR_RPC_CODES(ROW_CHECK) ERR_VERIFY_CODES(ROW_CHECK)
+                ERR_INGRESS_CODES(ROW_CHECK)} END_TEST
 
     START_TEST(modules_and_kinds)
 {
@@ -31,6 +34,8 @@ START_TEST(every_code_has_its_row){
     ck_assert_str_eq(err_module(REPLICA_E_BUSY), "replica");
     ck_assert_str_eq(err_module(IDENTITY_E_IO), "identity");
     ck_assert_str_eq(err_module(RPC_E_PROTOCOL), "rpc");
+    ck_assert_str_eq(err_module(VERIFY_E_HEADER), "verify");
+    ck_assert_str_eq(err_module(INGRESS_E_CONFIG), "ingress");
     ck_assert_str_eq(err_module(-ENOENT), "errno");
     ck_assert_str_eq(err_module(3), "raft");
     ck_assert_ptr_null(err_module(0));
