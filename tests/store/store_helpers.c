@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #ifndef STORE_TEST_ENGINE
-#error "STORE_TEST_ENGINE (0 pwrite, 1 uring direct, 2 uring buffered) must be set"
+#error \
+    "STORE_TEST_ENGINE (0 pwrite, 1 uring direct, 2 uring buffered) must be set"
 #endif
 
 static bool no_direct;
@@ -143,11 +144,11 @@ int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
     h->open = true;
     /* the engine that runs is the one the case asked for */
     ck_assert_str_eq(h->s.name, e == STORE_ENGINE_PWRITE ? "pwrite" : "uring");
-    ck_assert_msg(store_log_direct(&h->s) ==
-                      (e == STORE_ENGINE_URING && want_direct),
-                  "store %s: O_DIRECT appends %s, expected %s", h->s.name,
-                  store_log_direct(&h->s) ? "on" : "off",
-                  e == STORE_ENGINE_URING && want_direct ? "on" : "off");
+    ck_assert_msg(
+        store_log_direct(&h->s) == (e == STORE_ENGINE_URING && want_direct),
+        "store %s: O_DIRECT appends %s, expected %s", h->s.name,
+        store_log_direct(&h->s) ? "on" : "off",
+        e == STORE_ENGINE_URING && want_direct ? "on" : "off");
     return 0;
 }
 

@@ -28,8 +28,8 @@ struct sh
  * buffered writes and a linked fsync. Each store test program runs one
  * (STORE_TEST_ENGINE, set by Makefile.am: unit-store-pwrite, -uring,
  * -uring-buffered), never another in its place. */
-#define SH_PWRITE 0
-#define SH_URING_DIRECT 1
+#define SH_PWRITE         0
+#define SH_URING_DIRECT   1
 #define SH_URING_BUFFERED 2
 
 /* The case this program runs, as its loop index; or -1 after printing
