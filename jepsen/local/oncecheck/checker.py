@@ -68,6 +68,7 @@ class Results:
         self.anomalies = []
         self.skipped = {}
         self.stats = {}
+        self.lin_note = ""
 
     def skip(self, rule, why):
         self.skipped.setdefault(rule, why)
@@ -111,7 +112,7 @@ def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_on
     if lin_limit <= 0:
         res.skip("LIN", "disabled")
     else:
-        _lin_skipped(res, lin, len(bykey), lin_limit, lin_max_skipped)
+        res.lin_note = _lin_skipped(res, lin, len(bykey), lin_limit, lin_max_skipped)
     res.anomalies += ev.check_r7(calls, events, res)
     res.anomalies += ev.check_r8(calls, events, res, log_files)
     res.anomalies += ev.check_r9(events, res)
@@ -148,11 +149,11 @@ def _search(res, lin, key, cs, limit, rules_found):
 
 
 def _lin_skipped(res, lin, nkeys, limit, max_share):
-    """Keys LIN did not search: a counted outcome, an anomaly above the
-    threshold (LIN_MAX_SKIPPED)."""
+    """Keys LIN did not search: a counted outcome (returned for the summary
+    line), an anomaly above the threshold (LIN_MAX_SKIPPED)."""
     n = len(lin["calls"]) + len(lin["budget"])
     if not n:
-        return
+        return ""
     why = "%d of %d keys not searched (%d with more than %d calls, %d over the step " \
           "budget)" % (n, nkeys, len(lin["calls"]), limit, len(lin["budget"]))
     if n > max_share * nkeys:
@@ -161,8 +162,7 @@ def _lin_skipped(res, lin, nkeys, limit, max_share):
             "LIN", "search-skipped", first[0],
             "%s: more than %g %% of the keys, so LIN would pass by not looking; "
             "first: %d calls" % (why, 100 * max_share, first[1])))
-    else:
-        res.skip("LIN", why)
+    return why
 
 
 def render(res, max_ops=8, out=None):
@@ -188,17 +188,19 @@ def render(res, max_ops=8, out=None):
     for rule in ["R%d" % i for i in range(1, 11)] + ["LIN"]:
         bad = [a for a in res.anomalies if a.rule == rule and a.fatal]
         warn = [a for a in res.anomalies if a.rule == rule and not a.fatal]
-        if rule == "LIN" and s["lin_invalid"]:
-            line = "FAIL (%d of %d keys searched not linearizable; %d found by LIN alone)" % (
-                s["lin_invalid"], s["lin_checked"], len(bad))
-        elif bad:
+        if bad:
             line = "FAIL (%d anomalies)" % len(bad)
         elif rule in res.skipped:
             line = "skipped: " + res.skipped[rule]
         else:
             line = "ok"
             if rule == "LIN":
-                line += " (%d keys searched)" % s["lin_checked"]
+                line += " (%d keys searched" % s["lin_checked"]
+                if s["lin_invalid"]:
+                    line += "; %d not linearizable, each reported by R1-R6" % s["lin_invalid"]
+                if res.lin_note:
+                    line += "; " + res.lin_note
+                line += ")"
             if rule == "R5":
                 line += " (%d :info maybe applied, %d :fail never applied)" % (
                     s["info"], s["fail"])

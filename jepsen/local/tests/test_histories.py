@@ -151,7 +151,7 @@ class Histories(unittest.TestCase):
             open(one, "w").write("\n".join(lines[6:]) + "\n")   # key k0 dropped
             rc, out, _ = run_check(one, "--linear-limit", "2")
             self.assertEqual(rc, 0, out)
-            self.assertIn("skipped: 1 of 149 keys not searched (1 with more than 2 calls", out)
+            self.assertIn("; 1 of 149 keys not searched (1 with more than 2 calls", out)
             rc, out, _ = run_check(two, "--linear-limit", "2")
             self.assertEqual(rc, 1, out)
             self.assertIn("LIN search-skipped", out)
