@@ -1,8 +1,8 @@
 """Every hand-written history in tests/histories/ against its '; expect:' lines.
 
 '; expect: valid' -> exit 0 and VALID; '; expect: RULE NAME' lines -> exit 1
-and exactly those fatal anomalies reported (no more, no fewer). '; args:'
-gives checker options. test_every_rule_covered: every anomaly the checker can
+and exactly those fatal anomalies reported (no more, no fewer); '; warning:
+RULE NAME' lines: exactly those warnings. '; args:' gives checker options. test_every_rule_covered: every anomaly the checker can
 report (checker.ANOMALIES, which must list every Anomaly in oncecheck/) has
 a must-fail history that reports it and nothing of any other rule, so every
 rule R1-R10 and LIN can fail on its own.
@@ -23,6 +23,11 @@ ANOMALY_LINE = re.compile(r"(?m)^(R\d+|LIN) ([a-z][a-z-]*)(?: key=.*?)?( \(warni
 def expectations(path):
     with open(path, encoding="utf-8") as fh:
         return [m.group(1).strip() for m in re.finditer(r"^; expect: (.*)$", fh.read(), re.M)]
+
+
+def warnings(path):
+    with open(path, encoding="utf-8") as fh:
+        return [m.group(1).strip() for m in re.finditer(r"^; warning: (.*)$", fh.read(), re.M)]
 
 
 def history_args(path):
@@ -48,12 +53,14 @@ def reported(out):
 
 
 def histories():
-    """(file, expectations, fatal anomalies reported, rc, output) of each."""
+    """(file, expectations, fatal anomalies reported, rc, output, expected
+    warnings, warnings reported) of each."""
     out = []
     for f in sorted(f for f in os.listdir(HDIR) if f.endswith(".edn")):
         path = os.path.join(HDIR, f)
         rc, text, err = run_check(*history_args(path), path)
-        out.append((f, expectations(path), reported(text)[0], rc, text + err))
+        fatal, warn = reported(text)
+        out.append((f, expectations(path), fatal, rc, text + err, warnings(path), warn))
     return out
 
 
@@ -61,8 +68,9 @@ class Histories(unittest.TestCase):
     def test_each_history(self):
         hs = histories()
         self.assertGreater(len(hs), 40)
-        for f, exp, found, rc, out in hs:
+        for f, exp, found, rc, out, wexp, wfound in hs:
             with self.subTest(history=f):
+                self.assertEqual(wfound, set(wexp), out)
                 self.assertTrue(exp, "no '; expect:' line")
                 if exp == ["valid"]:
                     self.assertEqual(rc, 0, out)
@@ -75,17 +83,23 @@ class Histories(unittest.TestCase):
 
     def test_every_rule_covered(self):
         alone = {}        # anomaly -> histories where it is the only rule reported
-        for f, exp, found, rc, out in histories():
+        warned = set()
+        for f, exp, found, rc, out, _, wfound in histories():
             rules = {a.split()[0] for a in found}
             if rc == 1 and len(rules) == 1:
                 for a in found:
                     alone.setdefault(a, []).append(f)
+            warned |= wfound
         self.assertEqual(set(checker.ANOMALIES), set(checker.RULES))
         for rule, names in checker.ANOMALIES.items():
             self.assertTrue(names, "rule %s has no anomaly: it cannot fail" % rule)
             for name in names:
                 a = "%s %s" % (rule, name)
                 self.assertTrue(a in alone, "no must-fail history reports %s and no other rule" % a)
+        # every warning is shown by a history (as a warning: it never fails)
+        for rule, names in checker.WARNINGS.items():
+            for name in names:
+                self.assertIn("%s %s" % (rule, name), warned)
         # every anomaly the rules can produce is in the registry
         registered = {(r, n) for r, ns in list(checker.ANOMALIES.items()) +
                       list(checker.WARNINGS.items()) for n in ns}
