@@ -7,6 +7,7 @@ unreadable, with a message naming the line.
 import argparse
 import math
 import sys
+import time
 
 from . import claims, events as ev, linear
 from .edn import dumps, Keyword
@@ -97,7 +98,7 @@ def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_on
                 "request id %s is used on %d keys (a harness bug: ids are per call)" %
                 (rid, len(ks)), cs, fatal=False))
     nwl = {"nonce": 0, "idempotent": 0}
-    lin = {"checked": 0, "invalid": 0, "calls": [], "budget": []}
+    lin = {"checked": 0, "invalid": 0, "calls": [], "budget": [], "seconds": 0.0}
     for key, cs in bykey.items():
         wl = linear.workload(cs)
         nwl[wl] += 1
@@ -128,14 +129,17 @@ def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_on
                      ok=sum(1 for c in calls if c.type == "ok"),
                      events=len(events), lin_checked=lin["checked"],
                      lin_invalid=lin["invalid"], lin_skipped=len(lin["calls"]) + len(lin["budget"]),
-                     lin_skipped_calls=len(lin["calls"]), lin_skipped_budget=len(lin["budget"]))
+                     lin_skipped_calls=len(lin["calls"]), lin_skipped_budget=len(lin["budget"]),
+                     lin_seconds=round(lin["seconds"], 3))
     return res
 
 
 def _search(res, lin, key, cs, limit, rules_found):
     """LIN on one key: counted as searched, invalid or skipped (and why);
     reported only when the rules found nothing on the key."""
+    t0 = time.monotonic()
     r = linear.check(cs, limit=limit)
+    lin["seconds"] += time.monotonic() - t0
     if r.valid is None:
         lin[r.skipped].append((key, r.total))
         return
@@ -195,7 +199,7 @@ def render(res, max_ops=8, out=None):
         else:
             line = "ok"
             if rule == "LIN":
-                line += " (%d keys searched" % s["lin_checked"]
+                line += " (%d keys searched in %.2f s" % (s["lin_checked"], s["lin_seconds"])
                 if s["lin_invalid"]:
                     line += "; %d not linearizable, each reported by R1-R6" % s["lin_invalid"]
                 if res.lin_note:
