@@ -308,3 +308,9 @@ void store_log_stats(const struct store *s, struct store_log_stats *out)
     const struct slog *sl = s->impl;
     *out = sl->stats;
 }
+
+bool store_log_direct(const struct store *s)
+{
+    const struct slog *sl = s->impl;
+    return sl->direct;
+}

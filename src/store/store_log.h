@@ -77,4 +77,10 @@ struct store_log_stats
 };
 void store_log_stats(const struct store *s, struct store_log_stats *out);
 
+/* Test hook: whether appends are O_DIRECT writes (the "uring" engine where
+ * the directory's file system has O_DIRECT and no_direct is off), as chosen
+ * at store_log_init. Tests assert it, so a case meant to run direct cannot
+ * quietly run buffered. */
+bool store_log_direct(const struct store *s);
+
 #endif /* ONCE_STORE_STORE_LOG_H_ */

@@ -5,6 +5,8 @@
  *     to 64 appends in flight (group commit), now and then (with nothing in
  *     flight) a truncation or a snapshot. One line on stdout per durable
  *     fact, flushed at once:
+ *       E <name> <direct>     the engine that runs ("uring" or "pwrite")
+ *                             and whether its appends are O_DIRECT (1/0)
  *       T <term>              set_term returned
  *       a <index> <term>      the append of that entry completed
  *       t <index>             truncate(index) called with nothing in flight
@@ -251,6 +253,10 @@ int main(int argc, char **argv)
     if (store_log_init(&st, &loop, argv[2], &o, err) != 0) {
         fprintf(stderr, "store_log_init: %s\n", err);
         return 1;
+    }
+    if (!verify) {
+        printf("E %s %d\n", st.name, store_log_direct(&st) ? 1 : 0);
+        fflush(stdout);
     }
     if (st.ops->load(&st, &term, &vote, &snap, &start, &entries, &n) != 0) {
         fprintf(stderr, "load refused: %s\n", st.errmsg);

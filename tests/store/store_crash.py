@@ -8,8 +8,14 @@ and compares: every acknowledged entry that no later truncation or
 snapshot removed must be there with its term; the term and the snapshot
 must not go back. What was loaded is required from then on.
 
+Each run reports the engine that runs and whether its appends are O_DIRECT
+("E" line): "uring" must be uring with O_DIRECT, "uring-buffered" uring
+without, "pwrite" pwrite; a mismatch fails. When an engine cannot run here
+(the kernel refuses io_uring, or TMPDIR has no O_DIRECT) the others run and
+the test ends as a SKIP (exit 77) naming it, never as a pass.
+
 usage: store_crash.py CHILD ITERATIONS [SEED]
-Standard library only. Exit 0 pass, 1 fail.
+Standard library only. Exit 0 pass, 1 fail, 77 skip.
 """
 
 import os
@@ -23,7 +29,19 @@ import time
 import shutil
 
 
-def run_iteration(child, work, engine, seed, seg, model, rng):
+def has_direct(d):
+    """Whether directory @d's file system accepts O_DIRECT."""
+    p = os.path.join(d, "direct-probe")
+    try:
+        fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(p)
+    return True
+
+
+def run_iteration(child, work, engine, seed, seg, model, rng, ran):
     proc = subprocess.Popen(
         [child, "run", work, engine, str(seed), str(seg)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -59,7 +77,15 @@ def run_iteration(child, work, engine, seed, seg, model, rng):
         f = raw.decode().split()
         if not f:
             continue
-        if f[0] == "T":
+        if f[0] == "E":
+            want = ("pwrite" if engine == "pwrite" else "uring",
+                    "1" if engine == "uring" else "0")
+            if tuple(f[1:3]) != want:
+                print("engine %s ran as %s with O_DIRECT %s (expected %s %s)" %
+                      ((engine,) + tuple(f[1:3]) + want))
+                return None
+            ran.add(engine)
+        elif f[0] == "T":
             model["term"] = int(f[1])
         elif f[0] == "a":
             model["req"][int(f[1])] = int(f[2])
@@ -113,25 +139,37 @@ def main():
     child, iterations = sys.argv[1], int(sys.argv[2])
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else int(time.time())
     rng = random.Random(seed)
-    uring = subprocess.run([child, "verify", "/nonexistent/x", "uring", "0"],
-                           capture_output=True, text=True)
-    has_uring = "io_uring unavailable" not in uring.stderr
     work = tempfile.mkdtemp(prefix="store-crash-",
                             dir=os.environ.get("TMPDIR", "/tmp"))
+    # (in a directory of its own: the store is opened, and the engine
+    # chosen, only once the directory is there)
+    uring = subprocess.run([child, "verify", os.path.join(work, "probe"), "uring",
+                            "0"], capture_output=True, text=True)
+    shutil.rmtree(os.path.join(work, "probe"), ignore_errors=True)
+    has_uring = "io_uring unavailable" not in uring.stderr
     # STORE_CRASH_ENGINES (comma separated) narrows the rotation, e.g. to
     # "uring" to hunt a failure of one engine.
     engines = os.environ.get("STORE_CRASH_ENGINES",
                              "uring,pwrite,uring-buffered").split(",")
+    skipped = []
+    if not has_uring:
+        skipped = [e for e in engines if e != "pwrite"]
+        skip_why = "io_uring unavailable (%s)" % uring.stderr.strip()
+    elif "uring" in engines and not has_direct(work):
+        skipped = ["uring"]
+        skip_why = "no O_DIRECT in %s" % work
+    engines = [e for e in engines if e not in skipped]
     model = {"req": {}, "term": 0, "snap": 0}
     seg = 64 << 10
     total = 0
-    print("seed %d, %d iterations, dir %s, uring %s" %
-          (seed, iterations, work, "yes" if has_uring else "no (pwrite only)"))
+    ran = set()
+    print("seed %d, %d iterations, dir %s, engines %s" %
+          (seed, iterations, work, ",".join(engines)))
     try:
-        for it in range(iterations):
-            engine = engines[it % len(engines)] if has_uring else "pwrite"
+        for it in range(iterations if engines else 0):
+            engine = engines[it % len(engines)]
             acks = run_iteration(child, work, engine, rng.randrange(1 << 30),
-                                 seg, model, rng)
+                                 seg, model, rng, ran)
             if acks is None:
                 return 1
             total += acks
@@ -144,6 +182,13 @@ def main():
         print("figures: iterations=%d acked_appends=%d entries_now=%d "
               "snapshot=%d term=%d" % (iterations, total, len(model["req"]),
                                        model["snap"], model["term"]))
+        never = [e for e in engines if e not in ran]
+        if never and iterations >= 3 * len(engines):
+            print("FAIL: engines %s never reported what ran" % ",".join(never))
+            return 1
+        if skipped:
+            print("SKIP: %s did not run: %s" % (",".join(skipped), skip_why))
+            return 77
         return 0
     finally:
         if work is not None:

@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,25 +11,69 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef STORE_TEST_ENGINE
+#error \
+    "STORE_TEST_ENGINE (0 pwrite, 1 uring direct, 2 uring buffered) must be set"
+#endif
+
 static bool no_direct;
+static bool want_direct;
+
+/* Whether TMPDIR's (or /tmp's) file system accepts O_DIRECT, probed in a
+ * fresh directory there as the tests' own directories are (sh_mkdir).
+ * Runs before check runs any test, so it cannot ck_assert: a probe that
+ * cannot even create its file bails out (TAP) and exits. */
+static bool tmp_has_direct(char *dir, size_t n)
+{
+    const char *t = getenv("TMPDIR");
+    char p[512];
+    int fd, err;
+
+    snprintf(dir, n, "%s/once-store-probe-XXXXXX",
+             t != NULL && t[0] != '\0' ? t : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        printf("Bail out! mkdtemp %s: %s\n", dir, strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+    snprintf(p, sizeof p, "%s/direct-probe", dir);
+    fd = open(p, O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+    err = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(p);
+    }
+    rmdir(dir);
+    if (fd < 0 && err != EINVAL) {
+        printf("Bail out! open %s with O_DIRECT: %s\n", p, strerror(err));
+        exit(EXIT_FAILURE);
+    }
+    return fd >= 0;
+}
+
+int sh_engine_case(void)
+{
+    char why[128], dir[256];
+
+    if (STORE_TEST_ENGINE == SH_PWRITE) {
+        return SH_PWRITE;
+    }
+    if (store_uring_probe(why, sizeof why) != 0) {
+        printf("1..0 # SKIP io_uring unavailable: %s\n", why);
+        return -1;
+    }
+    if (STORE_TEST_ENGINE == SH_URING_DIRECT &&
+        !tmp_has_direct(dir, sizeof dir)) {
+        printf("1..0 # SKIP no O_DIRECT in TMPDIR's file system (%s)\n", dir);
+        return -1;
+    }
+    return STORE_TEST_ENGINE;
+}
 
 enum store_engine sh_engine(int i)
 {
-    static int probed = 0; /* 1 ok, -1 refused */
-    char why[128];
-
-    no_direct = i == 2;
-    if (i == 0) {
-        return STORE_ENGINE_PWRITE;
-    }
-    if (probed == 0) {
-        probed = store_uring_probe(why, sizeof why) == 0 ? 1 : -1;
-        if (probed < 0) {
-            fprintf(stderr,
-                    "# io_uring unavailable (%s): uring runs as pwrite\n", why);
-        }
-    }
-    return probed > 0 ? STORE_ENGINE_URING : STORE_ENGINE_PWRITE;
+    no_direct = i == SH_URING_BUFFERED;
+    want_direct = i == SH_URING_DIRECT;
+    return i == SH_PWRITE ? STORE_ENGINE_PWRITE : STORE_ENGINE_URING;
 }
 
 void sh_mkdir(char *out, size_t n, const char *tag)
@@ -97,6 +142,13 @@ int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
         return rv;
     }
     h->open = true;
+    /* the engine that runs is the one the case asked for */
+    ck_assert_str_eq(h->s.name, e == STORE_ENGINE_PWRITE ? "pwrite" : "uring");
+    ck_assert_msg(
+        store_log_direct(&h->s) == (e == STORE_ENGINE_URING && want_direct),
+        "store %s: O_DIRECT appends %s, expected %s", h->s.name,
+        store_log_direct(&h->s) ? "on" : "off",
+        e == STORE_ENGINE_URING && want_direct ? "on" : "off");
     return 0;
 }
 

@@ -24,10 +24,24 @@ struct sh
     int cut_notices;
 };
 
-/* The engine loop tests run: 0 pwrite, 1 uring (O_DIRECT where the file
- * system has it), 2 uring with buffered writes and a linked fsync; uring
- * runs as pwrite when the kernel refuses io_uring (said on stderr). Sets
- * what the next sh_open uses. */
+/* The engine cases: 0 pwrite, 1 uring with O_DIRECT writes, 2 uring with
+ * buffered writes and a linked fsync. Each store test program runs one
+ * (STORE_TEST_ENGINE, set by Makefile.am: unit-store-pwrite, -uring,
+ * -uring-buffered), never another in its place. */
+#define SH_PWRITE         0
+#define SH_URING_DIRECT   1
+#define SH_URING_BUFFERED 2
+
+/* The case this program runs, as its loop index; or -1 after printing
+ * TAP's "1..0 # SKIP why" when this machine cannot run it (the kernel
+ * refuses io_uring, or TMPDIR's file system has no O_DIRECT): the program
+ * then exits 0, make check counts a SKIP, and scripts/test fails on it
+ * unless tests/allowed-skips lists it with its reason. */
+int sh_engine_case(void);
+
+/* The engine of case @i; sets what the next sh_open uses and asserts: the
+ * store it opens must report that engine ("pwrite" or "uring") and, for
+ * case 1 only, O_DIRECT appends (store_log_direct). */
 enum store_engine sh_engine(int i);
 
 /* A fresh directory under $TMPDIR (or /tmp). */

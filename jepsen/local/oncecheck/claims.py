@@ -16,10 +16,15 @@ tests/test_crosscheck.py):
   R3 self-deny      a REPLAYED names its own request id (a retry of the
                     accepted id must be ACCEPTED retry=true, a fresh call
                     cannot have been first and denied).
-  R3 failed-op-took-effect / deny-op-named-winner / phantom-winner
+  R3 deny-op-named-winner / phantom-winner
                     no call of w could have been the first application
                     (candidates: A0 if any, else A1 and :info calls of w):
-                    w's calls all :fail / only denied / none on this key.
+                    w's calls were only denied / none on this key.
+  R3 denial-without-winner  no ACCEPTED, the denials name no first request
+                    id, and no :info claim of another request id was invoked
+                    before the first denial was answered.
+  R5 failed-op-took-effect  w's calls all :fail (applied false): a call that
+                    never took effect is named as the first.
   R4 real-time      some candidate c has inv(c) < min ret(D + A): nothing
                     that needs w's record was acknowledged before w could
                     have been invoked ("no ACCEPT after a completed DENY";
@@ -44,8 +49,8 @@ the brute-force check (LIN) catches the rest on small keys.
                     accepted id never changes), or an owner_attempt 1 ACCEPT
                     is not the first request id.
   R3 phantom-token  COMPLETED with a token no ACCEPTED claim of this key gave.
-  R3 phantom-completion / failed-op-took-effect  DUPLICATE while no complete
-                    could have applied (none, or only :fail ones).
+  R3 phantom-completion  DUPLICATE while no complete could have applied.
+  R5 failed-op-took-effect  DUPLICATE while every complete :fail-ed.
   R4 fenced-token-completed  COMPLETED with token t invoked after a takeover
                     with a larger owner_attempt was acknowledged (NOT_OWNER
                     expected).
@@ -125,9 +130,19 @@ def check_nonce(key, calls, rid_keys=None):
     for c in self_deny:
         out.append(Anomaly("R3", "self-deny", key,
                            "REPLAYED names its own request id %s as the first use" % c.rid, [c]))
+    if not labels:
+        out += _denial_without_winner(key, claims, D)
+        return out
     if len(labels) != 1:
         return out
     w = next(iter(labels))
+    # a REPLAYED that names no first request id, answered to w itself: w's
+    # record cannot deny w (a retry of the winner is ACCEPTED retry=true)
+    for c in D:
+        if c.first_rid is None and c.rid == w:
+            out.append(Anomaly("R3", "self-deny", key,
+                               "REPLAYED answered to %s, the only request id that can "
+                               "have been first" % w, [c]))
     if A0:
         cands = A0
     else:
@@ -146,7 +161,7 @@ def check_nonce(key, calls, rid_keys=None):
                                "answers name first request id %s, which no call on this "
                                "key carried%s" % (w, where), deniers))
         elif all(c.type == "fail" for c in named):
-            out.append(Anomaly("R3", "failed-op-took-effect", key,
+            out.append(Anomaly("R5", "failed-op-took-effect", key,
                                "the first request id %s only ever failed (applied false)"
                                % w, named + deniers))
         else:
@@ -165,6 +180,23 @@ def check_nonce(key, calls, rid_keys=None):
                            "have accepted %s was invoked" % (what, w, w),
                            [bound] + cands))
     return out
+
+
+def _denial_without_winner(key, claims, D):
+    """R3 for a NONCE key with no ACCEPTED answer and denials that name no
+    first request id: one :info claim with a request id none of the
+    denials carries must have been invoked before the first denial was
+    answered (a single winner applied before every denial)."""
+    if not D:
+        return []
+    bound = min(D, key=lambda c: c.ret)
+    denied = {c.rid for c in D}
+    if any(c.type == "info" and c.rid not in denied and c.inv < bound.ret for c in claims):
+        return []
+    return [Anomaly("R3", "denial-without-winner", key,
+                    "REPLAYED while no ACCEPTED exists and no other claim (an :info one "
+                    "invoked before the denial was answered) could have been first",
+                    [bound])]
 
 
 def check_idempotent(key, calls, rid_keys=None):
@@ -282,7 +314,7 @@ def check_idempotent(key, calls, rid_keys=None):
         if not cands:
             failed = [c for c in completes if c.type == "fail"]
             if failed:
-                out.append(Anomaly("R3", "failed-op-took-effect", key,
+                out.append(Anomaly("R5", "failed-op-took-effect", key,
                                    "DUPLICATE, but every complete failed (applied false)",
                                    DU[:1] + failed))
             else:

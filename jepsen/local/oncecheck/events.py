@@ -12,6 +12,7 @@ Events are ops whose :process is not an integer (jepsen/README.md):
 
 import re
 
+from . import linear
 from .claims import Anomaly
 from .history import norm_value, _s, _int
 from .edn import dumps
@@ -27,34 +28,82 @@ def _time(e):
     return e.time if isinstance(e.time, (int, float)) and not isinstance(e.time, bool) else None
 
 
+# What a definite final probe (a claim with a fresh request id) of a key that
+# had an acknowledged ACCEPTED must answer: the record is there. IDEMPOTENT:
+# still owned (IN_PROGRESS), completed (DUPLICATE), failed (FAILED), or taken
+# over after a release or the lease's expiry (ACCEPTED with owner_attempt > 1);
+# an owner_attempt 1 ACCEPTED is a fresh record. NONCE: REPLAYED (or STALE
+# for a windowed claim, whose record may have been pruned).
+IDEM_RECORD = ("IN_PROGRESS", "DUPLICATE", "FAILED")
+
+
+def _keeps_record(p, idempotent, windowed):
+    if idempotent:
+        return p.outcome in IDEM_RECORD or (
+            p.outcome == "ACCEPTED" and p.attempt is not None and p.attempt > 1)
+    return p.outcome == "REPLAYED" or (windowed and p.outcome == "STALE")
+
+
 def check_r7(calls, events, res):
     """R7: after the final phase, every key with an :ok or :info call got a
-    final probe (a claim with :final true) through every member listed."""
+    definite (:ok) final probe (a claim with :final true) through every
+    member listed, and every key with an acknowledged ACCEPTED claim is
+    still there in every definite probe's answer (no lost acknowledgement)."""
     fin = [e for e in events if e.f == "final-phase"]
     if not fin:
         res.skip("R7", "no :final-phase event in the history")
         return []
     e = fin[-1]
     members = [_s(m) for m in (_v(e).get("members") or [])]
-    keys = {}
-    probes = {}
+    keys, accepted, probes, bykey = {}, {}, {}, {}
     for c in calls:
+        bykey.setdefault(c.kkey, []).append(c)
         if c.final:
             if c.f == "claim":
-                probes.setdefault(c.kkey, set()).add(c.node)
-        elif c.type in ("ok", "info"):
+                probes.setdefault(c.kkey, {}).setdefault(c.node, []).append(c)
+            continue
+        if c.type in ("ok", "info"):
             keys.setdefault(c.kkey, c)
-    missing = []
+        if c.f == "claim" and c.type == "ok" and c.outcome == "ACCEPTED":
+            accepted.setdefault(c.kkey, c)
+    missing, vague, out = [], [], []
     for k in sorted(keys, key=str):
-        lack = [m for m in members if m not in probes.get(k, set())]
+        got = probes.get(k, {})
+        lack = [m for m in members if m not in got]
         if lack:
             missing.append((k, lack))
-    out = []
+        unanswered = [m for m in members if m in got and
+                      not any(p.type == "ok" for p in got[m])]
+        if unanswered:
+            vague.append((k, unanswered))
+        if k not in accepted:
+            continue
+        idem = linear.workload(bykey[k]) == "idempotent"
+        windowed = any(c.windowed for c in bykey[k])
+        bad = [p for ps in got.values() for p in ps
+               if p.type == "ok" and not _keeps_record(p, idem, windowed)]
+        if bad:
+            out.append(Anomaly("R7", "lost-ack", k,
+                               "an ACCEPTED claim was acknowledged, but %d definite final "
+                               "probes answer %s (%s expected): the acknowledged record is "
+                               "gone" % (len(bad), ", ".join(sorted({p.outcome or "?" for p in bad})),
+                                         "IN_PROGRESS, DUPLICATE, FAILED or a takeover"
+                                         if idem else "REPLAYED"),
+                               [accepted[k]] + bad[:3]))
     if missing:
         k, lack = missing[0]
         out.append(Anomaly("R7", "missing-final-probe", None,
                            "%d keys lack a final probe through some member; first: %s "
-                           "lacks %s" % (len(missing), dumps(list(k)), ", ".join(lack)), [keys[k]], [e]))
+                           "lacks %s" % (len(missing), dumps(list(k)), ", ".join(lack)),
+                           [keys[k]], [e]))
+    if vague:
+        k, lack = vague[0]
+        ps = [p for m in lack for p in probes[k][m]]
+        out.append(Anomaly("R7", "final-probe-not-definite", None,
+                           "%d keys have no definite (:ok) final probe through some member "
+                           "(the probes' deadline passed); first: %s through %s" %
+                           (len(vague), dumps(list(k)), ", ".join(lack)),
+                           [keys[k]] + ps[:3], [e]))
     return out
 
 
@@ -118,13 +167,6 @@ def check_r8(calls, events, res, log_files=(), leader_within_s=30.0):
                 out.append(Anomaly("R8", "member-not-voter", None,
                                    "intended members not voters in the last leader sample: "
                                    + ", ".join(lack), events=[e, last]))
-    probes = [c for c in calls if c.final]
-    if probes:
-        okn = sum(1 for c in probes if c.type == "ok")
-        if okn < 0.95 * len(probes):
-            out.append(Anomaly("R8", "final-probes-unavailable", None,
-                               "only %d of %d final probes answered :ok (< 95%%)" %
-                               (okn, len(probes)), probes[:3]))
     return out
 
 

@@ -243,6 +243,9 @@ class Call:
             kind = "IDEMPOTENT"
         self.kind = kind.upper() if kind else None
         self.final = bool(_bool(v.get("final")))
+        # a windowed claim (signed timestamp): its record may be pruned
+        # legitimately, so a later STALE is a definite answer (R7)
+        self.windowed = v.get("ts") is not None or v.get("window") is not None
         self.error = _s(v.get("error"))
         self.applied = _s(v.get("applied"))
         self.id = None

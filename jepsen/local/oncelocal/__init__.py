@@ -7,6 +7,8 @@
   workload.py  the nonce and idempotent workloads and their workers
   nemesis.py   the fault schedule: partitions, loss, kills, pauses,
                membership, clock skew, disk full, log corruption
+  probes.py    the final probes: every key through every member until
+               each has a definite answer, or the deadline (R7 fails then)
   runner.py    one randomized run (jepsen/local/run)
   acceptance.py the seed's scripted sequence and its variants
   soak.py      the long profile, resumable

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from . import sandbox
+from . import probes, sandbox
 from .cluster import Cluster, ELECTION, HEARTBEAT
 from .common import HERE, K, History, Samples, dumps, log, rid
 from .nemesis import DISK_MB, KINDS, Nemesis
@@ -103,38 +103,12 @@ class Run:
         return list(cl.members)
 
     def probe_all(self, keys, members, idempotent):
-        """One prober per member claims every key through it with a fresh
-        request id (:final true); an :info probe is retried 3 times."""
-        self.hist.op("info", "nemesis", "final-phase",
-                     {K("members"): [n.client_addr for n in members]})
-        log("final probes: %d keys x %d members" % (len(keys), len(members)))
-        t0 = time.monotonic()
-        errors = []
-
-        def prober(n):
-            c = Client(self, n.client_addr, sticky=True)
-            try:
-                for k in keys:
-                    req_id = rid()
-                    for _ in range(4):
-                        typ, _ = c.claim(self.scope, k, req_id, final=True,
-                                         idempotent=idempotent)
-                        if typ != "info":
-                            break
-                        time.sleep(0.5)
-            except Exception as e:   # noqa: BLE001 -- report, do not hide
-                errors.append(e)
-            finally:
-                c.close()
-
-        ts = [threading.Thread(target=prober, args=(n,)) for n in members]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        if errors:
-            raise errors[0]
-        log("final probes done in %.1fs" % (time.monotonic() - t0))
+        """The final probes (probes.py): every key through every member
+        until each has a definite answer, or the deadline (then R7 fails
+        the run)."""
+        return probes.probe_all(
+            self, keys, members, idempotent,
+            lambda addr: Client(self, addr, sticky=True))
 
     def finish(self):
         """Last status of every running node, stop everything by PID."""

@@ -44,8 +44,9 @@ def nonce_random(rng):
                 res = {"outcome": "ACCEPTED", "retry": rng.random() < 0.3,
                        "first-request-id": rid if rng.random() < 0.9 else rng.choice(rids[key] + ["zz"])}
             elif x < 0.95:
+                # a denial may name no first request id (R3 denial-without-winner)
                 res = {"outcome": "REPLAYED", "retry": False,
-                       "first-request-id": rng.choice(rids[key] + ["zz", rid])}
+                       "first-request-id": rng.choice(rids[key] + ["zz", rid, None])}
             else:
                 res = {"outcome": "STALE"}
         elif typ == "fail":
@@ -97,7 +98,7 @@ def nonce_system(rng, perturb):
             if m == 0:
                 r["outcome"] = "REPLAYED" if r["outcome"] == "ACCEPTED" else "ACCEPTED"
             elif m == 1:
-                r["first-request-id"] = rng.choice(rids[c["key"]] + ["zz"])
+                r["first-request-id"] = rng.choice(rids[c["key"]] + ["zz", None])
             elif m == 2:
                 r["retry"] = not r["retry"]
             else:

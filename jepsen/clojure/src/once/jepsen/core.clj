@@ -133,7 +133,7 @@
     :validate [#{:follower :leader :kill-first :partition} "follower, leader, kill-first or partition"]]
    [nil "--knossos-limit N" "Knossos checks keys with at most N calls" :default 200
     :parse-fn #(Long/parseLong %)]
-   [nil "--safety-only" "report R7/R8 (probes, liveness) without failing on them" :default false]])
+   [nil "--safety-only" "report the final probes' and the cluster's liveness (R7 but lost-ack, R8) without failing on them" :default false]])
 
 (defn validate-opts
   "Checks what jepsen.cli cannot: an install source, and a concurrency the

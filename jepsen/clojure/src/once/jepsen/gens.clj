@@ -53,14 +53,23 @@
   [p gen]
   (->RetryInfo gen p {} []))
 
+(def final-probe-s
+  "Seconds all final probes may take (jepsen/local: 120 s + 50 ms a key).
+  Keys still without a definite answer then fail the run (R7
+  final-probe-not-definite)."
+  300)
+
 (defn final-probes
   "The final probes (R7): for every key in keys-atom, one claim with a fresh
   request id through every member, thread i (bound to node i) probing
   through node i. members-fn gives the member nodes when the phase starts.
-  An :info or :fail probe is retried with the same request id, up to 4
-  calls. value-fn makes the claim's value for a key."
+  An :info or :fail probe is retried with the same request id until it is
+  :ok, all within final-probe-s seconds. value-fn makes the claim's value
+  for a key."
   [test keys-atom members-fn value-fn]
-  (gen/clients
+  (gen/time-limit
+   final-probe-s
+   (gen/clients
     (apply gen/any
            (for [[i node] (map-indexed vector (:nodes test))]
              (gen/on-threads #{i}
@@ -69,4 +78,4 @@
                                  (for [k (sort (distinct @keys-atom))]
                                    (let [v (assoc (value-fn k) :request-id (fresh-rid) :final true)]
                                      (gen/until-ok
-                                       (gen/limit 4 (gen/repeat {:f :claim :value (independent/tuple k v)}))))))))))))
+                                       (gen/repeat {:f :claim :value (independent/tuple k v)}))))))))))))

@@ -174,6 +174,9 @@
      :stored-error (s (:stored-error v))
      :kind         (some-> kind str/upper-case)
      :final        (boolean (bool-field (:final v)))
+     ;; a windowed claim (signed timestamp): its record may be pruned, so a
+     ;; later STALE is a definite answer (R7)
+     :windowed     (or (some? (:ts v)) (some? (:window v)))
      :error        (s (:error v))
      :applied      (s (:applied v))
      :inv-op       inv
@@ -235,6 +238,20 @@
 ;; ---------------------------------------------------------------------------
 ;; R1-R5: NONCE keys (exactly linearizability of the write-once model)
 
+;; R3 for a NONCE key with no ACCEPTED answer whose denials name no first
+;; request id: an :info claim with a request id no denial carries must have
+;; been invoked before the first denial was answered.
+(defn- denial-without-winner [key claims D]
+  (when (seq D)
+    (let [bound  (min-ret D)
+          denied (set (map :rid D))]
+      (when-not (some #(and (= "info" (:type %)) (not (denied (:rid %))) (< (:inv %) (:ret bound)))
+                      claims)
+        [(anomaly "R3" :denial-without-winner key
+                  (str "REPLAYED while no ACCEPTED exists and no other claim (an :info one "
+                       "invoked before the denial was answered) could have been first")
+                  [bound])]))))
+
 (defn check-nonce
   "Anomalies of one NONCE key's calls. rid-keys: request id -> keys it was
   used on (to name cross-key bleed)."
@@ -272,9 +289,17 @@
                                     (str "REPLAYED names its own request id " (:rid c)
                                          " as the first use")
                                     [c])))]
-    (if (not= 1 (count labels))
-      out
+    (cond
+      (empty? labels) (into out (denial-without-winner key claims D))
+      (not= 1 (count labels)) out
+      :else
       (let [w     (first (keys labels))
+            ;; a REPLAYED naming no first request id, answered to w itself
+            out   (into out (for [c D :when (and (nil? (:first-rid c)) (= w (:rid c)))]
+                              (anomaly "R3" :self-deny key
+                                       (str "REPLAYED answered to " w ", the only request id "
+                                            "that can have been first")
+                                       [c])))
             cands (if (seq A0)
                     A0
                     (filter #(and (= w (:rid %)) (or (a1 (:id %)) (= "info" (:type %)))) claims))]
@@ -293,7 +318,7 @@
                                              ": cross-key bleed)")))
                                  deniers))
               (every? #(= "fail" (:type %)) named)
-              (conj out (anomaly "R3" :failed-op-took-effect key
+              (conj out (anomaly "R5" :failed-op-took-effect key
                                  (str "the first request id " w
                                       " only ever failed (applied false)")
                                  (concat named deniers)))
@@ -453,7 +478,7 @@
                 (if (empty? cands)
                   (let [failed (filter #(= "fail" (:type %)) completes)]
                     (conj out (if (seq failed)
-                                (anomaly "R3" :failed-op-took-effect key
+                                (anomaly "R5" :failed-op-took-effect key
                                          "DUPLICATE, but every complete failed (applied false)"
                                          (concat (take 1 DU) failed))
                                 (anomaly "R3" :phantom-completion key
@@ -584,29 +609,73 @@
 
 (defn- ev-time [e] (let [t (:time e)] (when (and (number? t) (not (boolean? t))) t)))
 
+(def ^:private idem-record
+  "What a definite final probe of an acknowledged IDEMPOTENT key may answer
+  besides a takeover (ACCEPTED with owner_attempt > 1)."
+  #{"IN_PROGRESS" "DUPLICATE" "FAILED"})
+
+(defn- keeps-record? [p idem? windowed?]
+  (if idem?
+    (or (contains? idem-record (:outcome p))
+        (and (= "ACCEPTED" (:outcome p)) (:attempt p) (< 1 (:attempt p))))
+    (or (= "REPLAYED" (:outcome p)) (and windowed? (= "STALE" (:outcome p))))))
+
 (defn check-r7
   "After the last :final-phase event, every key with an :ok or :info call
-  has a final probe (a claim with :final true) through every member listed.
-  Returns [anomalies skip-reason]."
+  has a definite (:ok) final probe (a claim with :final true) through every
+  member listed, and every key with an acknowledged ACCEPTED claim is still
+  there in every definite probe's answer. Returns [anomalies skip-reason]."
   [calls events]
   (let [fin (last (filter #(= "final-phase" (:f %)) events))]
     (if-not fin
       [[] "no :final-phase event in the history"]
-      (let [members (map s (:members (ev-value fin)))
-            probes  (reduce (fn [m c] (update m (kkey c) (fnil conj #{}) (:node c)))
-                            {} (filter #(and (:final %) (= "claim" (:f %))) calls))
-            seen    (reduce (fn [m c] (if (contains? m (kkey c)) m (assoc m (kkey c) c)))
-                            {} (filter #(and (not (:final %)) (#{"ok" "info"} (:type %))) calls))
-            missing (for [k (sort-by pr-str (keys seen))
-                          :let [lack (remove (get probes k #{}) members)]
-                          :when (seq lack)]
-                      [k lack])]
-        [(if-let [[k lack] (first missing)]
-           [(anomaly "R7" :missing-final-probe nil
-                     (str (count missing) " keys lack a final probe through some member; first: "
-                          (pr-str k) " lacks " (str/join ", " lack))
-                     [(seen k)] [fin] true)]
-           [])
+      (let [members  (map s (:members (ev-value fin)))
+            by-key   (group-by kkey calls)
+            probes   (reduce (fn [m c] (update-in m [(kkey c) (:node c)] (fnil conj []) c))
+                             {} (filter #(and (:final %) (= "claim" (:f %))) calls))
+            first-of (fn [pred] (reduce (fn [m c] (if (contains? m (kkey c)) m (assoc m (kkey c) c)))
+                                        {} (filter #(and (not (:final %)) (pred %)) calls)))
+            seen     (first-of #(#{"ok" "info"} (:type %)))
+            accepted (first-of #(and (= "claim" (:f %)) (ok? %) (= "ACCEPTED" (:outcome %))))
+            ks       (sort-by pr-str (keys seen))
+            missing  (for [k ks
+                           :let [lack (remove (get probes k {}) members)]
+                           :when (seq lack)]
+                       [k lack])
+            vague    (for [k ks
+                           :let [got (get probes k {})
+                                 lack (filter #(and (contains? got %) (not-any? ok? (got %))) members)]
+                           :when (seq lack)]
+                       [k lack])
+            lost     (for [k ks
+                           :when (accepted k)
+                           :let [idem? (= "idempotent" (workload (by-key k)))
+                                 win?  (boolean (some :windowed (by-key k)))
+                                 bad   (for [ps (vals (get probes k {})) p ps
+                                             :when (and (ok? p) (not (keeps-record? p idem? win?)))]
+                                         p)]
+                           :when (seq bad)]
+                       (anomaly "R7" :lost-ack k
+                                (str "an ACCEPTED claim was acknowledged, but " (count bad)
+                                     " definite final probes answer "
+                                     (str/join ", " (sort (set (map #(or (:outcome %) "?") bad))))
+                                     " (" (if idem? "IN_PROGRESS, DUPLICATE, FAILED or a takeover"
+                                              "REPLAYED")
+                                     " expected): the acknowledged record is gone")
+                                (cons (accepted k) (take 3 bad))))]
+        [(vec (concat
+                lost
+                (when-let [[k lack] (first missing)]
+                  [(anomaly "R7" :missing-final-probe nil
+                            (str (count missing) " keys lack a final probe through some member; first: "
+                                 (pr-str k) " lacks " (str/join ", " lack))
+                            [(seen k)] [fin] true)])
+                (when-let [[k lack] (first vague)]
+                  [(anomaly "R7" :final-probe-not-definite nil
+                            (str (count vague) " keys have no definite (:ok) final probe through "
+                                 "some member (the probes' deadline passed); first: " (pr-str k)
+                                 " through " (str/join ", " lack))
+                            (cons (seen k) (take 3 (mapcat (get probes k) lack))) [fin] true)])))
          nil]))))
 
 (defn- log-matches
@@ -627,8 +696,7 @@
 
 (defn check-r8
   "Liveness after the final heal: a leader within leader-within-s seconds,
-  every listed member a voter in the last leader sample, >= 95% of final
-  probes :ok; crash reports from :log-scan / :core-dump events and log
+  every listed member a voter in the last leader sample; crash reports from :log-scan / :core-dump events and log
   files. Returns [anomalies skip-reason]."
   [calls events log-files leader-within-s]
   (let [crash (concat
@@ -653,8 +721,6 @@
             leaders (filter #(and (after? %) (= "LEADER" (some-> (s (:role (ev-value %))) str/upper-case)))
                             status)
             first-l (first leaders)
-            probes  (filter :final calls)
-            okn     (count (filter ok? probes))
             out     (cond-> (vec crash)
                       (and (seq status)
                            (or (nil? first-l)
@@ -678,11 +744,7 @@
                                            (str "intended members not voters in the last leader sample: "
                                                 (str/join ", " lack))
                                            [] [fin last-l] true)))))
-                      (and (seq probes) (< okn (* 0.95 (count probes))))
-                      (conj (anomaly "R8" :final-probes-unavailable nil
-                                     (str "only " okn " of " (count probes)
-                                          " final probes answered :ok (< 95%)")
-                                     (take 3 probes))))]
+)]
         [out (when (empty? status) "no status samples: leader and voter checks skipped")]))))
 
 (defn check-r9
@@ -769,9 +831,16 @@
 ;; ---------------------------------------------------------------------------
 ;; The whole history
 
+(def liveness
+  "What :safety-only? keeps in the report without failing on it: the final
+  probes' and the cluster's liveness. A lost acknowledgement (R7 lost-ack)
+  always fails."
+  #{:missing-final-probe :final-probe-not-definite :crash-in-log :core-dump :no-leader
+    :member-not-voter})
+
 (defn check-calls
   "Checks paired calls and events. Options: :log-files (paths scanned for
-  crash patterns, R8), :safety-only? (R7/R8 reported, not fatal),
+  crash patterns, R8), :safety-only? (liveness reported, not fatal),
   :leader-within-s (R8, default 30). Returns {:valid? :anomalies :skipped
   :stats}."
   ([calls events] (check-calls calls events {}))
@@ -797,7 +866,7 @@
          [r9 s9]  (check-r9 events)
          [r10 s10] (check-r10 events)
          anomalies (cond->> (vec (concat warn-two (mapcat second per-key) r7 r8 r9 r10))
-                     safety-only? (mapv #(if (#{"R7" "R8"} (:rule %)) (assoc % :fatal? false) %)))
+                     safety-only? (mapv #(if (liveness (:name %)) (assoc % :fatal? false) %)))
          wls      (frequencies (map first per-key))]
      {:valid?    (not-any? :fatal? anomalies)
       :anomalies anomalies
