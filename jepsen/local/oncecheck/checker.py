@@ -8,7 +8,7 @@ import argparse
 import math
 import sys
 
-from . import claims, events as ev, linear
+from . import claims, events as ev, linear, timerules
 from .edn import dumps, Keyword
 from .history import HistoryError, read_file, pair, CLIENT_FS
 
@@ -25,6 +25,7 @@ RULES = {
     "R10": "Raft invariants",
     "LIN": "brute-force linearizability",
 }
+RULES.update(timerules.RULES)     # R20-R25: the time rules (timerules.py)
 
 
 class Results:
@@ -100,6 +101,7 @@ def check_history(calls, events, log_files=(), lin_limit=12, safety_only=False):
                      ok=sum(1 for c in calls if c.type == "ok"),
                      events=len(events), lin_checked=lin_checked,
                      lin_invalid=lin_invalid)
+    res.anomalies += timerules.check(calls, events, res)
     return res
 
 
@@ -123,7 +125,7 @@ def render(res, max_ops=8, out=None):
         for e in a.events[:max_ops]:
             print("    " + e.show(), file=out)
     print("", file=out)
-    for rule in ["R%d" % i for i in range(1, 11)] + ["LIN"]:
+    for rule in ["R%d" % i for i in range(1, 11)] + list(timerules.RULES) + ["LIN"]:
         bad = [a for a in res.anomalies if a.rule == rule and a.fatal]
         warn = [a for a in res.anomalies if a.rule == rule and not a.fatal]
         if rule == "R5":
