@@ -13,6 +13,9 @@ from .cluster import Cluster, ELECTION, HEARTBEAT
 from .common import HERE, K, History, Samples, dumps, log, rid
 from .nemesis import DISK_MB, KINDS, Nemesis
 from .workload import WORKLOADS, Client, worker
+from .timeload import TIME_WORKLOADS
+
+WORKLOADS = dict(WORKLOADS, **TIME_WORKLOADS)   # windowed, lease, time
 
 
 class Run:
@@ -110,6 +113,7 @@ class Run:
         log("final probes: %d keys x %d members" % (len(keys), len(members)))
         t0 = time.monotonic()
         errors = []
+        probe = getattr(self.wl, "probe", None)
 
         def prober(n):
             c = Client(self, n.client_addr, sticky=True)
@@ -117,8 +121,11 @@ class Run:
                 for k in keys:
                     req_id = rid()
                     for _ in range(4):
-                        typ, _ = c.claim(self.scope, k, req_id, final=True,
-                                         idempotent=idempotent)
+                        if probe is not None:   # the workload's own claim
+                            typ, _ = probe(c, k, req_id)
+                        else:
+                            typ, _ = c.claim(self.scope, k, req_id, final=True,
+                                             idempotent=idempotent)
                         if typ != "info":
                             break
                         time.sleep(0.5)
@@ -218,6 +225,9 @@ class Run:
                             K("workload"): a.workload,
                             K("nemesis"): [K(x) for x in a.nemesis],
                             K("tempo"): a.tempo})
+        prepare = getattr(WORKLOADS[a.workload], "prepare", None)
+        if prepare is not None:       # settings the workload needs (timeload)
+            prepare(self)
         self.cluster.bootstrap(a.nodes)
         if a.prefill > 0:
             self.prefill(a.prefill)
