@@ -36,8 +36,12 @@
   (set (map #(str (:rule %) " " (name (:name %))) (:anomalies res))))
 
 (deftest shared-histories
+  ;; time-*.edn exercise the time rules R20-R25 (jepsen/local/oncecheck/
+  ;; timerules.py), which this port does not implement: the Clojure suite has
+  ;; no time workload (jepsen/README.md, "Checker rules").
   (let [files (->> (.listFiles histories-dir)
                    (filter #(str/ends-with? (.getName %) ".edn"))
+                   (remove #(str/starts-with? (.getName %) "time-"))
                    (sort-by #(.getName %)))]
     (is (< 20 (count files)) (str "histories in " histories-dir))
     (doseq [f files]
