@@ -168,6 +168,11 @@ struct once_result
     /* Decision (status OK); fields set as they apply (docs/design.md §6). */
     enum once_outcome outcome;
     bool retry;
+    /* The cluster's log time (ms) at which the state machine decided this
+     * answer (the leader-stamped time in force at apply; for lookup, at the
+     * read): what windows, leases and expiry were judged against. 0 from a
+     * node that does not send it. */
+    uint64_t log_time_ms;
     uint8_t request_id[ONCE_ID_LEN]; /* this call's */
     bool has_first;
     uint8_t first_request_id[ONCE_ID_LEN];

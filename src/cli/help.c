@@ -40,10 +40,12 @@ static const char help_claim[] =
     "IN_PROGRESS (with retry_after_ms), CONFLICT, STALE, FUTURE, FAILED\n"
     "(with stored_error): exit 1. A refusal of a bound by the cluster\n"
     "(INVALID_ARGUMENT): exit 2; a full table (RESOURCE_EXHAUSTED): exit 3.\n"
-    "Fields: outcome, retry, request_id, first_request_id, first_index,\n"
-    "first_time_ms, attempts_total, owner_token (GROUP:INDEX:SLOT, only to\n"
-    "the owner), result_b64, stored_error, retry_after_ms, reason, kind,\n"
-    "state, expires_ms, lease_expires_ms, owner_attempt, as they apply.\n";
+    "Fields: outcome, retry, log_time_ms (the cluster's log time the answer\n"
+    "was decided at: STALE is ts < log_time_ms - window), request_id,\n"
+    "first_request_id, first_index, first_time_ms, attempts_total,\n"
+    "owner_token (GROUP:INDEX:SLOT, only to the owner), result_b64,\n"
+    "stored_error, retry_after_ms, reason, kind, state, expires_ms,\n"
+    "lease_expires_ms, owner_attempt, as they apply.\n";
 
 static const char help_complete[] =
     "usage: oncectl complete SCOPE KEY --owner-token TOKEN\n"
@@ -84,12 +86,12 @@ static const char help_lookup[] =
     "Read a record, linearizably (through the leader and a barrier);\n"
     "records nothing.\n"
     "\n"
-    "Outcomes: FOUND (exit 0) with kind, state, first_request_id,\n"
-    "first_index, first_time_ms, expires_ms, attempts_total, attempts\n"
-    "[{request_id, execution_id, index, time_ms, outcome, retry}] (the\n"
-    "first and the last 4), and for IDEMPOTENT records owner_token,\n"
-    "owner_attempt, lease_expires_ms, result_b64 or stored_error;\n"
-    "NOT_FOUND (exit 1).\n";
+    "Outcomes: FOUND (exit 0) with log_time_ms (the log time of the read),\n"
+    "kind, state, first_request_id, first_index, first_time_ms,\n"
+    "expires_ms, attempts_total, attempts [{request_id, execution_id,\n"
+    "index, time_ms, outcome, retry}] (the first and the last 4), and for\n"
+    "IDEMPOTENT records owner_token, owner_attempt, lease_expires_ms,\n"
+    "result_b64 or stored_error; NOT_FOUND (exit 1).\n";
 
 static const char help_forget[] =
     "usage: oncectl forget SCOPE KEY\n"

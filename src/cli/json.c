@@ -213,6 +213,9 @@ json_t *cli_json_result(enum cli_cmd cmd, const struct once_result *r)
         r->retry) {
         cli_set(o, "retry", json_boolean(r->retry));
     }
+    if (r->log_time_ms != 0) {
+        cli_set(o, "log_time_ms", cli_juint(r->log_time_ms));
+    }
     if (!all_zero(r->request_id, ONCE_ID_LEN)) {
         cli_set(o, "request_id", jhex(r->request_id, ONCE_ID_LEN));
     }

@@ -636,6 +636,7 @@ int client_read_result(const Once__Rpc__Result *res,
     r->n_attempts = res->n_attempts;
     r->outcome = (enum once_outcome)res->outcome;
     r->retry = res->retry;
+    r->log_time_ms = res->log_time_ms;
     r->has_first = res->first_request_id.len == ONCE_ID_LEN;
     if (r->has_first) {
         memcpy(r->first_request_id, res->first_request_id.data, ONCE_ID_LEN);

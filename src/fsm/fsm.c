@@ -421,6 +421,7 @@ static int apply_batch(struct fsm *f,
         if (rv != 0) {
             return rv;
         }
+        res.log_time_ms = f->now; /* constant within a batch */
         if (emit != NULL) {
             emit(arg, i, &res);
         }

@@ -251,6 +251,12 @@ struct fsm_result
     enum fsm_outcome outcome;
     const char *reason; /* static text for refusals, or NULL */
     bool retry;         /* ACCEPTED/COMPLETED/...: same request repeated */
+    /* The log time the command was decided at: fsm_now as the batch's
+     * commands apply (the leader's stamp, never below the previous batch's),
+     * or fsm_now when fsm_lookup reads. Every replica computes the same
+     * value; clients use it to check time rules (windows, leases) against
+     * the time the cluster itself used. */
+    uint64_t log_time_ms;
 
     /* Record facts; valid when has_record. */
     bool has_record;

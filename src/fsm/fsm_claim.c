@@ -534,6 +534,7 @@ void fsm_do_lookup(struct fsm *f,
 
     memset(res, 0, sizeof *res);
     res->cmd = FSM_CMD_LOOKUP;
+    res->log_time_ms = f->now;
     if (!f->bootstrapped) {
         res->outcome = FSM_FAILED_PRECONDITION;
         res->reason = "the cluster is not bootstrapped";

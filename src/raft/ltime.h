@@ -16,8 +16,11 @@
  *
  * Only batches applied live count (the raft adapter does not report entries
  * replayed from the local log at start, whose apply time says nothing about
- * their log time); with no such batch (a full-cluster restart) the wall
- * clock is all there is.
+ * their log time); with no such batch since this node started (a
+ * full-cluster restart, or a restarted node elected before any traffic
+ * reached it) the wall clock is all there is: tests/integration/once-skew.sh
+ * saw a leader 5 min fast, elected right after its restart, move log time
+ * 300 s ahead.
  *
  * Bounds, as measured by tests/raft/test_scenarios.c: one leader with a wrong
  * clock keeps log time within K plus one commit latency of real time (est

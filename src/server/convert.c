@@ -370,6 +370,7 @@ void convert_result_out(const struct fsm_result *r,
     once__rpc__result__init(o);
     o->outcome = (Once__Rpc__Outcome)r->outcome;
     o->retry = r->retry;
+    o->log_time_ms = r->log_time_ms;
     if (request_id != NULL) {
         memcpy(b->request_id, request_id, FSM_REQUEST_ID_LEN);
         o->request_id.data = b->request_id;
@@ -481,6 +482,7 @@ int convert_result_in(const Once__Rpc__Result *in,
     }
     out->outcome = (enum fsm_outcome)in->outcome;
     out->retry = in->retry;
+    out->log_time_ms = in->log_time_ms;
     out->reason =
         in->reason != NULL && in->reason[0] != '\0' ? in->reason : NULL;
     out->has_record = in->first_request_id.len == FSM_REQUEST_ID_LEN;

@@ -88,8 +88,9 @@ struct convert_result_buf
 
 /* Fill @b->res from @r; @request_id (16 bytes, copied) is this call's, or
  * NULL for calls without one (Lookup, Forget). Every field of docs/design.md §6
- * is set as it applies: outcome, retry, request_id, first_request_id,
- * first_index, first_time_ms (record facts, when there is a record),
+ * is set as it applies: outcome, retry, log_time_ms, request_id,
+ * first_request_id, first_index, first_time_ms (record facts, when there is
+ * a record),
  * attempts (total, and the kept list for Lookup), owner token (when the fsm
  * gives it), result, stored_error, retry_after_ms, reason, kind, state,
  * expires, lease. */

@@ -11,6 +11,10 @@ which follows real time here).
   * after T + 2.5 s (+ margin): a replay is STALE with the same window, and
     also with a larger one (2s = max_window); the record is gone (lookup
     NOT_FOUND) and it stays STALE: it never comes back as ACCEPTED.
+  * every answer carries log_time_ms (the log time it was decided at), and
+    each outcome holds against it: STALE ts < log_time - window, FUTURE
+    ts > log_time + max_skew, ACCEPTED inside both, and a replay after
+    retention at a log time past ts + max_window + max_skew.
 """
 
 import os
@@ -30,6 +34,21 @@ def ts_claim(c, key, via, ts, window):
     return c.claim(SCOPE, key, via, "--ts", str(ts), "--window", window)
 
 
+def check_log_time(t, r, ts, window_ms, what):
+    """The answer's log time exists and its outcome holds against it."""
+    lt = r.get("log_time_ms")
+    if not isinstance(lt, int) or lt <= 0:
+        t.check(False, "%s: the answer carries log_time_ms" % what,
+                r.describe())
+        return
+    out = r.outcome
+    ok = {"STALE": ts < lt - window_ms,
+          "FUTURE": ts > lt + MAX_SKEW_MS,
+          "ACCEPTED": lt - window_ms <= ts <= lt + MAX_SKEW_MS}.get(out, True)
+    t.check(ok, "%s: %s holds at log_time_ms %d (ts %d, window %d ms)"
+            % (what, out, lt, ts, window_ms), r.describe())
+
+
 def scenario(t):
     c = oc.Cluster(t, "window", 8500,
                    settings={"max-window": "2s", "max-skew": "500ms"})
@@ -40,6 +59,7 @@ def scenario(t):
     r = ts_claim(c, "old-" + oc.rand_hex(4), [A], now - 5000, "2s")
     t.check(r.is_outcome("STALE"), "ts 5 s old, window 2s -> STALE",
             r.describe())
+    check_log_time(t, r, now - 5000, 2000, "STALE")
     r = ts_claim(c, "old1-" + oc.rand_hex(4), [B], now - 1500, "1s")
     t.check(r.is_outcome("STALE"), "ts 1.5 s old, window 1s -> STALE",
             r.describe())
@@ -47,6 +67,7 @@ def scenario(t):
     r = ts_claim(c, "fut-" + oc.rand_hex(4), [B], now + 3000, "1s")
     t.check(r.is_outcome("FUTURE"), "ts 3 s ahead (max skew 500ms) -> FUTURE",
             r.describe())
+    check_log_time(t, r, now + 3000, 1000, "FUTURE")
     r = ts_claim(c, "big-" + oc.rand_hex(4), [C], oc.now_ms(), "3s")
     t.check(r.rc == oc.RC_USAGE and (r.error == "INVALID_ARGUMENT" or
                                      r.outcome == "INVALID_ARGUMENT"),
@@ -58,6 +79,7 @@ def scenario(t):
     r = ts_claim(c, key, [A], ts, "1s")
     t.require(r.is_outcome("ACCEPTED"), "ts now, window 1s -> ACCEPTED",
               r.describe())
+    check_log_time(t, r, ts, 1000, "ACCEPTED")
     first = r.get("request_id")
     exp = r.get("expires_ms")
     if isinstance(exp, int):
@@ -80,6 +102,11 @@ def scenario(t):
         t.check(r.is_outcome("STALE"),
                 "after retention: replay on %s with window %s -> STALE"
                 % (n.name, w), r.describe())
+        lt = r.get("log_time_ms")
+        t.check(isinstance(lt, int) and
+                lt >= ts + MAX_WINDOW_MS + MAX_SKEW_MS,
+                "the replay was decided after the retention (log_time_ms %s)"
+                % lt, r.describe())
     r = c.ctl(["lookup", SCOPE, key], via=nodes)
     t.check(r.is_outcome("NOT_FOUND"), "after retention the record is gone "
             "(lookup NOT_FOUND)", r.describe())

@@ -271,7 +271,10 @@ class Node:
         return "%s(%s pid=%s)" % (self.name, self.id or "?",
                                   self.proc.pid if self.proc else "-")
 
-    def start(self, bootstrap=False, join=None, role=None, extra=()):
+    def start(self, bootstrap=False, join=None, role=None, extra=(),
+              env=None):
+        """Start the node; @env (a dict) adds to the test's environment for
+        this start only (e.g. libfaketime for a skewed wall clock)."""
         if self.alive():
             raise TestFailure("%s is already running" % self.name)
         c = self.cluster
@@ -295,7 +298,8 @@ class Node:
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                          stdout=logf, stderr=logf,
-                                         env=c.test.child_env,
+                                         env=dict(c.test.child_env, **env)
+                                         if env else c.test.child_env,
                                          preexec_fn=_die_with_parent)
         finally:
             logf.close()

@@ -316,6 +316,7 @@ static void fh_copy(struct fh_res *out, const struct fsm_result *r)
         out->reason[n] = '\0';
     }
     out->retry = r->retry;
+    out->log_time_ms = r->log_time_ms;
     out->has_record = r->has_record;
     out->kind = r->kind;
     out->state = r->state;

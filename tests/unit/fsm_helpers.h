@@ -56,6 +56,7 @@ struct fh_res
     bool has_reason;
     char reason[FH_REASON_MAX]; /* "" when has_reason is false */
     bool retry;
+    uint64_t log_time_ms; /* the log time the command was decided at */
 
     bool has_record;
     enum fsm_kind kind;

@@ -477,6 +477,7 @@ START_TEST(json_claim)
     r.expires_ms = 5;
     r.lease_expires_ms = 6;
     r.owner_attempt = 1;
+    r.log_time_ms = 1700000000777u;
     r.origin.has_cluster_id = true;
     memset(r.origin.cluster_id, 0x01, ONCE_ID_LEN);
     r.origin.node_id = 0x1f;
@@ -485,6 +486,8 @@ START_TEST(json_claim)
     ck_assert(json_is_false(json_object_get(o, "retry")));
     ck_assert_str_eq(sget(o, "request_id"), "abababababababababababababababab");
     ck_assert_int_eq(json_integer_value(json_object_get(o, "first_index")), 42);
+    ck_assert_int_eq(json_integer_value(json_object_get(o, "log_time_ms")),
+                     1700000000777);
     ck_assert_str_eq(sget(o, "owner_token"), "0:42:1");
     ck_assert_str_eq(sget(o, "kind"), "IDEMPOTENT");
     ck_assert_str_eq(sget(o, "state"), "PENDING");
@@ -552,6 +555,8 @@ START_TEST(json_lookup_attempts)
     r.attempts[1].retry = true;
     o = cli_json_result(CLI_LOOKUP, &r);
     ck_assert_ptr_null(json_object_get(o, "retry"));
+    /* A node that does not send the log time: no field, not a 0. */
+    ck_assert_ptr_null(json_object_get(o, "log_time_ms"));
     ck_assert_int_eq(json_integer_value(json_object_get(o, "attempts_total")),
                      7);
     a = json_object_get(o, "attempts");

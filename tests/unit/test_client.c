@@ -502,6 +502,7 @@ static void full_result_init(struct full_result *f)
     f->res.expires_ms = 99;
     f->res.lease_expires_ms = 98;
     f->res.owner_attempt = 4;
+    f->res.log_time_ms = 1700000004567ull;
 }
 
 static int read_full(struct full_result *f, struct once_result *r, char *err)
@@ -560,6 +561,7 @@ START_TEST(result_every_field)
     ck_assert_uint_eq(r.expires_ms, 99);
     ck_assert_uint_eq(r.lease_expires_ms, 98);
     ck_assert_uint_eq(r.owner_attempt, 4);
+    ck_assert_uint_eq(r.log_time_ms, 1700000004567ull);
     once_result_clear(&r);
     ck_assert_ptr_null(r.result);
     ck_assert_uint_eq(r.result_len, 0);

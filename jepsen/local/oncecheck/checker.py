@@ -9,7 +9,7 @@ import math
 import sys
 import time
 
-from . import claims, events as ev, linear
+from . import claims, events as ev, linear, timerules
 from .edn import dumps, Keyword
 from .history import HistoryError, read_file, pair, CLIENT_FS
 
@@ -26,6 +26,7 @@ RULES = {
     "R10": "Raft invariants",
     "LIN": "brute-force linearizability",
 }
+RULES.update(timerules.RULES)     # R20-R25: the time rules (timerules.py)
 
 # Every anomaly the checker can report, by rule: each has a must-fail
 # history in tests/histories that reports it and nothing of another rule
@@ -47,6 +48,7 @@ ANOMALIES = {
     "R10": ("two-leaders", "config-disagreement"),
     "LIN": ("not-linearizable", "search-skipped"),
 }
+ANOMALIES.update(timerules.ANOMALIES)
 WARNINGS = {"R1": ("request-id-on-two-keys",), "R10": ("multi-voter-change",)}
 
 # --safety-only keeps these in the report without failing on them: the
@@ -131,6 +133,7 @@ def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_on
                      lin_invalid=lin["invalid"], lin_skipped=len(lin["calls"]) + len(lin["budget"]),
                      lin_skipped_calls=len(lin["calls"]), lin_skipped_budget=len(lin["budget"]),
                      lin_seconds=round(lin["seconds"], 3))
+    res.anomalies += timerules.check(calls, events, res)
     return res
 
 
@@ -189,7 +192,7 @@ def render(res, max_ops=8, out=None):
         for e in a.events[:max_ops]:
             print("    " + e.show(), file=out)
     print("", file=out)
-    for rule in ["R%d" % i for i in range(1, 11)] + ["LIN"]:
+    for rule in ["R%d" % i for i in range(1, 11)] + list(timerules.RULES) + ["LIN"]:
         bad = [a for a in res.anomalies if a.rule == rule and a.fatal]
         warn = [a for a in res.anomalies if a.rule == rule and not a.fatal]
         if bad:

@@ -245,7 +245,8 @@ class Call:
         self.final = bool(_bool(v.get("final")))
         # a windowed claim (signed timestamp): its record may be pruned
         # legitimately, so a later STALE is a definite answer (R7)
-        self.windowed = v.get("ts") is not None or v.get("window") is not None
+        self.windowed = (v.get("ts") is not None or v.get("window") is not None
+                         or v.get("window-ms") is not None)
         self.error = _s(v.get("error"))
         self.applied = _s(v.get("applied"))
         self.id = None

@@ -40,10 +40,13 @@ def deadline_s(nkeys):
 
 
 def probe_member(client, scope, keys, idempotent, deadline,
-                 clock=time.monotonic, sleep=time.sleep):
+                 clock=time.monotonic, sleep=time.sleep, probe=None):
     """Claim every key of @keys through @client (bound to one member) until
     each has an :ok answer or clock() reaches @deadline. Returns the keys
-    still without a definite answer, in order (empty when all answered)."""
+    still without a definite answer, in order (empty when all answered).
+    @probe(client, key, request_id) -> (type, answer), when given, is the
+    workload's own claim (the time workloads probe a key with its own
+    signed timestamp or lease), else a plain claim of the key."""
     rids = {k: rid() for k in keys}
     pending = list(keys)
     first = True
@@ -56,15 +59,18 @@ def probe_member(client, scope, keys, idempotent, deadline,
             if clock() >= deadline:
                 left.extend(pending[i:])
                 break
-            typ, _ = client.claim(scope, k, rids[k], final=True,
-                                  idempotent=idempotent)
+            if probe is not None:
+                typ, _ = probe(client, k, rids[k])
+            else:
+                typ, _ = client.claim(scope, k, rids[k], final=True,
+                                      idempotent=idempotent)
             if typ != "ok":
                 left.append(k)
         pending = left
     return pending
 
 
-def probe_all(run, keys, members, idempotent, make_client):
+def probe_all(run, keys, members, idempotent, make_client, probe=None):
     """The final phase's probes: a :final-phase event naming @members, one
     prober per member (make_client(addr) gives its Client), then a
     :final-probes event with the keys left without a definite answer per
@@ -83,7 +89,7 @@ def probe_all(run, keys, members, idempotent, make_client):
         c = make_client(n.client_addr)
         try:
             left[n.client_addr] = probe_member(c, run.scope, keys, idempotent,
-                                               deadline)
+                                               deadline, probe=probe)
         except Exception as e:   # noqa: BLE001 -- re-raised below
             errors.append(e)
         finally:

@@ -13,6 +13,9 @@ from .cluster import Cluster, ELECTION, HEARTBEAT
 from .common import HERE, K, History, Samples, dumps, log, rid
 from .nemesis import DISK_MB, KINDS, Nemesis
 from .workload import WORKLOADS, Client, worker
+from .timeload import TIME_WORKLOADS
+
+WORKLOADS = dict(WORKLOADS, **TIME_WORKLOADS)   # windowed, lease, time
 
 
 class Run:
@@ -105,10 +108,11 @@ class Run:
     def probe_all(self, keys, members, idempotent):
         """The final probes (probes.py): every key through every member
         until each has a definite answer, or the deadline (then R7 fails
-        the run)."""
+        the run); the workload's own probe claim where it has one."""
         return probes.probe_all(
             self, keys, members, idempotent,
-            lambda addr: Client(self, addr, sticky=True))
+            lambda addr: Client(self, addr, sticky=True),
+            probe=getattr(self.wl, "probe", None))
 
     def finish(self):
         """Last status of every running node, stop everything by PID."""
@@ -192,6 +196,9 @@ class Run:
                             K("workload"): a.workload,
                             K("nemesis"): [K(x) for x in a.nemesis],
                             K("tempo"): a.tempo})
+        prepare = getattr(WORKLOADS[a.workload], "prepare", None)
+        if prepare is not None:       # settings the workload needs (timeload)
+            prepare(self)
         self.cluster.bootstrap(a.nodes)
         if a.prefill > 0:
             self.prefill(a.prefill)

@@ -45,8 +45,12 @@
   ;; reported. LIN (jepsen/local's brute-force search) has no port here
   ;; (the Jepsen side runs Knossos): a history that only LIN fails must
   ;; pass every rule.
+  ;; time-*.edn exercise the time rules R20-R25 (jepsen/local/oncecheck/
+  ;; timerules.py), which this port does not implement: the Clojure suite has
+  ;; no time workload (jepsen/README.md, "Checker rules").
   (let [files (->> (.listFiles histories-dir)
                    (filter #(str/ends-with? (.getName %) ".edn"))
+                   (remove #(str/starts-with? (.getName %) "time-"))
                    (sort-by #(.getName %)))]
     (is (< 40 (count files)) (str "histories in " histories-dir))
     (doseq [f files]
