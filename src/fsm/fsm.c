@@ -546,6 +546,11 @@ uint64_t fsm_prune_backlog(const struct fsm *f)
     return f->backlog.n;
 }
 
+uint32_t fsm_vp_records(const struct fsm *f, uint32_t v)
+{
+    return v < FSM_N_VPS ? f->vps[v].n : 0;
+}
+
 uint64_t fsm_memory(const struct fsm *f)
 {
     uint64_t m = slab_memory(&f->slab);

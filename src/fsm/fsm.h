@@ -409,6 +409,9 @@ uint64_t fsm_bytes(const struct fsm *f);
 /* Records past their expiry tick, not counted any more, that budgeted
  * pruning has not freed yet (for status and metrics; not replicated). */
 uint64_t fsm_prune_backlog(const struct fsm *f);
+/* Records in virtual partition @v's index (0 for v >= FSM_N_VPS), the
+ * pruning backlog included: the per-shard figure of metrics. O(1). */
+uint32_t fsm_vp_records(const struct fsm *f, uint32_t v);
 /* Memory held by the record store: arena pages plus hash tables. */
 uint64_t fsm_memory(const struct fsm *f);
 

@@ -68,6 +68,9 @@ struct replica_hooks
     /* This replica's own id was retired (it was removed): the node writes
      * its tombstone and stops. May be NULL. */
     void (*retired)(void *arg);
+    /* The leader's batch of @n commands committed and applied, @ns after
+     * it was proposed (metrics). May be NULL. */
+    void (*batch)(void *arg, size_t n, uint64_t ns);
     /* Tests: an entry was applied (its payload, borrowed). May be NULL. */
     void (*applied)(void *arg, raft_index index, const void *buf, size_t len);
 };
@@ -276,6 +279,8 @@ struct replica
     size_t fl_n;
     size_t fl_cap;
     raft_index fl_index;
+    uint64_t fl_t0_ns; /* uv_hrtime() when the batch was proposed */
+    size_t fl_batch_n; /* its commands */
 
     /* leadership */
     bool leader;
