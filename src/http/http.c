@@ -60,7 +60,9 @@ static void logf_(struct http *h, const char *level, const char *fmt, ...)
     h->log(h->log_arg, level, msg);
 }
 
-/* MHD's own error lines (MHD_USE_ERROR_LOG). */
+/* MHD's own error lines (MHD_USE_ERROR_LOG): at info, because most are
+ * about what a peer sent (a header over the limit), which anyone who can
+ * reach the port can repeat. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct http *h = cls;
@@ -75,7 +77,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) {
         msg[--n] = '\0';
     }
-    h->log(h->log_arg, "warn", msg);
+    h->log(h->log_arg, "info", msg);
 }
 
 void http_text(struct http_response *resp, unsigned status, const char *text)
