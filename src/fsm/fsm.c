@@ -152,6 +152,7 @@ static void clear_records(struct fsm *f)
     }
     slab_close(&f->slab);
     fsm_ticks_close(&f->ticks);
+    fsm_ticks_close(&f->pending);
     f->wheel.n_l0 = 0; /* the lists are gone with the pages */
     f->wheel.n_l1 = 0;
     f->n_records = 0;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <raft.h>
 
@@ -268,6 +269,13 @@ static void reg_state(struct reg *g)
                           "max_bytes).");
     m->backlog = one(g, "once_records_expired_unfreed", PROM_GAUGE,
                      "Expired records budgeted pruning has not freed yet.");
+    m->pending = one(g, "once_idempotent_pending", PROM_GAUGE,
+                     "Idempotent records PENDING (claimed, neither completed "
+                     "nor released).");
+    m->pending_age =
+        one(g, "once_idempotent_pending_oldest_age_seconds", PROM_GAUGE,
+            "Age of the oldest PENDING record, counted from its "
+            "first claim (0 when there is none).");
     m->shard_records =
         labelled(g,
                  fam(g, "once_shard_records", PROM_SUMMARY,
@@ -549,6 +557,18 @@ static void collect_shards(struct metrics *m, const struct fsm *f)
     prom_summary_set(m->shard_records, q, sum, FSM_N_VPS);
 }
 
+/* The age in wall time: the first claim's log time was the leader's clock
+ * (within max_skew), and an idle cluster's log time does not move. */
+static void collect_pending(struct metrics *m, struct fsm *f)
+{
+    uint64_t first = 0, now = (uint64_t)time(NULL) * 1000;
+
+    prom_set(m->pending, (double)fsm_n_pending(f));
+    prom_set(m->pending_age, fsm_pending_oldest_ms(f, &first) && now > first
+                                 ? (double)(now - first) / 1000.0
+                                 : 0);
+}
+
 static void collect_raft(struct metrics *m)
 {
     struct server *s = m->s;
@@ -591,6 +611,7 @@ static void collect(struct metrics *m)
     prom_set(m->records, (double)fsm_n_records(f));
     prom_set(m->record_bytes, (double)fsm_bytes(f));
     prom_set(m->backlog, (double)fsm_prune_backlog(f));
+    collect_pending(m, s->rep.fsm);
     collect_shards(m, f);
     prom_set(m->forwarded, (double)s->fwd.forwarded);
     prom_set(m->forward_errors, (double)s->fwd.errors);

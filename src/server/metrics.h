@@ -9,7 +9,8 @@
  *     pointer made at start;
  *   - state, read when a scrape is written, on the loop: Raft's indexes and
  *     term, the fsm's record and byte counters (kept by every mutation:
- *     no walk of the records), the RPC server's and forwarder's counters.
+ *     no walk of the records; the PENDING records by first-claim tick,
+ *     fsm_pending.c), the RPC server's and forwarder's counters.
  *     The per-shard summary reads the 4096 virtual partitions' entry
  *     counts (O(shards), not O(records)).
  *   The tick (metrics_tick, every 50 ms) turns changes it sees into
@@ -73,6 +74,7 @@ struct metrics
     struct prom_series *leader_changes, *config_changes, *voters, *members;
     struct prom_series *snaps, *snap_installs, *snap_bytes;
     struct prom_series *records, *record_bytes, *backlog, *shard_records;
+    struct prom_series *pending, *pending_age;
     struct prom_series *forwarded, *forward_errors;
     struct prom_series *conns, *conns_accepted, *conns_refused, *frames_bad,
         *calls_refused;

@@ -42,7 +42,8 @@ FAMILIES = (
     "once_snapshot_duration_seconds", "once_snapshot_bytes", "once_records",
     "once_record_bytes", "once_shard_records", "once_forwarded_calls_total",
     "once_connections", "once_rejected_frames_total",
-    "once_permission_denied_total", "once_ready",
+    "once_permission_denied_total", "once_ready", "once_idempotent_pending",
+    "once_idempotent_pending_oldest_age_seconds",
 )
 
 
@@ -145,6 +146,14 @@ def check_prometheus(t, prom, nodes):
     res, ok = prom.wait('sum(once_requests_total{method="CLAIM",'
                         'status="OK"})', lambda r: total(r) >= N_NONCE)
     t.check(ok, "prometheus: the claims' requests were counted", str(res))
+    # The idempotent claims stay PENDING (never completed): every node's
+    # state machine counts them, and the oldest is some seconds old.
+    res, ok = prom.wait("min(once_idempotent_pending)",
+                        lambda r: total(r) == N_IDEM)
+    t.check(ok, "prometheus: every node counts %d pending" % N_IDEM, str(res))
+    res, ok = prom.wait("min(once_idempotent_pending_oldest_age_seconds)",
+                        lambda r: 0 < total(r) < 600)
+    t.check(ok, "prometheus: the oldest pending has an age", str(res))
     res, ok = prom.wait("sum(once_forwarded_calls_total)",
                         lambda r: total(r) >= 1)
     t.check(ok, "prometheus: followers forwarded calls", str(res))
