@@ -64,6 +64,9 @@ static void logf_(struct http *h, const char *level, const char *fmt, ...)
  * about what a peer sent (a header over the limit), which anyone who can
  * reach the port can repeat. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct http *h = cls;
     char msg[ERR_MSG_SIZE];

@@ -68,11 +68,12 @@ struct replica_hooks
     /* This replica's own id was retired (it was removed): the node writes
      * its tombstone and stops. May be NULL. */
     void (*retired)(void *arg);
-    /* The leader's batch of @n commands committed and applied, @ns after
-     * it was proposed (metrics). May be NULL. */
-    void (*batch)(void *arg, size_t n, uint64_t ns);
     /* Tests: an entry was applied (its payload, borrowed). May be NULL. */
     void (*applied)(void *arg, raft_index index, const void *buf, size_t len);
+    /* The leader's batch of @n commands committed and applied, @ns after
+     * it was proposed (metrics). May be NULL. Last, so that the positional
+     * initialisers of the tests stay valid. */
+    void (*batch)(void *arg, size_t n, uint64_t ns);
 };
 
 struct replica_config
