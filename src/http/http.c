@@ -38,6 +38,7 @@ struct http
     struct http_route routes[HTTP_ROUTES_MAX];
     size_t n_routes;
     unsigned conns_max;
+    unsigned timeout_s;
     void (*log)(void *arg, const char *level, const char *msg);
     void *log_arg;
     struct http_stats st;
@@ -228,6 +229,25 @@ static void on_mhd_ready(uv_poll_t *p, int status, int events)
     drive(p->data);
 }
 
+int http_add_connection(struct http *h,
+                        int fd,
+                        const struct sockaddr *peer,
+                        socklen_t peer_len)
+{
+    if (h->closing || h->st.conns_open >= h->conns_max) {
+        h->st.conns_refused++;
+        close(fd);
+        return HTTP_E_LISTEN;
+    }
+    /* MHD owns the socket from now on, also when it refuses it. */
+    if (MHD_add_connection(h->mhd, fd, peer, peer_len) != MHD_YES) {
+        h->st.conns_refused++;
+        return HTTP_E_LISTEN;
+    }
+    drive(h);
+    return 0;
+}
+
 static void on_accept(uv_poll_t *p, int status, int events)
 {
     struct http *h = p->data;
@@ -249,17 +269,9 @@ static void on_accept(uv_poll_t *p, int status, int events)
             break;
         }
         h->st.conns_accepted++;
-        if (h->st.conns_open >= h->conns_max) {
-            h->st.conns_refused++;
-            close(fd);
-            continue;
-        }
-        /* Here is where a TLS terminator would take @fd (http.h). MHD owns
-         * the socket from now on, also when it refuses it. */
-        if (MHD_add_connection(h->mhd, fd, (const struct sockaddr *)&peer,
-                               len) != MHD_YES) {
-            h->st.conns_refused++;
-        }
+        /* Here is where a TLS terminator would take @fd and hand its
+         * plaintext end on instead (http.h). */
+        (void)http_add_connection(h, fd, (const struct sockaddr *)&peer, len);
     }
     drive(h);
 }
@@ -316,8 +328,8 @@ static int start_mhd(struct http *h, char *errmsg)
         NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_NOTIFY_CONNECTION, on_notify, h, MHD_OPTION_CONNECTION_LIMIT,
         h->conns_max, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)HTTP_REQUEST_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)HTTP_TIMEOUT_S, MHD_OPTION_END);
+        (size_t)HTTP_REQUEST_MAX, MHD_OPTION_CONNECTION_TIMEOUT, h->timeout_s,
+        MHD_OPTION_END);
     if (h->mhd == NULL) {
         err_printf(errmsg, "MHD_start_daemon failed");
         return HTTP_E_MHD;
@@ -427,16 +439,18 @@ int http_start(struct http **out,
     memcpy(h->routes, cfg->routes, cfg->n_routes * sizeof *cfg->routes);
     h->n_routes = cfg->n_routes;
     h->conns_max = cfg->conns_max != 0 ? cfg->conns_max : HTTP_CONNS_DEFAULT;
+    h->timeout_s = cfg->timeout_s != 0 ? cfg->timeout_s : HTTP_TIMEOUT_S;
     h->log = cfg->log;
     h->log_arg = cfg->log_arg;
     (void)uv_timer_init(loop, &h->timer);
     h->timer.data = h;
     h->handles = 1;
-    rv = listen_on(cfg->addr, &h->lfd, errmsg);
+    rv = cfg->addr != NULL ? listen_on(cfg->addr, &h->lfd, errmsg) : 0;
     if (rv == 0) {
         rv = start_mhd(h, errmsg);
     }
-    if (rv == 0 && uv_poll_init(loop, &h->accept_poll, h->lfd) != 0) {
+    if (rv == 0 && h->lfd >= 0 &&
+        uv_poll_init(loop, &h->accept_poll, h->lfd) != 0) {
         err_printf(errmsg, "uv_poll_init on the listener failed");
         rv = HTTP_E_LISTEN;
     }
@@ -444,10 +458,12 @@ int http_start(struct http **out,
         http_close(h, NULL, NULL); /* freed by the loop */
         return rv;
     }
-    h->handles++;
-    h->accept_up = true;
-    h->accept_poll.data = h;
-    (void)uv_poll_start(&h->accept_poll, UV_READABLE, on_accept);
+    if (h->lfd >= 0) {
+        h->handles++;
+        h->accept_up = true;
+        h->accept_poll.data = h;
+        (void)uv_poll_start(&h->accept_poll, UV_READABLE, on_accept);
+    }
     *out = h;
     return 0;
 }

@@ -22,8 +22,9 @@
  * Limits: connections (HTTP_CONNS_DEFAULT; over it an accepted socket is
  * closed at once), the memory MHD may use per connection, which bounds the
  * request line and headers (HTTP_REQUEST_MAX: beyond it MHD answers 414 or
- * 431), an idle timeout (HTTP_TIMEOUT_S), and request bodies are never
- * read.
+ * 431), an idle timeout (HTTP_TIMEOUT_S; also what ends a connection
+ * whose peer half-closed in the middle of a request: MHD does not close
+ * those at EOF), and request bodies are never read.
  *
  * Ownership: http_start returns a listener the caller closes with
  * http_close; routes are borrowed (they and their args outlive it).
@@ -34,6 +35,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <sys/socket.h>
 
 #include <uv.h>
 
@@ -76,10 +79,12 @@ struct http_route
 
 struct http_config
 {
-    const char *addr; /* IPv4 "IP:PORT" */
+    const char *addr; /* IPv4 "IP:PORT"; NULL: no listener, connections
+                       * come only through http_add_connection */
     const struct http_route *routes;
     size_t n_routes;    /* <= HTTP_ROUTES_MAX */
     unsigned conns_max; /* 0: HTTP_CONNS_DEFAULT */
+    unsigned timeout_s; /* idle timeout; 0: HTTP_TIMEOUT_S */
     /* Log hook (level "info"|"warn"|"error"); NULL: silent. */
     void (*log)(void *arg, const char *level, const char *msg);
     void *log_arg;
@@ -106,6 +111,16 @@ int http_start(struct http **out,
                char *errmsg);
 
 void http_stats(const struct http *h, struct http_stats *st);
+
+/* Serve the connected stream socket @fd (non-blocking; owned by the
+ * listener from now on, closed by it also on failure), from @peer. The
+ * listener's own accepts come through here; so will a TLS terminator's
+ * plaintext end, and the fuzz target's socketpair. Returns 0, or
+ * HTTP_E_LISTEN when it was refused (over the connection limit). */
+int http_add_connection(struct http *h,
+                        int fd,
+                        const struct sockaddr *peer,
+                        socklen_t peer_len);
 
 /* Stop listening, close every connection; @cb (may be NULL) runs once the
  * loop handles have closed, and @h is freed just before it. */
