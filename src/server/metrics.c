@@ -306,8 +306,8 @@ static void reg_rpc(struct reg *g)
     m->calls_refused = one(g, "once_calls_refused_total", PROM_COUNTER,
                            "Calls refused over --max-calls-per-conn.");
     m->permission_denied = one(g, "once_permission_denied_total", PROM_COUNTER,
-                               "Calls refused PERMISSION_DENIED (admin "
-                               "authorization).");
+                               "Calls answered PERMISSION_DENIED (admin "
+                               "authorization), counted from every answer.");
 }
 
 int metrics_init(struct metrics *m, struct server *s, char *errmsg)
@@ -387,6 +387,9 @@ void metrics_answered(struct metrics *m,
         m->req_by[me][si] = prom_series(m->requests, v);
     }
     prom_inc(m->req_by[me][si]);
+    if (status == RPC_STATUS_PERMISSION_DENIED) {
+        prom_inc(m->permission_denied); /* whoever refused it */
+    }
     prom_observe(m->req_dur[me],
                  (double)(uv_hrtime() - call->received_ns) / NS_PER_S);
 }
