@@ -35,6 +35,7 @@
 #define ERR_REPLICA_BASE  (-1300)
 #define ERR_IDENTITY_BASE (-1400)
 #define ERR_RPC_BASE      (-1500)
+#define ERR_HTTP_BASE     (-1800)
 #define ERR_VERIFY_BASE   (-2000)
 #define ERR_INGRESS_BASE  (-2100)
 
@@ -93,6 +94,13 @@
     X(RPC_E_CLOSED, -1525, "closed by its owner")                     \
     X(RPC_E_BUSY, -1526, "too many calls in flight")                  \
     X(RPC_E_PROTOCOL, -1527, "peer sent a frame that does not decode")
+
+#define ERR_HTTP_CODES(X)                                \
+    X(HTTP_E_ADDR, -1801, "address is not IPv4 IP:PORT") \
+    X(HTTP_E_LISTEN, -1802, "socket/bind/listen failed") \
+    X(HTTP_E_ROUTES, -1803, "bad route table")           \
+    X(HTTP_E_MHD, -1804, "libmicrohttpd did not start")  \
+    X(HTTP_E_NOMEM, -1805, "out of memory")
 
 #define ERR_VERIFY_CODES(X)                                                   \
     X(VERIFY_E_ENCODING, -2001, "not canonical base64")                       \

@@ -152,6 +152,7 @@ static void clear_records(struct fsm *f)
     }
     slab_close(&f->slab);
     fsm_ticks_close(&f->ticks);
+    fsm_ticks_close(&f->pending);
     f->wheel.n_l0 = 0; /* the lists are gone with the pages */
     f->wheel.n_l1 = 0;
     f->n_records = 0;
@@ -545,6 +546,11 @@ uint64_t fsm_bytes(const struct fsm *f)
 uint64_t fsm_prune_backlog(const struct fsm *f)
 {
     return f->backlog.n;
+}
+
+uint32_t fsm_vp_records(const struct fsm *f, uint32_t v)
+{
+    return v < FSM_N_VPS ? f->vps[v].n : 0;
 }
 
 uint64_t fsm_memory(const struct fsm *f)

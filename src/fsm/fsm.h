@@ -415,6 +415,16 @@ uint64_t fsm_bytes(const struct fsm *f);
 /* Records past their expiry tick, not counted any more, that budgeted
  * pruning has not freed yet (for status and metrics; not replicated). */
 uint64_t fsm_prune_backlog(const struct fsm *f);
+/* PENDING idempotent records (the pruning backlog included), and the log
+ * time of the first claim of the oldest of them (1.024 s ticks; false if
+ * none). Observers for metrics, never read by apply; the second may look
+ * for the new oldest after the old one left (fsm_pending.c), so it is not
+ * const: call it on the owner's thread, between applies. */
+uint64_t fsm_n_pending(const struct fsm *f);
+bool fsm_pending_oldest_ms(struct fsm *f, uint64_t *ms);
+/* Records in virtual partition @v's index (0 for v >= FSM_N_VPS), the
+ * pruning backlog included: the per-shard figure of metrics. O(1). */
+uint32_t fsm_vp_records(const struct fsm *f, uint32_t v);
 /* Memory held by the record store: arena pages plus hash tables. */
 uint64_t fsm_memory(const struct fsm *f);
 

@@ -83,17 +83,27 @@ static void ticks_delete(struct tick_map *m, uint32_t i)
     m->n--;
 }
 
+const struct tick_cost *fsm_ticks_get(const struct tick_map *m, uint64_t tick)
+{
+    uint32_t i;
+
+    if (m->cap == 0) {
+        return NULL;
+    }
+    i = ticks_slot(m, tick);
+    return m->e[i].n != 0 ? &m->e[i] : NULL;
+}
+
 void fsm_ticks_close(struct tick_map *m)
 {
     free(m->e);
     memset(m, 0, sizeof *m);
 }
 
-/* Add @sign (+1 or -1) times @c to the total of @tick. */
-static void ticks_add(struct tick_map *m,
-                      uint64_t tick,
-                      const struct tick_cost *c,
-                      int sign)
+void fsm_ticks_add(struct tick_map *m,
+                   uint64_t tick,
+                   const struct tick_cost *c,
+                   int sign)
 {
     struct tick_cost *e;
     uint32_t i;
@@ -142,7 +152,7 @@ void fsm_acct_in(struct fsm *f, const struct rec *r)
 
     rec_cost(f, r, &c);
     if (c.tick >= f->wheel.passed) {
-        ticks_add(&f->ticks, c.tick, &c, 1);
+        fsm_ticks_add(&f->ticks, c.tick, &c, 1);
     } else {
         f->backlog.n += c.n;
         f->backlog.bytes += c.bytes;
@@ -156,7 +166,7 @@ void fsm_acct_out(struct fsm *f, const struct rec *r)
 
     rec_cost(f, r, &c);
     if (c.tick >= f->wheel.passed) {
-        ticks_add(&f->ticks, c.tick, &c, -1);
+        fsm_ticks_add(&f->ticks, c.tick, &c, -1);
     } else {
         f->backlog.n -= c.n;
         f->backlog.bytes -= c.bytes;

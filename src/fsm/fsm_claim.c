@@ -181,12 +181,12 @@ static void accept_new(struct fsm *f,
     f->snap_rec_bytes += SNAP_REC_FIXED + c->scope_len + c->key_len;
     if (c->kind == FSM_KIND_NONCE) {
         r->life_ms = (uint32_t)(retention(f, c, 0) - f->now);
-        rec_set_state(r, FSM_STATE_SEEN);
+        fsm_set_state(f, r, FSM_STATE_SEEN);
     } else {
         struct rec_ext *e = fsm_ensure_ext(f, r);
         r->flags |= REC_F_IDEMPOTENT;
         r->life_ms = 0;
-        rec_set_state(r, FSM_STATE_PENDING);
+        fsm_set_state(f, r, FSM_STATE_PENDING);
         e->expires_ms = retention(f, c, lease_expires);
         e->lease_expires_ms = lease_expires;
         e->owner_group = f->group_id;
@@ -223,7 +223,7 @@ static void takeover(struct fsm *f,
     uint64_t lease_expires = f->now + lease;
     uint64_t expires = retention(f, c, lease_expires);
 
-    rec_set_state(r, FSM_STATE_PENDING);
+    fsm_set_state(f, r, FSM_STATE_PENDING);
     e->lease_expires_ms = lease_expires;
     if (expires > e->expires_ms) {
         e->expires_ms = expires; /* the wheel re-places it lazily */
@@ -464,7 +464,7 @@ void fsm_do_complete(struct fsm *f,
                 break;
             }
             store_bytes(f, r, 1, c->result, c->result_len);
-            rec_set_state(r, FSM_STATE_COMPLETED);
+            fsm_set_state(f, r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
             break;
         case FSM_STATE_COMPLETED:
@@ -504,11 +504,11 @@ void fsm_do_release(struct fsm *f,
                 res->reason = "the cluster's max_bytes is reached";
             } else if (c->terminal) {
                 store_bytes(f, r, 2, c->error, c->error_len);
-                rec_set_state(r, FSM_STATE_FAILED);
+                fsm_set_state(f, r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;
             } else {
                 res->retry = rec_state(r) == FSM_STATE_RELEASED;
-                rec_set_state(r, FSM_STATE_RELEASED);
+                fsm_set_state(f, r, FSM_STATE_RELEASED);
                 res->outcome = FSM_RELEASED;
             }
             break;

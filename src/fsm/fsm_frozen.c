@@ -70,6 +70,7 @@ int fsm_freeze(struct fsm *f, struct fsm_frozen **out)
     shell->deferred = NULL;
     shell->stored = NULL;
     memset(&shell->ticks, 0, sizeof shell->ticks);
+    memset(&shell->pending, 0, sizeof shell->pending); /* the owner's */
     for (size_t v = 0; v < FSM_N_VPS; v++) {
         f->vp_frozen[v] = f->vps[v].cap != 0;
     }

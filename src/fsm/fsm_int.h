@@ -230,6 +230,15 @@ struct fsm
     struct tick_cost backlog;
     struct tick_map ticks; /* counted records' costs by expiry tick */
 
+    /* PENDING records (in the tables, the pruning backlog included) by
+     * the tick of their first claim (fsm_pending.c): n_pending of them;
+     * pending_min is at most the oldest tick, exact unless pending_dirty.
+     * Derived: not in snapshots, never read by apply. */
+    struct tick_map pending;
+    uint64_t n_pending;
+    uint64_t pending_min;
+    bool pending_dirty;
+
     /* The live frozen view (fsm_frozen.c), NULL if none. While it lives,
      * vp_frozen[v] says vp v still shares its slot array with the view, and
      * frees of result/error buffers wait in deferred until fsm_release. */
@@ -328,7 +337,25 @@ void fsm_acct_in(struct fsm *f, const struct rec *r);
 void fsm_acct_out(struct fsm *f, const struct rec *r);
 /* Log time reached tick @to: uncount the records of every earlier tick. */
 void fsm_acct_pass(struct fsm *f, uint64_t to);
+/* The tick maps themselves (also fsm_pending.c's): add @sign (+1 or -1)
+ * times @c to @tick's entry (an entry whose n reaches 0 goes); the entry
+ * of @tick, or NULL. */
+void fsm_ticks_add(struct tick_map *m,
+                   uint64_t tick,
+                   const struct tick_cost *c,
+                   int sign);
+const struct tick_cost *fsm_ticks_get(const struct tick_map *m, uint64_t tick);
 void fsm_ticks_close(struct tick_map *m);
+
+/* fsm_pending.c: the PENDING idempotent records by the tick of their first
+ * claim, for the pending count and the oldest one's age (observers only:
+ * apply never reads it, snapshots do not carry it, restore rebuilds it).
+ * Every state change of a record goes through fsm_set_state; a record
+ * leaving the tables through fsm_pending_out; a restored one comes in with
+ * fsm_pending_in. */
+void fsm_set_state(struct fsm *f, struct rec *r, enum fsm_state st);
+void fsm_pending_in(struct fsm *f, const struct rec *r);
+void fsm_pending_out(struct fsm *f, const struct rec *r);
 
 /* fsm.c */
 _Noreturn void fsm_panic(const char *what);

@@ -117,6 +117,7 @@ void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h)
     assert(found);
     (void)found;
     fsm_acct_out(f, r);
+    fsm_pending_out(f, r);
     f->snap_rec_bytes -= fsm_rec_snap_size(f, r);
     f->bytes -= slab_size(rec_size(r->scope_len, r->key_len));
     f->bytes -= free_ext(f, r);

@@ -533,6 +533,7 @@ static int read_record(struct fsm *g,
     }
     *prev_hash = (uint32_t)hash;
     fsm_acct_in(g, r);
+    fsm_pending_in(g, r);
     *out = h;
     return 0;
 }

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
 #include "fsm/command.h"
 #include "raft/entry.h"
 #include "raft/guard.h"
@@ -166,6 +168,10 @@ static void apply_cb(struct raft_apply *areq, int status, void *result)
     (void)result;
     rep->cb_depth++;
     if (status == 0) {
+        if (rep->hooks.batch != NULL) {
+            rep->hooks.batch(rep->hooks.arg, rep->fl_batch_n,
+                             uv_hrtime() - rep->fl_t0_ns);
+        }
         /* Every command was answered from apply, unless the entry did not
          * decode (it then did nothing anywhere). */
         fl_fail(rep, REPLICA_E_INTERNAL);
@@ -340,6 +346,8 @@ static void propose_batch(struct replica *rep)
         rep->fl_reqs[i] = q_pop(rep);
     }
     rep->fl_n = n;
+    rep->fl_batch_n = n;
+    rep->fl_t0_ns = uv_hrtime();
     rep->stats.batches++;
     rep->stats.batch_commands += n;
 }

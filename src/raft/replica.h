@@ -70,6 +70,10 @@ struct replica_hooks
     void (*retired)(void *arg);
     /* Tests: an entry was applied (its payload, borrowed). May be NULL. */
     void (*applied)(void *arg, raft_index index, const void *buf, size_t len);
+    /* The leader's batch of @n commands committed and applied, @ns after
+     * it was proposed (metrics). May be NULL. Last, so that the positional
+     * initialisers of the tests stay valid. */
+    void (*batch)(void *arg, size_t n, uint64_t ns);
 };
 
 struct replica_config
@@ -276,6 +280,8 @@ struct replica
     size_t fl_n;
     size_t fl_cap;
     raft_index fl_index;
+    uint64_t fl_t0_ns; /* uv_hrtime() when the batch was proposed */
+    size_t fl_batch_n; /* its commands */
 
     /* leadership */
     bool leader;

@@ -143,6 +143,11 @@ static void inner_recv_cb(struct raft_io *inner, struct raft_message *m)
         m->append_entries.prev_log_term = r->log.snapshot.last_term;
         rio->stats.g10_rewritten++;
     }
+    if (m->type == RAFT_IO_APPEND_ENTRIES) {
+        rio->seen_leader_commit = m->append_entries.leader_commit;
+        rio->seen_leader_id = m->server_id;
+        rio->seen_leader_ms = rio->inner->time(rio->inner);
+    }
     if (m->type == RAFT_IO_APPEND_ENTRIES && guard_on(GUARD_G11) &&
         m->append_entries.leader_commit >
             m->append_entries.prev_log_index + m->append_entries.n_entries) {

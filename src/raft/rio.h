@@ -102,6 +102,14 @@ struct rio
     unsigned installing;
     struct rio_put *parked;
 
+    /* The leader's commit index as its last AppendEntries (heartbeats
+     * included) said it, before G11 clamps it; who sent it and when
+     * (raft_io time: the loop's uv_now). A follower's readiness compares its
+     * applied index with it (server/metrics.c). */
+    raft_index seen_leader_commit;
+    raft_id seen_leader_id;
+    uint64_t seen_leader_ms;
+
     /* G7: set while raft processes an AppendEntries request. */
     bool in_append;
     raft_index append_last; /* prev_log_index + n_entries of that request */

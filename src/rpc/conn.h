@@ -94,6 +94,7 @@ struct rpc_call
     uint64_t deadline_ms;      /* the request's budget, or the server's
                                   default; 0: none */
     uint64_t received_mono_ms; /* uv_now() of the loop at receipt */
+    uint64_t received_ns;      /* uv_hrtime() at receipt (latency) */
     bool forwarded;            /* a node forwarded it: never forward again */
     /* The cluster the caller pinned (forwarders pass it on). A request
      * whose id differs from the server's is refused by the layer with
@@ -121,6 +122,11 @@ struct rpc_server_config
     /* Log hook (level "info"|"warn"|"error", one logfmt-ready message);
      * NULL: silent. */
     void (*log)(void *arg, const char *level, const char *msg);
+    /* A call was answered with @status, by its handler or by the layer
+     * (its deadline); for metrics. May be NULL. */
+    void (*answered)(void *arg,
+                     const struct rpc_call *call,
+                     enum rpc_status status);
 };
 
 /* Bind, listen and start accepting on @loop. 0 and *out, or RPC_E_ADDR /

@@ -30,6 +30,9 @@ struct rpc_server
     rpc_serve_fn serve;
     void *arg;
     void (*log)(void *arg, const char *level, const char *msg);
+    void (*answered)(void *arg,
+                     const struct rpc_call *call,
+                     enum rpc_status status);
     struct rpc_ids ids;
     struct conn *conns; /* open ones */
     unsigned n_conns;   /* allocated (open or closing) */
@@ -203,6 +206,10 @@ static void on_deadline(uv_timer_t *t)
     }
     call_answered(k);
     k->c->srv->st.calls_expired++;
+    if (k->c->srv->answered != NULL) {
+        k->c->srv->answered(k->c->srv->arg, &k->pub,
+                            RPC_STATUS_DEADLINE_EXCEEDED);
+    }
     if (!k->c->closing) {
         send_error(k->c, k->pub.call_id, k->pub.method,
                    RPC_STATUS_DEADLINE_EXCEEDED,
@@ -254,6 +261,7 @@ static void server_request(struct conn *c, struct envelope_view *v)
     k->pub.group_id = v->group_id;
     k->pub.deadline_ms = v->deadline_ms;
     k->pub.received_mono_ms = uv_now(s->loop);
+    k->pub.received_ns = uv_hrtime();
     k->pub.forwarded = v->forwarded;
     k->pub.has_cluster_id = v->has_cluster_id;
     memcpy(k->pub.cluster_id, v->cluster_id, RPC_ID_LEN);
@@ -295,6 +303,9 @@ void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
 
     if (!k->answered) {
         call_answered(k);
+        if (s->answered != NULL) {
+            s->answered(s->arg, &k->pub, r->status);
+        }
         if (!c->closing) {
             struct envelope_view v;
             char errmsg[ERR_MSG_SIZE];
@@ -444,6 +455,7 @@ int rpc_server_start(struct rpc_server **out,
     s->lim = cfg->limits;
     s->serve = cfg->serve;
     s->arg = cfg->arg;
+    s->answered = cfg->answered;
     s->log = cfg->log;
     s->ids = cfg->ids;
     (void)uv_tcp_init(loop, &s->listener);

@@ -43,6 +43,7 @@ static void forward_log(struct forwarder *f,
 {
     uint64_t now = uv_now(f->loop);
 
+    f->errors++;
     if (f->log_ms != 0 && now - f->log_ms < FORWARD_LOG_MS) {
         f->log_suppressed++;
         return;
@@ -213,6 +214,7 @@ void forward_call(struct server *s,
     }
     /* The leader may act on it from now on. */
     rpc_call_mark_sent(call);
+    f->forwarded++;
 }
 
 void forward_tick(struct forwarder *f)

@@ -34,6 +34,8 @@ struct forwarder
     unsigned n_drain;
     uint64_t log_ms; /* when the last error line was written */
     unsigned log_suppressed;
+    uint64_t forwarded; /* calls sent to the leader (metrics) */
+    uint64_t errors;    /* channel errors (forward_log's) */
 };
 
 void forward_init(struct forwarder *f,

@@ -31,7 +31,12 @@ static const char usage_text[] =
     "  --raft-addr IP:PORT     Raft peer address (keep it on a private\n"
     "                          network: the Raft port is unauthenticated)\n"
     "  --client-addr IP:PORT   client and admin RPC address\n"
-    "  --http-addr IP:PORT     not supported yet: refused\n"
+    "  --http-addr IP:PORT     HTTP listener: GET /metrics (Prometheus text),\n"
+    "                          /healthz (the node's loop answers) and\n"
+    "                          /readyz (200 when a member that knows a\n"
+    "                          leader and has applied within 64 entries of\n"
+    "                          its commit, else 503 with the reason); plain\n"
+    "                          HTTP: keep it on a private network\n"
     "  --storage uring|pwrite|uv\n"
     "                          log store backend (default: uring when the\n"
     "                          kernel allows io_uring, else pwrite; a data\n"
@@ -271,10 +276,10 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         }
         c->client_addr = v;
     } else if (strcmp(k, "--http-addr") == 0) {
-        return bad(k,
-                   "not supported yet (no HTTP endpoint in this version; "
-                   "got \"%s\")",
-                   v);
+        if (parse_addr(k, v) != 0) {
+            return -EINVAL;
+        }
+        c->http_addr = v;
     } else if (strcmp(k, "--join") == 0) {
         return parse_join(c, v);
     } else if (strcmp(k, "--role") == 0) {
@@ -451,6 +456,12 @@ static int parse_args(struct server_config *c, int argc, char **argv)
     if (strcmp(c->raft_addr, c->client_addr) == 0) {
         return bad("--client-addr", "must differ from --raft-addr (\"%s\")",
                    c->client_addr);
+    }
+    if (c->http_addr != NULL && (strcmp(c->http_addr, c->raft_addr) == 0 ||
+                                 strcmp(c->http_addr, c->client_addr) == 0)) {
+        return bad("--http-addr",
+                   "must differ from --raft-addr and --client-addr (\"%s\")",
+                   c->http_addr);
     }
     if (c->n_join > 0) {
         /* The same list may be given to every node: this node's own

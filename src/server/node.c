@@ -13,8 +13,9 @@
  *      configuration of this node (raft_bootstrap says RAFT_CANTBOOTSTRAP
  *      when the directory already holds a node: logged and ignored);
  *      replica_start;
- *   4. signals and the tick; the RPC server on the client address
- *      (service.c);
+ *   4. the metrics registry; signals and the tick; the RPC server on the
+ *      client address (service.c); with --http-addr the HTTP listener
+ *      (metrics.c);
  *   5. with --join and an empty Raft configuration, Admin.MembersAdd of
  *      this node on the listed members until one answers (join.c).
  * A failing step logs why; node_unwind then releases exactly what exists
@@ -93,6 +94,25 @@ static void store_log(void *arg, const char *level, const char *msg)
     log_kv(level_of(level), msg, "component=store");
 }
 
+/* The hooks that feed metrics.c (their @arg is the server). */
+static void store_synced(void *arg, uint64_t ns, size_t bytes)
+{
+    (void)bytes;
+    metrics_synced(&((struct server *)arg)->metrics, ns);
+}
+
+static void hook_batch(void *arg, size_t n, uint64_t ns)
+{
+    metrics_batch(&((struct server *)arg)->metrics, n, ns);
+}
+
+static void rpc_answered(void *arg,
+                         const struct rpc_call *call,
+                         enum rpc_status status)
+{
+    metrics_answered(&((struct server *)arg)->metrics, call, status);
+}
+
 static bool file_exists(const char *dir, const char *name)
 {
     char p[4200];
@@ -165,6 +185,8 @@ static int open_store(struct server *s, bool *opened, char *errmsg)
                : want == SERVER_STORAGE_PWRITE ? STORE_ENGINE_PWRITE
                                                : STORE_ENGINE_AUTO;
     o.log = store_log;
+    o.synced = store_synced;
+    o.log_arg = s;
     /* A measurement switch, not an option (docs/store.md): uring with a
      * buffered write + linked fsync even where O_DIRECT works, to compare
      * the two in a whole cluster. */
@@ -424,6 +446,7 @@ static void tick_cb(uv_timer_t *t)
     }
     node_sync_ids(s);
     forward_tick(&s->fwd);
+    metrics_tick(&s->metrics);
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -459,6 +482,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
     join_stop(&s->join);
+    metrics_close(&s->metrics);
     /* Before the Raft layer closes: answer the admin operations still
      * waiting (outcome unknown) and close every forwarding channel. */
     admin_shutdown(&s->admin);
@@ -582,6 +606,7 @@ static int step_replica(struct server *s)
     hooks.fatal = hook_fatal;
     hooks.log = hook_log;
     hooks.retired = hook_retired;
+    hooks.batch = hook_batch;
     if (replica_init(&s->rep, &s->uvio.io, &s->uvio.store, s->fsm, s->id,
                      s->cfg.raft_addr, &clock, &hooks, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft", "error=%s",
@@ -740,6 +765,7 @@ static int step_rpc(struct server *s)
     rc.arg = s;
     rc.ids = s->ids;
     rc.log = rpc_log;
+    rc.answered = rpc_answered;
     if (rpc_server_start(&s->rpc, &s->loop, &rc, errmsg) != 0) {
         s->rpc = NULL;
         log_kv(LOG_ERROR, "cannot serve the client address",
@@ -752,6 +778,39 @@ static int step_rpc(struct server *s)
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
     log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
+    return 0;
+}
+
+/* The metrics registry (after the store is chosen: its name is a label). */
+static int step_metrics(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+
+    if (metrics_init(&s->metrics, s, errmsg) != 0) {
+        log_kv(LOG_ERROR, "cannot set up metrics", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        return SERVER_EXIT_FAIL;
+    }
+    s->up |= SERVER_UP_METRICS;
+    return 0;
+}
+
+/* --http-addr: /metrics, /healthz, /readyz on the loop (metrics.h). */
+static int step_http(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+
+    if (s->cfg.http_addr == NULL) {
+        return 0;
+    }
+    if (metrics_http_start(&s->metrics, s->cfg.http_addr, errmsg) != 0) {
+        log_kv(LOG_ERROR, "cannot serve the HTTP address",
+               "http_addr=%s error=%s", s->cfg.http_addr,
+               log_quote(errmsg, q, sizeof q));
+        node_stop(s, "cannot listen", SERVER_EXIT_FAIL);
+        return SERVER_EXIT_FAIL;
+    }
+    log_kv(LOG_INFO, "serving http", "http_addr=%s", s->cfg.http_addr);
     return 0;
 }
 
@@ -811,6 +870,9 @@ static int node_unwind(struct server *s, int code)
         fsm_free(s->fsm);
         s->fsm = NULL;
     }
+    if (s->up & SERVER_UP_METRICS) {
+        metrics_free(&s->metrics);
+    }
     if (s->up & SERVER_UP_LOOP) {
         rv = uv_loop_close(&s->loop);
         if (rv != 0) {
@@ -831,11 +893,13 @@ static const struct
     {"raft io (raft_uv, TCP)", step_uvio},
     {"log store (--storage)", step_store},
     {"fsm and the Raft layer", step_replica},
+    {"metrics registry", step_metrics},
     {"raft settings", step_configure},
     {"--bootstrap", step_bootstrap},
     {"raft start", step_raft_start},
     {"signals and tick", step_handles},
     {"rpc server", step_rpc},
+    {"http listener (--http-addr)", step_http},
     {"--join", step_join},
 };
 

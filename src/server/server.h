@@ -16,6 +16,8 @@
  *   forward.c  a follower's one hop to the leader (forward.h): struct
  *              forwarder;
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
+ *   metrics.c  /metrics, /healthz, /readyz on --http-addr (metrics.h):
+ *              struct metrics;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
  *   log.c      logfmt lines on stderr.
@@ -38,6 +40,7 @@
 #include "server/forward.h"
 #include "server/join.h"
 #include "server/log.h"
+#include "server/metrics.h"
 
 #define SERVER_JOIN_MAX 16 /* addresses in --join */
 
@@ -65,6 +68,7 @@ struct server_config
     enum server_storage storage;
     const char *raft_addr;
     const char *client_addr;
+    const char *http_addr; /* NULL: no HTTP listener */
     bool bootstrap;
     unsigned n_join;
     char join[SERVER_JOIN_MAX][RPC_ADDR_MAX + 1];
@@ -89,6 +93,7 @@ enum {
     SERVER_UP_REPLICA = 1u << 4,   /* replica_init: owns the fsm and store */
     SERVER_UP_RAFT_OPEN = 1u << 5, /* raft not closed yet */
     SERVER_UP_HANDLES = 1u << 6,   /* signals, tick: stops go by node_stop */
+    SERVER_UP_METRICS = 1u << 7,   /* metrics_init: the registry */
 };
 
 struct server
@@ -124,9 +129,10 @@ struct server
     uint64_t last_dir_sig;
     unsigned last_conf_n;
 
-    struct forwarder fwd; /* forward.c */
-    struct admin admin;   /* admin.c */
-    struct join join;     /* join.c */
+    struct forwarder fwd;   /* forward.c */
+    struct admin admin;     /* admin.c */
+    struct join join;       /* join.c */
+    struct metrics metrics; /* metrics.c */
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */

@@ -36,6 +36,7 @@ struct service_op
     struct server *s;
     struct rpc_call *call;
     enum rpc_method method;
+    enum fsm_kind kind; /* a Claim's, for metrics */
     bool has_request_id;
     uint8_t request_id[FSM_REQUEST_ID_LEN];
     struct replica_req req; /* req.data = this */
@@ -96,6 +97,7 @@ static void result_cb(struct replica_req *req,
         free(op);
         return;
     }
+    metrics_result(&op->s->metrics, op->method, op->kind, res);
     convert_result_out(res, op->has_request_id ? op->request_id : NULL, &b);
     switch (op->method) {
         case RPC_METHOD_CLAIM:
@@ -144,6 +146,7 @@ static void submit(struct server *s,
     op->s = s;
     op->call = call;
     op->method = call->method;
+    op->kind = cmd->type == FSM_CMD_CLAIM ? cmd->u.claim.kind : FSM_KIND_NONCE;
     op->req.data = op;
     if (request_id != NULL) {
         op->has_request_id = true;

@@ -238,6 +238,8 @@ struct slog
     bool direct;                        /* eng->direct, read by the worker */
     size_t seg_size;                    /* bytes per preallocated segment */
     struct store_log_options o;
+    uint64_t write_t0;  /* uv_hrtime() at the write job's submission */
+    size_t write_bytes; /* and its size (for o.synced) */
 
     int meta_fd[2];                /* meta-a, meta-b */
     uint64_t meta_seq, term, vote; /* the newest valid metadata */

@@ -54,6 +54,10 @@ struct store_log_options
      * failed segment preparation). May be NULL. Loop thread. */
     void (*log)(void *arg, const char *level, const char *msg);
     void *log_arg;
+    /* A batch of records is durable: @ns from handing it to the engine to
+     * its completion (the write and its sync). For metrics; may be NULL.
+     * Loop thread; @log_arg is its argument too. */
+    void (*synced)(void *arg, uint64_t ns, size_t bytes);
 };
 
 /* Whether this process may use io_uring: sets up a ring and runs a NOP

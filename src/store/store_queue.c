@@ -192,6 +192,10 @@ void store_write_done(struct slog *sl, int rv, const char *msg)
         finish_batch(sl, sl->failed);
         return;
     }
+    if (sl->o.synced != NULL) {
+        sl->o.synced(sl->o.log_arg, uv_hrtime() - sl->write_t0,
+                     sl->write_bytes);
+    }
     store_job_free(w);
     batch_written(sl);
 }
@@ -230,6 +234,8 @@ static void start_write(struct slog *sl)
     wr->fd = sl->cur_fd;
     wr->off = sl->cur_end;
     sl->wjob = w;
+    sl->write_t0 = uv_hrtime();
+    sl->write_bytes = wr->total;
     rv = sl->eng->submit(sl, w, msg);
     if (rv != 0) {
         sl->wjob = NULL;

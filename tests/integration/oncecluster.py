@@ -12,8 +12,9 @@ What it gives a test:
              FAIL lines per check, the tails of every node's log on failure,
              and a `finally` that stops every process the test started.
   Cluster    onced processes on 127.0.0.1 with ports from a per-test base
-             (client port base+i, raft port base+50+i for node slot i); the
-             first node --bootstrap, the others --join; fast Raft timings.
+             (client port base+i, raft port base+50+i for node slot i, and
+             with http=True --http-addr on base+100+i); the first node
+             --bootstrap, the others --join; fast Raft timings.
   Node       one onced: its Popen, data dir, log file (stdout and stderr),
              start / stop (SIGTERM, then SIGKILL after a timeout) / kill -9,
              all by PID, never by name (other people run the same binaries).
@@ -51,7 +52,8 @@ import traceback
 
 EXIT_PASS, EXIT_FAIL, EXIT_SKIP, EXIT_HARD = 0, 1, 77, 99
 
-# Node slots per cluster: client port base+slot, raft port base+50+slot.
+# Node slots per cluster: client port base+slot, raft port base+50+slot,
+# HTTP port (Cluster(http=True)) base+100+slot.
 SLOTS = 50
 # Port bases are tried at base + k * BASE_STEP (k = 0..) until every port of
 # the span is free; distinct tests have distinct bases < BASE_STEP apart, so
@@ -133,15 +135,15 @@ def ports_free(first, n):
             s.close()
 
 
-def pick_base(base):
+def pick_base(base, span=PORT_SPAN):
     lo, _ = ephemeral_range()
     b = base
-    while b + PORT_SPAN < min(lo, 32768):
-        if ports_free(b, PORT_SPAN):
+    while b + span < min(lo, 32768):
+        if ports_free(b, span):
             return b
         b += BASE_STEP
     raise HardError("no free port span of %d from base %d below %d"
-                    % (PORT_SPAN, base, lo))
+                    % (span, base, lo))
 
 
 def binaries():
@@ -250,6 +252,7 @@ class Node:
         self.slot = slot
         self.client_port = cluster.base + slot
         self.raft_port = cluster.base + SLOTS + slot
+        self.http_port = cluster.base + 2 * SLOTS + slot
         self.home = os.path.join(cluster.work, name)
         self.dir = os.path.join(self.home, "data")
         self.log = os.path.join(self.home, "onced.log")
@@ -267,6 +270,10 @@ class Node:
     def raft_addr(self):
         return "127.0.0.1:%d" % self.raft_port
 
+    @property
+    def http_addr(self):
+        return "127.0.0.1:%d" % self.http_port
+
     def __repr__(self):
         return "%s(%s pid=%s)" % (self.name, self.id or "?",
                                   self.proc.pid if self.proc else "-")
@@ -281,6 +288,8 @@ class Node:
         args = [c.onced, "--data-dir", self.dir, "--raft-addr",
                 self.raft_addr, "--client-addr", self.client_addr]
         args += c.node_flags
+        if c.http:
+            args += ["--http-addr", self.http_addr]
         if bootstrap:
             args += ["--bootstrap"] + c.settings_flags
         if join:
@@ -376,10 +385,13 @@ class Node:
 
 class Cluster:
     def __init__(self, test, name, base, settings=None, snapshot=None,
-                 extra_flags=()):
+                 extra_flags=(), http=False):
         self.test = test
         self.name = name
-        self.base = pick_base(base)
+        # http: every node serves --http-addr on base+100+slot (the span
+        # then covers those ports too).
+        self.http = http
+        self.base = pick_base(base, 3 * SLOTS if http else PORT_SPAN)
         self.work = os.path.join(test.work, name)
         os.makedirs(self.work, exist_ok=True)
         self.onced, self.oncectl = test.onced, test.oncectl

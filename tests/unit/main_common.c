@@ -6,6 +6,7 @@ Suite *arena_suite(void);
 Suite *crc32c_suite(void);
 Suite *err_suite(void);
 Suite *hash_suite(void);
+Suite *prom_suite(void);
 Suite *text_suite(void);
 
 int main(void)
@@ -16,6 +17,7 @@ int main(void)
     srunner_add_suite(sr, crc32c_suite());
     srunner_add_suite(sr, err_suite());
     srunner_add_suite(sr, hash_suite());
+    srunner_add_suite(sr, prom_suite());
     srunner_add_suite(sr, text_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);

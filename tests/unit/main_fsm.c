@@ -13,6 +13,7 @@ Suite *regress_suite(void);
 Suite *frozen_suite(void);
 Suite *prune_suite(void);
 Suite *log_time_suite(void);
+Suite *pending_suite(void);
 
 int main(void)
 {
@@ -29,6 +30,7 @@ int main(void)
     srunner_add_suite(sr, frozen_suite());
     srunner_add_suite(sr, prune_suite());
     srunner_add_suite(sr, log_time_suite());
+    srunner_add_suite(sr, pending_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

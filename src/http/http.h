@@ -1,0 +1,132 @@
+/* http/http.h: the node's HTTP listener (docs/server.md, "The HTTP
+ * listener"): libmicrohttpd driven by the node's own libuv loop.
+ *
+ * Shape:
+ *   - this module owns the listening socket: it accepts on the loop (a
+ *     uv_poll_t on a non-blocking listener) and hands each accepted
+ *     connection to libmicrohttpd with MHD_add_connection. That hand-over
+ *     is where a TLS terminator (OpenSSL, the project's TLS library) will
+ *     sit: it keeps the TCP socket, runs the handshake and hands MHD one
+ *     end of a socketpair carrying the plain bytes. MHD's own TLS is
+ *     GnuTLS in Debian's build, which once does not use;
+ *   - MHD runs with MHD_USE_EPOLL and no thread of its own: a uv_poll_t
+ *     watches MHD's epoll descriptor and calls MHD_run, and a uv_timer_t
+ *     follows MHD_get_timeout (idle connections). So every handler runs
+ *     on the loop thread, and an answer from /healthz proves the loop is
+ *     turning;
+ *   - a route table: exact paths, each with its handler. Only GET is
+ *     served today: any other method gets 405 with "Allow: GET", an
+ *     unknown path 404. (Handlers that take a body, a JSON API, will add a
+ *     method and a body limit to their route.)
+ *
+ * Limits: connections (HTTP_CONNS_DEFAULT; over it an accepted socket is
+ * closed at once), the memory MHD may use per connection, which bounds the
+ * request line and headers (HTTP_REQUEST_MAX: beyond it MHD answers 414 or
+ * 431), an idle timeout (HTTP_TIMEOUT_S; also what ends a connection
+ * whose peer half-closed in the middle of a request: MHD does not close
+ * those at EOF), and request bodies are never read.
+ *
+ * Ownership: http_start returns a listener the caller closes with
+ * http_close; routes are borrowed (they and their args outlive it).
+ * Threads: the loop thread only. */
+#ifndef ONCE_HTTP_HTTP_H_
+#define ONCE_HTTP_HTTP_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sys/socket.h>
+
+#include <uv.h>
+
+#include "common/err.h"
+
+enum { ERR_HTTP_CODES(ERR_ENUM) }; /* common/err.h */
+
+#define HTTP_ROUTES_MAX    16
+#define HTTP_CONNS_DEFAULT 64
+#define HTTP_REQUEST_MAX   (32u << 10)
+#define HTTP_TIMEOUT_S     10
+#define HTTP_BODY_MAX      (16u << 20) /* largest answer a handler gives */
+
+struct http_request
+{
+    const char *method; /* "GET" */
+    const char *path;   /* without the query string */
+};
+
+/* What a handler answers. @body is malloc'd by the handler (or NULL with
+ * body_len 0); the listener frees it. */
+struct http_response
+{
+    unsigned status;          /* 200, 503, ... */
+    const char *content_type; /* static text; NULL: text/plain */
+    char *body;
+    size_t body_len;
+};
+
+typedef void (*http_handler_fn)(void *arg,
+                                const struct http_request *req,
+                                struct http_response *resp);
+
+struct http_route
+{
+    const char *path; /* exact, e.g. "/metrics" */
+    http_handler_fn fn;
+    void *arg;
+};
+
+struct http_config
+{
+    const char *addr; /* IPv4 "IP:PORT"; NULL: no listener, connections
+                       * come only through http_add_connection */
+    const struct http_route *routes;
+    size_t n_routes;    /* <= HTTP_ROUTES_MAX */
+    unsigned conns_max; /* 0: HTTP_CONNS_DEFAULT */
+    unsigned timeout_s; /* idle timeout; 0: HTTP_TIMEOUT_S */
+    /* Log hook (level "info"|"warn"|"error"); NULL: silent. */
+    void (*log)(void *arg, const char *level, const char *msg);
+    void *log_arg;
+};
+
+struct http_stats
+{
+    uint64_t conns_open;
+    uint64_t conns_accepted;
+    uint64_t conns_refused; /* over conns_max */
+    uint64_t requests;
+    uint64_t not_found;
+    uint64_t bad_method;
+};
+
+struct http;
+
+/* Listen on cfg->addr and serve on @loop. Returns 0 and *@out, or
+ * HTTP_E_ADDR, HTTP_E_LISTEN, HTTP_E_ROUTES, HTTP_E_MHD, HTTP_E_NOMEM with
+ * @errmsg (ERR_MSG_SIZE) saying why. */
+int http_start(struct http **out,
+               uv_loop_t *loop,
+               const struct http_config *cfg,
+               char *errmsg);
+
+void http_stats(const struct http *h, struct http_stats *st);
+
+/* Serve the connected stream socket @fd (non-blocking; owned by the
+ * listener from now on, closed by it also on failure), from @peer. The
+ * listener's own accepts come through here; so will a TLS terminator's
+ * plaintext end, and the fuzz target's socketpair. Returns 0, or
+ * HTTP_E_LISTEN when it was refused (over the connection limit). */
+int http_add_connection(struct http *h,
+                        int fd,
+                        const struct sockaddr *peer,
+                        socklen_t peer_len);
+
+/* Stop listening, close every connection; @cb (may be NULL) runs once the
+ * loop handles have closed, and @h is freed just before it. */
+void http_close(struct http *h, void (*cb)(void *arg), void *arg);
+
+/* Small helper for handlers: a malloc'd copy of @text as the body. */
+void http_text(struct http_response *resp, unsigned status, const char *text);
+
+#endif /* ONCE_HTTP_HTTP_H_ */

@@ -1,0 +1,715 @@
+/* server/metrics.c: the node's metrics, health and readiness (metrics.h).
+ *
+ * Every family is registered in metrics_init, and every series that can
+ * be known in advance is made there at 0 (claims by kind and outcome, the
+ * per-method latency), so a rate() over them starts from a sample, not
+ * from nothing. The families' names, help texts and units are the
+ * reference docs/server.md's table follows. */
+#include "server/metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <raft.h>
+
+#include "http/http.h"
+#include "server/server.h"
+
+#define NS_PER_S 1e9
+
+static const double latency_bounds[] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10,
+};
+static const double fsync_bounds[] = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+    0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1,
+};
+static const double batch_bounds[] = {
+    1,   2,    4,    8,    16,   32,    64,    128,   256,
+    512, 1024, 2048, 4096, 8192, 16384, 32768, 65536,
+};
+static const double snapshot_bounds[] = {
+    0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+};
+static const double shard_quantiles[] = {0, 0.5, 0.9, 0.99, 1};
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const enum rpc_status counted_status[METRICS_STATUS_N] = {
+    RPC_STATUS_OK,
+    RPC_STATUS_UNKNOWN,
+    RPC_STATUS_INVALID_ARGUMENT,
+    RPC_STATUS_DEADLINE_EXCEEDED,
+    RPC_STATUS_PERMISSION_DENIED,
+    RPC_STATUS_RESOURCE_EXHAUSTED,
+    RPC_STATUS_FAILED_PRECONDITION,
+    RPC_STATUS_UNAVAILABLE,
+    RPC_STATUS_WRONG_GROUP, /* and everything else: "OTHER" */
+};
+
+/* The claim outcomes the fsm gives a Claim (state-machine.md). */
+static const enum fsm_outcome claim_outcomes[] = {
+    FSM_ACCEPTED,         FSM_REPLAYED, FSM_DUPLICATE,
+    FSM_IN_PROGRESS,      FSM_CONFLICT, FSM_STALE,
+    FSM_FUTURE,           FSM_FAILED,   FSM_RESOURCE_EXHAUSTED,
+    FSM_INVALID_ARGUMENT,
+};
+
+/* --- registration --------------------------------------------------------- */
+
+struct reg
+{
+    struct metrics *m;
+    char *errmsg;
+    bool failed;
+};
+
+static struct prom_family *fam(struct reg *g,
+                               const char *name,
+                               enum prom_type type,
+                               const char *help,
+                               const char *const *labels,
+                               unsigned n_labels,
+                               const double *bounds,
+                               unsigned n_bounds)
+{
+    struct prom_family_def d = {name,     help,   type,    labels,
+                                n_labels, bounds, n_bounds};
+    struct prom_family *f;
+
+    if (g->failed) {
+        return NULL;
+    }
+    f = prom_family(g->m->reg, &d, g->errmsg);
+    g->failed = f == NULL;
+    return f;
+}
+
+/* A family without labels and its one series. */
+static struct prom_series *one(struct reg *g,
+                               const char *name,
+                               enum prom_type type,
+                               const char *help)
+{
+    struct prom_series *s =
+        prom_series(fam(g, name, type, help, NULL, 0, NULL, 0), NULL);
+
+    if (s == NULL && !g->failed) {
+        err_printf(g->errmsg, "%s: out of memory", name);
+        g->failed = true;
+    }
+    return s;
+}
+
+static struct prom_series *labelled(struct reg *g,
+                                    struct prom_family *f,
+                                    const char *const *values)
+{
+    struct prom_series *s = f != NULL ? prom_series(f, values) : NULL;
+
+    if (s == NULL && !g->failed) {
+        err_printf(g->errmsg, "out of memory making a series");
+        g->failed = true;
+    }
+    return s;
+}
+
+static struct prom_series *hist(struct reg *g,
+                                const char *name,
+                                const char *help,
+                                const double *bounds,
+                                unsigned n)
+{
+    return labelled(g, fam(g, name, PROM_HISTOGRAM, help, NULL, 0, bounds, n),
+                    NULL);
+}
+
+static void reg_info(struct reg *g)
+{
+    static const char *const build_labels[] = {"version"};
+    static const char *const store_labels[] = {"backend"};
+    const char *version[] = {PACKAGE_VERSION};
+    struct server *s = g->m->s;
+    const char *backend[] = {s->rep.store != NULL && s->rep.store->name != NULL
+                                 ? s->rep.store->name
+                                 : "none"};
+
+    prom_set(labelled(g,
+                      fam(g, "once_build_info", PROM_GAUGE,
+                          "Always 1; the version of this onced as a label.",
+                          build_labels, 1, NULL, 0),
+                      version),
+             1);
+    prom_set(labelled(g,
+                      fam(g, "once_store_info", PROM_GAUGE,
+                          "Always 1; the log store backend chosen at start "
+                          "(uring, pwrite or uv) as a label.",
+                          store_labels, 1, NULL, 0),
+                      backend),
+             1);
+}
+
+static void reg_claims(struct reg *g)
+{
+    static const char *const labels[] = {"kind", "outcome"};
+    static const char *const kinds[] = {"nonce", "idempotent"};
+    struct prom_family *f = fam(
+        g, "once_claims_total", PROM_COUNTER,
+        "Claims decided while this node was the leader, by kind and outcome "
+        "(sum over the nodes for the cluster).",
+        labels, 2, NULL, 0);
+
+    for (unsigned k = 0; k < 2; k++) {
+        for (size_t i = 0; i < N_OF(claim_outcomes); i++) {
+            const char *v[] = {kinds[k], fsm_outcome_name(claim_outcomes[i])};
+            g->m->claims[k][claim_outcomes[i]] = labelled(g, f, v);
+        }
+    }
+    g->m->takeovers =
+        one(g, "once_lease_takeovers_total", PROM_COUNTER,
+            "Idempotent claims ACCEPTED as a takeover (an expired lease or a "
+            "released key), decided on this node as the leader.");
+}
+
+static void reg_requests(struct reg *g)
+{
+    static const char *const req_labels[] = {"method", "status"};
+    static const char *const dur_labels[] = {"method"};
+    struct metrics *m = g->m;
+    struct prom_family *dur;
+
+    m->requests = fam(g, "once_requests_total", PROM_COUNTER,
+                      "RPC calls answered by this node, by method and status.",
+                      req_labels, 2, NULL, 0);
+    dur = fam(g, "once_request_duration_seconds", PROM_HISTOGRAM,
+              "Time from a call's arrival at this node to its answer, by "
+              "method (forwarded calls include the hop to the leader).",
+              dur_labels, 1, latency_bounds, N_OF(latency_bounds));
+    for (int me = RPC_METHOD_CLAIM; me <= RPC_METHOD_LAST; me++) {
+        const char *v[] = {rpc_method_name((enum rpc_method)me)};
+        m->req_dur[me] = labelled(g, dur, v);
+    }
+    m->commit_dur = hist(g, "once_commit_duration_seconds",
+                         "Time from proposing a batch to its commit and apply "
+                         "on this leader.",
+                         latency_bounds, N_OF(latency_bounds));
+    m->batch_size = hist(g, "once_batch_commands",
+                         "Commands per committed batch (group commit).",
+                         batch_bounds, N_OF(batch_bounds));
+    m->fsync_dur = hist(g, "once_fsync_duration_seconds",
+                        "Durable log writes (the write and its sync) of the "
+                        "uring and pwrite stores.",
+                        fsync_bounds, N_OF(fsync_bounds));
+}
+
+static void reg_raft(struct reg *g)
+{
+    struct metrics *m = g->m;
+
+    m->term = one(g, "once_raft_term", PROM_GAUGE, "Current Raft term.");
+    m->commit = one(g, "once_raft_commit_index", PROM_GAUGE,
+                    "Highest log index known committed on this node.");
+    m->applied = one(g, "once_raft_applied_index", PROM_GAUGE,
+                     "Highest log index applied to the state machine.");
+    m->last_index = one(g, "once_raft_last_index", PROM_GAUGE,
+                        "Last index of this node's log.");
+    m->leader_commit = one(g, "once_raft_leader_commit_index", PROM_GAUGE,
+                           "The leader's commit index as this node last "
+                           "heard it (its own on the leader).");
+    m->is_leader = one(g, "once_raft_is_leader", PROM_GAUGE,
+                       "1 if this node is the Raft leader.");
+    m->leader_known = one(g, "once_raft_leader_known", PROM_GAUGE,
+                          "1 if this node knows a leader.");
+    m->ready = one(g, "once_ready", PROM_GAUGE,
+                   "1 if /readyz answers 200 (member, leader known, applied "
+                   "within 64 entries of the leader's commit).");
+    m->leader_changes = one(g, "once_raft_leader_changes_total", PROM_COUNTER,
+                            "Changes of the leader this node knows (to none "
+                            "included).");
+    m->config_changes = one(g, "once_membership_changes_total", PROM_COUNTER,
+                            "Raft configuration entries this node has seen "
+                            "committed since it started.");
+    m->voters = one(g, "once_raft_voters", PROM_GAUGE,
+                    "Voters in the Raft configuration.");
+    m->members = one(g, "once_members", PROM_GAUGE,
+                     "Members in the replicated member directory.");
+    m->log_bytes = one(g, "once_raft_log_bytes", PROM_GAUGE,
+                       "Bytes of log entries applied since the last snapshot "
+                       "(what the snapshot rule weighs).");
+}
+
+static void reg_snapshots(struct reg *g)
+{
+    struct metrics *m = g->m;
+
+    m->snaps = one(g, "once_snapshots_total", PROM_COUNTER,
+                   "Snapshots this node took.");
+    m->snap_dur = hist(g, "once_snapshot_duration_seconds",
+                       "Snapshots taken, from the freeze to the stored file.",
+                       snapshot_bounds, N_OF(snapshot_bounds));
+    m->snap_bytes = one(g, "once_snapshot_bytes", PROM_GAUGE,
+                        "Size of the last snapshot taken or installed.");
+    m->snap_installs = one(g, "once_snapshots_installed_total", PROM_COUNTER,
+                           "Snapshots received from the leader and "
+                           "installed.");
+}
+
+static void reg_state(struct reg *g)
+{
+    struct metrics *m = g->m;
+
+    m->records = one(g, "once_records", PROM_GAUGE,
+                     "Live records (counted against max_records).");
+    m->record_bytes = one(g, "once_record_bytes", PROM_GAUGE,
+                          "Bytes of live records (counted against "
+                          "max_bytes).");
+    m->backlog = one(g, "once_records_expired_unfreed", PROM_GAUGE,
+                     "Expired records budgeted pruning has not freed yet.");
+    m->pending = one(g, "once_idempotent_pending", PROM_GAUGE,
+                     "Idempotent records PENDING (claimed, neither completed "
+                     "nor released).");
+    m->pending_age =
+        one(g, "once_idempotent_pending_oldest_age_seconds", PROM_GAUGE,
+            "Age of the oldest PENDING record, counted from its "
+            "first claim (0 when there is none).");
+    m->shard_records =
+        labelled(g,
+                 fam(g, "once_shard_records", PROM_SUMMARY,
+                     "Records per virtual partition (4096 shards), the pruning "
+                     "backlog included: quantiles over the shards.",
+                     NULL, 0, shard_quantiles, N_OF(shard_quantiles)),
+                 NULL);
+}
+
+static void reg_rpc(struct reg *g)
+{
+    struct metrics *m = g->m;
+
+    m->forwarded = one(g, "once_forwarded_calls_total", PROM_COUNTER,
+                       "Calls this node forwarded to the leader.");
+    m->forward_errors = one(g, "once_forward_errors_total", PROM_COUNTER,
+                            "Forwarded calls that failed on the channel to "
+                            "the leader.");
+    m->conns =
+        one(g, "once_connections", PROM_GAUGE, "Open client connections.");
+    m->conns_accepted = one(g, "once_connections_accepted_total", PROM_COUNTER,
+                            "Client connections accepted.");
+    m->conns_refused = one(g, "once_connections_refused_total", PROM_COUNTER,
+                           "Client connections refused over --max-conns.");
+    m->frames_bad = one(g, "once_rejected_frames_total", PROM_COUNTER,
+                        "Frames that did not decode (their connection was "
+                        "closed).");
+    m->calls_refused = one(g, "once_calls_refused_total", PROM_COUNTER,
+                           "Calls refused over --max-calls-per-conn.");
+    m->permission_denied = one(g, "once_permission_denied_total", PROM_COUNTER,
+                               "Calls answered PERMISSION_DENIED (admin "
+                               "authorization), counted from every answer.");
+}
+
+int metrics_init(struct metrics *m, struct server *s, char *errmsg)
+{
+    struct reg g = {m, errmsg, false};
+
+    memset(m, 0, sizeof *m);
+    m->s = s;
+    m->reg = prom_new();
+    if (m->reg == NULL) {
+        err_printf(errmsg, "out of memory");
+        return -ENOMEM;
+    }
+    reg_info(&g);
+    reg_claims(&g);
+    reg_requests(&g);
+    reg_raft(&g);
+    reg_snapshots(&g);
+    reg_state(&g);
+    reg_rpc(&g);
+    if (g.failed) {
+        metrics_free(m);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void metrics_free(struct metrics *m)
+{
+    prom_free(m->reg);
+    m->reg = NULL;
+}
+
+/* --- events --------------------------------------------------------------- */
+
+void metrics_result(struct metrics *m,
+                    enum rpc_method method,
+                    enum fsm_kind kind,
+                    const struct fsm_result *res)
+{
+    unsigned k = kind == FSM_KIND_IDEMPOTENT ? 1 : 0;
+
+    if (m->reg == NULL || method != RPC_METHOD_CLAIM ||
+        res->outcome > METRICS_OUTCOME_MAX) {
+        return;
+    }
+    prom_inc(m->claims[k][res->outcome]); /* NULL-safe: not a claim's */
+    if (k == 1 && res->outcome == FSM_ACCEPTED && !res->retry &&
+        res->owner_attempt > 1) {
+        prom_inc(m->takeovers);
+    }
+}
+
+static unsigned status_slot(enum rpc_status st)
+{
+    for (unsigned i = 0; i + 1 < METRICS_STATUS_N; i++) {
+        if (counted_status[i] == st) {
+            return i;
+        }
+    }
+    return METRICS_STATUS_N - 1;
+}
+
+void metrics_answered(struct metrics *m,
+                      const struct rpc_call *call,
+                      enum rpc_status status)
+{
+    unsigned me = (unsigned)call->method, si = status_slot(status);
+
+    if (m->reg == NULL || me > RPC_METHOD_LAST) {
+        return;
+    }
+    if (m->req_by[me][si] == NULL) {
+        const char *v[] = {
+            rpc_method_name(call->method),
+            si == METRICS_STATUS_N - 1 ? "OTHER" : rpc_status_name(status)};
+        m->req_by[me][si] = prom_series(m->requests, v);
+    }
+    prom_inc(m->req_by[me][si]);
+    if (status == RPC_STATUS_PERMISSION_DENIED) {
+        prom_inc(m->permission_denied); /* whoever refused it */
+    }
+    prom_observe(m->req_dur[me],
+                 (double)(uv_hrtime() - call->received_ns) / NS_PER_S);
+}
+
+void metrics_batch(struct metrics *m, size_t n, uint64_t ns)
+{
+    if (m->reg != NULL) {
+        prom_observe(m->commit_dur, (double)ns / NS_PER_S);
+        prom_observe(m->batch_size, (double)n);
+    }
+}
+
+void metrics_synced(struct metrics *m, uint64_t ns)
+{
+    if (m->reg != NULL) {
+        prom_observe(m->fsync_dur, (double)ns / NS_PER_S);
+    }
+}
+
+void metrics_tick(struct metrics *m)
+{
+    struct server *s = m->s;
+    struct raft *r = s->rep.raft;
+    const struct replica_stats *st = &s->rep.stats;
+    raft_id lid = 0;
+    const char *addr = NULL;
+
+    if (m->reg == NULL || r == NULL) {
+        return;
+    }
+    replica_leader(&s->rep, &lid, &addr);
+    if (m->seen && lid != m->last_leader) {
+        prom_inc(m->leader_changes);
+    }
+    if (m->seen && r->configuration_index != m->last_config_index) {
+        prom_inc(m->config_changes);
+    }
+    if (st->snapshots_taken != m->last_snapshots) {
+        /* At most one snapshot is taken at a time, minutes apart: the
+         * tick sees each one. */
+        prom_observe(m->snap_dur, (double)st->snapshot_last_ms / 1000.0);
+    }
+    m->seen = true;
+    m->last_leader = lid;
+    m->last_config_index = r->configuration_index;
+    m->last_snapshots = st->snapshots_taken;
+}
+
+/* --- readiness ------------------------------------------------------------ */
+
+/* This node's role in the Raft configuration, or -1 if it is not in it. */
+static int conf_role(const struct server *s)
+{
+    const struct raft_configuration *c = &s->rep.raft->configuration;
+
+    for (unsigned i = 0; i < c->n; i++) {
+        if (c->servers[i].id == s->id) {
+            return c->servers[i].role;
+        }
+    }
+    return -1;
+}
+
+/* The leader's commit index as this node knows it, or false with why not.
+ */
+static bool leader_commit(struct server *s,
+                          raft_id lid,
+                          raft_index *out,
+                          char *buf,
+                          size_t n)
+{
+    struct raft *r = s->rep.raft;
+    const struct rio *rio = &s->rep.rio;
+    uint64_t now, age;
+
+    if (lid == s->id) {
+        if (!replica_ready(&s->rep)) {
+            snprintf(buf, n,
+                     "leader, but its term-start barrier has not "
+                     "applied yet");
+            return false;
+        }
+        *out = r->commit_index;
+        return true;
+    }
+    now = r->io->time(r->io);
+    age = now >= rio->seen_leader_ms ? now - rio->seen_leader_ms : 0;
+    if (rio->seen_leader_id != lid || age > s->cfg.raft.election_ms) {
+        snprintf(buf, n,
+                 "no word from the leader within the election "
+                 "timeout");
+        return false;
+    }
+    *out = rio->seen_leader_commit;
+    return true;
+}
+
+const char *metrics_unready(struct server *s, char *buf, size_t n)
+{
+    struct raft *r = s->rep.raft;
+    raft_id lid = 0;
+    const char *addr = NULL;
+    raft_index commit = 0, applied;
+    int role;
+
+    if (s->stopping || s->raft_closed || r == NULL ||
+        raft_state(r) == RAFT_UNAVAILABLE) {
+        snprintf(buf, n, "not running (starting or stopping)");
+        return buf;
+    }
+    role = conf_role(s);
+    if (role != RAFT_VOTER && role != RAFT_STANDBY) {
+        snprintf(buf, n, "not a member (%s)",
+                 role < 0 ? "not in the Raft configuration"
+                          : "a spare still catching up");
+        return buf;
+    }
+    if (!fsm_bootstrapped(s->rep.fsm)) {
+        snprintf(buf, n, "the cluster is not bootstrapped yet");
+        return buf;
+    }
+    replica_leader(&s->rep, &lid, &addr);
+    if (lid == 0) {
+        snprintf(buf, n, "no known leader");
+        return buf;
+    }
+    if (!leader_commit(s, lid, &commit, buf, n)) {
+        return buf;
+    }
+    applied = raft_last_applied(r);
+    if (applied + METRICS_READY_LAG < commit) {
+        snprintf(buf, n,
+                 "applied index %" PRIu64 " is %" PRIu64
+                 " entries behind the leader's commit %" PRIu64 " (bound %d)",
+                 (uint64_t)applied, (uint64_t)(commit - applied),
+                 (uint64_t)commit, METRICS_READY_LAG);
+        return buf;
+    }
+    return NULL;
+}
+
+/* --- a scrape --------------------------------------------------------------
+ */
+
+/* Quantiles of the shards' entry counts: a counting pass and a sort of
+ * 4096 numbers, on the loop (about 0.1 ms). */
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static void collect_shards(struct metrics *m, const struct fsm *f)
+{
+    static uint32_t n[FSM_N_VPS];
+    double q[N_OF(shard_quantiles)], sum = 0;
+
+    for (uint32_t v = 0; v < FSM_N_VPS; v++) {
+        n[v] = fsm_vp_records(f, v);
+        sum += n[v];
+    }
+    qsort(n, FSM_N_VPS, sizeof n[0], cmp_u32);
+    for (size_t i = 0; i < N_OF(shard_quantiles); i++) {
+        size_t at = (size_t)(shard_quantiles[i] * (FSM_N_VPS - 1) + 0.5);
+        q[i] = n[at];
+    }
+    prom_summary_set(m->shard_records, q, sum, FSM_N_VPS);
+}
+
+/* The age in wall time: the first claim's log time was the leader's clock
+ * (within max_skew), and an idle cluster's log time does not move. */
+static void collect_pending(struct metrics *m, struct fsm *f)
+{
+    uint64_t first = 0, now = (uint64_t)time(NULL) * 1000;
+
+    prom_set(m->pending, (double)fsm_n_pending(f));
+    prom_set(m->pending_age, fsm_pending_oldest_ms(f, &first) && now > first
+                                 ? (double)(now - first) / 1000.0
+                                 : 0);
+}
+
+static void collect_raft(struct metrics *m)
+{
+    struct server *s = m->s;
+    struct raft *r = s->rep.raft;
+    raft_id lid = 0;
+    const char *addr = NULL;
+    raft_index lc = 0;
+    unsigned voters = 0;
+    char why[160];
+
+    replica_leader(&s->rep, &lid, &addr);
+    prom_set(m->term, (double)r->current_term);
+    prom_set(m->commit, (double)r->commit_index);
+    prom_set(m->applied, (double)raft_last_applied(r));
+    prom_set(m->last_index, (double)raft_last_index(r));
+    prom_set(m->is_leader, raft_state(r) == RAFT_LEADER ? 1 : 0);
+    prom_set(m->leader_known, lid != 0 ? 1 : 0);
+    if (lid != 0 && leader_commit(s, lid, &lc, why, sizeof why)) {
+        prom_set(m->leader_commit, (double)lc);
+    }
+    prom_set(m->ready, metrics_unready(s, why, sizeof why) == NULL ? 1 : 0);
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        voters += r->configuration.servers[i].role == RAFT_VOTER;
+    }
+    prom_set(m->voters, voters);
+    prom_set(m->members, (double)fsm_n_members(s->rep.fsm));
+    prom_set(m->log_bytes, (double)s->rep.snap.policy.log_bytes);
+    prom_set(m->snaps, (double)s->rep.stats.snapshots_taken);
+    prom_set(m->snap_installs, (double)s->rep.stats.snapshots_restored);
+    prom_set(m->snap_bytes, (double)s->rep.snap.policy.snapshot_bytes);
+}
+
+static void collect(struct metrics *m)
+{
+    struct server *s = m->s;
+    const struct fsm *f = s->rep.fsm;
+    struct rpc_server_stats rs;
+
+    collect_raft(m);
+    prom_set(m->records, (double)fsm_n_records(f));
+    prom_set(m->record_bytes, (double)fsm_bytes(f));
+    prom_set(m->backlog, (double)fsm_prune_backlog(f));
+    collect_pending(m, s->rep.fsm);
+    collect_shards(m, f);
+    prom_set(m->forwarded, (double)s->fwd.forwarded);
+    prom_set(m->forward_errors, (double)s->fwd.errors);
+    if (s->rpc != NULL) {
+        rpc_server_stats(s->rpc, &rs);
+        prom_set(m->conns, (double)rs.conns_open);
+        prom_set(m->conns_accepted, (double)rs.conns_accepted);
+        prom_set(m->conns_refused, (double)rs.conns_refused);
+        prom_set(m->frames_bad, (double)rs.frames_malformed);
+        prom_set(m->calls_refused, (double)rs.calls_busy);
+    }
+}
+
+/* --- HTTP handlers -------------------------------------------------------- */
+
+static void get_metrics(void *arg,
+                        const struct http_request *req,
+                        struct http_response *resp)
+{
+    struct metrics *m = arg;
+    struct prom_buf b;
+
+    (void)req;
+    if (m->s->stopping || m->s->raft_closed) {
+        http_text(resp, 503, "stopping\n");
+        return;
+    }
+    collect(m);
+    prom_buf_init(&b, HTTP_BODY_MAX);
+    if (prom_write(m->reg, &b) != 0) {
+        prom_buf_free(&b);
+        http_text(resp, 500, "metrics text over its limit\n");
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp->body = prom_buf_take(&b, &resp->body_len);
+}
+
+/* Answered by the loop itself: that it answers is the check. */
+static void get_healthz(void *arg,
+                        const struct http_request *req,
+                        struct http_response *resp)
+{
+    (void)arg;
+    (void)req;
+    http_text(resp, 200, "ok\n");
+}
+
+static void get_readyz(void *arg,
+                       const struct http_request *req,
+                       struct http_response *resp)
+{
+    struct metrics *m = arg;
+    char why[200], text[220];
+    const char *no = metrics_unready(m->s, why, sizeof why);
+
+    (void)req;
+    if (no == NULL) {
+        http_text(resp, 200, "ready\n");
+        return;
+    }
+    snprintf(text, sizeof text, "not ready: %s\n", no);
+    http_text(resp, 503, text);
+}
+
+static void http_log(void *arg, const char *level, const char *msg)
+{
+    (void)arg;
+    log_kv(strcmp(level, "error") == 0  ? LOG_ERROR
+           : strcmp(level, "warn") == 0 ? LOG_WARN
+                                        : LOG_INFO,
+           msg, "component=http");
+}
+
+int metrics_http_start(struct metrics *m, const char *addr, char *errmsg)
+{
+    static struct http_route routes[3];
+    struct http_config hc;
+
+    routes[0] = (struct http_route){"/metrics", get_metrics, m};
+    routes[1] = (struct http_route){"/healthz", get_healthz, m};
+    routes[2] = (struct http_route){"/readyz", get_readyz, m};
+    memset(&hc, 0, sizeof hc);
+    hc.addr = addr;
+    hc.routes = routes;
+    hc.n_routes = N_OF(routes);
+    hc.log = http_log;
+    return http_start(&m->http, &m->s->loop, &hc, errmsg);
+}
+
+void metrics_close(struct metrics *m)
+{
+    if (m->http != NULL) {
+        http_close(m->http, NULL, NULL);
+        m->http = NULL;
+    }
+}

@@ -1,0 +1,120 @@
+/* server/metrics.h: what onced exposes over HTTP (docs/server.md, "The HTTP
+ * listener"): /metrics (Prometheus text, common/prom.h), /healthz and
+ * /readyz, on the listener of http/http.h.
+ *
+ * Two kinds of figures:
+ *   - events, counted where they happen by the hooks below (a claim's
+ *     outcome, an answered call and its latency, a batch committed, a
+ *     durable write of the store): each is a few additions on a series
+ *     pointer made at start;
+ *   - state, read when a scrape is written, on the loop: Raft's indexes and
+ *     term, the fsm's record and byte counters (kept by every mutation:
+ *     no walk of the records; the PENDING records by first-claim tick,
+ *     fsm_pending.c), the RPC server's and forwarder's counters.
+ *     The per-shard summary reads the 4096 virtual partitions' entry
+ *     counts (O(shards), not O(records)).
+ *   The tick (metrics_tick, every 50 ms) turns changes it sees into
+ *   counters: leader changes, committed configuration changes, snapshots
+ *   taken (with their duration).
+ *
+ * Readiness (metrics_unready): a member (voter or standby in the Raft
+ * configuration) of a bootstrapped cluster that knows a leader and whose
+ * applied index is at most METRICS_READY_LAG entries behind the leader's
+ * commit index. The leader knows its own; a follower takes the one carried
+ * by the leader's last AppendEntries (heartbeats included: rio.h,
+ * seen_leader_commit), which must have arrived within the election timeout.
+ *
+ * Ownership: struct metrics lives in struct server; metrics_init makes the
+ * registry, metrics_http_start the listener, metrics_close closes the
+ * listener (through the loop), metrics_free frees the registry. Loop thread
+ * only. */
+#ifndef ONCE_SERVER_METRICS_H_
+#define ONCE_SERVER_METRICS_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/prom.h"
+#include "fsm/fsm.h"
+#include "rpc/conn.h"
+
+/* Entries a ready node's applied index may trail the leader's commit by:
+ * the catch-up bound a joining member must meet to become a voter
+ * (docs/design.md §4), so "ready" means what the leader calls caught up. */
+#define METRICS_READY_LAG 64
+
+/* Outcomes of a claim (enum fsm_outcome values up to this one). */
+#define METRICS_OUTCOME_MAX FSM_FAILED_PRECONDITION
+/* RPC statuses counted by name; others count as "OTHER". */
+#define METRICS_STATUS_N 9
+
+struct server;
+struct http;
+
+struct metrics
+{
+    struct prom_registry *reg;
+    struct http *http;
+    struct server *s; /* borrowed */
+
+    /* events */
+    struct prom_series *claims[2][METRICS_OUTCOME_MAX + 1]; /* [kind-1] */
+    struct prom_series *takeovers;
+    struct prom_family *requests; /* method, status: series made on use */
+    struct prom_series *req_by[RPC_METHOD_LAST + 1][METRICS_STATUS_N];
+    struct prom_series *req_dur[RPC_METHOD_LAST + 1];
+    struct prom_series *commit_dur, *batch_size;
+    struct prom_series *fsync_dur;
+    struct prom_series *snap_dur;
+
+    /* state, set at each scrape */
+    struct prom_series *term, *commit, *applied, *last_index, *is_leader,
+        *leader_known, *leader_commit, *ready, *log_bytes;
+    struct prom_series *leader_changes, *config_changes, *voters, *members;
+    struct prom_series *snaps, *snap_installs, *snap_bytes;
+    struct prom_series *records, *record_bytes, *backlog, *shard_records;
+    struct prom_series *pending, *pending_age;
+    struct prom_series *forwarded, *forward_errors;
+    struct prom_series *conns, *conns_accepted, *conns_refused, *frames_bad,
+        *calls_refused;
+    struct prom_series *permission_denied;
+
+    /* what the tick saw last */
+    bool seen;
+    uint64_t last_leader;
+    uint64_t last_config_index;
+    uint64_t last_snapshots;
+};
+
+/* Make the registry and every family. 0, or -ENOMEM / -EINVAL with
+ * @errmsg (ERR_MSG_SIZE). */
+int metrics_init(struct metrics *m, struct server *s, char *errmsg);
+/* Serve /metrics, /healthz, /readyz on @addr (the node's loop). 0 or an
+ * HTTP_E_* code with @errmsg. */
+int metrics_http_start(struct metrics *m, const char *addr, char *errmsg);
+/* Close the listener, if any (its handles close through the loop). */
+void metrics_close(struct metrics *m);
+void metrics_free(struct metrics *m);
+
+/* The node's tick. */
+void metrics_tick(struct metrics *m);
+
+/* A record command's result on the ready leader (@kind: the claim's). */
+void metrics_result(struct metrics *m,
+                    enum rpc_method method,
+                    enum fsm_kind kind,
+                    const struct fsm_result *res);
+
+/* What the hooks of node.c pass on: rpc_server_config.answered,
+ * replica_hooks.batch, store_log_options.synced. */
+void metrics_answered(struct metrics *m,
+                      const struct rpc_call *call,
+                      enum rpc_status status);
+void metrics_batch(struct metrics *m, size_t n, uint64_t ns);
+void metrics_synced(struct metrics *m, uint64_t ns);
+
+/* NULL if the node is ready (above), else why not, in @buf (@n bytes). */
+const char *metrics_unready(struct server *s, char *buf, size_t n);
+
+#endif /* ONCE_SERVER_METRICS_H_ */

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""oncehttp.py: HTTP helpers for the --http-addr scenarios (standard
+library only): plain GETs and raw requests to a node, and a real
+Prometheus (Debian's /usr/bin/prometheus) started on loopback with its own
+config and data directory, stopped by its PID.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+
+import oncecluster as oc
+
+
+def request(addr, path, method="GET", timeout=5, body=None):
+    """(status, headers dict with lower-case names, body text); status is
+    None when the node could not be reached."""
+    host, port = addr.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        conn.request(method, path, body=body)
+        r = conn.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, text
+    except (OSError, http.client.HTTPException) as e:
+        return None, {}, str(e)
+    finally:
+        conn.close()
+
+
+def raw(addr, data, timeout=5):
+    """Send @data on a fresh connection; what came back until the peer
+    closed or @timeout passed."""
+    host, port = addr.rsplit(":", 1)
+    out = b""
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+        except OSError:
+            return out
+        s.settimeout(timeout)
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                out += b
+        except (socket.timeout, OSError):
+            pass
+    return out
+
+
+def wait_status(t, addr, path, want, timeout):
+    """Poll until GET @path answers @want; the last (status, body)."""
+    end = time.time() + timeout
+    st, body = None, ""
+    while time.time() < end:
+        st, _, body = request(addr, path, timeout=2)
+        if st == want:
+            break
+        time.sleep(0.2)
+    return st, body
+
+
+def tool(name):
+    return shutil.which(name) or ("/usr/bin/" + name
+                                  if os.path.exists("/usr/bin/" + name)
+                                  else None)
+
+
+class Prometheus:
+    """One prometheus process scraping @targets every second."""
+
+    def __init__(self, t, work, port, targets):
+        self.t = t
+        self.port = port
+        self.addr = "127.0.0.1:%d" % port
+        self.dir = os.path.join(work, "prometheus")
+        os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
+        self.log = os.path.join(self.dir, "prometheus.log")
+        self.config = os.path.join(self.dir, "prometheus.yml")
+        with open(self.config, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+                    "  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: once\n"
+                    "    static_configs:\n      - targets: [%s]\n"
+                    % ", ".join('"%s"' % a for a in targets))
+        self.proc = None
+
+    def start(self, timeout=60):
+        exe = tool("prometheus")
+        if exe is None:
+            raise oc.HardError("prometheus not installed (scripts/deps.sh)")
+        logf = open(self.log, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                [exe, "--config.file=" + self.config,
+                 "--storage.tsdb.path=" + os.path.join(self.dir, "data"),
+                 "--web.listen-address=" + self.addr,
+                 "--storage.tsdb.retention.time=1h", "--log.level=warn"],
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+        finally:
+            logf.close()
+        st, _ = wait_status(self.t, self.addr, "/-/ready", 200, timeout)
+        if st != 200:
+            raise oc.TestFailure("prometheus not ready on %s (log %s)"
+                                 % (self.addr, self.log))
+        self.t.info("prometheus pid %d on %s" % (self.proc.pid, self.addr))
+
+    def query(self, expr):
+        """The instant vector of @expr: a list of (labels, float)."""
+        st, _, body = request(self.addr, "/api/v1/query?query="
+                              + urllib.parse.quote(expr))
+        if st != 200:
+            return None
+        data = json.loads(body)
+        if data.get("status") != "success":
+            return None
+        return [(r["metric"], float(r["value"][1]))
+                for r in data["data"]["result"]]
+
+    def wait(self, expr, pred, timeout=40):
+        """Poll @expr until @pred(result) holds; the last result."""
+        end = time.time() + timeout
+        res = None
+        while time.time() < end:
+            res = self.query(expr)
+            if res is not None and pred(res):
+                return res, True
+            time.sleep(0.5)
+        return res, False
+
+    def stop(self):
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
