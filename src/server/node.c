@@ -462,6 +462,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     /* Before the Raft layer closes: answer the admin operations still
      * waiting (outcome unknown) and close every forwarding channel. */
     admin_shutdown(&s->admin);
+    backups_close(&s->backups); /* encodings end with their work */
     forward_close(&s->fwd);
     if (s->rpc != NULL) {
         rpc_server_close(s->rpc, on_rpc_closed, s);
@@ -717,6 +718,7 @@ static int step_handles(struct server *s)
     uv_timer_init(&s->loop, &s->tick);
     s->tick.data = s;
     forward_init(&s->fwd, &s->loop, &s->cfg.limits);
+    backups_init(&s->backups, s);
     s->up |= SERVER_UP_HANDLES;
     return 0;
 }

@@ -13,6 +13,7 @@
  *   service.c  the dispatch table of the RPC methods and the record
  *              commands on the ready leader (service.h);
  *   admin.c    Status, membership and snapshots (admin.h): struct admin;
+ *   backup.c   backups served by the leader (backup.h): struct backups;
  *   forward.c  a follower's one hop to the leader (forward.h): struct
  *              forwarder;
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
@@ -35,6 +36,7 @@
 #include "raft/uvio.h"
 #include "rpc/conn.h"
 #include "server/admin.h"
+#include "server/backup.h"
 #include "server/forward.h"
 #include "server/join.h"
 #include "server/log.h"
@@ -126,6 +128,7 @@ struct server
 
     struct forwarder fwd; /* forward.c */
     struct admin admin;   /* admin.c */
+    struct backups backups; /* backup.c */
     struct join join;     /* join.c */
 };
 
