@@ -433,6 +433,13 @@ void adapter_setup(struct replica *rep);
 void adapter_set_async(struct replica *rep, bool on);
 /* Apply the snapshot policy's current decision to raft (after configure). */
 void adapter_policy_apply(struct replica *rep);
+/* The payload of a raft snapshot of state @f (any instance, read only)
+ * with applied-entry digest @digest, as the adapter writes and restores
+ * it, in a raft_malloc'd buffer at @out: 0 or RAFT_NOMEM. What a restored
+ * cluster's first snapshot holds (server/restore.c). */
+int adapter_snapshot_of(const struct fsm *f,
+                        uint64_t digest,
+                        struct raft_buffer *out);
 /* rio's install_work: build the state machine of @snap (pool thread). */
 int adapter_install_work(void *arg, const struct raft_snapshot *snap);
 /* Free what the adapter holds (replica_close, after raft closed). */

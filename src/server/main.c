@@ -46,6 +46,21 @@ static const char usage_text[] =
     "                          in turn, to add it; ignored when the node is\n"
     "                          already in a configuration\n"
     "  --role voter|standby    role to join as (default voter; with --join)\n"
+    "  --restore FILE          with --bootstrap on an empty data directory:\n"
+    "                          start the new cluster from this backup\n"
+    "                          (oncectl snapshot backup; checked whole first)\n"
+    "                          with a NEW cluster id and a replay fence:\n"
+    "                          nonces with ts <= restore time + max_skew are\n"
+    "                          STALE, and TTL-only and IDEMPOTENT claims of\n"
+    "                          keys not in the backup are FAILED_PRECONDITION\n"
+    "                          for max_ttl, because every claim accepted\n"
+    "                          after the backup was taken is replayable.\n"
+    "                          Settings come from the backup (settings flags\n"
+    "                          are refused); the uv store is refused\n"
+    "  --accept-replay-window  with --restore: do not refuse those TTL-only\n"
+    "                          and IDEMPOTENT claims (the operator accepts\n"
+    "                          that claims made after the backup may be\n"
+    "                          accepted again); the nonce rule stays\n"
     "  A restart needs neither --bootstrap nor --join.\n"
     "\n"
     "Raft:\n"
@@ -233,6 +248,7 @@ static const char *const value_flags[] = {
     "--storage",
     "--join",
     "--role",
+    "--restore",
     "--election-timeout",
     "--heartbeat",
     "--snapshot-threshold",
@@ -277,6 +293,11 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
                    v);
     } else if (strcmp(k, "--join") == 0) {
         return parse_join(c, v);
+    } else if (strcmp(k, "--restore") == 0) {
+        if (v[0] == '\0' || strlen(v) > 4000) {
+            return bad(k, "bad file \"%s\"", v);
+        }
+        c->restore = v;
     } else if (strcmp(k, "--role") == 0) {
         if (strcmp(v, "voter") == 0) {
             c->role = FSM_ROLE_VOTER;
@@ -388,6 +409,13 @@ static int parse_args(struct server_config *c, int argc, char **argv)
             fputs(usage_text, stdout);
             return 1;
         }
+        if (strcmp(arg, "--accept-replay-window") == 0) {
+            if (c->accept_replay_window) {
+                return bad(arg, "given twice");
+            }
+            c->accept_replay_window = true;
+            continue;
+        }
         if (strcmp(arg, "--bootstrap") == 0) {
             if (seen_bootstrap) {
                 return bad(arg, "given twice");
@@ -472,6 +500,19 @@ static int parse_args(struct server_config *c, int argc, char **argv)
     }
     if (c->bootstrap && c->n_join > 0) {
         return bad("--join", "cannot be used with --bootstrap");
+    }
+    if (c->restore != NULL && !c->bootstrap) {
+        return bad("--restore", "only with --bootstrap (a new cluster)");
+    }
+    if (c->restore != NULL && c->settings_given) {
+        return bad("--restore",
+                   "the settings come from the backup: no --max-* flags");
+    }
+    if (c->restore != NULL && c->storage == SERVER_STORAGE_UV) {
+        return bad("--restore", "not with --storage uv");
+    }
+    if (c->accept_replay_window && c->restore == NULL) {
+        return bad("--accept-replay-window", "only with --restore");
     }
     if (seen_role && c->n_join == 0) {
         return bad("--role", "only with --join");

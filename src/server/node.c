@@ -619,6 +619,9 @@ static int step_bootstrap(struct server *s)
     if (!s->cfg.bootstrap) {
         return 0;
     }
+    if (s->cfg.restore != NULL) {
+        return node_restore(s); /* restore.c: a first snapshot, no entry */
+    }
     raft_configuration_init(&conf);
     rv = raft_configuration_add(&conf, s->id, s->cfg.raft_addr, RAFT_VOTER);
     if (rv == 0) {

@@ -17,6 +17,7 @@
  *   forward.c  a follower's one hop to the leader (forward.h): struct
  *              forwarder;
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
+ *   restore.c  --restore: a new cluster's first snapshot from a backup;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
  *   log.c      logfmt lines on stderr.
@@ -68,6 +69,8 @@ struct server_config
     const char *raft_addr;
     const char *client_addr;
     bool bootstrap;
+    const char *restore;       /* --restore FILE (with --bootstrap) */
+    bool accept_replay_window; /* --accept-replay-window */
     unsigned n_join;
     char join[SERVER_JOIN_MAX][RPC_ADDR_MAX + 1];
     enum fsm_role role;  /* with --join: VOTER or STANDBY */
@@ -136,6 +139,9 @@ struct server
 int node_run(struct server *s);
 /* Start the clean stop (idempotent). */
 void node_stop(struct server *s, const char *why, int exit_code);
+/* restore.c: --restore with --bootstrap, before raft starts: 0 (restored,
+ * or ignored on a directory that holds a node) or an exit code. */
+int node_restore(struct server *s);
 /* Learn the cluster id once the bootstrap applied (node.c). */
 void node_sync_ids(struct server *s);
 

@@ -68,9 +68,7 @@ static int write_snap_file(int fd, const struct raft_snapshot *sn)
     return err;
 }
 
-/* Create tmp-snap and write and sync @sn into it: 0, or a negated errno
- * (-ENOMEM: out of memory) with @what naming the step. */
-static int write_tmp_snap(int dirfd,
+int store_write_tmp_snap(int dirfd,
                           const struct raft_snapshot *sn,
                           const char **what)
 {
@@ -99,7 +97,7 @@ void store_run_put(struct job *j)
     int err = 0;
 
     if (!j->u.put.written) {
-        err = write_tmp_snap(dirfd, j->u.put.snap, &what);
+        err = store_write_tmp_snap(dirfd, j->u.put.snap, &what);
         if (err == -ENOMEM) {
             j->rv = RAFT_NOMEM;
             err_printf(j->err, "out of memory");
@@ -420,7 +418,7 @@ static void prewrite_work(uv_work_t *w)
 {
     struct op *op = w->data;
     const char *what;
-    int err = write_tmp_snap(op->u.put.sl->dirfd, op->u.put.snap, &what);
+    int err = store_write_tmp_snap(op->u.put.sl->dirfd, op->u.put.snap, &what);
 
     op->u.put.work_rv = 0;
     if (err == -ENOMEM) {
