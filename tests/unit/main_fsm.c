@@ -12,6 +12,8 @@ Suite *command_suite(void);
 Suite *regress_suite(void);
 Suite *frozen_suite(void);
 Suite *prune_suite(void);
+Suite *fence_suite(void);
+Suite *backup_file_suite(void);
 
 int main(void)
 {
@@ -27,6 +29,8 @@ int main(void)
     srunner_add_suite(sr, regress_suite());
     srunner_add_suite(sr, frozen_suite());
     srunner_add_suite(sr, prune_suite());
+    srunner_add_suite(sr, fence_suite());
+    srunner_add_suite(sr, backup_file_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
