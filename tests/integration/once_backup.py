@@ -3,7 +3,8 @@
 (docs/state-machine.md, "Restored clusters"; README, "Backup and restore").
 
   1. Cluster 1 (3 nodes, max_skew 2s): nonces (TTL-only and signed), an
-     IDEMPOTENT key completed with a result, one left PENDING.
+     IDEMPOTENT key completed with a result, one left PENDING, and 20000
+     more nonces (a backup of several 1 MiB chunks).
   2. `oncectl snapshot backup FILE` while a thread keeps claiming: OK, the
      claims go on, FILE holds at least the claims made before it, no
      temporary file is left beside it, none on the leader.
@@ -18,9 +19,12 @@
      (REPLAYED, DUPLICATE with the stored result, IN_PROGRESS) through each
      node; the TTL-only nonce and IDEMPOTENT key accepted after the backup
      are FAILED_PRECONDITION ("replay window open until"), the signed
-     nonce STALE; a fresh signed nonce is ACCEPTED. A client pinned to
+     nonce STALE; a fresh signed nonce is ACCEPTED. The three nodes hold one
+     state digest, and after a leadership transfer the new leader fences
+     alike. A client pinned to
      cluster 1's id refuses cluster 2 (exit 3); pinned to the new id it is
-     served. A restart with the same flags ignores --restore.
+     served. A restart with the same flags ignores --restore (and removes
+     a backup file a crash left in its data directory).
   6. Cluster 3 restored with --accept-replay-window: the TTL-only nonce of
      step 3 is ACCEPTED again (the replay the operator accepted), the signed
      one still STALE, the backup's claims still answered.
@@ -30,6 +34,7 @@ import base64
 import os
 import sys
 import threading
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,6 +43,7 @@ import oncecluster as oc  # noqa: E402
 SCOPE = "bk"
 CHUNK = 1 << 20  # fsm/backup_file.h BACKUP_CHUNK
 N_BEFORE = 40
+N_FILL = 20000  # enough for a backup of several chunks
 
 
 class Load(threading.Thread):
@@ -83,9 +89,23 @@ def before_backup(t, c, nodes):
     return keys, ts
 
 
+def fill(t, c, nodes):
+    s = c.session(nodes, timeout="20s")
+    res = s.pipeline([{"cmd": "claim", "scope": "fill", "key": "f%d" % i}
+                      for i in range(N_FILL)], timeout=600)
+    s.close()
+    bad = [r for r in res if not r.accepted]
+    t.require(not bad, "cluster 1: %d fill claims ACCEPTED" % N_FILL,
+              bad[0].describe() if bad else "")
+
+
 def take_backup(t, c, nodes, path):
     load = Load(c, nodes)
     load.start()
+    for _ in range(100):  # the backup starts under load
+        if load.ok >= 3:
+            break
+        time.sleep(0.05)
     r = c.ctl(["snapshot", "backup", path], via=nodes, timeout="10s",
               wall=300)
     load.stop_ev.set()
@@ -95,7 +115,7 @@ def take_backup(t, c, nodes, path):
     t.check(load.ok > 0 and load.bad == 0,
             "claims went on during the backup (%d ACCEPTED, %d not)"
             % (load.ok, load.bad))
-    t.check(r.get("records", 0) >= N_BEFORE + 3,
+    t.check(r.get("records", 0) >= N_FILL + N_BEFORE + 3,
             "the backup holds the claims before it (%s records)"
             % r.get("records"))
     t.check(os.path.getsize(path) == r.get("bytes"),
@@ -132,7 +152,10 @@ def verify_copies(t, c, path, b):
             r.describe())
     with open(path, "rb") as f:
         data = bytearray(f.read())
-    flip = len(data) // 2
+    # In the second chunk when there is one: the offset must be its start.
+    flip = 148 + CHUNK + 4321 if len(data) > 148 + CHUNK + 8192 else \
+        len(data) // 2
+    chunk_at = 148 + (flip - 148) // CHUNK * CHUNK
     bad = path + ".flipped"
     data2 = bytearray(data)
     data2[flip] ^= 0x40
@@ -140,8 +163,7 @@ def verify_copies(t, c, path, b):
         f.write(data2)
     r = c.ctl(["snapshot", "verify", bad], via=c.running())
     off = r.get("offset", -1)
-    t.check(r.is_outcome("CORRUPT", oc.RC_NO) and
-            flip - CHUNK < off <= flip,
+    t.check(r.is_outcome("CORRUPT", oc.RC_NO) and off == chunk_at,
             "a flipped byte at %d: CORRUPT at offset %s (its chunk)"
             % (flip, off), r.describe())
     cut = path + ".truncated"
@@ -223,11 +245,36 @@ def fenced(t, c, nodes, ts):
             r.describe())
 
 
+def replicated(t, c, nodes):
+    """The fence is replicated state: every node holds the same state, and
+    a new leader fences alike."""
+    for _ in range(50):
+        sts = [c.ctl(["status", "--state-digest"], via=[n], timeout="5s")
+               for n in nodes]
+        idx = set(r.get("applied_index") for r in sts)
+        dig = set(r.get("state_digest") for r in sts)
+        if len(idx) == 1 and None not in dig:
+            break
+        time.sleep(0.2)
+    t.check(len(idx) == 1 and len(dig) == 1 and None not in dig,
+            "restored: the three nodes hold one state (digest %s at %s)"
+            % (dig, idx), " ".join(r.describe() for r in sts))
+    r = c.ctl(["transfer", nodes[1].id], via=nodes)
+    t.check(r.rc == oc.RC_OK, "leadership moved to %s" % nodes[1].name,
+            r.describe())
+    c.wait_serving(nodes, 30)
+    ld = c.wait_leader(nodes, 30)
+    r = c.claim(SCOPE, "after-ttl", nodes)
+    t.check(ld is nodes[1] and r.is_outcome("FAILED_PRECONDITION", oc.RC_NO),
+            "restored: the new leader %s fences too" % ld.name, r.describe())
+
+
 def scenario(t):
     c = oc.Cluster(t, "backup", 9000, settings={"max-skew": "2s"})
     nodes = c.start_cluster(["A", "B", "C"])
     c1 = c.status(nodes[0]).get("cluster_id")
     keys, ts = before_backup(t, c, nodes)
+    fill(t, c, nodes)
     path = os.path.join(c.work, "once.backup")
     b = take_backup(t, c, nodes, path)
     t.check(b.get("backup_cluster_id") == c1,
@@ -244,6 +291,7 @@ def scenario(t):
             % (c2, c1), "%s" % st)
     keeps_backup(t, c, nodes, keys, ts, "restored")
     fenced(t, c, nodes, ts)
+    replicated(t, c, nodes)
     r = c.claim(SCOPE, "fresh-" + oc.rand_hex(3), nodes, "--ts",
                 oc.now_ms() + 1000, "--window", "5m")
     t.check(r.is_outcome("ACCEPTED"),
@@ -258,11 +306,15 @@ def scenario(t):
     t.check(r.is_outcome("REPLAYED"), "re-pinned to %s: served" % c2,
             r.describe())
     rc, _ = nodes[0].stop()
+    stale = os.path.join(nodes[0].dir, "backup-00000000000000ff.tmp")
+    open(stale, "wb").close()
     nodes[0].start(extra=extra)
     c.wait_serving(nodes, 60)
     t.check(c.status(nodes[0]).get("cluster_id") == c2 and
             "--restore ignored" in nodes[0].log_text(),
             "a restart with the same flags ignores --restore")
+    t.check(not os.path.exists(stale),
+            "a backup file left by a crash is removed at start")
 
     nodes, _ = restore(t, c, nodes, path, accept=True)
     st = c.status(nodes[0])
