@@ -77,7 +77,9 @@ static void info_json(json_t *o, const struct backup_info *b, uint64_t size)
 
 /* A local failure: an INVALID_ARGUMENT-shaped object, but named by @err
  * ("FAILED_PRECONDITION" for I/O). */
-static int local_error(json_t **out, const char *status, int code,
+static int local_error(json_t **out,
+                       const char *status,
+                       int code,
                        const char *msg)
 {
     *out = cli_json_usage(msg);
@@ -181,11 +183,11 @@ static void progress(struct dl *d, bool last)
     }
     d->last_print = now;
     rate = el > 0 ? (double)d->done * 1000.0 / (double)el : 0.0;
-    eta = rate > 0 && d->total > d->done
-              ? (double)(d->total - d->done) / rate
-              : 0.0;
+    eta = rate > 0 && d->total > d->done ? (double)(d->total - d->done) / rate
+                                         : 0.0;
     fprintf(stderr,
-            "\r%" PRIu64 " / %" PRIu64 " bytes (%.0f%%), %.1f MB/s, ETA %.0f s"
+            "\r%" PRIu64 " / %" PRIu64
+            " bytes (%.0f%%), %.1f MB/s, ETA %.0f s"
             "\033[K%s",
             d->done, d->total,
             d->total > 0 ? 100.0 * (double)d->done / (double)d->total : 0.0,

@@ -338,9 +338,9 @@ json_t *cli_json_status(const struct once_status_info *s)
         if (s->restored) {
             char h[2 * ONCE_ID_LEN + 1];
 
-            cli_set(o, "restored_from",
-                    json_string(text_format_hex(s->restored_from, ONCE_ID_LEN,
-                                                h)));
+            cli_set(
+                o, "restored_from",
+                json_string(text_format_hex(s->restored_from, ONCE_ID_LEN, h)));
             cli_set(o, "restore_time_ms", cli_juint(s->restore_time_ms));
             cli_set(o, "replay_window_until_ms",
                     cli_juint(s->replay_window_until_ms));

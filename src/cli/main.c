@@ -12,7 +12,6 @@
 
 #include "common/err.h"
 
-
 /* Whether --json was on the line, for a usage error found before it. */
 static bool wants_json(int argc, char **argv)
 {

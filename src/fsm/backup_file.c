@@ -110,11 +110,11 @@ void backup_trailer_encode(const struct backup_info *info,
 /* --- verify --------------------------------------------------------------
  */
 
-#define FAIL(code, off, ...)              \
-    do {                                  \
-        *bad_off = (off);                 \
-        err_printf(errmsg, __VA_ARGS__);  \
-        return (code);                    \
+#define FAIL(code, off, ...)             \
+    do {                                 \
+        *bad_off = (off);                \
+        err_printf(errmsg, __VA_ARGS__); \
+        return (code);                   \
     } while (0)
 
 static int parse_header(const uint8_t *p,
@@ -134,8 +134,7 @@ static int parse_header(const uint8_t *p,
     }
     if (le_get32(p + 8) != BACKUP_FORMAT) {
         FAIL(le_get32(p + 8) > BACKUP_FORMAT ? FSM_E_SCHEMA : FSM_E_MALFORMED,
-             8, "backup format %" PRIu32 " is not known",
-             le_get32(p + 8));
+             8, "backup format %" PRIu32 " is not known", le_get32(p + 8));
     }
     if (le_get32(p + 144) != crc32c(0, p, 144)) {
         FAIL(FSM_E_CHECKSUM, 144, "header checksum mismatch");
@@ -196,10 +195,11 @@ static int check_sums(const uint8_t *buf,
                  "chunk %" PRIu32 " (bytes %" PRIu64 "..%" PRIu64
                  ") checksum mismatch",
                  i, off,
-                 off + (info->snapshot_len - (off - BACKUP_HDR_LEN) <
-                                info->chunk_size
-                            ? info->snapshot_len - (off - BACKUP_HDR_LEN)
-                            : info->chunk_size) -
+                 off +
+                     (info->snapshot_len - (off - BACKUP_HDR_LEN) <
+                              info->chunk_size
+                          ? info->snapshot_len - (off - BACKUP_HDR_LEN)
+                          : info->chunk_size) -
                      1);
         }
     }
@@ -273,8 +273,7 @@ int backup_verify(const uint8_t *buf,
     total = backup_file_size(info);
     if (len < total) {
         FAIL(FSM_E_MALFORMED, len,
-             "truncated at offset %zu: the header announces %" PRIu64
-             " bytes",
+             "truncated at offset %zu: the header announces %" PRIu64 " bytes",
              len, total);
     }
     if (len > total) {
@@ -285,8 +284,8 @@ int backup_verify(const uint8_t *buf,
     if (rv != 0) {
         return rv;
     }
-    rv = fsm_restore_build(buf + BACKUP_HDR_LEN, (size_t)info->snapshot_len,
-                           &g, msg);
+    rv = fsm_restore_build(buf + BACKUP_HDR_LEN, (size_t)info->snapshot_len, &g,
+                           msg);
     if (rv != 0) {
         FAIL(rv, BACKUP_HDR_LEN + snapshot_offset(msg), "%s", msg);
     }

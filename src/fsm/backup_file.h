@@ -31,14 +31,14 @@
 
 #include "fsm/fsm.h"
 
-#define BACKUP_MAGIC        "ONCEBKUP"
-#define BACKUP_END_MAGIC    "ONCEBEND"
-#define BACKUP_FORMAT       1u
-#define BACKUP_HDR_LEN      148
-#define BACKUP_SHA_LEN      32
-#define BACKUP_CHUNK        (1u << 20) /* what the writer uses */
-#define BACKUP_CHUNK_MIN    4096u
-#define BACKUP_CHUNK_MAX    (16u << 20)
+#define BACKUP_MAGIC     "ONCEBKUP"
+#define BACKUP_END_MAGIC "ONCEBEND"
+#define BACKUP_FORMAT    1u
+#define BACKUP_HDR_LEN   148
+#define BACKUP_SHA_LEN   32
+#define BACKUP_CHUNK     (1u << 20) /* what the writer uses */
+#define BACKUP_CHUNK_MIN 4096u
+#define BACKUP_CHUNK_MAX (16u << 20)
 /* The largest backup read or written: the fsm's records are bounded by
  * max_bytes (16 GiB at most) and a snapshot is within a small factor. */
 #define BACKUP_SNAPSHOT_MAX (64ull << 30)

@@ -585,8 +585,8 @@ static int read_restore_fence(struct fsm *g,
     if (rb->bad || on != 1 || g->restore_time > g->now ||
         g->restore_ts < g->restore_time ||
         (g->restore_until != 0 && g->restore_until < g->restore_time) ||
-        g->restore_lift < g->restore_ts ||
-        g->restore_lift < g->restore_until || g->now > g->restore_lift ||
+        g->restore_lift < g->restore_ts || g->restore_lift < g->restore_until ||
+        g->now > g->restore_lift ||
         g->restore_lift > FSM_TIME_MAX + FSM_MAX_TTL_CEIL) {
         BAD("bad restore fence");
     }
@@ -656,10 +656,10 @@ static int read_fixed(struct fsm *g,
             return rv;
         }
     }
-    if (!boot && (g->restore_fence || g->schema_version != 0 ||
-                  g->group_id != 0 ||
-                  !all_zero(g->cluster_id, FSM_CLUSTER_ID_LEN) ||
-                  !all_zero(g->hash_key, FSM_HASH_KEY_LEN))) {
+    if (!boot &&
+        (g->restore_fence || g->schema_version != 0 || g->group_id != 0 ||
+         !all_zero(g->cluster_id, FSM_CLUSTER_ID_LEN) ||
+         !all_zero(g->hash_key, FSM_HASH_KEY_LEN))) {
         BAD("unbootstrapped state with cluster fields");
     }
     if (boot) {

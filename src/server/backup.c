@@ -91,8 +91,8 @@ static int encode_fn(struct replica_digest_req *req, struct fsm_frozen *view)
         close(fd);
         return -rv;
     }
-    map = mmap(NULL, (size_t)x->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-               0);
+    map =
+        mmap(NULL, (size_t)x->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         rv = -errno;
         err_printf(x->err, "map %s: %s", x->path, strerror(errno));
@@ -189,8 +189,7 @@ static void tick_cb(uv_timer_t *t)
 
     for (; x != NULL; x = next) {
         next = x->next;
-        if (x->state != SESS_ENCODING &&
-            now - x->last_used >= BACKUP_IDLE_MS) {
+        if (x->state != SESS_ENCODING && now - x->last_used >= BACKUP_IDLE_MS) {
             log_kv(LOG_INFO, "backup abandoned: removed",
                    "backup_id=%016" PRIx64 " idle_ms=%" PRIu64, x->id,
                    now - x->last_used);
@@ -281,8 +280,9 @@ static struct backup_sess *sess_new(struct server *s)
     x->state = SESS_ENCODING;
     x->node_id = s->id;
     x->created_ms = wall_ms();
-    snprintf(x->path, sizeof x->path, "%s/" BACKUP_PREFIX "%016" PRIx64
-             BACKUP_SUFFIX, s->cfg.data_dir, x->id);
+    snprintf(x->path, sizeof x->path,
+             "%s/" BACKUP_PREFIX "%016" PRIx64 BACKUP_SUFFIX, s->cfg.data_dir,
+             x->id);
     x->req.data = x;
     return x;
 }
@@ -309,15 +309,17 @@ void admin_backup_open(struct server *s,
         reply_replica_error(s, call, REPLICA_E_NOMEM, NULL);
         return;
     }
+    /* Listed first: a view work that cannot start calls back at once. */
+    x->next = b->head;
+    b->head = x;
+    b->n++;
     rv = replica_view_work(&s->rep, &x->req, encode_fn, encode_cb);
     if (rv != 0) {
+        sess_unlink(b, x);
         free(x);
         reply_replica_error(s, call, rv, NULL);
         return;
     }
-    x->next = b->head;
-    b->head = x;
-    b->n++;
     log_kv(LOG_INFO, "backup opened", "backup_id=%016" PRIx64, x->id);
     r.backup_id = x->id;
     reply_msg(call, &r.base);
@@ -345,8 +347,8 @@ static void read_chunk(struct server *s,
                        const Once__Rpc__BackupReadRequest *q)
 {
     Once__Rpc__BackupReadResponse r = ONCE__RPC__BACKUP_READ_RESPONSE__INIT;
-    size_t cap = s->cfg.limits.frame_max > 4096 ? s->cfg.limits.frame_max - 4096
-                                                : 0;
+    size_t cap =
+        s->cfg.limits.frame_max > 4096 ? s->cfg.limits.frame_max - 4096 : 0;
     uint64_t n = x->size - q->offset;
     uint8_t *buf;
     ssize_t got;
@@ -399,8 +401,8 @@ void admin_backup_read(struct server *s,
             reply_msg(call, &r.base); /* ready false: ask again */
             return;
         case SESS_FAILED:
-            reply_error(call, RPC_STATUS_FAILED_PRECONDITION,
-                        RPC_APPLIED_FALSE, x->err, NULL);
+            reply_error(call, RPC_STATUS_FAILED_PRECONDITION, RPC_APPLIED_FALSE,
+                        x->err, NULL);
             return;
         case SESS_READY:
             break;

@@ -53,16 +53,23 @@ static int load_backup(const char *path,
     struct stat st;
     void *map = MAP_FAILED;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL;
     int rv = -1;
 
-    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0) {
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        why = strerror(errno);
+    } else if (st.st_size == 0) {
+        why = "the file is empty";
+    } else {
         map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            why = strerror(errno);
+        }
     }
-    if (map == MAP_FAILED) {
+    if (why != NULL) {
         log_kv(LOG_ERROR, "refusing to restore: cannot read the backup",
                "file=%s error=%s", log_quote(path, q, sizeof q),
-               log_quote(fd < 0 || errno != 0 ? strerror(errno) : "empty",
-                         (char[80]){0}, 80));
+               log_quote(why, (char[80]){0}, 80));
         if (fd >= 0) {
             close(fd);
         }
@@ -151,10 +158,9 @@ static void log_restored(const struct server *s,
     text_format_hex(info->cluster_id, FSM_CLUSTER_ID_LEN, from);
     text_format_hex(fsm_cluster_id(g), FSM_CLUSTER_ID_LEN, to);
     log_kv(LOG_WARN, "restored a new cluster from a backup",
-           "cluster_id=%s from_cluster_id=%s index=%" PRIu64
-           " records=%" PRIu64 " restore_time_ms=%" PRIu64
-           " stale_ts_ms=%" PRIu64 " replay_window_until_ms=%" PRIu64
-           " accept_replay_window=%d",
+           "cluster_id=%s from_cluster_id=%s index=%" PRIu64 " records=%" PRIu64
+           " restore_time_ms=%" PRIu64 " stale_ts_ms=%" PRIu64
+           " replay_window_until_ms=%" PRIu64 " accept_replay_window=%d",
            to, from, info->index, fsm_n_records(g), fi.restore_time_ms,
            fi.stale_ts_ms, fi.until_ms, s->cfg.accept_replay_window ? 1 : 0);
 }

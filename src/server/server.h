@@ -129,10 +129,10 @@ struct server
     uint64_t last_dir_sig;
     unsigned last_conf_n;
 
-    struct forwarder fwd; /* forward.c */
-    struct admin admin;   /* admin.c */
+    struct forwarder fwd;   /* forward.c */
+    struct admin admin;     /* admin.c */
     struct backups backups; /* backup.c */
-    struct join join;     /* join.c */
+    struct join join;       /* join.c */
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */

@@ -69,8 +69,8 @@ static int write_snap_file(int fd, const struct raft_snapshot *sn)
 }
 
 int store_write_tmp_snap(int dirfd,
-                          const struct raft_snapshot *sn,
-                          const char **what)
+                         const struct raft_snapshot *sn,
+                         const char **what)
 {
     int fd, err;
 

@@ -109,16 +109,17 @@ START_TEST(test_backup_flips)
     uint64_t off;
     size_t len;
     uint8_t *file = make_file(filled(&h, 2000), BACKUP_CHUNK_MIN, &len);
-    const size_t at[] = {0, 9, 20, 143, 144, 148, 148 + 4096, len / 2,
-                         len - 60, len - 40, len - 10, len - 1};
+    const size_t at[] = {0,        9,        20,         143,
+                         144,      148,      148 + 4096, len / 2,
+                         len - 60, len - 40, len - 10,   len - 1};
     const size_t body_end = BACKUP_HDR_LEN + (size_t)le_get64(file + 112);
 
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
         file[at[i]] ^= 0x01;
         ck_assert_int_ne(verify(file, len, &off, err), 0);
         if (at[i] < BACKUP_HDR_LEN) { /* the header's own checksum */
-            ck_assert_msg(off < BACKUP_HDR_LEN, "flip at %zu: %llu (%s)",
-                          at[i], (unsigned long long)off, err);
+            ck_assert_msg(off < BACKUP_HDR_LEN, "flip at %zu: %llu (%s)", at[i],
+                          (unsigned long long)off, err);
         } else if (at[i] < body_end) { /* the chunk that holds it */
             ck_assert_msg(off <= at[i] && at[i] - off < BACKUP_CHUNK_MIN,
                           "flip at %zu: %llu (%s)", at[i],

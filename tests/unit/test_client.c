@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "client/client.h"
-#include "common/crc32c.h"
 #include "client_helpers.h"
+#include "common/crc32c.h"
 #include "once_rpc.pb-c.h"
 #include "rpc/conn.h"
 #include "rpc/frame.h"

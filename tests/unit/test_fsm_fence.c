@@ -17,11 +17,13 @@
 
 Suite *fence_suite(void);
 
-#define W   300000ull /* fh_settings() max_window */
-#define K   60000ull  /* fh_settings() max_skew */
-#define TTL FSM_MAX_TTL_CEIL /* fh_settings() max_ttl: the longest retention */
-#define T1  (FH_T0 + 1000ull)
-#define TR  (FH_T0 + 120000ull) /* the restore: 2 minutes after the backup */
+/* fh_settings(): max_window, max_skew, and max_ttl, the longest retention
+ * they allow. T1: the source's claims; TR: the restore, 2 minutes later. */
+#define W          300000ull
+#define K          60000ull
+#define TTL        FSM_MAX_TTL_CEIL
+#define T1         (FH_T0 + 1000ull)
+#define TR         (FH_T0 + 120000ull)
 #define NEW_MEMBER 0x99ull
 
 /* The source: a TTL nonce, a signed nonce, a completed and a released
@@ -186,7 +188,7 @@ START_TEST(test_fence_refuses)
         claim_at(&h, TR + 1, FSM_KIND_IDEMPOTENT, "released", 62, NULL, &r),
         FSM_FAILED_PRECONDITION);
     ck_assert_uint_eq(r.attempts, 1); /* kept as evidence */
-    ts = TR + K; /* the last STALE ts */
+    ts = TR + K;                      /* the last STALE ts */
     fh_assert_is(claim_at(&h, TR + 1, FSM_KIND_NONCE, "sig", 63, &ts, &r),
                  FSM_STALE);
     ts = TR + K;
@@ -293,12 +295,11 @@ START_TEST(test_fence_deterministic)
 
         t += 250;
         snprintf(key, sizeof key, "k%llu", (unsigned long long)(i % 7));
-        fh_assert_is(claim_at(&a, t,
-                              i % 3 == 0 ? FSM_KIND_IDEMPOTENT : FSM_KIND_NONCE,
-                              key, 100 + i, i % 2 ? &ts : NULL, &ra),
-                     claim_at(&b, t,
-                              i % 3 == 0 ? FSM_KIND_IDEMPOTENT : FSM_KIND_NONCE,
-                              key, 100 + i, i % 2 ? &ts : NULL, &rb));
+        fh_assert_is(
+            claim_at(&a, t, i % 3 == 0 ? FSM_KIND_IDEMPOTENT : FSM_KIND_NONCE,
+                     key, 100 + i, i % 2 ? &ts : NULL, &ra),
+            claim_at(&b, t, i % 3 == 0 ? FSM_KIND_IDEMPOTENT : FSM_KIND_NONCE,
+                     key, 100 + i, i % 2 ? &ts : NULL, &rb));
         ck_assert_str_eq(ra.reason, rb.reason);
     }
     snap = fh_snapshot(a.f, &len);
@@ -344,8 +345,8 @@ START_TEST(test_fence_refusals)
      * restore_lift below restore_until is refused. */
     snap = fh_snapshot(h.f, &len);
     {
-        size_t off = 8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 8 +
-                     1 + 16 + 8 + 8 + 8 + 8;
+        size_t off = 8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 8 + 1 +
+                     16 + 8 + 8 + 8 + 8;
         memset(snap + off, 0, 8);
         le_put32(snap + len - 4, crc32c(0, snap, len - 4));
     }
