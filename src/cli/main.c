@@ -144,7 +144,8 @@ int main(int argc, char **argv)
     x.timeout_ms = g.timeout_ms;
     /* Progress only for a person watching: never into a pipe, a file or
      * JSON a program reads. */
-    x.progress = !g.json && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
+    x.progress = !g.json && q->cmd != CLI_SESSION && isatty(STDOUT_FILENO) &&
+                 isatty(STDERR_FILENO);
     if (q->cmd == CLI_SESSION) {
         code = cli_session(&x, stdin, stdout);
     } else {

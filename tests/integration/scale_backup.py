@@ -10,7 +10,8 @@ runs, and the loop goes on 5 s after it. The backup must be OK and verify;
 the test fails if the longest window without a successful claim is over
 SCALE_BACKUP_MAX_MS (default 1000, a bound for the debug ASan build).
 
-It prints the fill rate, the backup's size and duration (open to a
+It prints the fill rate; the same loop for 15 s without a backup (what
+the machine gives anyway); the backup's size and duration (open to a
 verified FILE), the longest window and every window over 100 ms.
 
 Not in `make check` (minutes, and gigabytes at 10 M records):
@@ -41,6 +42,7 @@ def env_int(name, default, lo, hi):
 
 RECORDS = env_int("SCALE_BACKUP_RECORDS", 2000000, 1000, 100000000)
 MAX_MS = env_int("SCALE_BACKUP_MAX_MS", 1000, 1, 3600000)
+BASELINE_S = 15
 
 
 def once_bench():
@@ -98,6 +100,16 @@ def scenario(t):
               "rc %d, ops %s: %s" % (rc, js.get("ops"), err))
     t.info("fill: %d records in %.1f s (%.0f claims/s)"
            % (RECORDS, fill_s, RECORDS / fill_s))
+
+    # The same loop without a backup first: what this machine gives anyway.
+    rc, base, err = run_json(bench_cmd(t, c, nodes, [
+        "--duration", "%ds" % BASELINE_S, "--ttl", "24h", "--gap", "100ms",
+        "--scope", "base", "--timeout", "60s"]), BASELINE_S + 120)
+    t.check(rc == 0, "baseline: the 1-client loop ran %d s" % BASELINE_S, err)
+    t.info("baseline (no backup), %d s: %d claims, longest window without a "
+           "successful claim %.1f ms; windows over 100 ms: %d"
+           % (BASELINE_S, base.get("ops", 0), base.get("longest_gap_ms", 0.0),
+              len(base.get("gaps", []))))
 
     path = os.path.join(c.work, "scale.backup")
     loop = subprocess.Popen(bench_cmd(t, c, nodes, [
