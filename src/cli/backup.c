@@ -169,6 +169,7 @@ struct dl
     char tmp[CLI_PATH_MAX + 32];
     uint64_t total, done;
     uint64_t t0, last_print;
+    uint64_t t_open, wait_ms, transfer_ms, verify_ms;
     uint8_t *buf;
     struct once_result r;
 };
@@ -234,6 +235,9 @@ static int download(struct dl *d)
             d->t0 = mono_ms();
             continue;
         }
+        if (d->done == 0 && d->wait_ms == 0) {
+            d->wait_ms = d->t0 - d->t_open;
+        }
         if (n == 0) {
             break;
         }
@@ -248,6 +252,7 @@ static int download(struct dl *d)
         }
     }
     progress(d, true);
+    d->transfer_ms = mono_ms() - d->t0;
     return d->done == d->total ? 0 : -EIO;
 }
 
@@ -280,7 +285,9 @@ static int finish(struct dl *d, const char *file, json_t **out)
         return local_error(out, "FAILED_PRECONDITION", CLI_EXIT_NOT_APPLIED,
                            err);
     }
+    d->verify_ms = mono_ms();
     code = verify_path(d->tmp, &v);
+    d->verify_ms = mono_ms() - d->verify_ms;
     if (code != CLI_EXIT_OK) {
         *out = v;
         cli_set(*out, "file", cli_must(json_string(file)));
@@ -295,6 +302,11 @@ static int finish(struct dl *d, const char *file, json_t **out)
     d->tmp[0] = '\0';
     *out = v;
     cli_set(*out, "file", cli_must(json_string(file)));
+    /* Where the time went: the leader's encoding (waited for), the
+     * transfer, the local check. */
+    cli_set(*out, "encode_wait_ms", cli_juint(d->wait_ms));
+    cli_set(*out, "transfer_ms", cli_juint(d->transfer_ms));
+    cli_set(*out, "verify_ms", cli_juint(d->verify_ms));
     return CLI_EXIT_OK;
 }
 
@@ -338,6 +350,7 @@ int cli_run_backup(const struct cli_ctx *x,
     d.t = timeout_ms;
     d.fd = -1;
     once_result_init(&d.r);
+    d.t_open = mono_ms();
     d.buf = malloc(ONCE_BACKUP_READ_MAX);
     if (d.buf == NULL) {
         return local_error(out, "RESOURCE_EXHAUSTED", CLI_EXIT_NOT_APPLIED,

@@ -188,7 +188,8 @@ static const char help_snapshot_backup[] =
     "(bytes, rate, ETA) on stderr when stdout and stderr are a terminal and\n"
     "--json is not given. --timeout bounds each call, not the whole backup.\n"
     "Fields: outcome OK, file, bytes, records, index, term, log_time_ms,\n"
-    "backup_cluster_id, written_by, created_ms, settings. Exit 0; a failed\n"
+    "backup_cluster_id, written_by, created_ms, settings, encode_wait_ms,\n"
+    "transfer_ms, verify_ms (where the time went). Exit 0; a failed\n"
     "check of the downloaded copy is outcome CORRUPT and exit 3.\n";
 
 static const char help_snapshot_verify[] =

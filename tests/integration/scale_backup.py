@@ -137,10 +137,13 @@ def scenario(t):
     worst = js.get("longest_gap_ms", 0.0)
     gaps = [g["ms"] for g in js.get("gaps", [])]
     t.info("backup: %.1f MB in %.1f s (%.1f MB/s, open to a verified "
-           "file); the 1-client loop: %d claims, longest window without a "
+           "file: encoding waited %s ms, transfer %s ms, verify %s ms); the "
+           "1-client loop: %d claims, longest window without a "
            "successful claim %.1f ms; windows over 100 ms: %s"
            % (r.get("bytes", 0) / 1e6, bk.secs,
-              r.get("bytes", 0) / 1e6 / max(bk.secs, 1e-3), js.get("ops", 0),
+              r.get("bytes", 0) / 1e6 / max(bk.secs, 1e-3),
+              r.get("encode_wait_ms"), r.get("transfer_ms"),
+              r.get("verify_ms"), js.get("ops", 0),
               worst, " ".join("%.0f" % g for g in sorted(gaps, reverse=True)
                               [:20]) or "none"))
     t.check(worst <= MAX_MS,
