@@ -457,7 +457,8 @@ int once_snapshot_take(once_client *c,
  * leader is still encoding (ask again later), else *total its length and
  * *n the bytes read (0 at the end), checked against the leader's CRC-32C
  * (a mismatch is ONCE_STATUS_UNKNOWN). once_backup_close removes it (the
- * leader also removes one nobody read for a minute). A leader change
+ * leader also removes one nobody read for --backup-idle-timeout, a minute
+ * by default). A leader change
  * loses the backup: a read then gets FAILED_PRECONDITION. */
 #define ONCE_BACKUP_READ_MAX (256u << 10)
 int once_backup_open(once_client *c,

@@ -189,7 +189,8 @@ static void tick_cb(uv_timer_t *t)
 
     for (; x != NULL; x = next) {
         next = x->next;
-        if (x->state != SESS_ENCODING && now - x->last_used >= BACKUP_IDLE_MS) {
+        if (x->state != SESS_ENCODING &&
+            now - x->last_used >= b->s->cfg.backup_idle_ms) {
             log_kv(LOG_INFO, "backup abandoned: removed",
                    "backup_id=%016" PRIx64 " idle_ms=%" PRIu64, x->id,
                    now - x->last_used);

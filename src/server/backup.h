@@ -11,8 +11,8 @@
  * bytes a call) and Close removes it.
  *
  * Bounds: BACKUP_OPEN_MAX backups at once (RESOURCE_EXHAUSTED beyond); one
- * that nobody read for BACKUP_IDLE_MS after it was encoded is removed (a
- * client that died); every file is removed at the node's stop, and stale
+ * that nobody read for --backup-idle-timeout (default BACKUP_IDLE_MS) after
+ * it was encoded is removed (a client that died); every file is removed at the node's stop, and stale
  * ones (a crash) at its start.
  *
  * Ownership: struct backups is the server's; each session is a heap record
@@ -32,7 +32,7 @@
 #include "server/service.h"
 
 #define BACKUP_OPEN_MAX 2
-#define BACKUP_IDLE_MS  60000
+#define BACKUP_IDLE_MS  60000 /* the default of --backup-idle-timeout */
 #define BACKUP_READ_MAX (256u << 10)
 
 struct server;

@@ -98,6 +98,10 @@ static const char usage_text[] =
     "                          1024; 1..65536)\n"
     "  --idle-timeout DUR      close idle connections after DUR (default 5m;\n"
     "                          0ms: never; ..24h)\n"
+    "  --backup-idle-timeout DUR\n"
+    "                          remove a backup (oncectl snapshot backup)\n"
+    "                          nobody read for DUR after it was encoded\n"
+    "                          (default 1m; 1s..1h)\n"
     "\n"
     "Logs:\n"
     "  --log-level LEVEL       debug, info, warn or error (default info);\n"
@@ -120,6 +124,7 @@ void server_config_default(struct server_config *c)
     c->raft.max_catch_up_rounds = 10;
     c->raft.max_catch_up_round_ms = 5000;
     rpc_limits_default(&c->limits);
+    c->backup_idle_ms = BACKUP_IDLE_MS;
     c->log_level = LOG_INFO;
 }
 
@@ -263,6 +268,7 @@ static const char *const value_flags[] = {
     "--max-conns",
     "--max-calls-per-conn",
     "--idle-timeout",
+    "--backup-idle-timeout",
     "--log-level",
 };
 #define N_VALUE_FLAGS (sizeof value_flags / sizeof value_flags[0])
@@ -373,6 +379,11 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -EINVAL;
         }
         c->limits.idle_ms = (unsigned)n;
+    } else if (strcmp(k, "--backup-idle-timeout") == 0) {
+        if (parse_dur(k, v, 1000, HOUR_MS, &n) != 0) {
+            return -EINVAL;
+        }
+        c->backup_idle_ms = (unsigned)n;
     } else if (strcmp(k, "--storage") == 0) {
         if (strcmp(v, "uring") == 0) {
             c->storage = SERVER_STORAGE_URING;

@@ -78,6 +78,7 @@ struct server_config
     struct fsm_settings settings;
     struct replica_config raft;
     struct rpc_limits limits;
+    unsigned backup_idle_ms; /* --backup-idle-timeout */
     enum log_level log_level;
 };
 

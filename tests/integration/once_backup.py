@@ -12,7 +12,9 @@
      nonce, an IDEMPOTENT key: all ACCEPTED (so replayable after a restore).
   4. `snapshot verify FILE`: OK with records, index, the cluster id; a copy
      with a flipped byte and a truncated copy are CORRUPT with the offset
-     (in the flipped byte's chunk; the truncated length), exit 1.
+     (in the flipped byte's chunk; the truncated length), exit 1. Backups
+     opened by hand and never read: two at once, the third refused, both
+     removed by the leader after --backup-idle-timeout (2s).
   5. Cluster 1 stopped and wiped; cluster 2 restored on the same addresses
      (`--bootstrap --restore FILE`, two nodes joining): a new cluster id,
      status names the old one. Every claim of the backup keeps its answer
@@ -39,6 +41,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oncecluster as oc  # noqa: E402
+import once_hostile as raw  # noqa: E402  (hand-encoded frames)
 
 SCOPE = "bk"
 CHUNK = 1 << 20  # fsm/backup_file.h BACKUP_CHUNK
@@ -269,8 +272,46 @@ def replicated(t, c, nodes):
             "restored: the new leader %s fences too" % ld.name, r.describe())
 
 
+M_BACKUP_OPEN = 13
+
+
+def abandoned(t, c, nodes):
+    """BackupOpen by hand, never read: two at once at most, and both are
+    removed by the leader after --backup-idle-timeout (2s here)."""
+    ld = c.wait_leader(nodes)
+    s = raw.connect(ld)
+    ids, statuses = [], []
+    for i in range(3):
+        raw.send_all(s, raw.frame(raw.envelope(100 + i, M_BACKUP_OPEN)))
+        e = raw.read_frame(s, 10)
+        statuses.append(raw.one(e, raw.F_STATUS) if e else None)
+        if e and raw.one(e, raw.F_STATUS) == raw.S_OK:
+            ids.append(raw.one(raw.decode(raw.one(e, raw.F_BODY, b"")), 1))
+    s.close()
+    t.check(statuses == [raw.S_OK, raw.S_OK, raw.S_RESOURCE_EXHAUSTED] and
+            len(ids) == 2 and all(ids),
+            "BackupOpen: two at once, the third RESOURCE_EXHAUSTED",
+            "statuses %s ids %s" % (statuses, ids))
+    files = []
+    for _ in range(50):
+        files = [f for f in os.listdir(ld.dir) if f.startswith("backup-")]
+        if len(files) == 2:
+            break
+        time.sleep(0.1)
+    t.check(len(files) == 2, "the leader encodes both into its data "
+            "directory", "%s" % files)
+    for _ in range(100):
+        files = [f for f in os.listdir(ld.dir) if f.startswith("backup-")]
+        if not files:
+            break
+        time.sleep(0.1)
+    t.check(not files and "backup abandoned: removed" in ld.log_text(),
+            "unread backups are removed after the idle timeout", "%s" % files)
+
+
 def scenario(t):
-    c = oc.Cluster(t, "backup", 9000, settings={"max-skew": "2s"})
+    c = oc.Cluster(t, "backup", 9000, settings={"max-skew": "2s"},
+                   extra_flags=["--backup-idle-timeout", "2s"])
     if "uv" in c.node_flags:  # ONCE_TEST_STORAGE=uv: --restore refuses it
         i = c.node_flags.index("uv")
         del c.node_flags[i - 1:i + 1]
@@ -286,6 +327,7 @@ def scenario(t):
             "the backup names cluster 1 (%s)" % c1, b.describe())
     after_backup(t, c, nodes, oc.now_ms())
     verify_copies(t, c, path, b)
+    abandoned(t, c, nodes)
 
     nodes, extra = restore(t, c, nodes, path)
     st = c.status(nodes[0])
