@@ -2,6 +2,7 @@
  * (backup_file.h has the layout). */
 #include "fsm/backup_file.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,7 +205,7 @@ static int check_sums(const uint8_t *buf,
         }
     }
     if (sha256(buf, (size_t)tail, md) != 0) {
-        FAIL(-1, tail, "out of memory (SHA-256)");
+        FAIL(-ENOMEM, tail, "out of memory (SHA-256)");
     }
     if (memcmp(md, buf + tail, BACKUP_SHA_LEN) != 0) {
         FAIL(FSM_E_CHECKSUM, tail, "SHA-256 of the file mismatch");

@@ -80,10 +80,10 @@ void backup_trailer_encode(const struct backup_info *info,
 /* Check a whole backup file in memory: header, length, every chunk
  * checksum, the whole-file SHA-256, the trailer, then the snapshot's own
  * structure and that the header agrees with it. 0 and *@info, or
- * FSM_E_MALFORMED / FSM_E_CHECKSUM / FSM_E_SCHEMA with *@bad_off the byte
- * offset in the file where it goes wrong and @errmsg (ERR_MSG_SIZE) why.
- * With @out non-NULL the parsed state is handed over (the caller frees it)
- * instead of freed. */
+ * FSM_E_MALFORMED / FSM_E_CHECKSUM / FSM_E_SCHEMA (-ENOMEM: out of memory)
+ * with *@bad_off the byte offset in the file where it goes wrong and
+ * @errmsg (ERR_MSG_SIZE) why. With @out non-NULL the parsed state is
+ * handed over (the caller frees it) instead of freed. */
 int backup_verify(const uint8_t *buf,
                   size_t len,
                   struct backup_info *info,

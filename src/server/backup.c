@@ -79,8 +79,9 @@ static int encode_fn(struct replica_digest_req *req, struct fsm_frozen *view)
     x->size = backup_file_size(&x->info);
     fd = open(x->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        err_printf(x->err, "create %s: %s", x->path, strerror(errno));
-        return -errno;
+        rv = -errno;
+        err_printf(x->err, "create %s: %s", x->path, strerror(-rv));
+        return rv;
     }
     /* Blocks first: writing a hole of a full disk through the mapping
      * would be a SIGBUS of the whole node. */
@@ -95,7 +96,7 @@ static int encode_fn(struct replica_digest_req *req, struct fsm_frozen *view)
         mmap(NULL, (size_t)x->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         rv = -errno;
-        err_printf(x->err, "map %s: %s", x->path, strerror(errno));
+        err_printf(x->err, "map %s: %s", x->path, strerror(-rv));
         close(fd);
         return rv;
     }
