@@ -12,8 +12,8 @@
  *
  * Bounds: BACKUP_OPEN_MAX backups at once (RESOURCE_EXHAUSTED beyond); one
  * that nobody read for --backup-idle-timeout (default BACKUP_IDLE_MS) after
- * it was encoded is removed (a client that died); every file is removed at the node's stop, and stale
- * ones (a crash) at its start.
+ * it was encoded is removed (a client that died); every file is removed at
+ * the node's stop, and stale ones (a crash) at its start.
  *
  * Ownership: struct backups is the server's; each session is a heap record
  * owned by it, and while its encoding runs, also by the view work, whose
