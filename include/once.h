@@ -389,6 +389,18 @@ struct once_status_info
     /* once_status_digest only (else 0): a digest of the whole state machine
      * at applied_index, equal on nodes at the same applied_index. */
     uint64_t state_digest;
+    /* A cluster restored from a backup, while its restore fence stands
+     * (else restored false and the rest 0): the backup's cluster id, the
+     * log time of the restore, until when TTL-only and IDEMPOTENT claims of
+     * new keys are refused (0: the operator accepted the replay window),
+     * and the ts at or before which a nonce is STALE. */
+    bool restored;
+    uint8_t restored_from[ONCE_ID_LEN];
+    uint64_t restore_time_ms;
+    uint64_t replay_window_until_ms;
+    uint64_t restore_stale_ts_ms;
+    /* Backups the node is serving (Admin.BackupOpen). */
+    unsigned backups_open;
 };
 
 /* Admin answers: r->status as above; the configuration outcome (ONCE_OK or
@@ -442,6 +454,36 @@ int once_snapshot_take(once_client *c,
                        uint64_t *index,
                        uint64_t *size_bytes,
                        struct once_result *r);
+
+/* Backups, from the leader (oncectl snapshot backup; docs/oncectl.md).
+ * once_backup_open freezes the leader's state and starts encoding it into a
+ * file there; *backup_id names it. once_backup_read reads up to @cap bytes
+ * (1..ONCE_BACKUP_READ_MAX) at @offset into @buf: *ready false while the
+ * leader is still encoding (ask again later), else *total its length and
+ * *n the bytes read (0 at the end), checked against the leader's CRC-32C
+ * (a mismatch is ONCE_STATUS_UNKNOWN). once_backup_close removes it (the
+ * leader also removes one nobody read for --backup-idle-timeout, a minute
+ * by default). A leader change
+ * loses the backup: a read then gets FAILED_PRECONDITION. */
+#define ONCE_BACKUP_READ_MAX (256u << 10)
+int once_backup_open(once_client *c,
+                     uint32_t timeout_ms,
+                     uint64_t *backup_id,
+                     struct once_result *r);
+int once_backup_read(once_client *c,
+                     uint64_t backup_id,
+                     uint64_t offset,
+                     uint8_t *buf,
+                     size_t cap,
+                     uint32_t timeout_ms,
+                     bool *ready,
+                     uint64_t *total,
+                     size_t *n,
+                     struct once_result *r);
+int once_backup_close(once_client *c,
+                      uint64_t backup_id,
+                      uint32_t timeout_ms,
+                      struct once_result *r);
 
 /* Names: "ACCEPTED", "UNAVAILABLE", "false"/"unknown", "VOTER", ...;
  * "UNKNOWN_VALUE" for a number out of range. Static strings. */

@@ -42,6 +42,7 @@ enum field {
     F_CLIENT_ADDR,
     F_ROLE,
     F_TIMEOUT,
+    F_FILE,
     F_COUNT,
 };
 
@@ -215,6 +216,20 @@ static bool parse_role(const struct field_def *fd,
     return true;
 }
 
+/* A file path: 1..@max bytes. */
+static bool parse_path(const struct field_def *fd,
+                       struct cli_req *q,
+                       const char *val,
+                       size_t len)
+{
+    if (len < 1 || len > fd->max) {
+        return false;
+    }
+    memcpy(at(q, fd->off), val, len);
+    ((char *)at(q, fd->off))[len] = '\0';
+    return true;
+}
+
 /* offsetof @member of struct cli_req, which must be of @type (an array
  * as a pointer to its first element): each row names the type its parser
  * writes, so a member whose type changes under its row fails to compile. */
@@ -282,6 +297,8 @@ static const struct field_def fields[F_COUNT] = {
     [F_TIMEOUT] = {"timeout", parse_ms32, OFF(timeout_ms, uint32_t), 0,
                    HAS(has_timeout), 1, CLI_TIMEOUT_MAX_MS, -1,
                    "a duration of 1ms..1h " DURATION},
+    [F_FILE] = {"file", parse_path, ADDR(file), 0, HAS(has_file), 1,
+                CLI_PATH_MAX, -1, "a path of 1..4095 bytes"},
 };
 
 #define POS_MAX 3
@@ -326,8 +343,8 @@ static const struct cmd_def cmds[] = {
     {CLI_TRANSFER, "members transfer", {F_ID, -1}, 0, 0},
     {CLI_LEAVE, "leave", {-1, -1, -1}, 0, 0},
     {CLI_SNAPSHOT_TAKE, "snapshot take", {-1, -1, -1}, 0, 0},
-    {CLI_SNAPSHOT_BACKUP, "snapshot backup", {-1, -1, -1}, 0, 0},
-    {CLI_SNAPSHOT_VERIFY, "snapshot verify", {-1, -1, -1}, 0, 0},
+    {CLI_SNAPSHOT_BACKUP, "snapshot backup", {F_FILE, -1, -1}, 1, 0},
+    {CLI_SNAPSHOT_VERIFY, "snapshot verify", {F_FILE, -1, -1}, 1, 0},
     {CLI_SESSION, "session", {-1, -1, -1}, 0, 0},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])

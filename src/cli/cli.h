@@ -48,6 +48,7 @@ enum {
 /* Durations other than --timeout: the cluster enforces its own maxima
  * (max_ttl, max_window, max_lease); this only keeps arithmetic finite. */
 #define CLI_DURATION_MAX_MS (UINT64_C(1) << 53)
+#define CLI_PATH_MAX        4095
 #define CLI_LINE_MAX        (1u << 20) /* a session line, newline excluded */
 /* base64 text of ONCE_RESULT_MAX bytes: 4 * ceil(65536 / 3). */
 #define CLI_B64_MAX (4 * ((ONCE_RESULT_MAX + 2) / 3))
@@ -132,6 +133,8 @@ struct cli_req
     char client_addr[ONCE_ADDR_MAX + 1];
     bool has_role;
     enum once_role role;
+    bool has_file; /* snapshot backup / verify */
+    char file[CLI_PATH_MAX + 1];
 };
 
 /* ------------------------------------------------------------------------
@@ -281,6 +284,7 @@ struct cli_ctx
     once_client *client;
     const char *first_addr; /* the first --cluster address (leave) */
     uint32_t timeout_ms;    /* default deadline per call */
+    bool progress;          /* backup: progress lines on stderr */
 };
 
 /* Run @q; *out receives the answer object (never NULL: an allocation
@@ -289,6 +293,13 @@ int cli_run(const struct cli_ctx *x, const struct cli_req *q, json_t **out);
 
 /* Set an empty "cluster_id" of @o to the client's pinned id, if any. */
 void cli_fill_cluster_id(const struct cli_ctx *x, json_t *o);
+
+/* backup.c: `snapshot backup FILE` and `snapshot verify FILE`. */
+int cli_run_backup(const struct cli_ctx *x,
+                   const struct cli_req *q,
+                   uint32_t timeout_ms,
+                   json_t **out);
+int cli_run_verify(const struct cli_req *q, json_t **out);
 
 /* The session loop over @in/@out. Returns the process exit code. */
 int cli_session(const struct cli_ctx *x, FILE *in, FILE *out);

@@ -410,15 +410,11 @@ int cli_run(const struct cli_ctx *x, const struct cli_req *q, json_t **out)
             code = run_snapshot_take(x, t, out);
             break;
         case CLI_SNAPSHOT_BACKUP:
-        case CLI_SNAPSHOT_VERIFY: {
-            char msg[ERR_MSG_SIZE];
-
-            err_printf(msg, "%s: not implemented yet", cli_cmd_name(q->cmd));
-            *out = cli_json_usage(msg);
-            cli_set(*out, "error", json_string("UNIMPLEMENTED"));
-            code = CLI_EXIT_USAGE;
+            code = cli_run_backup(x, q, t, out);
             break;
-        }
+        case CLI_SNAPSHOT_VERIFY:
+            code = cli_run_verify(q, out);
+            break;
         case CLI_SESSION:
         default:
             *out = cli_json_usage("session: not a command inside a session");

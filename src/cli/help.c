@@ -180,14 +180,30 @@ static const char help_snapshot_take[] =
     "index included), size_bytes. Exit 0.\n";
 
 static const char help_snapshot_backup[] =
-    "usage: oncectl snapshot backup\n"
+    "usage: oncectl snapshot backup FILE\n"
     "\n"
-    "Not implemented yet: prints so and exits 2.\n";
+    "Stream a consistent snapshot from the leader into FILE: the leader\n"
+    "freezes its state at one applied index and encodes it off its event\n"
+    "loop; oncectl reads it in chunks (each checked), writes FILE.tmp-PID,\n"
+    "fsyncs it, verifies it whole as `snapshot verify` does, and only then\n"
+    "renames it to FILE. On any failure FILE is not written. Progress\n"
+    "(bytes, rate, ETA) on stderr when stdout and stderr are a terminal and\n"
+    "--json is not given. --timeout bounds each call, not the whole backup.\n"
+    "Fields: outcome OK, file, bytes, records, index, term, log_time_ms,\n"
+    "backup_cluster_id, written_by, created_ms, settings, encode_wait_ms,\n"
+    "transfer_ms, verify_ms (where the time went). Exit 0; a failed\n"
+    "check of the downloaded copy is outcome CORRUPT and exit 3.\n";
 
 static const char help_snapshot_verify[] =
-    "usage: oncectl snapshot verify\n"
+    "usage: oncectl snapshot verify FILE\n"
     "\n"
-    "Not implemented yet: prints so and exits 2.\n";
+    "Check a backup file without contacting the cluster: the header, its\n"
+    "length, every chunk's CRC-32C, the SHA-256 over the file, then the\n"
+    "whole snapshot's structure, and that the header says what the\n"
+    "snapshot holds. Fields: outcome OK and what it holds (as snapshot\n"
+    "backup prints), exit 0; or outcome CORRUPT with offset (the byte where\n"
+    "it goes wrong) and reason, exit 1. An unreadable FILE is the error\n"
+    "FAILED_PRECONDITION, exit 3.\n";
 
 static const char help_session[] =
     "usage: oncectl session\n"
@@ -251,7 +267,8 @@ static const char help_overview[] =
     "  members transfer [ID]         move leadership (alias: transfer [ID])\n"
     "  leave                         the first --cluster node leaves\n"
     "  snapshot take                 snapshot on the leader now\n"
-    "  snapshot backup|verify        not implemented yet (exit 2)\n"
+    "  snapshot backup FILE          a consistent backup from the leader\n"
+    "  snapshot verify FILE          check a backup file (offline)\n"
     "  session                       JSON lines in, JSON lines out\n"
     "\n"
     "Output: one readable line per answer on stdout (OUTCOME key=value ...;\n"
@@ -260,7 +277,7 @@ static const char help_overview[] =
     "REPLAYED, ..., OK) and the fields of the command (see its --help), or\n"
     "on an error \"error\" (the status name: UNAVAILABLE, DEADLINE_EXCEEDED,\n"
     "UNKNOWN, INVALID_ARGUMENT, FAILED_PRECONDITION, RESOURCE_EXHAUSTED,\n"
-    "PERMISSION_DENIED, UNIMPLEMENTED), \"applied\" (\"false\" | "
+    "PERMISSION_DENIED), \"applied\" (\"false\" | "
     "\"unknown\"),\n"
     "\"leader_hint\", \"message\", and \"request_id\" when the call had one.\n"
     "Every object carries cluster_id, node_id and boot_id (hex, \"\" when\n"

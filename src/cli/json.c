@@ -338,6 +338,21 @@ json_t *cli_json_status(const struct once_status_info *s)
 
         cli_set(o, "applied_digest",
                 json_string(text_format_id(s->applied_digest, d)));
+        if (s->restored) {
+            char h[2 * ONCE_ID_LEN + 1];
+
+            cli_set(
+                o, "restored_from",
+                json_string(text_format_hex(s->restored_from, ONCE_ID_LEN, h)));
+            cli_set(o, "restore_time_ms", cli_juint(s->restore_time_ms));
+            cli_set(o, "replay_window_until_ms",
+                    cli_juint(s->replay_window_until_ms));
+            cli_set(o, "restore_stale_ts_ms",
+                    cli_juint(s->restore_stale_ts_ms));
+        }
+        if (s->backups_open != 0) {
+            cli_set(o, "backups_open", cli_juint(s->backups_open));
+        }
         if (s->state_digest != 0) {
             cli_set(o, "state_digest",
                     json_string(text_format_id(s->state_digest, d)));

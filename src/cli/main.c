@@ -8,10 +8,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
-
-static const char *const not_implemented = "not implemented yet";
 
 /* Whether --json was on the line, for a usage error found before it. */
 static bool wants_json(int argc, char **argv)
@@ -98,23 +97,6 @@ int main(int argc, char **argv)
         free(q);
         return CLI_EXIT_OK;
     }
-    if (q->cmd == CLI_SNAPSHOT_BACKUP || q->cmd == CLI_SNAPSHOT_VERIFY) {
-        err_printf(err, "%s: %s", cli_cmd_name(q->cmd), not_implemented);
-        fprintf(stderr, "oncectl: %s\n", err);
-        if (g.json) {
-            ans = cli_json_usage(err);
-            json_object_set_new(ans, "error", json_string("UNIMPLEMENTED"));
-            {
-                static const struct once_origin none;
-
-                cli_json_origin(ans, &none, NULL);
-            }
-            cli_print_json(stdout, ans);
-            json_decref(ans);
-        }
-        free(q);
-        return CLI_EXIT_USAGE;
-    }
     cluster = g.cluster;
     if (cluster == NULL) {
         cluster = getenv("ONCE_CLUSTER");
@@ -160,6 +142,10 @@ int main(int argc, char **argv)
     x.client = c;
     x.first_addr = addrs[0];
     x.timeout_ms = g.timeout_ms;
+    /* Progress only for a person watching: never into a pipe, a file or
+     * JSON a program reads. */
+    x.progress = !g.json && q->cmd != CLI_SESSION && isatty(STDOUT_FILENO) &&
+                 isatty(STDERR_FILENO);
     if (q->cmd == CLI_SESSION) {
         code = cli_session(&x, stdin, stdout);
     } else {

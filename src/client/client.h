@@ -120,6 +120,13 @@ int client_pack_record(enum rpc_method method,
 int client_pack_member_add(const struct once_member *m,
                            uint8_t **out,
                            size_t *out_len);
+/* BackupRead (offset, max bytes) and BackupClose (offset, max unused). */
+int client_pack_backup(enum rpc_method method,
+                       uint64_t backup_id,
+                       uint64_t offset,
+                       uint32_t max_bytes,
+                       uint8_t **out,
+                       size_t *out_len);
 int client_pack_id(enum rpc_method method,
                    uint64_t id,
                    enum once_role role,
@@ -152,6 +159,11 @@ struct client_outputs
     size_t *n_members;
     uint64_t *u64_a;
     uint64_t *u64_b;
+    /* BackupRead: where the data goes (@buf_cap bytes) and its facts. */
+    uint8_t *buf;
+    size_t buf_cap;
+    size_t *buf_n;
+    bool *ready;
 };
 int client_read_body(enum rpc_method method,
                      const ProtobufCMessage *body,

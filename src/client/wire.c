@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "common/crc32c.h"
 #include "rpc/conn.h"
 
 /* Checked identities between once.h and the wire (the proto's enums). */
@@ -479,6 +480,27 @@ int client_pack_status(bool state_digest, uint8_t **out, size_t *out_len)
     return pack(&m.base, out, out_len);
 }
 
+int client_pack_backup(enum rpc_method method,
+                       uint64_t backup_id,
+                       uint64_t offset,
+                       uint32_t max_bytes,
+                       uint8_t **out,
+                       size_t *out_len)
+{
+    if (method == RPC_METHOD_BACKUP_READ) {
+        Once__Rpc__BackupReadRequest m = ONCE__RPC__BACKUP_READ_REQUEST__INIT;
+
+        m.backup_id = backup_id;
+        m.offset = offset;
+        m.max_bytes = max_bytes;
+        return pack(&m.base, out, out_len);
+    }
+    Once__Rpc__BackupCloseRequest m = ONCE__RPC__BACKUP_CLOSE_REQUEST__INIT;
+
+    m.backup_id = backup_id;
+    return pack(&m.base, out, out_len);
+}
+
 int client_pack_id(enum rpc_method method,
                    uint64_t id,
                    enum once_role role,
@@ -777,6 +799,19 @@ static int read_status(const Once__Rpc__StatusResponse *s,
     copy_string(out->store_backend, s->store_backend);
     out->member_role = (enum once_role)s->member_role;
     out->state_digest = s->state_digest;
+    if (s->restored_from.len != 0 && s->restored_from.len != ONCE_ID_LEN) {
+        err_printf(err, "status.restored_from: %zu bytes, not %d",
+                   s->restored_from.len, ONCE_ID_LEN);
+        return -1;
+    }
+    out->restored = s->restored_from.len == ONCE_ID_LEN;
+    if (out->restored) {
+        memcpy(out->restored_from, s->restored_from.data, ONCE_ID_LEN);
+    }
+    out->restore_time_ms = s->restore_time_ms;
+    out->replay_window_until_ms = s->replay_window_until_ms;
+    out->restore_stale_ts_ms = s->restore_stale_ts_ms;
+    out->backups_open = s->backups_open;
     out->n_config_voters = s->n_config_voters;
     for (size_t i = 0; i < s->n_config_voters; i++) {
         out->config_voters[i] = s->config_voters[i];
@@ -801,6 +836,42 @@ static int read_config(const Once__Rpc__ConfigResult *c,
     }
     r->outcome = (enum once_outcome)c->outcome;
     copy_string(r->reason, c->reason);
+    return 0;
+}
+
+/* A chunk goes into the caller's buffer only when it fits and its CRC-32C
+ * is the leader's. */
+static int read_backup_chunk(const Once__Rpc__BackupReadResponse *m,
+                             const struct client_outputs *out,
+                             struct once_result *r,
+                             char *err)
+{
+    if (out == NULL || out->buf == NULL || out->buf_n == NULL ||
+        out->ready == NULL || out->u64_a == NULL) {
+        err_printf(err, "backup read without a buffer");
+        return -1;
+    }
+    *out->ready = m->ready;
+    *out->u64_a = m->total_bytes;
+    *out->buf_n = 0;
+    if (!m->ready && m->data.len != 0) {
+        err_printf(err, "backup data before it is ready");
+        return -1;
+    }
+    if (m->data.len > out->buf_cap) {
+        err_printf(err, "backup chunk of %zu bytes over the %zu asked",
+                   m->data.len, out->buf_cap);
+        return -1;
+    }
+    if (m->data.len > 0 && crc32c(0, m->data.data, m->data.len) != m->crc32c) {
+        err_printf(err, "backup chunk checksum mismatch");
+        return -1;
+    }
+    if (m->data.len > 0) {
+        memcpy(out->buf, m->data.data, m->data.len);
+    }
+    *out->buf_n = m->data.len;
+    r->outcome = ONCE_OK;
     return 0;
 }
 
@@ -891,6 +962,19 @@ int client_read_body(enum rpc_method method,
             r->outcome = ONCE_OK;
             return 0;
         }
+        case RPC_METHOD_BACKUP_OPEN:
+            if (out != NULL && out->u64_a != NULL) {
+                *out->u64_a =
+                    ((const Once__Rpc__BackupOpenResponse *)body)->backup_id;
+            }
+            r->outcome = ONCE_OK;
+            return 0;
+        case RPC_METHOD_BACKUP_READ:
+            return read_backup_chunk(
+                (const Once__Rpc__BackupReadResponse *)body, out, r, err);
+        case RPC_METHOD_BACKUP_CLOSE:
+            r->outcome = ONCE_OK;
+            return 0;
         case RPC_METHOD_UNSPECIFIED:
             break;
     }

@@ -210,6 +210,7 @@ static int apply_begin(struct fsm *f,
         f->fence_prev_window = 0;
         f->fence_until = 0;
     }
+    fsm_fence_expire(f);
     fsm_acct_pass(f, f->now >> WHEEL_TICK_SHIFT);
     fsm_wheel_advance(f);
     f->last_index = index;

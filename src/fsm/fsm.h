@@ -389,11 +389,62 @@ size_t fsm_frozen_size(const struct fsm_frozen *z);
  * fsm_frozen_size bytes): byte-identical to fsm_snapshot_write called at
  * the freeze point. */
 void fsm_frozen_write(struct fsm_frozen *z, uint8_t *buf, size_t len);
+/* The view's replicated header as a read-only state for the observers
+ * fsm_now, fsm_last_index, fsm_cluster_id, fsm_settings, fsm_n_records and
+ * fsm_bootstrapped only (the writer's thread may call them: the view never
+ * changes). Borrowed until fsm_release. */
+const struct fsm *fsm_frozen_state(const struct fsm_frozen *z);
 /* End the view and free what it kept. */
 void fsm_release(struct fsm *f, struct fsm_frozen *z);
 /* Bytes held only because a view is live (the view's own arrays, copied
  * pages and slot arrays, deferred frees); 0 with no view. */
 uint64_t fsm_frozen_extra_bytes(const struct fsm *f);
+
+/* Restored clusters (docs/state-machine.md, "Restored clusters").
+ *
+ * Every claim the backed-up cluster accepted after its backup was taken is
+ * unknown to a cluster restored from it, so it could be accepted again. The
+ * restore fence closes that window: while it lives, a claim that would be a
+ * new acceptance (an absent key, or an IDEMPOTENT takeover) is
+ *   - STALE if it carries a signed ts <= restore_time + max_skew (no such
+ *     nonce is younger than the backup's cluster could have accepted);
+ *   - otherwise, if it has no ts (TTL-only) or is IDEMPOTENT, while log time
+ *     <= restore_until: FAILED_PRECONDITION, "restored cluster: replay
+ *     window open until T". restore_until is restore_time plus the longest
+ *     retention the settings allow (max_ttl, or max_window + 2 max_skew, or
+ *     max_lease if longer), or 0 when the operator accepted the window.
+ * Claims of live records (the backup's) keep their answers. The fence is
+ * replicated state in the snapshot and is dropped entirely once log time
+ * passed restore_lift (the later of restore_until and the time after which
+ * the window rule alone makes those nonces STALE). */
+struct fsm_rebase
+{
+    uint8_t cluster_id[FSM_CLUSTER_ID_LEN]; /* the new cluster's, not zero */
+    struct fsm_member member;               /* the only member, a voter */
+    uint64_t time_ms; /* the restoring node's clock: log time moves to it */
+    bool accept_replay_window;
+};
+
+/* Turn @f (restored from a backup's snapshot, not frozen, bootstrapped)
+ * into the first state of a new cluster: new cluster id, @rb->member as the
+ * only member, no retired ids, log time max(now, time_ms), the fence set.
+ * The hash key, group, settings, records and last index stay (new log
+ * indexes continue after the backup's, so owner tokens never repeat).
+ * Returns 0, or FSM_E_MALFORMED with @errmsg set (nothing changed). */
+int fsm_rebase(struct fsm *f, const struct fsm_rebase *rb, char *errmsg);
+
+/* The fence as it stands (all zero when there is none). */
+struct fsm_fence_info
+{
+    bool active;
+    uint8_t source_cluster_id[FSM_CLUSTER_ID_LEN];
+    uint64_t source_index;
+    uint64_t restore_time_ms;
+    uint64_t stale_ts_ms; /* nonces with ts <= this are STALE */
+    uint64_t until_ms;    /* TTL-only/IDEMPOTENT refused until then; 0 none */
+    uint64_t lift_ms;
+};
+void fsm_fence(const struct fsm *f, struct fsm_fence_info *out);
 
 /* Observers. */
 uint64_t fsm_now(const struct fsm *f);

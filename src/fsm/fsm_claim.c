@@ -286,6 +286,9 @@ static enum fsm_outcome claim_live(struct fsm *f,
             return FSM_CONFLICT;
     }
     o = window_check(f, c, res);
+    if (o == 0) {
+        o = fsm_fence_check(f, c, res);
+    }
     if (o != 0) {
         return o; /* a signed request outside its window never takes over */
     }
@@ -333,6 +336,9 @@ void fsm_do_claim(struct fsm *f,
         return;
     }
     o = window_check(f, c, res);
+    if (o == 0) {
+        o = fsm_fence_check(f, c, res);
+    }
     if (o != 0) {
         res->outcome = o;
         return;

@@ -95,6 +95,11 @@ void fsm_frozen_write(struct fsm_frozen *z, uint8_t *buf, size_t len)
     fsm_snapshot_write(z->shell, buf, len);
 }
 
+const struct fsm *fsm_frozen_state(const struct fsm_frozen *z)
+{
+    return z->shell;
+}
+
 void fsm_release(struct fsm *f, struct fsm_frozen *z)
 {
     assert(f->frozen == z);

@@ -213,6 +213,20 @@ struct fsm
     uint64_t fence_until;       /* fence lifts when now > this */
     uint64_t ts_hwm;            /* largest ts ever accepted */
 
+    /* Restore fence (fsm_fence.c; docs/state-machine.md, "Restored
+     * clusters"): set once, by fsm_rebase, in the state a restored cluster
+     * starts from; dropped entirely at the first batch past restore_lift,
+     * so equal states encode equally. */
+    bool restore_fence;
+    uint8_t restore_source[FSM_CLUSTER_ID_LEN]; /* the backup's cluster */
+    uint64_t restore_source_index; /* the backup's last applied index */
+    uint64_t restore_time;         /* log time of the restore */
+    uint64_t restore_ts;           /* claims with ts <= this: STALE */
+    uint64_t restore_until; /* TTL-only/IDEMPOTENT refused while now <= this;
+                             * 0 when the operator accepted the window */
+    uint64_t restore_lift;  /* the fence is dropped when now > this */
+    char reason_buf[96];    /* the fence's refusal text (results borrow it) */
+
     size_t n_members;
     struct fsm_member members[FSM_MEMBERS_MAX];
     size_t n_retired;
@@ -429,6 +443,16 @@ void fsm_do_forget(struct fsm *f,
                    const struct fsm_ident *id,
                    const uint64_t *pre,
                    struct fsm_result *res);
+
+/* fsm_fence.c: the restore fence. */
+/* Drop the fence once log time passed restore_lift (apply_begin). */
+void fsm_fence_expire(struct fsm *f);
+/* A claim that would take a new acceptance (an absent key, or a takeover)
+ * on a fenced restored cluster: its refusal (STALE or FAILED_PRECONDITION,
+ * reason in @res), or 0 when the fence lets it through. */
+enum fsm_outcome fsm_fence_check(struct fsm *f,
+                                 const struct fsm_claim *c,
+                                 struct fsm_result *res);
 
 /* fsm_config.c: the configuration commands. */
 /* NULL if @m is a valid member directory entry, else why not. */

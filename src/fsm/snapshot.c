@@ -10,6 +10,8 @@
  *   cluster_id[16] hash_key[16] u32 group_id settings(6 x u64)
  *   u8 fence_active u64 fence_ts u64 fence_prev_window u64 fence_until
  *   u64 ts_hwm
+ *   [format 2 only: u8 1 source_cluster_id[16] u64 source_index
+ *    u64 restore_time u64 restore_ts u64 restore_until u64 restore_lift]
  *   u32 n_members { u64 id u8 role u8 len raft_addr u8 len client_addr }
  *   u32 n_retired { u64 id } (ascending)
  *   u64 n_records
@@ -22,6 +24,12 @@
  *    u32 stored_len stored u32 attempts_total u8 n_att
  *    { req[16] u64 index u64 time u8 outcome u8 retry u8 len exec } ]
  *
+ * Format 2 is written exactly when the state carries a restore fence
+ * (fsm_fence.c), format 1 otherwise: the format is a function of the state,
+ * so the encoding stays canonical, and a node of the previous version keeps
+ * reading every snapshot of a cluster that was never restored (it refuses
+ * a fenced one: FSM_E_SCHEMA, so it can never drop the fence).
+ *
  * Restore parses into a fresh instance and swaps it in only when every byte
  * checked out, so a bad snapshot leaves the running state untouched. */
 #include <stdio.h>
@@ -32,7 +40,8 @@
 #include "fsm/fsm_int.h"
 
 #define SNAP_MAGIC   "ONCESNAP"
-#define SNAP_FORMAT  1u
+#define SNAP_FORMAT  2u /* newest known; 1 is still read and written */
+#define FENCE_FIXED  (1 + FSM_CLUSTER_ID_LEN + 5 * 8)
 #define SNAP_HDR_MIN 8
 
 /* ------------------------------------------------------------------------
@@ -84,7 +93,7 @@ static inline void w_u64(struct wbuf *w, uint64_t v)
 
 size_t fsm_snapshot_size(const struct fsm *f)
 {
-    size_t n = HEAD_FIXED;
+    size_t n = HEAD_FIXED + (f->restore_fence ? FENCE_FIXED : 0);
 
     for (size_t i = 0; i < f->n_members; i++) {
         n += 8 + 1 + 1 + strlen(f->members[i].raft_addr) + 1 +
@@ -149,7 +158,7 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
     size_t order_cap = 0;
 
     w_bytes(&w, SNAP_MAGIC, 8);
-    w_u32(&w, SNAP_FORMAT);
+    w_u32(&w, f->restore_fence ? 2u : 1u);
     w_u32(&w, f->schema_version);
     w_u64(&w, f->last_index);
     w_u64(&w, f->now);
@@ -168,6 +177,15 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
     w_u64(&w, f->fence_prev_window);
     w_u64(&w, f->fence_until);
     w_u64(&w, f->ts_hwm);
+    if (f->restore_fence) {
+        w_u8(&w, 1);
+        w_bytes(&w, f->restore_source, FSM_CLUSTER_ID_LEN);
+        w_u64(&w, f->restore_source_index);
+        w_u64(&w, f->restore_time);
+        w_u64(&w, f->restore_ts);
+        w_u64(&w, f->restore_until);
+        w_u64(&w, f->restore_lift);
+    }
     w_u32(&w, (uint32_t)f->n_members);
     for (size_t i = 0; i < f->n_members; i++) {
         const struct fsm_member *m = &f->members[i];
@@ -548,6 +566,35 @@ static bool all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
+/* Format 2's restore fence: present, consistent, not yet due to lift. */
+static int read_restore_fence(struct fsm *g,
+                              struct rbuf *rb,
+                              const uint8_t *base,
+                              char *errmsg)
+{
+    uint8_t on = r_u8(rb);
+    const uint8_t *p = r_bytes(rb, FSM_CLUSTER_ID_LEN);
+
+    if (p != NULL) {
+        memcpy(g->restore_source, p, FSM_CLUSTER_ID_LEN);
+    }
+    g->restore_source_index = r_u64(rb);
+    g->restore_time = r_u64(rb);
+    g->restore_ts = r_u64(rb);
+    g->restore_until = r_u64(rb);
+    g->restore_lift = r_u64(rb);
+    if (rb->bad || on != 1 || g->restore_time > g->now ||
+        g->restore_ts < g->restore_time ||
+        (g->restore_until != 0 && g->restore_until < g->restore_time) ||
+        g->restore_lift < g->restore_ts || g->restore_lift < g->restore_until ||
+        g->now > g->restore_lift ||
+        g->restore_lift > FSM_TIME_MAX + FSM_MAX_TTL_CEIL) {
+        BAD("bad restore fence");
+    }
+    g->restore_fence = true;
+    return 0;
+}
+
 /* The fixed fields: format, schema, indexes, cluster identity, settings,
  * fence. Keys the hash when the state is bootstrapped. */
 static int read_fixed(struct fsm *g,
@@ -604,9 +651,16 @@ static int read_fixed(struct fsm *g,
     if (g->fence_active && g->now > g->fence_until) {
         BAD("a fence that should have lifted");
     }
-    if (!boot && (g->schema_version != 0 || g->group_id != 0 ||
-                  !all_zero(g->cluster_id, FSM_CLUSTER_ID_LEN) ||
-                  !all_zero(g->hash_key, FSM_HASH_KEY_LEN))) {
+    if (format == 2) {
+        int rv = read_restore_fence(g, rb, base, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    if (!boot &&
+        (g->restore_fence || g->schema_version != 0 || g->group_id != 0 ||
+         !all_zero(g->cluster_id, FSM_CLUSTER_ID_LEN) ||
+         !all_zero(g->hash_key, FSM_HASH_KEY_LEN))) {
         BAD("unbootstrapped state with cluster fields");
     }
     if (boot) {

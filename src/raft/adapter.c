@@ -157,6 +157,26 @@ static int snapshot_encode(struct replica *rep, struct raft_buffer *b)
     return 0;
 }
 
+int adapter_snapshot_of(const struct fsm *f,
+                        uint64_t digest,
+                        struct raft_buffer *out)
+{
+    size_t fsm_len = fsm_snapshot_size(f);
+    uint8_t *p = raft_malloc(SNAP_HDR + fsm_len);
+
+    if (p == NULL) {
+        return RAFT_NOMEM;
+    }
+    le_put32(p, SNAP_MAGIC);
+    le_put32(p + 4, SNAP_VERSION);
+    le_put64(p + 8, digest);
+    le_put64(p + 16, fsm_len);
+    fsm_snapshot_write(f, p + SNAP_HDR, fsm_len);
+    out->base = p;
+    out->len = SNAP_HDR + fsm_len;
+    return 0;
+}
+
 static int adapter_snapshot(struct raft_fsm *rf,
                             struct raft_buffer *bufs[],
                             unsigned *n_bufs)

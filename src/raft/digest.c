@@ -1,4 +1,9 @@
-/* raft/digest.c: the state digest, computed off the loop.
+/* raft/digest.c: work over a frozen view, off the loop; the state digest.
+ *
+ * Every request (replica_view_work) waits for the view, freezes it on the
+ * loop, runs its function on raft's thread pool and is answered on the
+ * loop after the release. The state digest is the first such work; the
+ * backup encoder (server/backup.c) is another.
  *
  * The state digest is a SHA-256 of the state machine's canonical snapshot
  * bytes: equal on every replica at one applied index, so the chaos checker
@@ -22,22 +27,30 @@ static struct replica_digest_req *req_of(struct raft_io_async_work *w)
     return (struct replica_digest_req *)(void *)p;
 }
 
-/* The pool: encode the view and hash it. */
+/* The pool: the request's function over the view. */
 static int digest_work(struct raft_io_async_work *w)
 {
     struct replica_digest_req *req = req_of(w);
-    size_t len = fsm_frozen_size(req->view);
+
+    req->fn_rv = req->fn(req, req->view);
+    return req->fn_rv == 0 ? 0 : RAFT_NOMEM;
+}
+
+/* The state digest: encode the view and hash it. */
+static int digest_hash(struct replica_digest_req *req, struct fsm_frozen *view)
+{
+    size_t len = fsm_frozen_size(view);
     uint8_t *buf = malloc(len > 0 ? len : 1);
     uint8_t md[SHA256_DIGEST_LENGTH];
     uint64_t d = 0;
 
     if (buf == NULL) {
-        return RAFT_NOMEM;
+        return REPLICA_E_NOMEM;
     }
-    fsm_frozen_write(req->view, buf, len);
+    fsm_frozen_write(view, buf, len);
     if (EVP_Digest(buf, len, md, NULL, EVP_sha256(), NULL) != 1) {
         free(buf);
-        return RAFT_NOMEM;
+        return REPLICA_E_NOMEM;
     }
     free(buf);
     for (int i = 0; i < 8; i++) {
@@ -60,7 +73,7 @@ static void digest_done(struct raft_io_async_work *w, int status)
     if (rep->closing) {
         status = REPLICA_E_SHUTDOWN;
     } else if (status != 0) {
-        status = REPLICA_E_NOMEM;
+        status = req->fn_rv < 0 ? req->fn_rv : REPLICA_E_NOMEM;
     }
     req->cb(req, status);
     /* An install waits for the view; else the next digest may start. */
@@ -101,7 +114,9 @@ static void digest_start_next(struct replica *rep)
         return;
     }
     req->index = rep->raft->last_applied;
+    req->term = rep->raft->current_term;
     req->applied_digest = rep->digest;
+    req->fn_rv = 0;
     req->work.work = digest_work;
     rep->digest_running = true;
     if (rio->inner->async_work(rio->inner, &req->work, digest_done) != 0) {
@@ -117,12 +132,21 @@ int replica_state_digest(struct replica *rep,
                          struct replica_digest_req *req,
                          replica_digest_cb cb)
 {
+    return replica_view_work(rep, req, digest_hash, cb);
+}
+
+int replica_view_work(struct replica *rep,
+                      struct replica_digest_req *req,
+                      replica_view_fn fn,
+                      replica_digest_cb cb)
+{
     if (rep->closing) {
         return REPLICA_E_SHUTDOWN;
     }
     if (rep->digest_n >= REPLICA_DIGEST_QUEUE_MAX) {
         return REPLICA_E_BUSY;
     }
+    req->fn = fn;
     req->cb = cb;
     req->rep = rep;
     req->view = NULL;

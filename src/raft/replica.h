@@ -159,21 +159,36 @@ struct replica_member_req
     char msg[ERR_MSG_SIZE]; /* why it failed (common/err.h) */
 };
 
-/* --- state digests ------------------------------------------------------- */
+/* --- work over a frozen view: state digests, backups (digest.c) ----------
+ *
+ * A request waits in a short queue until the state machine's one frozen
+ * view is free (a snapshot or an install may hold it), is frozen on the
+ * loop in bounded time (fsm_freeze), runs its work on raft's thread pool
+ * over the view while the loop keeps applying, and is called back on the
+ * loop after the view was released. The state digest is one such work;
+ * server/backup.c's encoder is another. */
 
 struct replica_digest_req;
-/* @status 0: @req->index, applied_digest and state_digest are set (all at
- * one applied index). Else REPLICA_E_NOMEM or REPLICA_E_SHUTDOWN. On the
- * loop thread, never from inside replica_state_digest. */
+/* @status 0: @req->index, term, applied_digest (and, for the digest,
+ * state_digest) are set, all at one applied index. Else REPLICA_E_NOMEM,
+ * REPLICA_E_SHUTDOWN, or the work's own negative code. On the loop thread,
+ * never from inside replica_state_digest / replica_view_work. */
 typedef void (*replica_digest_cb)(struct replica_digest_req *req, int status);
+/* Raft's thread pool: read @view (borrowed until the work returns) and
+ * write only @req's caller's fields. 0 or a negative code for the cb. */
+typedef int (*replica_view_fn)(struct replica_digest_req *req,
+                               struct fsm_frozen *view);
 
 struct replica_digest_req
 {
     void *data;              /* the caller's */
-    raft_index index;        /* out: the applied index digested */
+    raft_index index;        /* out: the applied index of the view */
+    raft_term term;          /* out: this node's term at the freeze */
     uint64_t applied_digest; /* out: the applied-entry chain there */
     uint64_t state_digest;   /* out: SHA-256 of the snapshot, first 8 B */
     /* private */
+    replica_view_fn fn;
+    int fn_rv;
     replica_digest_cb cb;
     struct replica *rep;
     struct fsm_frozen *view;
@@ -384,6 +399,12 @@ int replica_snapshot(struct replica *rep,
 int replica_state_digest(struct replica *rep,
                          struct replica_digest_req *req,
                          replica_digest_cb cb);
+/* Run @fn over a frozen view of the current applied state (see above);
+ * the same queue, bound and return convention as replica_state_digest. */
+int replica_view_work(struct replica *rep,
+                      struct replica_digest_req *req,
+                      replica_view_fn fn,
+                      replica_digest_cb cb);
 /* The view may be free again: start a waiting digest (from replica_poll). */
 void replica_digest_poll(struct replica *rep);
 /* rio's install_ready: no digest holds the view. */
@@ -418,6 +439,13 @@ void adapter_setup(struct replica *rep);
 void adapter_set_async(struct replica *rep, bool on);
 /* Apply the snapshot policy's current decision to raft (after configure). */
 void adapter_policy_apply(struct replica *rep);
+/* The payload of a raft snapshot of state @f (any instance, read only)
+ * with applied-entry digest @digest, as the adapter writes and restores
+ * it, in a raft_malloc'd buffer at @out: 0 or RAFT_NOMEM. What a restored
+ * cluster's first snapshot holds (server/restore.c). */
+int adapter_snapshot_of(const struct fsm *f,
+                        uint64_t digest,
+                        struct raft_buffer *out);
 /* rio's install_work: build the state machine of @snap (pool thread). */
 int adapter_install_work(void *arg, const struct raft_snapshot *snap);
 /* Free what the adapter holds (replica_close, after raft closed). */

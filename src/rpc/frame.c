@@ -34,6 +34,9 @@ SAME(RPC_METHOD_MEMBERS_REMOVE, ONCE__RPC__METHOD__METHOD_MEMBERS_REMOVE);
 SAME(RPC_METHOD_MEMBERS_ASSIGN, ONCE__RPC__METHOD__METHOD_MEMBERS_ASSIGN);
 SAME(RPC_METHOD_TRANSFER, ONCE__RPC__METHOD__METHOD_TRANSFER);
 SAME(RPC_METHOD_SNAPSHOT_TAKE, ONCE__RPC__METHOD__METHOD_SNAPSHOT_TAKE);
+SAME(RPC_METHOD_BACKUP_OPEN, ONCE__RPC__METHOD__METHOD_BACKUP_OPEN);
+SAME(RPC_METHOD_BACKUP_READ, ONCE__RPC__METHOD__METHOD_BACKUP_READ);
+SAME(RPC_METHOD_BACKUP_CLOSE, ONCE__RPC__METHOD__METHOD_BACKUP_CLOSE);
 SAME(RPC_REQUEST, ONCE__RPC__DIRECTION__DIRECTION_REQUEST);
 SAME(RPC_RESPONSE, ONCE__RPC__DIRECTION__DIRECTION_RESPONSE);
 SAME(RPC_STATUS_OK, ONCE__RPC__STATUS__STATUS_OK);
@@ -618,6 +621,12 @@ const ProtobufCMessageDescriptor *envelope_body_descriptor(
              once__rpc__transfer_response__descriptor);
         BODY(SNAPSHOT_TAKE, once__rpc__snapshot_take_request__descriptor,
              once__rpc__snapshot_take_response__descriptor);
+        BODY(BACKUP_OPEN, once__rpc__backup_open_request__descriptor,
+             once__rpc__backup_open_response__descriptor);
+        BODY(BACKUP_READ, once__rpc__backup_read_request__descriptor,
+             once__rpc__backup_read_response__descriptor);
+        BODY(BACKUP_CLOSE, once__rpc__backup_close_request__descriptor,
+             once__rpc__backup_close_response__descriptor);
         case RPC_METHOD_UNSPECIFIED:
             break;
     }
@@ -663,7 +672,7 @@ const char *rpc_method_name(enum rpc_method m)
         "UNSPECIFIED",   "CLAIM",          "COMPLETE",       "RELEASE",
         "LOOKUP",        "FORGET",         "STATUS",         "MEMBERS_LIST",
         "MEMBERS_ADD",   "MEMBERS_REMOVE", "MEMBERS_ASSIGN", "TRANSFER",
-        "SNAPSHOT_TAKE",
+        "SNAPSHOT_TAKE", "BACKUP_OPEN",    "BACKUP_READ",    "BACKUP_CLOSE",
     };
 
     return method_known(m) ? names[m] : "unknown";

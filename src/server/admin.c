@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "raft/identity.h"
+#include "server/backup.h"
 #include "server/convert.h"
 #include "server/reply.h"
 #include "server/server.h"
@@ -313,6 +314,22 @@ static size_t fill_members(struct server *s,
     return i;
 }
 
+/* A restored cluster's fence, and the backups this node serves. */
+static void status_fence(struct server *s, Once__Rpc__StatusResponse *st)
+{
+    static struct fsm_fence_info fi;
+
+    fsm_fence(s->rep.fsm, &fi);
+    if (fi.active) {
+        st->restored_from.data = fi.source_cluster_id;
+        st->restored_from.len = FSM_CLUSTER_ID_LEN;
+        st->restore_time_ms = fi.restore_time_ms;
+        st->replay_window_until_ms = fi.until_ms;
+        st->restore_stale_ts_ms = fi.stale_ts_ms;
+    }
+    st->backups_open = backups_open(&s->backups);
+}
+
 /* The status of this node into @st (the static arrays hold what it points
  * at until the reply is packed). */
 static void status_fill(struct server *s, Once__Rpc__StatusResponse *st)
@@ -353,6 +370,7 @@ static void status_fill(struct server *s, Once__Rpc__StatusResponse *st)
                             : "";
     st->n_members = fill_members(s, pm, pp);
     st->members = st->n_members > 0 ? pp : NULL;
+    status_fence(s, st);
     for (size_t i = 0; i < fsm_n_members(f); i++) {
         if (fsm_member(f, i)->id == s->id) {
             st->member_role = convert_role_out(fsm_member(f, i)->role);

@@ -51,6 +51,21 @@ static const char usage_text[] =
     "                          in turn, to add it; ignored when the node is\n"
     "                          already in a configuration\n"
     "  --role voter|standby    role to join as (default voter; with --join)\n"
+    "  --restore FILE          with --bootstrap on an empty data directory:\n"
+    "                          start the new cluster from this backup\n"
+    "                          (oncectl snapshot backup; checked whole first)\n"
+    "                          with a NEW cluster id and a replay fence:\n"
+    "                          nonces with ts <= restore time + max_skew are\n"
+    "                          STALE, and TTL-only and IDEMPOTENT claims of\n"
+    "                          keys not in the backup are FAILED_PRECONDITION\n"
+    "                          for max_ttl, because every claim accepted\n"
+    "                          after the backup was taken is replayable.\n"
+    "                          Settings come from the backup (settings flags\n"
+    "                          are refused); the uv store is refused\n"
+    "  --accept-replay-window  with --restore: do not refuse those TTL-only\n"
+    "                          and IDEMPOTENT claims (the operator accepts\n"
+    "                          that claims made after the backup may be\n"
+    "                          accepted again); the nonce rule stays\n"
     "  A restart needs neither --bootstrap nor --join.\n"
     "\n"
     "Raft:\n"
@@ -88,6 +103,10 @@ static const char usage_text[] =
     "                          1024; 1..65536)\n"
     "  --idle-timeout DUR      close idle connections after DUR (default 5m;\n"
     "                          0ms: never; ..24h)\n"
+    "  --backup-idle-timeout DUR\n"
+    "                          remove a backup (oncectl snapshot backup)\n"
+    "                          nobody read for DUR after it was encoded\n"
+    "                          (default 1m; 1s..1h)\n"
     "\n"
     "Logs:\n"
     "  --log-level LEVEL       debug, info, warn or error (default info);\n"
@@ -110,6 +129,7 @@ void server_config_default(struct server_config *c)
     c->raft.max_catch_up_rounds = 10;
     c->raft.max_catch_up_round_ms = 5000;
     rpc_limits_default(&c->limits);
+    c->backup_idle_ms = BACKUP_IDLE_MS;
     c->log_level = LOG_INFO;
 }
 
@@ -238,6 +258,7 @@ static const char *const value_flags[] = {
     "--storage",
     "--join",
     "--role",
+    "--restore",
     "--election-timeout",
     "--heartbeat",
     "--snapshot-threshold",
@@ -252,6 +273,7 @@ static const char *const value_flags[] = {
     "--max-conns",
     "--max-calls-per-conn",
     "--idle-timeout",
+    "--backup-idle-timeout",
     "--log-level",
 };
 #define N_VALUE_FLAGS (sizeof value_flags / sizeof value_flags[0])
@@ -282,6 +304,11 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         c->http_addr = v;
     } else if (strcmp(k, "--join") == 0) {
         return parse_join(c, v);
+    } else if (strcmp(k, "--restore") == 0) {
+        if (v[0] == '\0' || strlen(v) > 4000) {
+            return bad(k, "bad file \"%s\"", v);
+        }
+        c->restore = v;
     } else if (strcmp(k, "--role") == 0) {
         if (strcmp(v, "voter") == 0) {
             c->role = FSM_ROLE_VOTER;
@@ -357,6 +384,11 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -EINVAL;
         }
         c->limits.idle_ms = (unsigned)n;
+    } else if (strcmp(k, "--backup-idle-timeout") == 0) {
+        if (parse_dur(k, v, 1000, HOUR_MS, &n) != 0) {
+            return -EINVAL;
+        }
+        c->backup_idle_ms = (unsigned)n;
     } else if (strcmp(k, "--storage") == 0) {
         if (strcmp(v, "uring") == 0) {
             c->storage = SERVER_STORAGE_URING;
@@ -392,6 +424,13 @@ static int parse_args(struct server_config *c, int argc, char **argv)
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             fputs(usage_text, stdout);
             return 1;
+        }
+        if (strcmp(arg, "--accept-replay-window") == 0) {
+            if (c->accept_replay_window) {
+                return bad(arg, "given twice");
+            }
+            c->accept_replay_window = true;
+            continue;
         }
         if (strcmp(arg, "--bootstrap") == 0) {
             if (seen_bootstrap) {
@@ -483,6 +522,19 @@ static int parse_args(struct server_config *c, int argc, char **argv)
     }
     if (c->bootstrap && c->n_join > 0) {
         return bad("--join", "cannot be used with --bootstrap");
+    }
+    if (c->restore != NULL && !c->bootstrap) {
+        return bad("--restore", "only with --bootstrap (a new cluster)");
+    }
+    if (c->restore != NULL && c->settings_given) {
+        return bad("--restore",
+                   "the settings come from the backup: no --max-* flags");
+    }
+    if (c->restore != NULL && c->storage == SERVER_STORAGE_UV) {
+        return bad("--restore", "not with --storage uv");
+    }
+    if (c->accept_replay_window && c->restore == NULL) {
+        return bad("--accept-replay-window", "only with --restore");
     }
     if (seen_role && c->n_join == 0) {
         return bad("--role", "only with --join");

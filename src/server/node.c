@@ -486,6 +486,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     /* Before the Raft layer closes: answer the admin operations still
      * waiting (outcome unknown) and close every forwarding channel. */
     admin_shutdown(&s->admin);
+    backups_close(&s->backups); /* encodings end with their work */
     forward_close(&s->fwd);
     if (s->rpc != NULL) {
         rpc_server_close(s->rpc, on_rpc_closed, s);
@@ -643,6 +644,9 @@ static int step_bootstrap(struct server *s)
     if (!s->cfg.bootstrap) {
         return 0;
     }
+    if (s->cfg.restore != NULL) {
+        return node_restore(s); /* restore.c: a first snapshot, no entry */
+    }
     raft_configuration_init(&conf);
     rv = raft_configuration_add(&conf, s->id, s->cfg.raft_addr, RAFT_VOTER);
     if (rv == 0) {
@@ -742,6 +746,7 @@ static int step_handles(struct server *s)
     uv_timer_init(&s->loop, &s->tick);
     s->tick.data = s;
     forward_init(&s->fwd, &s->loop, &s->cfg.limits);
+    backups_init(&s->backups, s);
     s->up |= SERVER_UP_HANDLES;
     return 0;
 }

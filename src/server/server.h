@@ -13,11 +13,13 @@
  *   service.c  the dispatch table of the RPC methods and the record
  *              commands on the ready leader (service.h);
  *   admin.c    Status, membership and snapshots (admin.h): struct admin;
+ *   backup.c   backups served by the leader (backup.h): struct backups;
  *   forward.c  a follower's one hop to the leader (forward.h): struct
  *              forwarder;
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
  *   metrics.c  /metrics, /healthz, /readyz on --http-addr (metrics.h):
  *              struct metrics;
+ *   restore.c  --restore: a new cluster's first snapshot from a backup;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
  *   log.c      logfmt lines on stderr.
@@ -37,6 +39,7 @@
 #include "raft/uvio.h"
 #include "rpc/conn.h"
 #include "server/admin.h"
+#include "server/backup.h"
 #include "server/forward.h"
 #include "server/join.h"
 #include "server/log.h"
@@ -70,6 +73,8 @@ struct server_config
     const char *client_addr;
     const char *http_addr; /* NULL: no HTTP listener */
     bool bootstrap;
+    const char *restore;       /* --restore FILE (with --bootstrap) */
+    bool accept_replay_window; /* --accept-replay-window */
     unsigned n_join;
     char join[SERVER_JOIN_MAX][RPC_ADDR_MAX + 1];
     enum fsm_role role;  /* with --join: VOTER or STANDBY */
@@ -77,6 +82,7 @@ struct server_config
     struct fsm_settings settings;
     struct replica_config raft;
     struct rpc_limits limits;
+    unsigned backup_idle_ms; /* --backup-idle-timeout */
     enum log_level log_level;
 };
 
@@ -131,6 +137,7 @@ struct server
 
     struct forwarder fwd;   /* forward.c */
     struct admin admin;     /* admin.c */
+    struct backups backups; /* backup.c */
     struct join join;       /* join.c */
     struct metrics metrics; /* metrics.c */
 };
@@ -139,6 +146,9 @@ struct server
 int node_run(struct server *s);
 /* Start the clean stop (idempotent). */
 void node_stop(struct server *s, const char *why, int exit_code);
+/* restore.c: --restore with --bootstrap, before raft starts: 0 (restored,
+ * or ignored on a directory that holds a node) or an exit code. */
+int node_restore(struct server *s);
 /* Learn the cluster id once the bootstrap applied (node.c). */
 void node_sync_ids(struct server *s);
 

@@ -25,6 +25,7 @@
 
 #include "common/err.h"
 #include "server/admin.h"
+#include "server/backup.h"
 #include "server/convert.h"
 #include "server/forward.h"
 #include "server/reply.h"
@@ -279,6 +280,32 @@ static int check_members_assign(const ProtobufCMessage *msg,
     return 0;
 }
 
+static int check_backup_read(const ProtobufCMessage *msg,
+                             struct service_in *in,
+                             char *why)
+{
+    const Once__Rpc__BackupReadRequest *r = (const void *)msg;
+
+    (void)in;
+    if (check_id(r->backup_id, why) != 0) {
+        return -EINVAL;
+    }
+    if (r->max_bytes < 1 || r->max_bytes > BACKUP_READ_MAX) {
+        err_printf(why, "max_bytes: must be 1..%u", BACKUP_READ_MAX);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int check_backup_close(const ProtobufCMessage *msg,
+                              struct service_in *in,
+                              char *why)
+{
+    (void)in;
+    return check_id(((const Once__Rpc__BackupCloseRequest *)msg)->backup_id,
+                    why);
+}
+
 /* --- dispatch ------------------------------------------------------------- */
 
 #define ON_LEADER (SERVICE_LEADER | SERVICE_FORWARD)
@@ -301,6 +328,12 @@ static const struct service_method methods[] = {
     {RPC_METHOD_TRANSFER, ON_LEADER | SERVICE_ADMIN, NULL, admin_transfer},
     {RPC_METHOD_SNAPSHOT_TAKE, ON_LEADER | SERVICE_ADMIN, NULL,
      admin_snapshot_take},
+    {RPC_METHOD_BACKUP_OPEN, ON_LEADER | SERVICE_ADMIN, NULL,
+     admin_backup_open},
+    {RPC_METHOD_BACKUP_READ, ON_LEADER | SERVICE_ADMIN, check_backup_read,
+     admin_backup_read},
+    {RPC_METHOD_BACKUP_CLOSE, ON_LEADER | SERVICE_ADMIN, check_backup_close,
+     admin_backup_close},
 };
 
 static const struct service_method *method_of(enum rpc_method m)

@@ -391,4 +391,11 @@ int store_recover(struct store *s, const struct raft_configuration *conf);
 void store_maybe_shutdown(struct slog *sl); /* store_log.c */
 void store_handle_closed(uv_handle_t *h);
 
+/* store_snapshot.c: create tmp-snap in the store's directory and write (paced,
+ * unless no_snapshot_pacing) and sync @sn into it: 0, or a negated errno
+ * (-ENOMEM: out of memory) with @what naming the step. */
+int store_write_tmp_snap(const struct slog *sl,
+                         const struct raft_snapshot *sn,
+                         const char **what);
+
 #endif /* ONCE_STORE_STORE_INT_H_ */

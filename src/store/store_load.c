@@ -651,6 +651,63 @@ int store_bootstrap(struct store *s, const struct raft_configuration *conf)
     return rv;
 }
 
+int store_log_pristine(struct store *s)
+{
+    struct slog *sl = s->impl;
+    struct raft_snapshot *old = NULL;
+    struct scan sc;
+    int rv;
+
+    if (sl->loaded) {
+        err_printf(s->errmsg, "already started");
+        return RAFT_CANTBOOTSTRAP;
+    }
+    rv = scan_all(sl, &sc, &old);
+    if (rv == 0 && (sl->term != 0 || sc.n_entries > 0 || old != NULL)) {
+        err_printf(s->errmsg, "the store holds state");
+        rv = RAFT_CANTBOOTSTRAP;
+    }
+    store_snapshot_free(old);
+    free_entries(&sc);
+    scan_free(&sc);
+    reset_state(sl);
+    return rv;
+}
+
+int store_log_seed(struct store *s, const struct raft_snapshot *sn)
+{
+    struct slog *sl = s->impl;
+    char name[NAME_LEN];
+    const char *what = "write";
+    int rv, err;
+
+    rv = store_log_pristine(s);
+    if (rv != 0) {
+        return rv;
+    }
+    /* The snapshot first, then the term: a crash between leaves a
+     * snapshot and term 0, which the next start refuses to seed again
+     * (the store holds state) rather than losing. */
+    err = store_write_tmp_snap(sl, sn, &what);
+    store_snap_name(name, sn->term, sn->index);
+    if (err == 0 && renameat(sl->dirfd, "tmp-snap", sl->dirfd, name) != 0) {
+        err = -errno;
+        what = "rename";
+    }
+    if (err == 0) {
+        err = store_fsync_dir(sl->dirfd);
+        what = "fsync the directory of";
+    }
+    if (err != 0) {
+        err_printf(s->errmsg, "%s %s/%s: %s", what, sl->dir, name,
+                   strerror(-err));
+        return store_raft_code(err);
+    }
+    rv = store_meta_write(sl, sn->term, 0);
+    reset_state(sl);
+    return rv;
+}
+
 int store_recover(struct store *s, const struct raft_configuration *conf)
 {
     struct slog *sl = s->impl;

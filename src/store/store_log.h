@@ -86,5 +86,13 @@ void store_log_stats(const struct store *s, struct store_log_stats *out);
  * at store_log_init. Tests assert it, so a case meant to run direct cannot
  * quietly run buffered. */
 bool store_log_direct(const struct store *s);
+/* Before start, on a store that holds nothing (RAFT_CANTBOOTSTRAP
+ * otherwise): make @sn (borrowed) its only state, durable before return,
+ * with the term of @sn. What `onced --restore` starts a new cluster from.
+ * 0 or a RAFT_* code with s->errmsg. */
+int store_log_seed(struct store *s, const struct raft_snapshot *sn);
+/* Before start: 0 if the store holds nothing, RAFT_CANTBOOTSTRAP if it
+ * holds state, another RAFT_* code if it cannot be read (s->errmsg). */
+int store_log_pristine(struct store *s);
 
 #endif /* ONCE_STORE_STORE_LOG_H_ */

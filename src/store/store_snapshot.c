@@ -153,11 +153,9 @@ static int write_snap_file(int fd, const struct raft_snapshot *sn, bool paced)
     return err;
 }
 
-/* Create tmp-snap and write and sync @sn into it: 0, or a negated errno
- * (-ENOMEM: out of memory) with @what naming the step. */
-static int write_tmp_snap(const struct slog *sl,
-                          const struct raft_snapshot *sn,
-                          const char **what)
+int store_write_tmp_snap(const struct slog *sl,
+                         const struct raft_snapshot *sn,
+                         const char **what)
 {
     int dirfd = sl->dirfd;
     int fd, err;
@@ -185,7 +183,7 @@ void store_run_put(struct job *j)
     int err = 0;
 
     if (!j->u.put.written) {
-        err = write_tmp_snap(j->sl, j->u.put.snap, &what);
+        err = store_write_tmp_snap(j->sl, j->u.put.snap, &what);
         if (err == -ENOMEM) {
             j->rv = RAFT_NOMEM;
             err_printf(j->err, "out of memory");
@@ -522,7 +520,7 @@ static void prewrite_work(uv_work_t *w)
     const struct slog *sl = op->u.put.sl;
     const char *what;
     int prio = sl->o.no_snapshot_pacing ? -1 : io_idle_begin();
-    int err = write_tmp_snap(sl, op->u.put.snap, &what);
+    int err = store_write_tmp_snap(sl, op->u.put.snap, &what);
 
     io_idle_end(prio);
 

@@ -14,6 +14,8 @@ Suite *frozen_suite(void);
 Suite *prune_suite(void);
 Suite *log_time_suite(void);
 Suite *pending_suite(void);
+Suite *fence_suite(void);
+Suite *backup_file_suite(void);
 
 int main(void)
 {
@@ -31,6 +33,8 @@ int main(void)
     srunner_add_suite(sr, prune_suite());
     srunner_add_suite(sr, log_time_suite());
     srunner_add_suite(sr, pending_suite());
+    srunner_add_suite(sr, fence_suite());
+    srunner_add_suite(sr, backup_file_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

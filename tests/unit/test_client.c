@@ -10,6 +10,7 @@
 
 #include "client/client.h"
 #include "client_helpers.h"
+#include "common/crc32c.h"
 #include "once_rpc.pb-c.h"
 #include "rpc/conn.h"
 #include "rpc/frame.h"
@@ -786,6 +787,70 @@ START_TEST(config_answers)
 }
 END_TEST
 
+/* A backup chunk reaches the caller's buffer only whole, within what was
+ * asked, and with the leader's CRC-32C. */
+START_TEST(backup_answers)
+{
+    Once__Rpc__BackupReadResponse m = ONCE__RPC__BACKUP_READ_RESPONSE__INIT;
+    Once__Rpc__BackupOpenResponse o = ONCE__RPC__BACKUP_OPEN_RESPONSE__INIT;
+    struct client_outputs out = {0};
+    struct once_result r;
+    char err[ERR_MSG_SIZE];
+    uint8_t data[16] = "0123456789abcdef", got[16];
+    uint64_t total = 0, id = 0;
+    size_t n = 99;
+    bool ready = false;
+    uint8_t *buf;
+    size_t len;
+
+    once_result_init(&r);
+    o.backup_id = 0x77;
+    out.u64_a = &id;
+    buf = pack_msg(&o.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_BACKUP_OPEN, buf, len, &r, &out, err), 0);
+    free(buf);
+    ck_assert_uint_eq(id, 0x77);
+    out.u64_a = &total;
+    out.buf = got;
+    out.buf_cap = sizeof got;
+    out.buf_n = &n;
+    out.ready = &ready;
+    m.ready = true;
+    m.total_bytes = 1000;
+    m.data.data = data;
+    m.data.len = sizeof data;
+    m.crc32c = crc32c(0, data, sizeof data);
+    buf = pack_msg(&m.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err), 0);
+    free(buf);
+    ck_assert(ready);
+    ck_assert_uint_eq(total, 1000);
+    ck_assert_uint_eq(n, sizeof data);
+    ck_assert_mem_eq(got, data, sizeof data);
+    m.crc32c ^= 1;
+    buf = pack_msg(&m.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err), -1);
+    ck_assert_str_eq(err, "backup chunk checksum mismatch");
+    free(buf);
+    m.crc32c ^= 1;
+    out.buf_cap = 8; /* more than asked */
+    buf = pack_msg(&m.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err), -1);
+    free(buf);
+    m.ready = false; /* data while not ready */
+    out.buf_cap = sizeof got;
+    buf = pack_msg(&m.base, &len);
+    ck_assert_int_eq(
+        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err), -1);
+    free(buf);
+    once_result_clear(&r);
+}
+END_TEST
+
 START_TEST(names)
 {
     ck_assert_str_eq(once_outcome_name(ONCE_ACCEPTED), "ACCEPTED");
@@ -836,6 +901,7 @@ Suite *client_pure_suite(void)
     tcase_add_test(tc, result_malformed);
     tcase_add_test(tc, status_answer);
     tcase_add_test(tc, config_answers);
+    tcase_add_test(tc, backup_answers);
     tcase_add_test(tc, names);
     suite_add_tcase(s, tc);
     return s;

@@ -1288,10 +1288,17 @@ START_TEST(newer_version_refused)
         fsm_free(u);
     }
 
-    put_u32(buf + SNAP_FORMAT_OFF, format + 1);
+    /* Format 2 (a restore fence) is known; 3 is the first unknown one. A
+     * format-1 state read as format 2 lacks the fence: malformed. */
+    ck_assert_uint_eq(format, 1);
+    put_u32(buf + SNAP_FORMAT_OFF, 3);
     fix_crc(buf, len);
     restore_refused(t, buf, len, before, before_len, W_SCHEMA, "newer format",
                     SNAP_FORMAT_OFF);
+    put_u32(buf + SNAP_FORMAT_OFF, 2);
+    fix_crc(buf, len);
+    restore_refused(t, buf, len, before, before_len, W_MALFORMED,
+                    "format 2 without a fence", SNAP_FORMAT_OFF);
     put_u32(buf + SNAP_FORMAT_OFF, UINT32_MAX);
     fix_crc(buf, len);
     restore_refused(t, buf, len, before, before_len, W_SCHEMA, "format 2^32-1",
