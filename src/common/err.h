@@ -100,7 +100,8 @@
     X(TLS_E_CLOSED, -1604, "the peer closed the TLS session")         \
     X(TLS_E_PEER, -1605, "the peer certificate is not allowed here")  \
     X(TLS_E_NOMEM, -1606, "out of memory")                            \
-    X(TLS_E_IO, -1607, "TLS record error after the handshake")
+    X(TLS_E_IO, -1607, "TLS record error after the handshake")        \
+    X(TLS_E_FRAME, -1608, "a Raft message breaks its framing or a bound")
 
 #define ERR_ENUM(name, value, text) name = (value),
 
