@@ -2,7 +2,8 @@
  *
  * A once cluster is a replicated replay authority: it answers "has this
  * (scope, key) been used before?" linearizably and durably (see the README).
- * This library talks to it over TCP (the RPC of docs/design.md §5).
+ * This library talks to it over TCP, with TLS 1.3 when tls_ca is set (the RPC
+ * of docs/design.md §5).
  *
  * Model
  *   - A client (once_client) is made from the client addresses of some or all

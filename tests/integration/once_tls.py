@@ -25,7 +25,9 @@ and a client "intruder"; an expired node certificate "old" of the first CA.
   5. the TLS Raft port: garbage (not TLS), a peer certificate of another
      CA, and a valid peer certificate followed by a huge header length are
      all closed, the node keeps serving;
-  6. SIGHUP: a new certificate in the same files is served to new
+  6. a connection that sends nothing is closed by the handshake deadline,
+     on both ports;
+  7. SIGHUP: a new certificate in the same files is served to new
      connections (its serial seen by a fresh handshake) while claims go on;
      an unreadable certificate file is refused with a log line and the old
      certificate stays.
@@ -315,11 +317,22 @@ def scenario(t):
         t.check(serves(c, n, "via-" + n.name),
                 "TLS cluster: a claim via %s is ACCEPTED" % n.name)
     follower = [n for n in nodes if n is not leader][0]
+    # Silent connections, checked at the end: the handshake deadline (10 s)
+    # closes them, on both ports.
+    silent = [(port, socket.create_connection(("127.0.0.1", port),
+                                              timeout=5), time.time())
+              for port in (follower.client_port, follower.raft_port)]
     refused_clients(t, c, d, follower)
     tls_raft_port(t, c, d, follower)
     t.check("TLS refused" in follower.log_text(),
             "the node logs the refused handshakes")
     sighup(t, c, d, follower)
+    for port, s, t0 in silent:
+        left = max(1.0, 20 - (time.time() - t0))
+        t.check(closed_by_peer(s, timeout=left),
+                "a connection that never starts its handshake is closed "
+                "(port %d, after %.1f s)" % (port, time.time() - t0))
+        s.close()
     for n in nodes:
         t.check(serves(c, n, "end-via-" + n.name),
                 "TLS cluster still serves via %s" % n.name)
