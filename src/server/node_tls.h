@@ -46,7 +46,8 @@ struct node_tls
     struct tls_slot raft_in;
     struct tls_slot raft_out;
     struct tls_slot out;
-    const char *peer_ca; /* the file members chain to */
+    const char *peer_ca;    /* the file members chain to */
+    X509_STORE *peer_store; /* that file, loaded (owned; swapped on reload) */
     /* The member hook (see the top): 0, or a negative code with @why. */
     int (*member_check)(void *arg, X509 *cert, char *why);
     void *member_arg;
