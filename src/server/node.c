@@ -5,7 +5,8 @@
  *   1. the data directory (made if missing) and the node's id: random
  *      64-bit, made on the first start and kept in DIR/node-id; a directory
  *      with DIR/tombstone (a removed node) refuses to start;
- *   2. the uv loop; uvio (raft_uv, TCP transport with TCP_NODELAY); the
+ *   2. the TLS contexts (node_tls.h); the uv loop; uvio (raft_uv over
+ *      once's own transport: TCP or TLS, bounded messages); the
  *      store chosen by --storage (open_store: "uring" or "pwrite" in
  *      DIR/log, or raft_uv's own "uv"); the fsm and the replica (guards,
  *      adapter, pipeline) over them; the raft settings;
@@ -27,6 +28,9 @@
  * and hash key from RAND_bytes, settings from the flags, this node as the
  * only member); stamps the cluster id into answers once it is known; logs
  * leadership and membership changes; stops the node after its retirement.
+ *
+ * SIGHUP runs the reload hooks (reload_hooks[] below) in order; each
+ * either takes the new files or logs why not and keeps what it had.
  *
  * Stop (SIGTERM, SIGINT, retirement, a fatal start error): the RPC server
  * closes, waiting admin calls are answered, forwarding and join channels
@@ -447,6 +451,7 @@ static void tick_cb(uv_timer_t *t)
     node_sync_ids(s);
     forward_tick(&s->fwd);
     metrics_tick(&s->metrics);
+    node_tls_tick(s, uv_now(&s->loop));
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -460,6 +465,7 @@ static void on_raft_closed(struct raft *r)
     log_kv(LOG_INFO, "raft closed", NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
 static void on_rpc_closed(void *arg)
@@ -496,8 +502,39 @@ void node_stop(struct server *s, const char *why, int exit_code)
     raft_close(s->rep.raft, on_raft_closed);
 }
 
+/* What SIGHUP reloads, in order. Each hook takes its new files whole or
+ * returns an error (its message says why) and keeps what it had. */
+static const struct
+{
+    const char *what;
+    int (*reload)(struct server *s, char *errmsg);
+} reload_hooks[] = {
+    {"certificates", node_tls_reload},
+};
+
+static void node_reload(struct server *s)
+{
+    for (size_t i = 0; i < sizeof reload_hooks / sizeof reload_hooks[0]; i++) {
+        char errmsg[ERR_MSG_SIZE], q[300];
+
+        errmsg[0] = '\0';
+        if (reload_hooks[i].reload(s, errmsg) != 0) {
+            log_kv(LOG_WARN, "SIGHUP: reload refused, keeping the old one",
+                   "what=%s error=%s", reload_hooks[i].what,
+                   log_quote(errmsg, q, sizeof q));
+        } else {
+            log_kv(LOG_INFO, "SIGHUP: reloaded", "what=%s detail=%s",
+                   reload_hooks[i].what, log_quote(errmsg, q, sizeof q));
+        }
+    }
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
+    if (signum == SIGHUP) {
+        node_reload(h->data);
+        return;
+    }
     node_stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT",
               SERVER_EXIT_OK);
 }
@@ -561,11 +598,44 @@ static int step_loop(struct server *s)
     return 0;
 }
 
-static int step_uvio(struct server *s)
+static void transport_log(void *arg, const char *level, const char *msg)
+{
+    (void)arg;
+    log_kv(level_of(level), msg, "component=raft-transport");
+}
+
+static int step_tls(struct server *s)
 {
     char errmsg[ERR_MSG_SIZE], q[300];
 
-    if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, errmsg) != 0) {
+    if (node_tls_init(s, errmsg) != 0) {
+        log_kv(LOG_ERROR, "refusing to start: TLS", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        return SERVER_EXIT_FAIL;
+    }
+    if (s->tls.on) {
+        log_kv(LOG_INFO, "TLS on both ports", "cert=%s ca=%s peer_ca=%s",
+               s->cfg.tls_cert, s->cfg.tls_ca, s->tls.peer_ca);
+    }
+    node_tls_tick(s, mono_ms(NULL));
+    return 0;
+}
+
+static int step_uvio(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+    struct transport_config net;
+
+    memset(&net, 0, sizeof net);
+    if (s->tls.on) {
+        net.server = &s->tls.raft_in;
+        net.client = &s->tls.raft_out;
+        net.member = node_tls_member;
+    }
+    net.arg = s;
+    net.limits = s->cfg.raft_limits;
+    net.log = transport_log;
+    if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, &net, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
                log_quote(errmsg, q, sizeof q));
         return SERVER_EXIT_FAIL;
@@ -712,15 +782,15 @@ static const char *probe_raft_addr(const char *addr, char *buf, size_t cap)
 
 static int step_raft_start(struct server *s)
 {
-    char errmsg[ERR_MSG_SIZE], why[sizeof s->uvio.tcp.errmsg + 1], q[300];
+    char errmsg[ERR_MSG_SIZE], why[sizeof s->uvio.transport.errmsg + 1], q[300];
 
     if (replica_start(&s->rep, errmsg) != 0) {
         /* Probe only once raft has closed its own sockets. */
         close_raft_early(s);
-        if (s->uvio.tcp.errmsg[0] == '\0') {
+        if (s->uvio.transport.errmsg[0] == '\0') {
             probe_raft_addr(s->cfg.raft_addr, why, sizeof why);
         } else {
-            snprintf(why, sizeof why, "%s", s->uvio.tcp.errmsg);
+            snprintf(why, sizeof why, "%s", s->uvio.transport.errmsg);
         }
         log_kv(LOG_ERROR, "cannot start raft",
                "error=%s raft_addr=%s detail=%s",
@@ -743,9 +813,12 @@ static int step_handles(struct server *s)
     s->sigterm.data = s;
     uv_signal_init(&s->loop, &s->sigint);
     s->sigint.data = s;
+    uv_signal_init(&s->loop, &s->sighup);
+    s->sighup.data = s;
     uv_timer_init(&s->loop, &s->tick);
     s->tick.data = s;
-    forward_init(&s->fwd, &s->loop, &s->cfg.limits);
+    forward_init(&s->fwd, &s->loop, &s->cfg.limits,
+                 s->tls.on ? &s->tls.out : NULL);
     backups_init(&s->backups, s);
     s->up |= SERVER_UP_HANDLES;
     return 0;
@@ -771,6 +844,10 @@ static int step_rpc(struct server *s)
     rc.ids = s->ids;
     rc.log = rpc_log;
     rc.answered = rpc_answered;
+    if (s->tls.on) {
+        rc.tls = &s->tls.client_port;
+        rc.peer_member = node_tls_peer_member;
+    }
     if (rpc_server_start(&s->rpc, &s->loop, &rc, errmsg) != 0) {
         s->rpc = NULL;
         log_kv(LOG_ERROR, "cannot serve the client address",
@@ -781,6 +858,7 @@ static int step_rpc(struct server *s)
     }
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sighup, on_signal, SIGHUP);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
     log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
     return 0;
@@ -878,6 +956,7 @@ static int node_unwind(struct server *s, int code)
     if (s->up & SERVER_UP_METRICS) {
         metrics_free(&s->metrics);
     }
+    node_tls_close(&s->tls);
     if (s->up & SERVER_UP_LOOP) {
         rv = uv_loop_close(&s->loop);
         if (rv != 0) {
@@ -894,8 +973,9 @@ static const struct
     int (*run)(struct server *s);
 } start_steps[] = {
     {"data directory and identity", step_identity},
+    {"TLS contexts", step_tls},
     {"uv loop", step_loop},
-    {"raft io (raft_uv, TCP)", step_uvio},
+    {"raft io (raft_uv, our transport)", step_uvio},
     {"log store (--storage)", step_store},
     {"fsm and the Raft layer", step_replica},
     {"metrics registry", step_metrics},

@@ -22,6 +22,10 @@
  *   restore.c  --restore: a new cluster's first snapshot from a backup;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
+ *   node_tls.c TLS of both ports: the contexts made from the flags, the
+ *              member hook, the SIGHUP reload of the certificates, the
+ *              warning of a node serving plaintext off loopback
+ *              (node_tls.h): struct node_tls;
  *   log.c      logfmt lines on stderr.
  *
  * Everything runs on one uv loop thread (the Raft layer, the fsm, the RPC
@@ -44,6 +48,7 @@
 #include "server/join.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/node_tls.h"
 
 #define SERVER_JOIN_MAX 16 /* addresses in --join */
 
@@ -84,6 +89,14 @@ struct server_config
     struct rpc_limits limits;
     unsigned backup_idle_ms; /* --backup-idle-timeout */
     enum log_level log_level;
+    /* TLS (--tls-cert/--tls-key/--tls-ca, --peer-tls-ca): all NULL, or the
+     * first three given; peer_ca NULL: the same as ca. */
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_ca;
+    const char *peer_tls_ca;
+    bool insecure; /* --insecure: plaintext allowed off loopback */
+    struct rframe_limits raft_limits; /* --raft-message-max, -snapshot-max */
 };
 
 /* Defaults of every flag (docs/design.md §5, §6; the fsm's settings). */
@@ -112,7 +125,8 @@ struct server
     struct replica rep;
     struct rpc_server *rpc;
     struct rpc_ids ids;
-    uv_signal_t sigterm, sigint;
+    struct node_tls tls; /* node_tls.c */
+    uv_signal_t sigterm, sigint, sighup;
     uv_timer_t tick;
     unsigned up; /* SERVER_UP_* */
 

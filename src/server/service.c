@@ -405,6 +405,15 @@ void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req)
                     "node shutting down", NULL);
         return;
     }
+    if (call->forwarded && s->tls.on && !call->peer_member) {
+        /* Only a member may hand on another caller's call (and it is
+         * refused before its body is even read). */
+        reply_error(call, RPC_STATUS_PERMISSION_DENIED, RPC_APPLIED_FALSE,
+                    "forwarded calls are taken from members only: this "
+                    "connection's certificate has no member role",
+                    NULL);
+        return;
+    }
     if (envelope_unpack_body(req, &msg, errmsg) != 0) {
         char text[ERR_MSG_SIZE + 32];
         snprintf(text, sizeof text, "body: %s", errmsg);

@@ -11,6 +11,7 @@
 #include "raft/identity.h"
 #include "raft/replica.h"
 #include "rpc/conn.h"
+#include "rpc/tls.h"
 
 enum { ERR_HTTP_CODES(ERR_ENUM) }; /* as http/http.h declares them */
 
@@ -26,8 +27,9 @@ Suite *err_suite(void);
 START_TEST(every_code_has_its_row){
     ERR_FSM_CODES(ROW_CHECK) ERR_ENTRY_CODES(ROW_CHECK)
         ERR_REPLICA_CODES(ROW_CHECK) ERR_IDENTITY_CODES(ROW_CHECK)
-            ERR_RPC_CODES(ROW_CHECK) ERR_HTTP_CODES(ROW_CHECK)
-                ERR_VERIFY_CODES(ROW_CHECK) ERR_INGRESS_CODES(ROW_CHECK)} END_TEST
+            ERR_RPC_CODES(ROW_CHECK) ERR_TLS_CODES(ROW_CHECK)
+                ERR_HTTP_CODES(ROW_CHECK) ERR_VERIFY_CODES(ROW_CHECK)
+                    ERR_INGRESS_CODES(ROW_CHECK)} END_TEST
 
     START_TEST(modules_and_kinds)
 {
@@ -36,6 +38,7 @@ START_TEST(every_code_has_its_row){
     ck_assert_str_eq(err_module(REPLICA_E_BUSY), "replica");
     ck_assert_str_eq(err_module(IDENTITY_E_IO), "identity");
     ck_assert_str_eq(err_module(RPC_E_PROTOCOL), "rpc");
+    ck_assert_str_eq(err_module(TLS_E_HANDSHAKE), "tls");
     ck_assert_str_eq(err_module(HTTP_E_MHD), "http");
     ck_assert_str_eq(err_module(VERIFY_E_HEADER), "verify");
     ck_assert_str_eq(err_module(INGRESS_E_CONFIG), "ingress");
