@@ -16,7 +16,8 @@ struct err_code
 
 static const struct err_code codes[] = {
     ERR_FSM_CODES(ERR_ROW) ERR_ENTRY_CODES(ERR_ROW) ERR_REPLICA_CODES(ERR_ROW)
-        ERR_IDENTITY_CODES(ERR_ROW) ERR_RPC_CODES(ERR_ROW)};
+        ERR_IDENTITY_CODES(ERR_ROW) ERR_RPC_CODES(ERR_ROW)
+            ERR_ACCESS_CODES(ERR_ROW)};
 
 static const struct
 {
@@ -25,7 +26,7 @@ static const struct
 } ranges[] = {
     {ERR_FSM_BASE, "fsm"},         {ERR_ENTRY_BASE, "entry"},
     {ERR_REPLICA_BASE, "replica"}, {ERR_IDENTITY_BASE, "identity"},
-    {ERR_RPC_BASE, "rpc"},
+    {ERR_RPC_BASE, "rpc"},         {ERR_ACCESS_BASE, "access"},
 };
 
 static const struct err_code *find(int code)

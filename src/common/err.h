@@ -35,6 +35,7 @@
 #define ERR_REPLICA_BASE  (-1300)
 #define ERR_IDENTITY_BASE (-1400)
 #define ERR_RPC_BASE      (-1500)
+#define ERR_ACCESS_BASE   (-1700)
 
 /* The single table: X(name, value, text). Each module's header declares its
  * enum from its part with ERR_ENUM, so the numbers live here only. */
@@ -91,6 +92,15 @@
     X(RPC_E_CLOSED, -1525, "closed by its owner")                     \
     X(RPC_E_BUSY, -1526, "too many calls in flight")                  \
     X(RPC_E_PROTOCOL, -1527, "peer sent a frame that does not decode")
+
+#define ERR_ACCESS_CODES(X)                                           \
+    X(ACCESS_E_IO, -1701, "the access file cannot be read")           \
+    X(ACCESS_E_TOOBIG, -1702, "the access file is over a size limit") \
+    X(ACCESS_E_SYNTAX, -1703, "the access file is not valid JSON")    \
+    X(ACCESS_E_INVALID, -1704, "the access file breaks a rule")       \
+    X(ACCESS_E_NOMEM, -1705, "out of memory")                         \
+    X(ACCESS_E_DENIED, -1706, "permission denied")                    \
+    X(ACCESS_E_CERT, -1707, "a caller certificate does not decode")
 
 #define ERR_ENUM(name, value, text) name = (value),
 

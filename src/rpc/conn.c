@@ -103,6 +103,7 @@ void conn_maybe_free(struct conn *c)
         return;
     }
     envelope_view_close(&c->view);
+    X509_free(c->peer_cert);
     free(c->rbuf);
     free(c);
     side->freed(owner);
@@ -495,6 +496,11 @@ void conn_close(struct conn *c)
         uv_close((uv_handle_t *)&c->flush, on_conn_closed);
     }
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+X509 *conn_peer_cert(const struct conn *c)
+{
+    return c->peer_cert;
 }
 
 const char *rpc_conn_strerror(int rv)

@@ -46,11 +46,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/x509.h>
 #include <uv.h>
 
 #include "rpc/frame.h"
 
 /* Errors of this layer: RPC_E_ADDR..RPC_E_PROTOCOL (common/err.h). */
+
+struct conn;
+
+/* The peer's verified certificate: borrowed, valid while the connection
+ * lives (a server connection lives at least as long as its calls); NULL
+ * without TLS. */
+X509 *conn_peer_cert(const struct conn *c);
 
 struct rpc_limits
 {
@@ -155,6 +163,10 @@ void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st);
  * freed just before it. */
 void rpc_server_close(struct rpc_server *s, void (*cb)(void *arg), void *arg);
 
+/* The certificate the caller's connection presented (conn_peer_cert):
+ * borrowed, valid until rpc_call_reply; NULL without TLS. */
+X509 *rpc_call_peer_cert(const struct rpc_call *call);
+
 /* From now on, if the call's deadline passes before the handler replies,
  * the layer answers DEADLINE_EXCEEDED with applied UNKNOWN (before this:
  * applied FALSE). Call it just before handing the request to Raft. */
@@ -209,10 +221,10 @@ int rpc_channel_open(struct rpc_channel **out,
 const char *rpc_channel_addr(const struct rpc_channel *ch);
 
 /* Send one request: @req's method, deadline_ms, group_id, forwarded,
- * cluster id (the caller's pin: the server refuses the call if it belongs
- * to another cluster) and body are used (borrowed, copied before return);
- * the call id and direction are the channel's. @timeout_ms > 0 bounds the wait
- * for the answer from now (connect included); it is also sent as the
+ * caller_cert, cluster id (the caller's pin: the server refuses the call if it
+ * belongs to another cluster) and body are used (borrowed, copied before
+ * return); the call id and direction are the channel's. @timeout_ms > 0 bounds
+ * the wait for the answer from now (connect included); it is also sent as the
  * envelope's deadline when @req->deadline_ms is 0. @cb runs exactly once,
  * never from inside this function. Returns 0, or a negative error before
  * anything was queued (RPC_E_NOMEM; an envelope_check error for a bad

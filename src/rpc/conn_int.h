@@ -74,6 +74,9 @@ struct conn
     unsigned refs;  /* server: rpc_calls pointing here (answered or not) */
     uint64_t last_active_ms; /* a frame received (or, server: answered) */
     uint64_t last_write_ms;  /* last write completion, or queue start */
+    /* The peer's certificate after a verified TLS handshake (owned: freed
+     * with the conn); NULL for plaintext connections. */
+    X509 *peer_cert;
 };
 
 /* Zero @c and make its TCP handle on @loop, for @side and @owner, with the

@@ -282,6 +282,11 @@ static const struct conn_side server_side = {
     .pause_reads = true,
 };
 
+X509 *rpc_call_peer_cert(const struct rpc_call *call)
+{
+    return conn_peer_cert(((const struct call *)call)->c);
+}
+
 void rpc_call_mark_sent(struct rpc_call *call)
 {
     ((struct call *)call)->sent = true;

@@ -46,6 +46,13 @@ static const char usage_text[] =
     "                          in turn, to add it; ignored when the node is\n"
     "                          already in a configuration\n"
     "  --role voter|standby    role to join as (default voter; with --join)\n"
+    "  --access FILE           identities, roles and scopes (JSON, at most\n"
+    "                          1 MiB; docs/server.md, \"Access file\"); read\n"
+    "                          at start (a bad file refuses the start) and\n"
+    "                          again on SIGHUP (a bad file is refused with a\n"
+    "                          log line and the old one stays). Without TLS\n"
+    "                          callers have no identities: every caller is\n"
+    "                          admin\n"
     "  A restart needs neither --bootstrap nor --join.\n"
     "\n"
     "Raft:\n"
@@ -233,6 +240,7 @@ static const char *const value_flags[] = {
     "--storage",
     "--join",
     "--role",
+    "--access",
     "--election-timeout",
     "--heartbeat",
     "--snapshot-threshold",
@@ -285,6 +293,11 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         } else {
             return bad(k, "bad role \"%s\": want voter or standby", v);
         }
+    } else if (strcmp(k, "--access") == 0) {
+        if (v[0] == '\0' || strlen(v) > 4000) {
+            return bad(k, "bad file name \"%s\"", v);
+        }
+        c->access_path = v;
     } else if (strcmp(k, "--election-timeout") == 0) {
         if (parse_dur(k, v, 10, 60000, &n) != 0) {
             return -EINVAL;

@@ -437,6 +437,7 @@ static void on_raft_closed(struct raft *r)
     log_kv(LOG_INFO, "raft closed", NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
 static void on_rpc_closed(void *arg)
@@ -469,6 +470,44 @@ void node_stop(struct server *s, const char *why, int exit_code)
     replica_shutdown(&s->rep);
     s->rep.raft->data = s;
     raft_close(s->rep.raft, on_raft_closed);
+}
+
+/* --access: read the file again. A file that does not parse is refused
+ * with a log line and the identities in force stay: a typo in an edit
+ * must not lock every caller out, nor let anyone in. */
+static void reload_access(struct server *s)
+{
+    struct access *a;
+    char errmsg[ERR_MSG_SIZE];
+
+    if (s->cfg.access_path == NULL) {
+        return;
+    }
+    if (access_load(s->cfg.access_path, &a, errmsg) != 0) {
+        log_kv(LOG_ERROR, "access file refused; the previous one stays",
+               "error=%s", log_quote(errmsg, (char[300]){0}, 300));
+        return;
+    }
+    access_free(s->access);
+    s->access = a;
+    log_kv(LOG_INFO, "access file reloaded", "identities=%zu file=%s", a->n,
+           log_quote(s->cfg.access_path, (char[300]){0}, 300));
+}
+
+/* SIGHUP: every file the node reads at start that may change while it
+ * runs is read again here, each by its own hook (the access file; the TLS
+ * certificates once TLS is set up). Established connections stay: the new
+ * files apply to the next call and the next handshake. */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    struct server *s = h->data;
+
+    (void)signum;
+    if (s->stopping) {
+        return;
+    }
+    log_kv(LOG_INFO, "SIGHUP: reloading", NULL);
+    reload_access(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -521,6 +560,32 @@ static int step_identity(struct server *s)
         log_kv(LOG_WARN,
                "cluster settings flags only matter when this node proposes "
                "the fsm bootstrap (--bootstrap)",
+               NULL);
+    }
+    return 0;
+}
+
+/* --access: read once before anything listens, so a node never serves a
+ * moment without the identities it was given. */
+static int step_access(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+
+    if (s->cfg.access_path == NULL) {
+        return 0;
+    }
+    if (access_load(s->cfg.access_path, &s->access, errmsg) != 0) {
+        log_kv(LOG_ERROR, "refusing to start: access file", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        return SERVER_EXIT_FAIL;
+    }
+    log_kv(LOG_INFO, "access file", "identities=%zu file=%s tls=%d",
+           s->access->n, log_quote(s->cfg.access_path, q, sizeof q),
+           s->tls_identities ? 1 : 0);
+    if (!s->tls_identities) {
+        log_kv(LOG_WARN,
+               "without TLS callers have no identities: every caller is "
+               "admin, the access file is not applied",
                NULL);
     }
     return 0;
@@ -714,6 +779,8 @@ static int step_handles(struct server *s)
     s->sigterm.data = s;
     uv_signal_init(&s->loop, &s->sigint);
     s->sigint.data = s;
+    uv_signal_init(&s->loop, &s->sighup);
+    s->sighup.data = s;
     uv_timer_init(&s->loop, &s->tick);
     s->tick.data = s;
     forward_init(&s->fwd, &s->loop, &s->cfg.limits);
@@ -750,6 +817,7 @@ static int step_rpc(struct server *s)
     }
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
     log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
     return 0;
@@ -817,6 +885,8 @@ static int node_unwind(struct server *s, int code)
             log_kv(LOG_WARN, "uv_loop_close", "error=%s", uv_err_name(rv));
         }
     }
+    access_free(s->access);
+    s->access = NULL;
     s->up = 0;
     return code;
 }
@@ -827,6 +897,7 @@ static const struct
     int (*run)(struct server *s);
 } start_steps[] = {
     {"data directory and identity", step_identity},
+    {"access file (--access)", step_access},
     {"uv loop", step_loop},
     {"raft io (raft_uv, TCP)", step_uvio},
     {"log store (--storage)", step_store},

@@ -34,6 +34,7 @@
 #include "raft/replica.h"
 #include "raft/uvio.h"
 #include "rpc/conn.h"
+#include "server/access.h"
 #include "server/admin.h"
 #include "server/forward.h"
 #include "server/join.h"
@@ -74,6 +75,7 @@ struct server_config
     struct replica_config raft;
     struct rpc_limits limits;
     enum log_level log_level;
+    const char *access_path; /* --access FILE, or NULL */
 };
 
 /* Defaults of every flag (docs/design.md §5, §6; the fsm's settings). */
@@ -101,7 +103,7 @@ struct server
     struct replica rep;
     struct rpc_server *rpc;
     struct rpc_ids ids;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
     uv_timer_t tick;
     unsigned up; /* SERVER_UP_* */
 
@@ -123,6 +125,14 @@ struct server
     bool last_ready;
     uint64_t last_dir_sig;
     unsigned last_conf_n;
+
+    /* --access: the identities in force (owned; replaced whole by a
+     * SIGHUP reload that parses, never edited). NULL: no file. */
+    struct access *access;
+    /* Callers have identities: TLS is on, every connection's peer
+     * certificate was verified (conn_peer_cert). False: every caller is
+     * admin (authz.h). Set by the TLS setup. */
+    bool tls_identities;
 
     struct forwarder fwd; /* forward.c */
     struct admin admin;   /* admin.c */
