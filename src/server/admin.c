@@ -17,6 +17,7 @@
 #include "raft/identity.h"
 #include "server/convert.h"
 #include "server/reply.h"
+#include "server/safety.h"
 #include "server/server.h"
 #include "server/service.h"
 
@@ -499,14 +500,54 @@ void admin_members_add(struct server *s,
                    in->member.role);
 }
 
+/* Whether taking voter @id's vote away leaves a cluster that can still
+ * lose a node (safety.h); if not, and @force is not set, @call is answered
+ * FAILED_PRECONDITION with the reason and true is returned. A forced
+ * change that the check would refuse is logged at warn. */
+static bool refuse_unsafe(struct server *s,
+                          struct rpc_call *call,
+                          uint64_t id,
+                          bool force)
+{
+    struct safety_voter v[FSM_MEMBERS_MAX];
+    const struct raft_configuration *conf = &s->rep.raft->configuration;
+    char why[ERR_MSG_SIZE], idb[IDENTITY_HEX_LEN + 1], q[300];
+    size_t n = 0;
+
+    for (unsigned i = 0; i < conf->n && n < FSM_MEMBERS_MAX; i++) {
+        if (conf->servers[i].role == RAFT_VOTER) {
+            v[n].id = conf->servers[i].id;
+            v[n].reachable = member_reachable(s, v[n].id);
+            n++;
+        }
+    }
+    if (!safety_refuses(v, n, id, why)) {
+        return false;
+    }
+    log_kv(LOG_WARN,
+           force ? "unsafe membership change forced"
+                 : "unsafe membership change refused",
+           "op=%s member=%s reason=%s", rpc_method_name(call->method),
+           identity_format(id, idb), log_quote(why, q, sizeof q));
+    if (force) {
+        return false;
+    }
+    reply_config(call, call->method, FSM_FAILED_PRECONDITION, why);
+    return true;
+}
+
 void admin_members_remove(struct server *s,
                           struct rpc_call *call,
                           const ProtobufCMessage *msg,
                           const struct service_in *in)
 {
+    const Once__Rpc__MembersRemoveRequest *r = (const void *)msg;
+
     (void)in;
-    member_request(s, call, REPLICA_MEMBER_REMOVE,
-                   ((const Once__Rpc__MembersRemoveRequest *)msg)->id, NULL,
+    if (refuse_unsafe(s, call, r->id, r->force)) {
+        return;
+    }
+    member_request(s, call, REPLICA_MEMBER_REMOVE, r->id, NULL,
                    (enum fsm_role)0);
 }
 
@@ -516,10 +557,13 @@ void admin_members_assign(struct server *s,
                           const struct service_in *in)
 {
     const Once__Rpc__MembersAssignRequest *r = (const void *)msg;
+    enum fsm_role role = convert_role_in(r->role);
 
     (void)in;
-    member_request(s, call, REPLICA_MEMBER_ASSIGN, r->id, NULL,
-                   convert_role_in(r->role));
+    if (role != FSM_ROLE_VOTER && refuse_unsafe(s, call, r->id, r->force)) {
+        return;
+    }
+    member_request(s, call, REPLICA_MEMBER_ASSIGN, r->id, NULL, role);
 }
 
 void admin_transfer(struct server *s,
