@@ -51,6 +51,8 @@ void rpc_limits_default(struct rpc_limits *l)
     l->conns_max = 4096;
     l->idle_ms = 300000;
     l->out_max = 8u << 20;
+    l->frame_ms = 10000;
+    l->mem_max = (size_t)1 << 30;
     l->deadline_ms = 5000;
 }
 
@@ -107,6 +109,24 @@ void conn_maybe_free(struct conn *c)
     free(c->rbuf);
     free(c);
     side->freed(owner);
+}
+
+void conn_account(struct conn *c)
+{
+    size_t now;
+
+    if (c->mem == NULL) {
+        return;
+    }
+    now = c->closing ? 0 : c->rcap + c->out_bytes;
+    c->mem->used = c->mem->used - c->mem_held + now;
+    if (now > c->mem_held && c->mem->max > 0 && c->mem->used > c->mem->max &&
+        c->side->over_memory != NULL) {
+        c->mem_held = now;
+        c->side->over_memory(c);
+        return;
+    }
+    c->mem_held = now;
 }
 
 static void on_conn_closed(uv_handle_t *h)
@@ -192,7 +212,8 @@ static void conn_on_frame(struct conn *c, const uint8_t *env, size_t len)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
-    bool big = false;
+    bool big = false, whole = false;
+    uint64_t now;
 
     (void)buf;
     if (nread < 0) {
@@ -203,7 +224,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->rlen += (size_t)nread;
-    c->last_active_ms = uv_now(s->loop);
+    now = uv_now(s->loop);
     while (!c->closing && !c->close_after_write) {
         uint32_t env_len;
         int rv = frame_decode_header(c->rbuf + c->rpos, c->rlen - c->rpos,
@@ -225,12 +246,26 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         big = big || env_len > READ_CHUNK;
         c->rpos += FRAME_HEADER_LEN;
+        /* Idle time counts from the last whole frame, not from any byte. */
+        c->last_active_ms = now;
+        whole = true;
         conn_on_frame(c, c->rbuf + c->rpos, env_len);
         c->rpos += env_len;
     }
-    if (big && !c->closing) {
+    if (c->closing) {
+        return;
+    }
+    /* What is left is the start of a frame: since this read if a frame
+     * ended in it (or none was pending), else since it began. */
+    if (c->rlen == c->rpos) {
+        c->partial_since_ms = 0;
+    } else if (whole || c->partial_since_ms == 0) {
+        c->partial_since_ms = now;
+    }
+    if (big) {
         conn_shrink(c);
     }
+    conn_account(c);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -242,6 +277,7 @@ static void on_write(uv_write_t *req, int status)
     c->last_write_ms = uv_now(c->tcp.loop);
     free(w->ext);
     free(w);
+    conn_account(c);
     if (status != 0) {
         conn_close(c);
         return;
@@ -262,6 +298,7 @@ static void note_queued(struct conn *c, size_t len)
         c->last_write_ms = uv_now(c->tcp.loop);
     }
     c->out_bytes += len;
+    conn_account(c);
     /* Server side only: a channel keeps reading (its answers are what
      * drains the server, which applies its own limit). */
     if (c->side->pause_reads && !c->paused && c->out_bytes > c->lim->out_max) {
@@ -484,6 +521,7 @@ void conn_close(struct conn *c)
         return;
     }
     c->closing = true;
+    conn_account(c); /* a closing conn counts nothing */
     c->side->closing(c);
     if (c->corking) {
         /* Corked answers never reached the socket: dropped, like the

@@ -38,6 +38,17 @@ struct conn_side
     /* Stop reading while more than out_max bytes are queued (a server: its
      * peer must read its answers before it sends more calls). */
     bool pause_reads;
+    /* The memory account (struct conn.mem) went over its max because of
+     * @c; NULL for a side without an account. Must not close anything
+     * itself: it runs inside conn.c's reads and sends. */
+    void (*over_memory)(struct conn *c);
+};
+
+/* Bytes held by a side's connections (rpc_server.c: one per server). */
+struct conn_mem
+{
+    size_t used;
+    size_t max; /* 0: no limit */
 };
 
 struct conn
@@ -72,8 +83,13 @@ struct conn
     size_t clen, ccap;
     unsigned calls; /* server: unanswered calls */
     unsigned refs;  /* server: rpc_calls pointing here (answered or not) */
-    uint64_t last_active_ms; /* a frame received (or, server: answered) */
-    uint64_t last_write_ms;  /* last write completion, or queue start */
+    uint64_t last_active_ms;   /* a whole frame received (or, server:
+                                * answered) */
+    uint64_t partial_since_ms; /* the unfinished frame in rbuf started; 0:
+                                * none */
+    struct conn_mem *mem;      /* the side's account, or NULL */
+    size_t mem_held;           /* what this conn counts in *mem */
+    uint64_t last_write_ms;    /* last write completion, or queue start */
     /* The peer's certificate after a verified TLS handshake (owned: freed
      * with the conn); NULL for plaintext connections. */
     X509 *peer_cert;
@@ -112,6 +128,10 @@ void conn_close(struct conn *c);
 /* Close a conn its side never linked (an accept that failed): the handle
  * only, no side->closing. */
 void conn_discard(struct conn *c);
+
+/* Count what @c holds now (read buffer capacity and queued bytes; 0 once
+ * closing) in its side's account. */
+void conn_account(struct conn *c);
 
 /* Free @c if its handles have closed and refs is 0 (a side that dropped a
  * reference calls it). */

@@ -88,8 +88,16 @@ static const char usage_text[] =
     "  --max-conns N           client connections (default 4096; 1..65536)\n"
     "  --max-calls-per-conn N  calls in flight per connection (default\n"
     "                          1024; 1..65536)\n"
-    "  --idle-timeout DUR      close idle connections after DUR (default 5m;\n"
-    "                          0ms: never; ..24h)\n"
+    "  --idle-timeout DUR      close a connection without calls in flight\n"
+    "                          DUR after its last whole frame or answer\n"
+    "                          (default 5m; 0ms: never; ..24h)\n"
+    "  --frame-timeout DUR     close a connection that started a frame and\n"
+    "                          did not finish it within DUR (default 10s;\n"
+    "                          0ms: never; ..1h)\n"
+    "  --max-conn-memory N     bytes all client connections may hold in\n"
+    "                          read buffers and queued answers (default\n"
+    "                          1073741824; 16777216..68719476736); past it\n"
+    "                          the connection holding the most is closed\n"
     "\n"
     "Logs:\n"
     "  --log-level LEVEL       debug, info, warn or error (default info);\n"
@@ -255,6 +263,8 @@ static const char *const value_flags[] = {
     "--max-conns",
     "--max-calls-per-conn",
     "--idle-timeout",
+    "--frame-timeout",
+    "--max-conn-memory",
     "--log-level",
 };
 #define N_VALUE_FLAGS (sizeof value_flags / sizeof value_flags[0])
@@ -365,6 +375,16 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -EINVAL;
         }
         c->limits.idle_ms = (unsigned)n;
+    } else if (strcmp(k, "--frame-timeout") == 0) {
+        if (parse_dur(k, v, 0, HOUR_MS, &n) != 0) {
+            return -EINVAL;
+        }
+        c->limits.frame_ms = (unsigned)n;
+    } else if (strcmp(k, "--max-conn-memory") == 0) {
+        if (parse_num(k, v, 16u << 20, 64ull << 30, &n) != 0) {
+            return -EINVAL;
+        }
+        c->limits.mem_max = (size_t)n;
     } else if (strcmp(k, "--storage") == 0) {
         if (strcmp(v, "uring") == 0) {
             c->storage = SERVER_STORAGE_URING;
