@@ -403,7 +403,7 @@ static int run_store(const char *dir,
     uv_loop_init(&loop);
     if (strcmp(backend, "uv") == 0) {
         u = calloc(1, sizeof *u);
-        rv = uvio_init(u, &loop, dir, err);
+        rv = uvio_init(u, &loop, dir, NULL, err);
         if (rv == 0) {
             rv = u->io.init(&u->io, 1, "127.0.0.1:9");
             if (rv != 0) {

@@ -17,7 +17,7 @@ struct err_code
 static const struct err_code codes[] = {
     ERR_FSM_CODES(ERR_ROW) ERR_ENTRY_CODES(ERR_ROW) ERR_REPLICA_CODES(ERR_ROW)
         ERR_IDENTITY_CODES(ERR_ROW) ERR_RPC_CODES(ERR_ROW)
-            ERR_ACCESS_CODES(ERR_ROW)};
+            ERR_TLS_CODES(ERR_ROW) ERR_ACCESS_CODES(ERR_ROW)};
 
 static const struct
 {
@@ -26,7 +26,8 @@ static const struct
 } ranges[] = {
     {ERR_FSM_BASE, "fsm"},         {ERR_ENTRY_BASE, "entry"},
     {ERR_REPLICA_BASE, "replica"}, {ERR_IDENTITY_BASE, "identity"},
-    {ERR_RPC_BASE, "rpc"},         {ERR_ACCESS_BASE, "access"},
+    {ERR_RPC_BASE, "rpc"},         {ERR_TLS_BASE, "tls"},
+    {ERR_ACCESS_BASE, "access"},
 };
 
 static const struct err_code *find(int code)

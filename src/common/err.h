@@ -35,6 +35,7 @@
 #define ERR_REPLICA_BASE  (-1300)
 #define ERR_IDENTITY_BASE (-1400)
 #define ERR_RPC_BASE      (-1500)
+#define ERR_TLS_BASE      (-1600)
 #define ERR_ACCESS_BASE   (-1700)
 
 /* The single table: X(name, value, text). Each module's header declares its
@@ -92,6 +93,16 @@
     X(RPC_E_CLOSED, -1525, "closed by its owner")                     \
     X(RPC_E_BUSY, -1526, "too many calls in flight")                  \
     X(RPC_E_PROTOCOL, -1527, "peer sent a frame that does not decode")
+
+#define ERR_TLS_CODES(X)                                              \
+    X(TLS_E_CONFIG, -1601, "certificate, key or CA file refused")     \
+    X(TLS_E_HANDSHAKE, -1602, "TLS handshake failed")                 \
+    X(TLS_E_NOT_TLS, -1603, "the peer did not start a TLS handshake") \
+    X(TLS_E_CLOSED, -1604, "the peer closed the TLS session")         \
+    X(TLS_E_PEER, -1605, "the peer certificate is not allowed here")  \
+    X(TLS_E_NOMEM, -1606, "out of memory")                            \
+    X(TLS_E_IO, -1607, "TLS record error after the handshake")        \
+    X(TLS_E_FRAME, -1608, "a Raft message breaks its framing or a bound")
 
 #define ERR_ACCESS_CODES(X)                                           \
     X(ACCESS_E_IO, -1701, "the access file cannot be read")           \

@@ -24,8 +24,14 @@
  * socket at any moment), so a connection lost before the flush reports it
  * "unknown": conservative, never "not applied" for bytes that might leave.
  *
- * The stream is reached only here (conn_send, conn_send_copy, on_read), so
- * TLS (later) wraps read and write in this file. */
+ * TLS (conn_tls_start) wraps the stream here and nowhere else: reads go
+ * through one per-thread ciphertext buffer into the session and the
+ * plaintext into rbuf as above; frames made before the handshake completed
+ * wait in the cork; every write (corked frames, handshake records) is
+ * sealed into ciphertext, which the wreq owns until it is written. The
+ * handshake has a deadline (hs_timer); a peer that sends bytes that are not
+ * a TLS handshake, fails verification or misses the deadline is closed,
+ * and its side hears why (tls_failed). */
 #include "rpc/conn_int.h"
 
 #include <stdlib.h>
@@ -39,10 +45,16 @@ struct wreq
 {
     uv_write_t req;
     struct conn *c;
-    size_t len;
+    size_t len;      /* plaintext bytes counted in out_bytes */
     uint8_t *ext;    /* corked frames (owned), or NULL: frame[] below */
+    uint8_t *sealed; /* TLS: the ciphertext written (owned), or NULL */
     uint8_t frame[]; /* the whole frame */
 };
+
+/* Ciphertext is read here and fed to the session at once (libuv calls
+ * on_alloc and on_read back to back on the loop's thread): one buffer per
+ * thread, not 64 KiB per connection. */
+static _Thread_local uint8_t tls_rbuf[TLS_FEED_MAX];
 
 void rpc_limits_default(struct rpc_limits *l)
 {
@@ -105,8 +117,9 @@ void conn_maybe_free(struct conn *c)
         return;
     }
     envelope_view_close(&c->view);
-    X509_free(c->peer_cert);
     free(c->rbuf);
+    tls_session_free(&c->tls);
+    X509_free(c->peer_cert);
     free(c);
     side->freed(owner);
 }
@@ -140,22 +153,21 @@ static void on_conn_closed(uv_handle_t *h)
     conn_maybe_free(c);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* Room in rbuf for what comes next: unread bytes moved to the front, and
+ * the buffer grown to the whole frame in hand (bounded by frame_max), so
+ * one large frame is read into place without repeated growth. false: out
+ * of memory. */
+static bool rbuf_make_room(struct conn *c)
 {
-    struct conn *c = h->data;
     size_t want = READ_CHUNK;
     uint32_t env_len;
 
-    (void)suggested;
-    /* Compact: unread bytes move to the front. What is left is less than
-     * one frame (on_read consumed every whole one). */
+    /* What is left is less than one frame (every whole one was consumed). */
     if (c->rpos > 0) {
         memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
         c->rlen -= c->rpos;
         c->rpos = 0;
     }
-    /* Room for the whole frame in hand (bounded by frame_max), so one large
-     * frame is read into place without repeated growth. */
     if (frame_decode_header(c->rbuf, c->rlen, c->lim->frame_max, &env_len) ==
             0 &&
         FRAME_HEADER_LEN + (size_t)env_len > want) {
@@ -164,13 +176,29 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     if (c->rcap < want) {
         uint8_t *nb = realloc(c->rbuf, want);
 
-        if (nb == NULL) { /* UNTESTED: malloc; libuv reports UV_ENOBUFS */
-            buf->base = NULL;
-            buf->len = 0;
-            return;
+        if (nb == NULL) { /* UNTESTED: malloc */
+            return false;
         }
         c->rbuf = nb;
         c->rcap = want;
+    }
+    return true;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+
+    (void)suggested;
+    if (c->tls_on) {
+        buf->base = (char *)tls_rbuf;
+        buf->len = sizeof tls_rbuf;
+        return;
+    }
+    if (!rbuf_make_room(c)) { /* UNTESTED: libuv reports UV_ENOBUFS */
+        buf->base = NULL;
+        buf->len = 0;
+        return;
     }
     buf->base = (char *)c->rbuf + c->rlen;
     buf->len = c->rcap - c->rlen;
@@ -209,22 +237,12 @@ static void conn_on_frame(struct conn *c, const uint8_t *env, size_t len)
     c->side->frame(c, &c->view);
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Hand every whole frame in rbuf to the side; true if one was large. */
+static bool conn_parse(struct conn *c)
 {
-    struct conn *c = s->data;
+    uint64_t now = uv_now(c->tcp.loop);
     bool big = false, whole = false;
-    uint64_t now;
 
-    (void)buf;
-    if (nread < 0) {
-        conn_close(c); /* EOF or error */
-        return;
-    }
-    if (nread == 0) {
-        return;
-    }
-    c->rlen += (size_t)nread;
-    now = uv_now(s->loop);
     while (!c->closing && !c->close_after_write) {
         uint32_t env_len;
         int rv = frame_decode_header(c->rbuf + c->rpos, c->rlen - c->rpos,
@@ -253,16 +271,37 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->rpos += env_len;
     }
     if (c->closing) {
-        return;
+        return big;
     }
-    /* What is left is the start of a frame: since this read if a frame
-     * ended in it (or none was pending), else since it began. */
+    /* What is left is the start of a frame: since now if a frame ended
+     * in these bytes (or none was pending), else since it began. */
     if (c->rlen == c->rpos) {
         c->partial_since_ms = 0;
     } else if (whole || c->partial_since_ms == 0) {
         c->partial_since_ms = now;
     }
-    if (big) {
+    return big;
+}
+
+static void tls_on_read(struct conn *c, const uint8_t *p, size_t n);
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+
+    if (nread < 0) {
+        conn_close(c); /* EOF or error */
+        return;
+    }
+    if (nread == 0) {
+        return;
+    }
+    if (c->tls_on) {
+        tls_on_read(c, (const uint8_t *)buf->base, (size_t)nread);
+        return;
+    }
+    c->rlen += (size_t)nread;
+    if (conn_parse(c) && !c->closing) {
         conn_shrink(c);
     }
     conn_account(c);
@@ -276,6 +315,7 @@ static void on_write(uv_write_t *req, int status)
     c->out_bytes -= w->len;
     c->last_write_ms = uv_now(c->tcp.loop);
     free(w->ext);
+    free(w->sealed);
     free(w);
     conn_account(c);
     if (status != 0) {
@@ -307,16 +347,44 @@ static void note_queued(struct conn *c, size_t len)
     }
 }
 
-/* The prepare handle: the corked answers leave in one write. */
+/* Write @w: its @len plaintext bytes at @plain, sealed first with TLS
+ * (into w->sealed, owned by @w). 0, or libuv's error / TLS_E_IO: then
+ * nothing was queued and @w is the caller's to free. */
+static int wreq_write(struct conn *c,
+                      struct wreq *w,
+                      const uint8_t *plain,
+                      size_t len)
+{
+    uv_buf_t b = uv_buf_init((char *)plain, (unsigned)len);
+
+    w->sealed = NULL;
+    if (c->tls_on) {
+        size_t n;
+
+        if (tls_session_seal(&c->tls, plain, len) != 0) {
+            return TLS_E_IO;
+        }
+        n = tls_session_pending(&c->tls);
+        w->sealed = malloc(n);
+        if (w->sealed == NULL) {
+            return TLS_E_NOMEM; /* UNTESTED: malloc */
+        }
+        b = uv_buf_init((char *)w->sealed,
+                        (unsigned)tls_session_take(&c->tls, w->sealed, n));
+    }
+    return uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+}
+
+/* The prepare handle: the corked answers leave in one write (with TLS, once
+ * the handshake completed: ready restarts it). */
 static void on_flush(uv_prepare_t *h)
 {
     struct conn *c = h->data;
     struct wreq *w;
-    uv_buf_t b;
     int rv;
 
     (void)uv_prepare_stop(h);
-    if (c->clen == 0 || c->closing) {
+    if (c->clen == 0 || c->closing || (c->tls_on && !c->tls.done)) {
         return;
     }
     w = malloc(sizeof *w);
@@ -330,11 +398,11 @@ static void on_flush(uv_prepare_t *h)
     c->cbuf = NULL;
     c->clen = 0;
     c->ccap = 0;
-    b = uv_buf_init((char *)w->ext, (unsigned)w->len);
-    rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    rv = wreq_write(c, w, w->ext, w->len);
     if (rv != 0) {
         c->out_bytes -= w->len;
         free(w->ext);
+        free(w->sealed);
         free(w);
         conn_close(c);
     }
@@ -393,16 +461,17 @@ static int conn_cork(struct conn *c,
 }
 
 /* Hand @w (w->len bytes at w->frame) to the socket. 0, or libuv's error:
- * then @w is freed and nothing is queued. */
+ * then @w is freed and nothing is queued. (Only connections that do not
+ * cork get here; TLS connections always cork.) */
 static int wreq_submit(struct conn *c, struct wreq *w)
 {
-    uv_buf_t b = uv_buf_init((char *)w->frame, (unsigned)w->len);
     int rv;
 
     w->c = c;
     w->ext = NULL;
-    rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    rv = wreq_write(c, w, w->frame, w->len);
     if (rv != 0) {
+        free(w->sealed);
         free(w);
         return rv;
     }
@@ -471,6 +540,184 @@ int conn_send_copy(struct conn *c, const uint8_t *frames, size_t len)
     return wreq_submit(c, w) == 0 ? 0 : RPC_E_LOST;
 }
 
+/* --- TLS ------------------------------------------------------------------ */
+
+/* Write what the session produced by itself (handshake records, alerts):
+ * no plaintext, so nothing counts in out_bytes. 0, or a negative error. */
+static int tls_flush_raw(struct conn *c)
+{
+    size_t n = tls_session_pending(&c->tls);
+    struct wreq *w;
+    uv_buf_t b;
+    int rv;
+
+    if (n == 0) {
+        return 0;
+    }
+    w = malloc(sizeof *w);
+    if (w == NULL) {
+        return TLS_E_NOMEM; /* UNTESTED: malloc */
+    }
+    w->c = c;
+    w->len = 0;
+    w->ext = NULL;
+    w->sealed = malloc(n);
+    if (w->sealed == NULL) {
+        free(w); /* UNTESTED: malloc */
+        return TLS_E_NOMEM;
+    }
+    b = uv_buf_init((char *)w->sealed,
+                    (unsigned)tls_session_take(&c->tls, w->sealed, n));
+    rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rv != 0) {
+        free(w->sealed);
+        free(w);
+    }
+    return rv;
+}
+
+/* The session failed: tell the side, try to get the alert out (best
+ * effort: the close would cancel a queued write), close. */
+static void tls_fail(struct conn *c, int rv, const char *errmsg)
+{
+    uint8_t alert[256];
+    size_t n = tls_session_take(&c->tls, alert, sizeof alert);
+
+    if (n > 0) {
+        uv_buf_t b = uv_buf_init((char *)alert, (unsigned)n);
+
+        (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    }
+    if (c->side->tls_failed != NULL) {
+        c->side->tls_failed(c, rv, errmsg);
+    }
+    conn_close(c);
+}
+
+static void on_hs_timer(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    char errmsg[ERR_MSG_SIZE];
+
+    if (c->closing || c->tls.done) {
+        return; /* UNTESTED: the timer is stopped at the handshake's end */
+    }
+    err_printf(errmsg, "no TLS handshake within %llu ms",
+               (unsigned long long)uv_timer_get_repeat(t));
+    tls_fail(c, TLS_E_HANDSHAKE, errmsg);
+}
+
+static void tls_handshake_done(struct conn *c)
+{
+    (void)uv_timer_stop(&c->hs_timer);
+    c->peer_cert = tls_session_peer(&c->tls);
+    if (c->side->ready != NULL) {
+        c->side->ready(c);
+    }
+    if (!c->closing && c->clen > 0) {
+        (void)uv_prepare_start(&c->flush, on_flush);
+    }
+}
+
+/* Drain the session's plaintext into rbuf and hand on whole frames. */
+static void tls_drain(struct conn *c)
+{
+    bool big = false;
+
+    while (!c->closing) {
+        char errmsg[ERR_MSG_SIZE];
+        int n;
+
+        if (!rbuf_make_room(c)) {
+            conn_close(c); /* UNTESTED: malloc */
+            return;
+        }
+        n = tls_session_read(&c->tls, c->rbuf + c->rlen, c->rcap - c->rlen,
+                             errmsg);
+        if (n == TLS_E_CLOSED) {
+            conn_close(c); /* as EOF */
+            return;
+        }
+        if (n < 0) {
+            tls_fail(c, n, errmsg);
+            return;
+        }
+        if (n == 0) {
+            break;
+        }
+        c->rlen += (size_t)n;
+        big = conn_parse(c) || big;
+        if (c->close_after_write) {
+            break; /* the side reads nothing more */
+        }
+    }
+    if (big && !c->closing) {
+        conn_shrink(c);
+    }
+    conn_account(c);
+}
+
+static void tls_on_read(struct conn *c, const uint8_t *p, size_t n)
+{
+    char errmsg[ERR_MSG_SIZE];
+    bool was_done = c->tls.done;
+    int rv = tls_session_feed(&c->tls, p, n, errmsg);
+
+    if (rv != 0) {
+        tls_fail(c, rv, errmsg);
+        return;
+    }
+    if (tls_flush_raw(c) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (!c->tls.done) {
+        return;
+    }
+    if (!was_done) {
+        tls_handshake_done(c);
+    }
+    tls_drain(c);
+}
+
+int conn_tls_start(struct conn *c,
+                   SSL_CTX *ctx,
+                   bool server,
+                   const char *host,
+                   unsigned handshake_ms,
+                   char *errmsg)
+{
+    int rv;
+
+    if (!c->corking) {
+        err_printf(errmsg, "TLS needs a corked connection"); /* UNTESTED */
+        return TLS_E_CONFIG;
+    }
+    rv = tls_session_init(&c->tls, ctx, server, host, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    c->tls_on = true;
+    (void)uv_timer_init(c->tcp.loop, &c->hs_timer);
+    c->hs_timer.data = c;
+    c->open_handles++;
+    if (handshake_ms > 0) {
+        (void)uv_timer_start(&c->hs_timer, on_hs_timer, handshake_ms,
+                             handshake_ms);
+    }
+    rv = tls_flush_raw(c); /* a client's hello */
+    if (rv != 0) {
+        err_printf(errmsg, "write: %s", uv_strerror(rv));
+        return TLS_E_HANDSHAKE;
+    }
+    return 0;
+}
+
+X509 *conn_peer_cert(const struct conn *c)
+{
+    return c->peer_cert;
+}
+
 int conn_init(struct conn *c,
               uv_loop_t *loop,
               const struct rpc_limits *l,
@@ -533,12 +780,10 @@ void conn_close(struct conn *c)
         c->ccap = 0;
         uv_close((uv_handle_t *)&c->flush, on_conn_closed);
     }
+    if (c->tls_on) {
+        uv_close((uv_handle_t *)&c->hs_timer, on_conn_closed);
+    }
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-}
-
-X509 *conn_peer_cert(const struct conn *c)
-{
-    return c->peer_cert;
 }
 
 const char *rpc_conn_strerror(int rv)

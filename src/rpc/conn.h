@@ -42,8 +42,12 @@
  * decoder's message). A request whose body the handler cannot decode is the
  * handler's to answer INVALID_ARGUMENT; the connection stays.
  *
- * Every stream gets TCP_NODELAY. The stream is reached only through the
- * functions here, so TLS (later) wraps read/write inside conn.c.
+ * Every stream gets TCP_NODELAY. With a TLS slot (rpc/tls.h) a server or
+ * channel speaks TLS 1.3 on every connection: conn.c seals and opens every
+ * byte, frames flow only after a verified handshake, and a handshake not
+ * completed within handshake_ms closes the connection. A server requires a
+ * client certificate; a channel checks the server's certificate against
+ * the IP of its address.
  *
  * Not thread-safe: every object here belongs to one uv loop and is used from
  * that loop's thread only. */
@@ -58,15 +62,9 @@
 #include <uv.h>
 
 #include "rpc/frame.h"
+#include "rpc/tls.h"
 
 /* Errors of this layer: RPC_E_ADDR..RPC_E_PROTOCOL (common/err.h). */
-
-struct conn;
-
-/* The peer's verified certificate: borrowed, valid while the connection
- * lives (a server connection lives at least as long as its calls); NULL
- * without TLS. */
-X509 *conn_peer_cert(const struct conn *c);
 
 struct rpc_limits
 {
@@ -123,6 +121,11 @@ struct rpc_call
      * FAILED_PRECONDITION, applied FALSE; the handler never sees it. */
     bool has_cluster_id;
     uint8_t cluster_id[RPC_ID_LEN];
+    /* TLS: the caller's verified certificate (borrowed: valid until
+     * rpc_call_reply; NULL without TLS), and what the server's peer_member
+     * hook said of it at the handshake (false without TLS). */
+    X509 *peer_cert;
+    bool peer_member;
     void *user;
 };
 
@@ -144,6 +147,15 @@ struct rpc_server_config
     /* Log hook (level "info"|"warn"|"error", one logfmt-ready message);
      * NULL: silent. */
     void (*log)(void *arg, const char *level, const char *msg);
+    /* TLS: the slot of the server context (borrowed; outlives the server;
+     * a context swapped into it serves the connections accepted after);
+     * NULL: plaintext. */
+    struct tls_slot *tls;
+    unsigned handshake_ms; /* 0: TLS_HANDSHAKE_MS_DEFAULT */
+    /* TLS: asked once per connection after the handshake with the peer's
+     * certificate and the chain it sent: may it make forwarded calls (is it
+     * a member)? NULL: no one may. */
+    bool (*peer_member)(void *arg, X509 *cert, STACK_OF(X509) * chain);
 };
 
 /* Bind, listen and start accepting on @loop. 0 and *out, or RPC_E_ADDR /
@@ -172,6 +184,7 @@ struct rpc_server_stats
     uint64_t frames_timed_out;  /* closed: a frame not finished in time */
     uint64_t conns_over_memory; /* closed: over mem_max */
     uint64_t mem_used;          /* bytes held now (see mem_max) */
+    uint64_t tls_refused;       /* handshakes failed, refused or too slow */
 };
 void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st);
 
@@ -180,10 +193,6 @@ void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st);
  * once every handle has closed and the last call was replied; the server is
  * freed just before it. */
 void rpc_server_close(struct rpc_server *s, void (*cb)(void *arg), void *arg);
-
-/* The certificate the caller's connection presented (conn_peer_cert):
- * borrowed, valid until rpc_call_reply; NULL without TLS. */
-X509 *rpc_call_peer_cert(const struct rpc_call *call);
 
 /* From now on, if the call's deadline passes before the handler replies,
  * the layer answers DEADLINE_EXCEEDED with applied UNKNOWN (before this:
@@ -238,6 +247,18 @@ int rpc_channel_open(struct rpc_channel **out,
 
 const char *rpc_channel_addr(const struct rpc_channel *ch);
 
+/* Speak TLS on every connection made from now on: the context in @slot
+ * (borrowed; outlives the channel; read at each connect, so a swapped
+ * context is used by the next connection), the server's certificate
+ * checked against the IP of the channel's address. A handshake that fails
+ * fails the calls waiting for it with RPC_E_CONNECT (not sent); the reason
+ * is in rpc_channel_last_error. */
+void rpc_channel_set_tls(struct rpc_channel *ch, struct tls_slot *slot);
+
+/* Why the last connection of @ch failed before any call was written
+ * (a refused TLS handshake, say), or "" if none did. */
+const char *rpc_channel_last_error(const struct rpc_channel *ch);
+
 /* Send one request: @req's method, deadline_ms, group_id, forwarded,
  * caller_cert, cluster id (the caller's pin: the server refuses the call if it
  * belongs to another cluster) and body are used (borrowed, copied before
@@ -259,6 +280,13 @@ unsigned rpc_channel_pending(const struct rpc_channel *ch);
 /* Fail every pending call with RPC_E_CLOSED and close the connection; the
  * channel is freed once its handles have closed (run the loop). */
 void rpc_channel_close(struct rpc_channel *ch);
+
+/* The verified peer certificate of a connection (borrowed, valid while the
+ * connection lives; NULL without TLS or before its handshake completed).
+ * struct conn is private to src/rpc (conn_int.h); servers hand it to their
+ * handlers through rpc_call.peer_cert. */
+struct conn;
+X509 *conn_peer_cert(const struct conn *c);
 
 /* Text for an RPC_E_* code of either header. */
 const char *rpc_conn_strerror(int rv);

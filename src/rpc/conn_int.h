@@ -18,6 +18,7 @@
 #define ONCE_RPC_CONN_INT_H_
 
 #include "rpc/conn.h"
+#include "rpc/tls.h"
 
 struct conn;
 
@@ -38,6 +39,13 @@ struct conn_side
     /* Stop reading while more than out_max bytes are queued (a server: its
      * peer must read its answers before it sends more calls). */
     bool pause_reads;
+    /* TLS only (conn_tls_start). ready: the handshake completed and the
+     * peer's chain was verified (c->peer_cert is set when the peer sent
+     * one); frames flow from now on. tls_failed: the handshake failed, its
+     * deadline passed, or a record did not decode (@errmsg says which);
+     * the conn closes right after. Either may be NULL. */
+    void (*ready)(struct conn *c);
+    void (*tls_failed)(struct conn *c, int rv, const char *errmsg);
     /* The memory account (struct conn.mem) went over its max because of
      * @c; NULL for a side without an account. Must not close anything
      * itself: it runs inside conn.c's reads and sends. */
@@ -90,9 +98,16 @@ struct conn
     struct conn_mem *mem;      /* the side's account, or NULL */
     size_t mem_held;           /* what this conn counts in *mem */
     uint64_t last_write_ms;    /* last write completion, or queue start */
-    /* The peer's certificate after a verified TLS handshake (owned: freed
-     * with the conn); NULL for plaintext connections. */
+
+    /* TLS (conn_tls_start; all zero for plaintext). Frames wait in the
+     * cork until the handshake completed; every write is sealed first. */
+    bool tls_on;
+    struct tls_session tls;
+    uv_timer_t hs_timer; /* the handshake deadline; a handle while tls_on */
+    /* The verified peer certificate, owned (X509_free with the conn): set
+     * once the handshake completed; NULL without TLS. */
     X509 *peer_cert;
+    bool peer_member; /* server: what rpc_server_config.peer_member said */
 };
 
 /* Zero @c and make its TCP handle on @loop, for @side and @owner, with the
@@ -106,6 +121,18 @@ int conn_init(struct conn *c,
 
 /* Cork @c's frames (see conn.c). Call once, after conn_init. */
 void conn_cork_init(struct conn *c, uv_loop_t *loop);
+
+/* Make @c a TLS connection on @ctx (server or client side; @host as
+ * tls_session_init's), with a handshake deadline of @handshake_ms (0: none).
+ * Call after conn_cork_init and before conn_read_start; a client's first
+ * flight is written here. 0, or a TLS_E_* code with @errmsg (then @c is
+ * unchanged and the caller closes it). */
+int conn_tls_start(struct conn *c,
+                   SSL_CTX *ctx,
+                   bool server,
+                   const char *host,
+                   unsigned handshake_ms,
+                   char *errmsg);
 
 /* Start reading frames (after accept or connect). 0 or libuv's error. */
 int conn_read_start(struct conn *c);

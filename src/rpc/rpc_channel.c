@@ -16,8 +16,11 @@
  * and every pcall timer (and the kick timer) has closed. */
 #include "rpc/conn_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <arpa/inet.h>
 
 #define CHANNEL_HASH 1024u /* buckets of the pending-call table */
 
@@ -47,7 +50,11 @@ struct rpc_channel
     struct rpc_limits lim;
     struct conn *conn; /* current connection, or NULL */
     bool connecting;
+    bool handshaking; /* TLS: connected, the handshake not yet done */
     bool connected;
+    struct tls_slot *tls;       /* borrowed; NULL or empty: plaintext */
+    char host[INET_ADDRSTRLEN]; /* the name the server's cert must have */
+    char last_error[ERR_MSG_SIZE];
     uv_connect_t creq;
     uv_timer_t kick; /* flush/connect from the loop, never inside a call */
     bool kick_armed;
@@ -191,6 +198,15 @@ static void channel_conn_closing(struct conn *c)
 {
     struct rpc_channel *ch = c->ch;
 
+    if (ch->conn == c && ch->handshaking) {
+        /* The TLS handshake failed: nothing was written; like a failed
+         * connect, every queued call fails, definitely not applied
+         * (retrying at once would only fail the same way). */
+        ch->conn = NULL;
+        ch->handshaking = false;
+        channel_fail(ch, ch->closing ? RPC_E_CLOSED : RPC_E_CONNECT, ALL_CALLS);
+        return;
+    }
     if (ch->conn == c) {
         ch->conn = NULL;
         ch->connected = false;
@@ -260,12 +276,37 @@ static void channel_bad_frame(struct conn *c, const char *errmsg)
     channel_protocol_error(c);
 }
 
+static void channel_flush(struct rpc_channel *ch);
+
+static void channel_tls_ready(struct conn *c)
+{
+    struct rpc_channel *ch = c->ch;
+
+    if (ch->conn != c) {
+        return; /* UNTESTED: a conn the channel let go of */
+    }
+    ch->handshaking = false;
+    ch->connected = true;
+    ch->last_error[0] = '\0';
+    channel_flush(ch);
+}
+
+static void channel_tls_failed(struct conn *c, int rv, const char *errmsg)
+{
+    struct rpc_channel *ch = c->ch;
+
+    (void)rv;
+    err_printf(ch->last_error, "%s: TLS: %s", ch->addr, errmsg);
+}
+
 static const struct conn_side channel_side = {
     .frame = channel_answer,
     .bad_frame = channel_bad_frame,
     .closing = channel_conn_closing,
     .freed = channel_conn_freed,
     .pause_reads = false,
+    .ready = channel_tls_ready,
+    .tls_failed = channel_tls_failed,
 };
 
 static void pcall_write(struct rpc_channel *ch, struct pcall *p)
@@ -319,10 +360,26 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
+    if (ch->tls != NULL && ch->tls->ctx != NULL) {
+        char errmsg[ERR_MSG_SIZE];
+
+        if (conn_tls_start(c, ch->tls->ctx, false, ch->host,
+                           TLS_HANDSHAKE_MS_DEFAULT, errmsg) != 0) {
+            err_printf(ch->last_error, "%s: TLS: %s", ch->addr, errmsg);
+            conn_close(c);
+            channel_fail(ch, RPC_E_CONNECT, ALL_CALLS);
+            return;
+        }
+        ch->handshaking = true;
+    }
     if (conn_read_start(c) != 0) {
+        ch->handshaking = false;
         conn_close(c); /* UNTESTED */
         channel_fail(ch, RPC_E_CONNECT, ALL_CALLS);
         return;
+    }
+    if (ch->handshaking) {
+        return; /* channel_tls_ready goes on */
     }
     ch->connected = true;
     channel_flush(ch);
@@ -398,6 +455,8 @@ int rpc_channel_open(struct rpc_channel **out,
     }
     ch->loop = loop;
     strcpy(ch->addr, addr);
+    snprintf(ch->host, sizeof ch->host, "%.*s",
+             (int)(strrchr(addr, ':') - addr), addr);
     ch->sa = sa;
     ch->lim = *limits;
     ch->next_id = 1;
@@ -493,6 +552,16 @@ int rpc_channel_call(struct rpc_channel *ch,
         (void)uv_timer_start(&ch->kick, on_kick, 0, 0);
     }
     return 0;
+}
+
+void rpc_channel_set_tls(struct rpc_channel *ch, struct tls_slot *slot)
+{
+    ch->tls = slot;
+}
+
+const char *rpc_channel_last_error(const struct rpc_channel *ch)
+{
+    return ch->last_error;
 }
 
 void rpc_channel_close(struct rpc_channel *ch)

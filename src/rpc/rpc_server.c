@@ -21,6 +21,7 @@
  * conn have closed and every call was replied. */
 #include "rpc/conn_int.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,9 @@ struct rpc_server
     rpc_serve_fn serve;
     void *arg;
     void (*log)(void *arg, const char *level, const char *msg);
+    struct tls_slot *tls; /* borrowed; NULL or an empty slot: plaintext */
+    unsigned handshake_ms;
+    bool (*peer_member)(void *arg, X509 *cert, STACK_OF(X509) * chain);
     struct rpc_ids ids;
     struct conn *conns; /* open ones */
     unsigned n_conns;   /* allocated (open or closing) */
@@ -264,6 +268,8 @@ static void server_request(struct conn *c, struct envelope_view *v)
     k->pub.forwarded = v->forwarded;
     k->pub.has_cluster_id = v->has_cluster_id;
     memcpy(k->pub.cluster_id, v->cluster_id, RPC_ID_LEN);
+    k->pub.peer_cert = c->peer_cert; /* the call holds a ref on c */
+    k->pub.peer_member = c->peer_member;
     k->c = c;
     c->refs++;
     c->calls++;
@@ -317,19 +323,55 @@ static void server_over_memory(struct conn *c)
     }
 }
 
+/* The peer's address for log lines. */
+static const char *peer_name(struct conn *c, char *buf, size_t cap)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+
+    snprintf(buf, cap, "?");
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 &&
+        ss.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+        char ip[INET_ADDRSTRLEN];
+
+        uv_ip4_name(in, ip, sizeof ip);
+        snprintf(buf, cap, "%s:%u", ip, (unsigned)ntohs(in->sin_port));
+    }
+    return buf;
+}
+
+/* A verified handshake: ask once whether this peer is a member. */
+static void server_tls_ready(struct conn *c)
+{
+    struct rpc_server *s = c->srv;
+
+    if (s->peer_member != NULL && c->peer_cert != NULL) {
+        c->peer_member = s->peer_member(s->arg, c->peer_cert,
+                                        SSL_get_peer_cert_chain(c->tls.ssl));
+    }
+}
+
+static void server_tls_failed(struct conn *c, int rv, const char *errmsg)
+{
+    char peer[64];
+
+    (void)rv;
+    c->srv->st.tls_refused++;
+    srv_logf(c->srv, "warn", "TLS refused for %s: %s",
+             peer_name(c, peer, sizeof peer), errmsg);
+}
+
 static const struct conn_side server_side = {
     .frame = server_request,
     .bad_frame = server_bad_frame,
     .closing = server_conn_closing,
     .freed = server_conn_freed,
     .pause_reads = true,
+    .ready = server_tls_ready,
+    .tls_failed = server_tls_failed,
     .over_memory = server_over_memory,
 };
-
-X509 *rpc_call_peer_cert(const struct rpc_call *call)
-{
-    return conn_peer_cert(((const struct call *)call)->c);
-}
 
 void rpc_call_mark_sent(struct rpc_call *call)
 {
@@ -383,6 +425,32 @@ void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
     call_free(k);
 }
 
+/* A TLS connection: over conns_max it is closed before the handshake (no
+ * frame can be sent before one, and the client's calls are then "not
+ * sent" either way); else the handshake starts, and frames are read once it
+ * completed. */
+static void server_accept_tls(struct rpc_server *s, struct conn *c)
+{
+    char errmsg[ERR_MSG_SIZE];
+
+    if (s->st.conns_open > s->lim.conns_max) {
+        s->st.conns_refused++;
+        conn_close(c);
+        return;
+    }
+    if (conn_tls_start(
+            c, s->tls->ctx, true, NULL,
+            s->handshake_ms != 0 ? s->handshake_ms : TLS_HANDSHAKE_MS_DEFAULT,
+            errmsg) != 0) {
+        srv_logf(s, "error", "TLS: %s", errmsg); /* UNTESTED: malloc */
+        conn_close(c);
+        return;
+    }
+    if (conn_read_start(c) != 0) {
+        conn_close(c); /* UNTESTED */
+    }
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
     struct rpc_server *s = listener->data;
@@ -411,6 +479,10 @@ static void on_connection(uv_stream_t *listener, int status)
     s->conns = c;
     s->st.conns_open++;
     s->st.conns_accepted++;
+    if (s->tls != NULL && s->tls->ctx != NULL) {
+        server_accept_tls(s, c);
+        return;
+    }
     if (s->st.conns_open > s->lim.conns_max) {
         s->st.conns_refused++;
         send_error(c, 0, RPC_METHOD_UNSPECIFIED, RPC_STATUS_RESOURCE_EXHAUSTED,
@@ -533,6 +605,9 @@ int rpc_server_start(struct rpc_server **out,
     s->serve = cfg->serve;
     s->arg = cfg->arg;
     s->log = cfg->log;
+    s->tls = cfg->tls;
+    s->handshake_ms = cfg->handshake_ms;
+    s->peer_member = cfg->peer_member;
     s->ids = cfg->ids;
     (void)uv_tcp_init(loop, &s->listener);
     s->listener.data = s;

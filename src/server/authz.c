@@ -147,6 +147,24 @@ int authz_resolve(const struct access *a,
     return 0;
 }
 
+int authz_member_check(const struct access *a, X509 *cert, char *why)
+{
+    const struct access_identity *id = access_match(a, cert);
+
+    if (id == NULL) {
+        err_printf(why,
+                   "no identity of the access file matches its "
+                   "certificate");
+        return ACCESS_E_DENIED;
+    }
+    if (id->role != ACCESS_ROLE_MEMBER) {
+        err_printf(why, "identity \"%.80s\" has role %s, not member", id->text,
+                   access_role_name(id->role));
+        return ACCESS_E_DENIED;
+    }
+    return 0;
+}
+
 int authz_check(const struct authz_caller *c,
                 const struct authz_req *r,
                 char *why)

@@ -63,6 +63,12 @@ int authz_resolve(const struct access *a,
                   struct authz_caller *out,
                   char *why);
 
+/* Whether @cert may be a member (the Raft port, joins, forwarded calls):
+ * the first identity of @a it matches has the role member. 0, or
+ * ACCESS_E_DENIED with @why (ERR_MSG_SIZE). Not counted: a refused peer
+ * is refused at its handshake. */
+int authz_member_check(const struct access *a, X509 *cert, char *why);
+
 /* 0: allowed. ACCESS_E_DENIED: refused, @why (ERR_MSG_SIZE) says which
  * right is missing, and the refusal is counted. */
 int authz_check(const struct authz_caller *c,

@@ -29,11 +29,13 @@ struct forward_rec
 
 void forward_init(struct forwarder *f,
                   uv_loop_t *loop,
-                  const struct rpc_limits *limits)
+                  const struct rpc_limits *limits,
+                  struct tls_slot *tls)
 {
     memset(f, 0, sizeof *f);
     f->loop = loop;
     f->limits = limits;
+    f->tls = tls;
 }
 
 static void forward_log(struct forwarder *f,
@@ -101,6 +103,9 @@ static struct rpc_channel *channel_for(struct forwarder *f, const char *addr)
                "leader=%s error=%s", addr,
                log_quote(errmsg, (char[300]){0}, 300));
         return NULL;
+    }
+    if (f->tls != NULL) {
+        rpc_channel_set_tls(ch, f->tls);
     }
     if (f->ch != NULL) {
         if (f->n_drain == FORWARD_DRAIN_MAX) {
@@ -175,7 +180,7 @@ static bool forward_caller_cert(struct rpc_call *call,
                                 unsigned char **der,
                                 struct envelope_view *fv)
 {
-    X509 *peer = rpc_call_peer_cert(call);
+    X509 *peer = call->peer_cert;
     int n;
 
     *der = NULL;

@@ -29,7 +29,8 @@ struct forwarder
 {
     uv_loop_t *loop;
     const struct rpc_limits *limits; /* borrowed: the node's --max-frame ... */
-    struct rpc_channel *ch;          /* to the current leader, or NULL */
+    struct tls_slot *tls;   /* borrowed: the node's "out" slot, or NULL */
+    struct rpc_channel *ch; /* to the current leader, or NULL */
     struct rpc_channel *drain[FORWARD_DRAIN_MAX];
     unsigned n_drain;
     uint64_t log_ms; /* when the last error line was written */
@@ -38,7 +39,8 @@ struct forwarder
 
 void forward_init(struct forwarder *f,
                   uv_loop_t *loop,
-                  const struct rpc_limits *limits);
+                  const struct rpc_limits *limits,
+                  struct tls_slot *tls);
 
 /* Forward @call (a validated request, @req its envelope) to the leader, or
  * answer it at once when it cannot go: already forwarded (one hop), no

@@ -146,6 +146,9 @@ static void join_try(struct join *j)
             join_again(j, false);
             return;
         }
+        if (s->tls.on) {
+            rpc_channel_set_tls(j->ch, &s->tls.out);
+        }
     }
     m.id = s->id;
     m.raft_addr = (char *)s->cfg.raft_addr;

@@ -28,8 +28,8 @@ static const char usage_text[] =
     "  --data-dir DIR          data directory (made if missing); holds the\n"
     "                          node's id (node-id), the Raft log and\n"
     "                          snapshots\n"
-    "  --raft-addr IP:PORT     Raft peer address (keep it on a private\n"
-    "                          network: the Raft port is unauthenticated)\n"
+    "  --raft-addr IP:PORT     Raft peer address (TLS with --tls-*; keep it\n"
+    "                          on a private network all the same)\n"
     "  --client-addr IP:PORT   client and admin RPC address\n"
     "  --http-addr IP:PORT     not supported yet: refused\n"
     "  --storage uring|pwrite|uv\n"
@@ -99,6 +99,25 @@ static const char usage_text[] =
     "                          1073741824; 16777216..68719476736); past it\n"
     "                          the connection holding the most is closed\n"
     "\n"
+    "TLS (both ports; without it onced serves loopback addresses only):\n"
+    "  --tls-cert FILE         this node's certificate chain (PEM); with\n"
+    "                          --tls-key and --tls-ca\n"
+    "  --tls-key FILE          its private key (PEM)\n"
+    "  --tls-ca FILE           CA bundle: clients must present a certificate\n"
+    "                          from it (or from --peer-tls-ca)\n"
+    "  --peer-tls-ca FILE      CA bundle of the other nodes (Raft port and\n"
+    "                          forwarded calls; default: --tls-ca)\n"
+    "  --insecure              allow plaintext on non-loopback addresses\n"
+    "                          (a warning is logged every minute)\n"
+    "  SIGHUP reloads the certificate, key and CA files; a file that does\n"
+    "  not load is refused with a log line and the old ones stay.\n"
+    "\n"
+    "Raft port bounds (every message is checked as it arrives):\n"
+    "  --raft-message-max N    largest Raft message but a snapshot, in bytes\n"
+    "                          (default 536870912; 1048576..17179869184)\n"
+    "  --raft-snapshot-max N   largest InstallSnapshot data, in bytes\n"
+    "                          (default 8589934592; 1048576..1099511627776)\n"
+    "\n"
     "Logs:\n"
     "  --log-level LEVEL       debug, info, warn or error (default info);\n"
     "                          logfmt lines on stderr\n"
@@ -121,6 +140,8 @@ void server_config_default(struct server_config *c)
     c->raft.max_catch_up_round_ms = 5000;
     rpc_limits_default(&c->limits);
     c->log_level = LOG_INFO;
+    c->raft_limits.message_max = RFRAME_MESSAGE_MAX_DEFAULT;
+    c->raft_limits.snapshot_max = RFRAME_SNAPSHOT_MAX_DEFAULT;
 }
 
 static int bad(const char *flag, const char *fmt, ...)
@@ -239,6 +260,56 @@ static int parse_join(struct server_config *c, const char *val)
     return 0;
 }
 
+static int apply_tls_flag(struct server_config *c, const char *k, const char *v)
+{
+    if (v[0] == '\0' || strlen(v) > 4000) {
+        return bad(k, "bad file name \"%s\"", v);
+    }
+    if (strcmp(k, "--tls-cert") == 0) {
+        c->tls_cert = v;
+    } else if (strcmp(k, "--tls-key") == 0) {
+        c->tls_key = v;
+    } else if (strcmp(k, "--tls-ca") == 0) {
+        c->tls_ca = v;
+    } else {
+        c->peer_tls_ca = v;
+    }
+    return 0;
+}
+
+/* TLS is all or nothing; without it, only loopback addresses unless
+ * --insecure (secure by default). */
+static int check_tls(const struct server_config *c)
+{
+    bool any = c->tls_cert != NULL || c->tls_key != NULL || c->tls_ca != NULL;
+
+    if (any &&
+        (c->tls_cert == NULL || c->tls_key == NULL || c->tls_ca == NULL)) {
+        return bad("--tls-cert",
+                   "--tls-cert, --tls-key and --tls-ca go "
+                   "together");
+    }
+    if (c->peer_tls_ca != NULL && !any) {
+        return bad("--peer-tls-ca",
+                   "only with --tls-cert, --tls-key and "
+                   "--tls-ca");
+    }
+    if (!any && !c->insecure) {
+        const char *off = !node_tls_loopback(c->client_addr) ? c->client_addr
+                          : !node_tls_loopback(c->raft_addr) ? c->raft_addr
+                                                             : NULL;
+
+        if (off != NULL) {
+            return bad(off == c->client_addr ? "--client-addr" : "--raft-addr",
+                       "%s is not a loopback address: refusing to serve it "
+                       "without TLS (give --tls-cert, --tls-key and --tls-ca, "
+                       "or --insecure)",
+                       off);
+        }
+    }
+    return 0;
+}
+
 /* The flags that take a value, in --help order; "seen" catches repeats. */
 static const char *const value_flags[] = {
     "--data-dir",
@@ -265,6 +336,12 @@ static const char *const value_flags[] = {
     "--idle-timeout",
     "--frame-timeout",
     "--max-conn-memory",
+    "--tls-cert",
+    "--tls-key",
+    "--tls-ca",
+    "--peer-tls-ca",
+    "--raft-message-max",
+    "--raft-snapshot-max",
     "--log-level",
 };
 #define N_VALUE_FLAGS (sizeof value_flags / sizeof value_flags[0])
@@ -385,6 +462,15 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -EINVAL;
         }
         c->limits.mem_max = (size_t)n;
+    } else if (strcmp(k, "--tls-cert") == 0 || strcmp(k, "--tls-key") == 0 ||
+               strcmp(k, "--tls-ca") == 0 || strcmp(k, "--peer-tls-ca") == 0) {
+        return apply_tls_flag(c, k, v);
+    } else if (strcmp(k, "--raft-message-max") == 0) {
+        return parse_num(k, v, 1u << 20, 16ull << 30,
+                         &c->raft_limits.message_max);
+    } else if (strcmp(k, "--raft-snapshot-max") == 0) {
+        return parse_num(k, v, 1u << 20, 1ull << 40,
+                         &c->raft_limits.snapshot_max);
     } else if (strcmp(k, "--storage") == 0) {
         if (strcmp(v, "uring") == 0) {
             c->storage = SERVER_STORAGE_URING;
@@ -420,6 +506,13 @@ static int parse_args(struct server_config *c, int argc, char **argv)
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             fputs(usage_text, stdout);
             return 1;
+        }
+        if (strcmp(arg, "--insecure") == 0) {
+            if (c->insecure) {
+                return bad(arg, "given twice");
+            }
+            c->insecure = true;
+            continue;
         }
         if (strcmp(arg, "--bootstrap") == 0) {
             if (seen_bootstrap) {
@@ -484,6 +577,9 @@ static int parse_args(struct server_config *c, int argc, char **argv)
     if (strcmp(c->raft_addr, c->client_addr) == 0) {
         return bad("--client-addr", "must differ from --raft-addr (\"%s\")",
                    c->client_addr);
+    }
+    if (check_tls(c) != 0) {
+        return -EINVAL;
     }
     if (c->n_join > 0) {
         /* The same list may be given to every node: this node's own

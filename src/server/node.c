@@ -5,7 +5,8 @@
  *   1. the data directory (made if missing) and the node's id: random
  *      64-bit, made on the first start and kept in DIR/node-id; a directory
  *      with DIR/tombstone (a removed node) refuses to start;
- *   2. the uv loop; uvio (raft_uv, TCP transport with TCP_NODELAY); the
+ *   2. the TLS contexts (node_tls.h); the uv loop; uvio (raft_uv over
+ *      once's own transport: TCP or TLS, bounded messages); the
  *      store chosen by --storage (open_store: "uring" or "pwrite" in
  *      DIR/log, or raft_uv's own "uv"); the fsm and the replica (guards,
  *      adapter, pipeline) over them; the raft settings;
@@ -27,6 +28,9 @@
  * only member); stamps the cluster id into answers once it is known; logs
  * leadership and membership changes; stops the node after its retirement.
  *
+ * SIGHUP runs the reload hooks (reload_hooks[] below) in order; each
+ * either takes the new files or logs why not and keeps what it had.
+ *
  * Stop (SIGTERM, SIGINT, retirement, a fatal start error): the RPC server
  * closes, waiting admin calls are answered, forwarding and join channels
  * close, replica_shutdown, raft_close; the loop ends once every handle is
@@ -46,6 +50,7 @@
 
 #include "common/err.h"
 #include "raft/identity.h"
+#include "server/authz.h"
 #include "server/server.h"
 #include "server/service.h"
 #include "store/store_log.h"
@@ -424,6 +429,7 @@ static void tick_cb(uv_timer_t *t)
     }
     node_sync_ids(s);
     forward_tick(&s->fwd);
+    node_tls_tick(s, uv_now(&s->loop));
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -472,46 +478,63 @@ void node_stop(struct server *s, const char *why, int exit_code)
     raft_close(s->rep.raft, on_raft_closed);
 }
 
-/* --access: read the file again. A file that does not parse is refused
- * with a log line and the identities in force stay: a typo in an edit
- * must not lock every caller out, nor let anyone in. */
-static void reload_access(struct server *s)
+/* --access: read the file again; a file that does not parse is refused
+ * and the identities in force stay: a typo in an edit must neither lock
+ * every caller out nor let anyone in. Established connections are judged
+ * by the new file from their next call on. */
+static int reload_access(struct server *s, char *errmsg)
 {
     struct access *a;
-    char errmsg[ERR_MSG_SIZE];
+    int rv;
 
     if (s->cfg.access_path == NULL) {
-        return;
+        err_printf(errmsg, "no --access: nothing to reload");
+        return 0;
     }
-    if (access_load(s->cfg.access_path, &a, errmsg) != 0) {
-        log_kv(LOG_ERROR, "access file refused; the previous one stays",
-               "error=%s", log_quote(errmsg, (char[300]){0}, 300));
-        return;
+    rv = access_load(s->cfg.access_path, &a, errmsg);
+    if (rv != 0) {
+        return rv;
     }
     access_free(s->access);
     s->access = a;
-    log_kv(LOG_INFO, "access file reloaded", "identities=%zu file=%s", a->n,
-           log_quote(s->cfg.access_path, (char[300]){0}, 300));
+    err_printf(errmsg, "identities=%zu file=%s", a->n, s->cfg.access_path);
+    return 0;
 }
 
-/* SIGHUP: every file the node reads at start that may change while it
- * runs is read again here, each by its own hook (the access file; the TLS
- * certificates once TLS is set up). Established connections stay: the new
- * files apply to the next call and the next handshake. */
-static void on_sighup(uv_signal_t *h, int signum)
+/* What SIGHUP reloads, in order. Each hook takes its new files whole or
+ * returns an error (its message says why) and keeps what it had. */
+static const struct
 {
-    struct server *s = h->data;
+    const char *what;
+    int (*reload)(struct server *s, char *errmsg);
+} reload_hooks[] = {
+    {"certificates", node_tls_reload},
+    {"access", reload_access},
+};
 
-    (void)signum;
-    if (s->stopping) {
-        return;
+static void node_reload(struct server *s)
+{
+    for (size_t i = 0; i < sizeof reload_hooks / sizeof reload_hooks[0]; i++) {
+        char errmsg[ERR_MSG_SIZE], q[300];
+
+        errmsg[0] = '\0';
+        if (reload_hooks[i].reload(s, errmsg) != 0) {
+            log_kv(LOG_WARN, "SIGHUP: reload refused, keeping the old one",
+                   "what=%s error=%s", reload_hooks[i].what,
+                   log_quote(errmsg, q, sizeof q));
+        } else {
+            log_kv(LOG_INFO, "SIGHUP: reloaded", "what=%s detail=%s",
+                   reload_hooks[i].what, log_quote(errmsg, q, sizeof q));
+        }
     }
-    log_kv(LOG_INFO, "SIGHUP: reloading", NULL);
-    reload_access(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
 {
+    if (signum == SIGHUP) {
+        node_reload(h->data);
+        return;
+    }
     node_stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT",
               SERVER_EXIT_OK);
 }
@@ -579,16 +602,19 @@ static int step_access(struct server *s)
                log_quote(errmsg, q, sizeof q));
         return SERVER_EXIT_FAIL;
     }
-    log_kv(LOG_INFO, "access file", "identities=%zu file=%s tls=%d",
-           s->access->n, log_quote(s->cfg.access_path, q, sizeof q),
-           s->tls_identities ? 1 : 0);
-    if (!s->tls_identities) {
-        log_kv(LOG_WARN,
-               "without TLS callers have no identities: every caller is "
-               "admin, the access file is not applied",
-               NULL);
-    }
+    log_kv(LOG_INFO, "access file", "identities=%zu file=%s", s->access->n,
+           log_quote(s->cfg.access_path, q, sizeof q));
     return 0;
+}
+
+/* The member hook of both ports (node_tls.h): a peer is a member when the
+ * first identity of the access file its certificate matches has the role
+ * member. */
+static int access_member(void *arg, X509 *cert, char *why)
+{
+    struct server *s = arg;
+
+    return authz_member_check(s->access, cert, why);
 }
 
 static int step_loop(struct server *s)
@@ -601,11 +627,60 @@ static int step_loop(struct server *s)
     return 0;
 }
 
-static int step_uvio(struct server *s)
+static void transport_log(void *arg, const char *level, const char *msg)
+{
+    (void)arg;
+    log_kv(level_of(level), msg, "component=raft-transport");
+}
+
+static int step_tls(struct server *s)
 {
     char errmsg[ERR_MSG_SIZE], q[300];
 
-    if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, errmsg) != 0) {
+    if (node_tls_init(s, errmsg) != 0) {
+        log_kv(LOG_ERROR, "refusing to start: TLS", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        return SERVER_EXIT_FAIL;
+    }
+    if (s->tls.on && s->access == NULL) {
+        /* With TLS every caller is judged by the access file: without one
+         * no certificate has a role, not even a member's. */
+        log_kv(LOG_ERROR,
+               "refusing to start: TLS needs --access FILE (the roles of "
+               "the certificates)",
+               NULL);
+        return SERVER_EXIT_FAIL;
+    }
+    if (s->tls.on) {
+        s->tls.member_check = access_member;
+        s->tls.member_arg = s;
+        log_kv(LOG_INFO, "TLS on both ports", "cert=%s ca=%s peer_ca=%s",
+               s->cfg.tls_cert, s->cfg.tls_ca, s->tls.peer_ca);
+    } else if (s->access != NULL) {
+        log_kv(LOG_WARN,
+               "without TLS callers have no identities: every caller is "
+               "admin and the access file is not applied",
+               NULL);
+    }
+    node_tls_tick(s, mono_ms(NULL));
+    return 0;
+}
+
+static int step_uvio(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+    struct transport_config net;
+
+    memset(&net, 0, sizeof net);
+    if (s->tls.on) {
+        net.server = &s->tls.raft_in;
+        net.client = &s->tls.raft_out;
+        net.member = node_tls_member;
+    }
+    net.arg = s;
+    net.limits = s->cfg.raft_limits;
+    net.log = transport_log;
+    if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, &net, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
                log_quote(errmsg, q, sizeof q));
         return SERVER_EXIT_FAIL;
@@ -748,15 +823,15 @@ static const char *probe_raft_addr(const char *addr, char *buf, size_t cap)
 
 static int step_raft_start(struct server *s)
 {
-    char errmsg[ERR_MSG_SIZE], why[sizeof s->uvio.tcp.errmsg + 1], q[300];
+    char errmsg[ERR_MSG_SIZE], why[sizeof s->uvio.transport.errmsg + 1], q[300];
 
     if (replica_start(&s->rep, errmsg) != 0) {
         /* Probe only once raft has closed its own sockets. */
         close_raft_early(s);
-        if (s->uvio.tcp.errmsg[0] == '\0') {
+        if (s->uvio.transport.errmsg[0] == '\0') {
             probe_raft_addr(s->cfg.raft_addr, why, sizeof why);
         } else {
-            snprintf(why, sizeof why, "%s", s->uvio.tcp.errmsg);
+            snprintf(why, sizeof why, "%s", s->uvio.transport.errmsg);
         }
         log_kv(LOG_ERROR, "cannot start raft",
                "error=%s raft_addr=%s detail=%s",
@@ -783,7 +858,8 @@ static int step_handles(struct server *s)
     s->sighup.data = s;
     uv_timer_init(&s->loop, &s->tick);
     s->tick.data = s;
-    forward_init(&s->fwd, &s->loop, &s->cfg.limits);
+    forward_init(&s->fwd, &s->loop, &s->cfg.limits,
+                 s->tls.on ? &s->tls.out : NULL);
     s->up |= SERVER_UP_HANDLES;
     return 0;
 }
@@ -807,6 +883,10 @@ static int step_rpc(struct server *s)
     rc.arg = s;
     rc.ids = s->ids;
     rc.log = rpc_log;
+    if (s->tls.on) {
+        rc.tls = &s->tls.client_port;
+        rc.peer_member = node_tls_peer_member;
+    }
     if (rpc_server_start(&s->rpc, &s->loop, &rc, errmsg) != 0) {
         s->rpc = NULL;
         log_kv(LOG_ERROR, "cannot serve the client address",
@@ -817,7 +897,7 @@ static int step_rpc(struct server *s)
     }
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
-    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
+    uv_signal_start(&s->sighup, on_signal, SIGHUP);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
     log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
     return 0;
@@ -879,6 +959,7 @@ static int node_unwind(struct server *s, int code)
         fsm_free(s->fsm);
         s->fsm = NULL;
     }
+    node_tls_close(&s->tls);
     if (s->up & SERVER_UP_LOOP) {
         rv = uv_loop_close(&s->loop);
         if (rv != 0) {
@@ -898,8 +979,9 @@ static const struct
 } start_steps[] = {
     {"data directory and identity", step_identity},
     {"access file (--access)", step_access},
+    {"TLS contexts", step_tls},
     {"uv loop", step_loop},
-    {"raft io (raft_uv, TCP)", step_uvio},
+    {"raft io (raft_uv, our transport)", step_uvio},
     {"log store (--storage)", step_store},
     {"fsm and the Raft layer", step_replica},
     {"raft settings", step_configure},

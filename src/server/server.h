@@ -18,6 +18,10 @@
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
+ *   node_tls.c TLS of both ports: the contexts made from the flags, the
+ *              member hook, the SIGHUP reload of the certificates, the
+ *              warning of a node serving plaintext off loopback
+ *              (node_tls.h): struct node_tls;
  *   log.c      logfmt lines on stderr.
  *
  * Everything runs on one uv loop thread (the Raft layer, the fsm, the RPC
@@ -39,6 +43,7 @@
 #include "server/forward.h"
 #include "server/join.h"
 #include "server/log.h"
+#include "server/node_tls.h"
 
 #define SERVER_JOIN_MAX 16 /* addresses in --join */
 
@@ -76,6 +81,14 @@ struct server_config
     struct rpc_limits limits;
     enum log_level log_level;
     const char *access_path; /* --access FILE, or NULL */
+    /* TLS (--tls-cert/--tls-key/--tls-ca, --peer-tls-ca): all NULL, or the
+     * first three given; peer_ca NULL: the same as ca. */
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_ca;
+    const char *peer_tls_ca;
+    bool insecure; /* --insecure: plaintext allowed off loopback */
+    struct rframe_limits raft_limits; /* --raft-message-max, -snapshot-max */
 };
 
 /* Defaults of every flag (docs/design.md §5, §6; the fsm's settings). */
@@ -103,6 +116,7 @@ struct server
     struct replica rep;
     struct rpc_server *rpc;
     struct rpc_ids ids;
+    struct node_tls tls; /* node_tls.c */
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t tick;
     unsigned up; /* SERVER_UP_* */
@@ -129,10 +143,6 @@ struct server
     /* --access: the identities in force (owned; replaced whole by a
      * SIGHUP reload that parses, never edited). NULL: no file. */
     struct access *access;
-    /* Callers have identities: TLS is on, every connection's peer
-     * certificate was verified (conn_peer_cert). False: every caller is
-     * admin (authz.h). Set by the TLS setup. */
-    bool tls_identities;
 
     struct forwarder fwd; /* forward.c */
     struct admin admin;   /* admin.c */

@@ -361,8 +361,8 @@ static bool authorized(struct server *s,
     char why[ERR_MSG_SIZE];
     int rv;
 
-    rv = authz_resolve(s->access, s->tls_identities, rpc_call_peer_cert(call),
-                       req->caller_cert, req->caller_cert_len, &who, why);
+    rv = authz_resolve(s->access, s->tls.on, call->peer_cert, req->caller_cert,
+                       req->caller_cert_len, &who, why);
     if (rv == 0) {
         memset(&ar, 0, sizeof ar);
         ar.method = call->method;
@@ -432,6 +432,15 @@ void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req)
     if (s->stopping) {
         reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
                     "node shutting down", NULL);
+        return;
+    }
+    if (call->forwarded && s->tls.on && !call->peer_member) {
+        /* Only a member may hand on another caller's call (and it is
+         * refused before its body is even read). */
+        reply_error(call, RPC_STATUS_PERMISSION_DENIED, RPC_APPLIED_FALSE,
+                    "forwarded calls are taken from members only: this "
+                    "connection's certificate has no member role",
+                    NULL);
         return;
     }
     if (envelope_unpack_body(req, &msg, errmsg) != 0) {

@@ -453,7 +453,7 @@ static int start_node(void)
         snprintf(g.peers[0].addr, sizeof g.peers[0].addr, "%s", g.raft_addr);
         g.n_peers = 1;
     }
-    rv = uvio_init(&g.uvio, &g.loop, g.dir, errmsg);
+    rv = uvio_init(&g.uvio, &g.loop, g.dir, NULL, errmsg);
     if (rv != 0) {
         logf_("error", "%s", errmsg);
         return 1;
@@ -508,7 +508,7 @@ static int start_node(void)
     if (rv != 0) {
         /* raft_uv does not pass the transport's message on (listen). */
         logf_("error", "%s (raft address %s)%s%s", errmsg, g.raft_addr,
-              g.uvio.tcp.errmsg[0] ? ": " : "", g.uvio.tcp.errmsg);
+              g.uvio.transport.errmsg[0] ? ": " : "", g.uvio.transport.errmsg);
         return 1;
     }
     logf_("info", "started: raft=%s last=%llu applied=%llu", g.raft_addr,

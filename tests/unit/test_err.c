@@ -9,6 +9,7 @@
 #include "raft/identity.h"
 #include "raft/replica.h"
 #include "rpc/conn.h"
+#include "rpc/tls.h"
 #include "server/access.h"
 
 Suite *err_suite(void);
@@ -23,7 +24,8 @@ Suite *err_suite(void);
 START_TEST(every_code_has_its_row){
     ERR_FSM_CODES(ROW_CHECK) ERR_ENTRY_CODES(ROW_CHECK)
         ERR_REPLICA_CODES(ROW_CHECK) ERR_IDENTITY_CODES(ROW_CHECK)
-            ERR_RPC_CODES(ROW_CHECK) ERR_ACCESS_CODES(ROW_CHECK)} END_TEST
+            ERR_RPC_CODES(ROW_CHECK) ERR_TLS_CODES(ROW_CHECK)
+                ERR_ACCESS_CODES(ROW_CHECK)} END_TEST
 
     START_TEST(modules_and_kinds)
 {
@@ -32,6 +34,7 @@ START_TEST(every_code_has_its_row){
     ck_assert_str_eq(err_module(REPLICA_E_BUSY), "replica");
     ck_assert_str_eq(err_module(IDENTITY_E_IO), "identity");
     ck_assert_str_eq(err_module(RPC_E_PROTOCOL), "rpc");
+    ck_assert_str_eq(err_module(TLS_E_HANDSHAKE), "tls");
     ck_assert_str_eq(err_module(ACCESS_E_DENIED), "access");
     ck_assert_str_eq(err_module(-ENOENT), "errno");
     ck_assert_str_eq(err_module(3), "raft");

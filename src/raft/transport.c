@@ -1,0 +1,851 @@
+/* raft/transport.c: see transport.h.
+ *
+ * A link goes through: (outbound) TCP connect; (TLS) the handshake and the
+ * member hook; (inbound) raft_uv_tcp's handshake read from the peer,
+ * (outbound) ours written to it; then the socketpair, and raft gets its end
+ * ("handed"). A link that closes before it was handed tells raft nothing
+ * (inbound) or fails raft's connect request (outbound) once its handles
+ * have closed, never from inside a call raft made. */
+#include "raft/transport.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define ADDR_MAX    256 /* raft addresses, NUL included */
+#define HS_PROTOCOL 1   /* raft_uv_tcp's handshake version */
+#define HS_FIXED    24  /* protocol, id, address length */
+#define CHUNK       (64u * 1024)
+
+struct transport
+{
+    struct raft_uv_transport *rt;
+    uv_loop_t *loop;
+    struct transport_config cfg;
+    raft_id id;
+    char address[ADDR_MAX];
+    uv_tcp_t listener;
+    bool listening;
+    raft_uv_accept_cb accept_cb;
+    raft_uv_transport_close_cb close_cb;
+    struct link *links; /* open ones */
+    unsigned n_links;   /* allocated, not yet freed */
+    bool closing;
+    bool close_fired;
+    struct transport_stats st;
+};
+
+struct link
+{
+    struct transport *t;
+    struct link *prev, *next;
+    bool inbound;
+    uv_tcp_t tcp;
+    uv_pipe_t local;     /* our end of the socketpair */
+    uv_pipe_t *raft_end; /* raft's end (raft_malloc'd) */
+    uv_timer_t timer;    /* the handshake deadline */
+    uv_connect_t creq;   /* outbound */
+    unsigned handles;    /* ours still open */
+    bool closing;
+    bool local_open;
+    bool handed;       /* raft has raft_end */
+    bool paused_tcp;   /* too much queued towards raft */
+    bool paused_local; /* too much queued towards the peer */
+    struct tls_session tls;
+    bool tls_on;
+    /* Outbound: raft's request, until handed or failed. */
+    struct raft_uv_connect *req;
+    int req_status; /* given to req->cb when the link is freed */
+    char peer[ADDR_MAX];
+    /* Inbound: raft_uv_tcp's handshake from the peer. */
+    uint8_t hs[HS_FIXED];
+    unsigned hs_n;
+    uint64_t addr_len, addr_n;
+    char addr[ADDR_MAX];
+    struct rframe fr;
+};
+
+struct lwrite
+{
+    uv_write_t req;
+    struct link *l;
+    uint8_t data[];
+};
+
+/* Reads are consumed before the next one starts (libuv runs alloc, read
+ * and the callback back to back on the loop thread): one buffer each. */
+static uint8_t net_buf[CHUNK];
+static uint8_t plain_buf[CHUNK];
+static uint8_t local_buf[CHUNK];
+
+static void tlog(struct transport *t, const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void tlog(struct transport *t, const char *level, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    if (t->cfg.log == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    t->cfg.log(t->cfg.arg, level, msg);
+}
+
+static uint64_t le64_of(const uint8_t *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 7; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static bool tls_wanted(const struct tls_slot *s)
+{
+    return s != NULL && s->ctx != NULL;
+}
+
+/* "IP:PORT" (IPv4 literal, as raft_uv_tcp 0.15 takes) into @sa. */
+static bool parse_addr(const char *addr, struct sockaddr_in *sa, char *ip)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n;
+    char *end;
+    unsigned long port;
+
+    if (colon == NULL || (n = (size_t)(colon - addr)) == 0 ||
+        n >= INET_ADDRSTRLEN) {
+        return false;
+    }
+    memcpy(ip, addr, n);
+    ip[n] = '\0';
+    port = strtoul(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || port == 0 || port > 65535) {
+        return false;
+    }
+    return uv_ip4_addr(ip, (int)port, sa) == 0;
+}
+
+/* --- closing ------------------------------------------------------------- */
+
+static void transport_maybe_closed(struct transport *t)
+{
+    if (t->closing && !t->close_fired && !t->listening && t->n_links == 0) {
+        t->close_fired = true;
+        t->close_cb(t->rt);
+    }
+}
+
+static void link_freed(struct link *l)
+{
+    struct transport *t = l->t;
+    struct raft_uv_connect *req = l->req;
+    int status = t->closing ? RAFT_CANCELED : l->req_status;
+
+    tls_session_free(&l->tls);
+    rframe_free(&l->fr);
+    free(l);
+    t->n_links--;
+    if (req != NULL) {
+        req->cb(req, NULL, status);
+    }
+    transport_maybe_closed(t);
+}
+
+static void on_link_handle_closed(uv_handle_t *h)
+{
+    struct link *l = h->data;
+
+    if (--l->handles == 0) {
+        link_freed(l);
+    }
+}
+
+static void on_raft_end_closed(uv_handle_t *h)
+{
+    raft_free(h);
+}
+
+static void link_close(struct link *l)
+{
+    struct transport *t = l->t;
+
+    if (l->closing) {
+        return;
+    }
+    l->closing = true;
+    if (l->prev != NULL) {
+        l->prev->next = l->next;
+    } else {
+        t->links = l->next;
+    }
+    if (l->next != NULL) {
+        l->next->prev = l->prev;
+    }
+    if (l->raft_end != NULL && !l->handed) {
+        uv_close((uv_handle_t *)l->raft_end, on_raft_end_closed);
+        l->raft_end = NULL;
+    }
+    /* raft sees its end's EOF once ours is closed. */
+    if (l->local_open) {
+        uv_close((uv_handle_t *)&l->local, on_link_handle_closed);
+    }
+    uv_close((uv_handle_t *)&l->timer, on_link_handle_closed);
+    uv_close((uv_handle_t *)&l->tcp, on_link_handle_closed);
+}
+
+/* Close @l because of something the peer did (or did not do). */
+static void link_refuse(struct link *l, const char *why)
+{
+    l->t->st.refused++;
+    tlog(l->t, "warn", "closing a Raft %s link %s %s: %s",
+         l->inbound ? "inbound" : "outbound", l->inbound ? "from" : "to",
+         l->inbound ? (l->addr[0] != '\0' ? l->addr : "an unknown peer")
+                    : l->peer,
+         why);
+    link_close(l);
+}
+
+/* --- writes, both ways --------------------------------------------------- */
+
+static void on_local_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+static void on_net_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+
+static void alloc_net(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)h;
+    (void)suggested;
+    *b = uv_buf_init((char *)net_buf, sizeof net_buf);
+}
+
+static void alloc_local(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    (void)h;
+    (void)suggested;
+    *b = uv_buf_init((char *)local_buf, sizeof local_buf);
+}
+
+static void on_lwrite(uv_write_t *req, int status)
+{
+    struct lwrite *w = (struct lwrite *)req;
+    struct link *l = w->l;
+
+    free(w);
+    if (l->closing) {
+        return;
+    }
+    if (status != 0) {
+        link_close(l);
+        return;
+    }
+    if (l->paused_tcp && l->local.write_queue_size <= LINK_QUEUE_MAX / 2) {
+        l->paused_tcp = false;
+        (void)uv_read_start((uv_stream_t *)&l->tcp, alloc_net, on_net_read);
+    }
+    if (l->paused_local && l->tcp.write_queue_size <= LINK_QUEUE_MAX / 2) {
+        l->paused_local = false;
+        (void)uv_read_start((uv_stream_t *)&l->local, alloc_local,
+                            on_local_read);
+    }
+}
+
+/* Queue a copy of @n bytes on @s. 0 or a libuv error. */
+static int lwrite(struct link *l, uv_stream_t *s, const uint8_t *p, size_t n)
+{
+    struct lwrite *w;
+    uv_buf_t b;
+    int rv;
+
+    if (n == 0) {
+        return 0;
+    }
+    w = malloc(sizeof *w + n);
+    if (w == NULL) {
+        return UV_ENOMEM; /* UNTESTED: malloc */
+    }
+    w->l = l;
+    memcpy(w->data, p, n);
+    b = uv_buf_init((char *)w->data, (unsigned)n);
+    rv = uv_write(&w->req, s, &b, 1, on_lwrite);
+    if (rv != 0) {
+        free(w);
+    }
+    return rv;
+}
+
+/* What the TLS session produced (records, alerts) to the peer. */
+static int flush_tls(struct link *l)
+{
+    size_t n;
+
+    while ((n = tls_session_take(&l->tls, plain_buf, sizeof plain_buf)) > 0) {
+        int rv = lwrite(l, (uv_stream_t *)&l->tcp, plain_buf, n);
+
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+/* Plaintext to the peer (sealed with TLS). */
+static int to_net(struct link *l, const uint8_t *p, size_t n)
+{
+    int rv;
+
+    if (!l->tls_on) {
+        rv = lwrite(l, (uv_stream_t *)&l->tcp, p, n);
+    } else if (tls_session_seal(&l->tls, p, n) != 0) {
+        rv = UV_EPROTO;
+    } else {
+        rv = flush_tls(l);
+    }
+    if (rv == 0 && l->local_open && !l->paused_local &&
+        l->tcp.write_queue_size > LINK_QUEUE_MAX) {
+        l->paused_local = true;
+        (void)uv_read_stop((uv_stream_t *)&l->local);
+    }
+    return rv;
+}
+
+/* Checked bytes of the peer's to raft. */
+static void to_raft(struct link *l, const uint8_t *p, size_t n)
+{
+    char errmsg[ERR_MSG_SIZE];
+    uint64_t before = l->fr.messages;
+
+    if (rframe_feed(&l->fr, p, n, errmsg) != 0) {
+        link_refuse(l, errmsg);
+        return;
+    }
+    l->t->st.messages += l->fr.messages - before;
+    if (lwrite(l, (uv_stream_t *)&l->local, p, n) != 0) {
+        link_close(l);
+        return;
+    }
+    if (!l->paused_tcp && l->local.write_queue_size > LINK_QUEUE_MAX) {
+        l->paused_tcp = true;
+        (void)uv_read_stop((uv_stream_t *)&l->tcp);
+    }
+}
+
+static void on_local_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct link *l = s->data;
+
+    if (nread < 0) {
+        link_close(l); /* raft closed its end */
+        return;
+    }
+    if (nread > 0 && to_net(l, (const uint8_t *)b->base, (size_t)nread) != 0) {
+        link_close(l);
+    }
+}
+
+/* --- handing raft its end ---------------------------------------------- */
+
+static int make_pair(struct link *l, char *why)
+{
+    uv_os_sock_t fds[2];
+    int rv =
+        uv_socketpair(SOCK_STREAM, 0, fds, UV_NONBLOCK_PIPE, UV_NONBLOCK_PIPE);
+
+    if (rv != 0) {
+        err_printf(why, "socketpair: %s", uv_strerror(rv));
+        return rv;
+    }
+    l->raft_end = raft_malloc(sizeof *l->raft_end);
+    if (l->raft_end == NULL) {
+        close(fds[0]); /* UNTESTED: malloc */
+        close(fds[1]);
+        err_printf(why, "out of memory");
+        return UV_ENOMEM;
+    }
+    (void)uv_pipe_init(l->t->loop, l->raft_end, 0);
+    (void)uv_pipe_init(l->t->loop, &l->local, 0);
+    l->local.data = l;
+    l->local_open = true;
+    l->handles++;
+    if (uv_pipe_open(l->raft_end, fds[1]) != 0 ||
+        uv_pipe_open(&l->local, fds[0]) != 0) {
+        err_printf(why, "cannot open the socketpair"); /* UNTESTED */
+        return UV_EINVAL;
+    }
+    rv = uv_read_start((uv_stream_t *)&l->local, alloc_local, on_local_read);
+    if (rv != 0) {
+        err_printf(why, "read: %s", uv_strerror(rv)); /* UNTESTED */
+    }
+    return rv;
+}
+
+static void hand_inbound(struct link *l)
+{
+    struct transport *t = l->t;
+    char why[ERR_MSG_SIZE];
+    uv_stream_t *end;
+
+    if (make_pair(l, why) != 0) {
+        link_refuse(l, why); /* UNTESTED: system resources */
+        return;
+    }
+    (void)uv_timer_stop(&l->timer);
+    end = (uv_stream_t *)l->raft_end;
+    l->handed = true;
+    t->st.accepted++;
+    t->accept_cb(t->rt, (raft_id)le64_of(l->hs + 8), l->addr, end);
+}
+
+/* raft_uv_tcp's handshake: protocol, our id, our address (padded to 8). */
+static int send_raft_handshake(struct link *l)
+{
+    struct transport *t = l->t;
+    size_t alen = (strlen(t->address) + 1 + 7) / 8 * 8;
+    uint8_t buf[HS_FIXED + ADDR_MAX + 8];
+    uint64_t v[3] = {HS_PROTOCOL, t->id, alen};
+
+    memset(buf, 0, sizeof buf);
+    for (unsigned i = 0; i < 3; i++) {
+        for (unsigned k = 0; k < 8; k++) {
+            buf[8 * i + k] = (uint8_t)(v[i] >> (8 * k));
+        }
+    }
+    memcpy(buf + HS_FIXED, t->address, strlen(t->address));
+    return to_net(l, buf, HS_FIXED + alen);
+}
+
+static void hand_outbound(struct link *l)
+{
+    struct transport *t = l->t;
+    struct raft_uv_connect *req = l->req;
+    char why[ERR_MSG_SIZE];
+
+    if (send_raft_handshake(l) != 0) {
+        link_close(l);
+        return;
+    }
+    if (make_pair(l, why) != 0) {
+        link_refuse(l, why); /* UNTESTED: system resources */
+        return;
+    }
+    (void)uv_timer_stop(&l->timer);
+    l->handed = true;
+    l->req = NULL;
+    t->st.connected++;
+    req->cb(req, (uv_stream_t *)l->raft_end, 0);
+}
+
+/* --- reading the peer ---------------------------------------------------- */
+
+/* Inbound bytes before raft has its end: raft_uv_tcp's handshake. Returns
+ * how many of @n were used, or -1 after closing @l. */
+static long read_handshake(struct link *l, const uint8_t *p, size_t n)
+{
+    size_t used = 0;
+
+    if (l->hs_n < HS_FIXED) {
+        size_t k = HS_FIXED - l->hs_n < n ? HS_FIXED - l->hs_n : n;
+
+        memcpy(l->hs + l->hs_n, p, k);
+        l->hs_n += (unsigned)k;
+        used = k;
+        if (l->hs_n < HS_FIXED) {
+            return (long)used;
+        }
+        l->addr_len = le64_of(l->hs + 16);
+        if (le64_of(l->hs) != HS_PROTOCOL || l->addr_len == 0 ||
+            l->addr_len > ADDR_MAX) {
+            link_refuse(l,
+                        "not raft_uv's handshake (protocol 1, an "
+                        "address of 1..256 bytes)");
+            return -1;
+        }
+    }
+    if (used < n && l->addr_n < l->addr_len) {
+        size_t k = (size_t)(l->addr_len - l->addr_n) < n - used
+                       ? (size_t)(l->addr_len - l->addr_n)
+                       : n - used;
+
+        memcpy(l->addr + l->addr_n, p + used, k);
+        l->addr_n += k;
+        used += k;
+    }
+    if (l->addr_n == l->addr_len) {
+        if (memchr(l->addr, '\0', (size_t)l->addr_len) == NULL) {
+            l->addr[0] = '\0';
+            link_refuse(l, "the handshake's address is not a string");
+            return -1;
+        }
+        hand_inbound(l);
+        if (l->closing) {
+            return -1; /* UNTESTED: system resources */
+        }
+    }
+    return (long)used;
+}
+
+static void on_plain(struct link *l, const uint8_t *p, size_t n)
+{
+    if (!l->inbound) {
+        return; /* raft_uv never reads an outbound stream */
+    }
+    if (!l->handed) {
+        long used = read_handshake(l, p, n);
+
+        if (used < 0) {
+            return;
+        }
+        p += used;
+        n -= (size_t)used;
+    }
+    if (n > 0 && l->handed) {
+        to_raft(l, p, n);
+    }
+}
+
+/* The handshake completed: the chain was verified against the peer CA;
+ * now the member hook. true: go on. */
+static bool tls_verified(struct link *l)
+{
+    struct transport *t = l->t;
+    X509 *cert = tls_session_peer(&l->tls);
+    char why[ERR_MSG_SIZE], name[128];
+    int rv = 0;
+
+    if (cert == NULL) {
+        link_refuse(l, "TLS: no peer certificate"); /* UNTESTED */
+        return false;
+    }
+    if (t->cfg.member != NULL) {
+        rv = t->cfg.member(t->cfg.arg, cert, why);
+    }
+    if (rv != 0) {
+        char text[ERR_MSG_SIZE + 160];
+
+        snprintf(text, sizeof text, "TLS: %s is not a member: %s",
+                 tls_cert_name(cert, name, sizeof name), why);
+        X509_free(cert);
+        link_refuse(l, text);
+        return false;
+    }
+    X509_free(cert);
+    if (!l->inbound) {
+        hand_outbound(l);
+    }
+    return !l->closing;
+}
+
+static void tls_read(struct link *l, const uint8_t *p, size_t n)
+{
+    char errmsg[ERR_MSG_SIZE], text[ERR_MSG_SIZE + 8];
+    bool was_done = l->tls.done;
+    int rv = tls_session_feed(&l->tls, p, n, errmsg);
+
+    if (rv == 0 && flush_tls(l) != 0) {
+        link_close(l);
+        return;
+    }
+    if (rv != 0) {
+        (void)flush_tls(l); /* the alert, if the write can go at once */
+        snprintf(text, sizeof text, "TLS: %s", errmsg);
+        link_refuse(l, text);
+        return;
+    }
+    if (!l->tls.done || (!was_done && !tls_verified(l))) {
+        return;
+    }
+    while (!l->closing) {
+        int k = tls_session_read(&l->tls, plain_buf, sizeof plain_buf, errmsg);
+
+        if (k == TLS_E_CLOSED) {
+            link_close(l);
+            return;
+        }
+        if (k < 0) {
+            snprintf(text, sizeof text, "TLS: %s", errmsg);
+            link_refuse(l, text);
+            return;
+        }
+        if (k == 0) {
+            return;
+        }
+        on_plain(l, plain_buf, (size_t)k);
+    }
+}
+
+static void on_net_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct link *l = s->data;
+
+    if (nread < 0) {
+        link_close(l); /* EOF or error */
+        return;
+    }
+    if (nread == 0) {
+        return;
+    }
+    if (l->tls_on) {
+        tls_read(l, (const uint8_t *)b->base, (size_t)nread);
+    } else {
+        on_plain(l, (const uint8_t *)b->base, (size_t)nread);
+    }
+}
+
+/* --- links --------------------------------------------------------------- */
+
+static void on_deadline(uv_timer_t *timer)
+{
+    struct link *l = timer->data;
+    char why[96];
+
+    if (l->handed || l->closing) {
+        return; /* UNTESTED: stopped when handed */
+    }
+    snprintf(why, sizeof why, "no handshake within %llu ms",
+             (unsigned long long)uv_timer_get_repeat(timer));
+    link_refuse(l, why);
+}
+
+static struct link *link_new(struct transport *t, bool inbound)
+{
+    struct link *l = calloc(1, sizeof *l);
+    unsigned ms = t->cfg.handshake_ms != 0 ? t->cfg.handshake_ms
+                                           : TLS_HANDSHAKE_MS_DEFAULT;
+
+    if (l == NULL) {
+        return NULL; /* UNTESTED: malloc */
+    }
+    l->t = t;
+    l->inbound = inbound;
+    l->req_status = RAFT_NOCONNECTION;
+    rframe_init(&l->fr, &t->cfg.limits);
+    (void)uv_tcp_init(t->loop, &l->tcp);
+    l->tcp.data = l;
+    (void)uv_timer_init(t->loop, &l->timer);
+    l->timer.data = l;
+    (void)uv_timer_start(&l->timer, on_deadline, ms, ms);
+    l->handles = 2;
+    l->next = t->links;
+    if (t->links != NULL) {
+        t->links->prev = l;
+    }
+    t->links = l;
+    t->n_links++;
+    return l;
+}
+
+/* TLS on @l if its direction has a context; then read. false: closed. */
+static bool link_start(struct link *l, const char *host)
+{
+    struct tls_slot *slot = l->inbound ? l->t->cfg.server : l->t->cfg.client;
+    char errmsg[ERR_MSG_SIZE];
+
+    (void)uv_tcp_nodelay(&l->tcp, 1);
+    if (tls_wanted(slot)) {
+        if (tls_session_init(&l->tls, slot->ctx, l->inbound, host, errmsg) !=
+            0) {
+            link_refuse(l, errmsg);
+            return false;
+        }
+        l->tls_on = true;
+        if (flush_tls(l) != 0) {
+            link_close(l);
+            return false;
+        }
+    }
+    if (uv_read_start((uv_stream_t *)&l->tcp, alloc_net, on_net_read) != 0) {
+        link_close(l); /* UNTESTED */
+        return false;
+    }
+    return true;
+}
+
+static void on_accept(uv_stream_t *listener, int status)
+{
+    struct transport *t = listener->data;
+    struct link *l;
+
+    if (status != 0 || t->closing) {
+        return; /* UNTESTED: accept errors are retried by libuv */
+    }
+    l = link_new(t, true);
+    if (l == NULL) {
+        return; /* UNTESTED: malloc */
+    }
+    if (uv_accept(listener, (uv_stream_t *)&l->tcp) != 0) {
+        link_close(l); /* UNTESTED */
+        return;
+    }
+    (void)link_start(l, NULL);
+}
+
+static void on_connected(uv_connect_t *creq, int status)
+{
+    struct link *l = creq->data;
+    char ip[INET_ADDRSTRLEN];
+    struct sockaddr_in sa;
+
+    if (l->closing) {
+        return;
+    }
+    if (status != 0) {
+        link_close(l); /* raft retries after its own delay */
+        return;
+    }
+    (void)parse_addr(l->peer, &sa, ip);
+    if (!link_start(l, ip)) {
+        return;
+    }
+    if (!l->tls_on) {
+        hand_outbound(l);
+    }
+}
+
+/* --- struct raft_uv_transport ------------------------------------------ */
+
+static struct transport *impl_of(struct raft_uv_transport *rt)
+{
+    return rt->impl;
+}
+
+static int t_init(struct raft_uv_transport *rt, raft_id id, const char *address)
+{
+    struct transport *t = impl_of(rt);
+
+    if (strlen(address) >= ADDR_MAX) {
+        snprintf(rt->errmsg, sizeof rt->errmsg, "address too long");
+        return RAFT_INVALID;
+    }
+    t->id = id;
+    snprintf(t->address, sizeof t->address, "%s", address);
+    return 0;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    struct transport *t = h->data;
+
+    t->listening = false;
+    transport_maybe_closed(t);
+}
+
+static int t_listen(struct raft_uv_transport *rt, raft_uv_accept_cb cb)
+{
+    struct transport *t = impl_of(rt);
+    struct sockaddr_in sa;
+    char ip[INET_ADDRSTRLEN];
+    int rv;
+
+    if (!parse_addr(t->address, &sa, ip)) {
+        snprintf(rt->errmsg, sizeof rt->errmsg,
+                 "%.200s: not an IPv4 IP:PORT address", t->address);
+        return RAFT_INVALID;
+    }
+    t->accept_cb = cb;
+    (void)uv_tcp_init(t->loop, &t->listener);
+    t->listener.data = t;
+    t->listening = true;
+    rv = uv_tcp_bind(&t->listener, (const struct sockaddr *)&sa, 0);
+    if (rv == 0) {
+        rv = uv_listen((uv_stream_t *)&t->listener, 128, on_accept);
+    }
+    if (rv != 0) {
+        snprintf(rt->errmsg, sizeof rt->errmsg, "listen on %.120s: %.100s",
+                 t->address, uv_strerror(rv));
+        uv_close((uv_handle_t *)&t->listener, on_listener_closed);
+        return RAFT_IOERR;
+    }
+    return 0;
+}
+
+static int t_connect(struct raft_uv_transport *rt,
+                     struct raft_uv_connect *req,
+                     raft_id id,
+                     const char *address,
+                     raft_uv_connect_cb cb)
+{
+    struct transport *t = impl_of(rt);
+    struct sockaddr_in sa;
+    char ip[INET_ADDRSTRLEN];
+    struct link *l;
+
+    (void)id;
+    req->cb = cb;
+    if (strlen(address) >= ADDR_MAX || !parse_addr(address, &sa, ip)) {
+        snprintf(rt->errmsg, sizeof rt->errmsg,
+                 "%.200s: not an IPv4 IP:PORT address", address);
+        return RAFT_NOCONNECTION;
+    }
+    l = link_new(t, false);
+    if (l == NULL) {
+        return RAFT_NOMEM; /* UNTESTED: malloc */
+    }
+    l->req = req;
+    snprintf(l->peer, sizeof l->peer, "%s", address);
+    l->creq.data = l;
+    if (uv_tcp_connect(&l->creq, &l->tcp, (const struct sockaddr *)&sa,
+                       on_connected) != 0) {
+        l->req = NULL; /* failed here: raft hears it from the return */
+        link_close(l);
+        return RAFT_NOCONNECTION;
+    }
+    return 0;
+}
+
+static void t_close(struct raft_uv_transport *rt, raft_uv_transport_close_cb cb)
+{
+    struct transport *t = impl_of(rt);
+
+    t->closing = true;
+    t->close_cb = cb;
+    if (t->listening && !uv_is_closing((uv_handle_t *)&t->listener)) {
+        uv_close((uv_handle_t *)&t->listener, on_listener_closed);
+    }
+    while (t->links != NULL) {
+        link_close(t->links);
+    }
+    transport_maybe_closed(t);
+}
+
+int transport_init(struct raft_uv_transport *rt,
+                   uv_loop_t *loop,
+                   const struct transport_config *cfg)
+{
+    struct transport *t = calloc(1, sizeof *t);
+
+    if (t == NULL) {
+        return RAFT_NOMEM; /* UNTESTED: malloc */
+    }
+    t->rt = rt;
+    t->loop = loop;
+    t->cfg = *cfg;
+    memset(rt, 0, sizeof *rt);
+    rt->impl = t;
+    rt->init = t_init;
+    rt->listen = t_listen;
+    rt->connect = t_connect;
+    rt->close = t_close;
+    return 0;
+}
+
+void transport_free(struct raft_uv_transport *rt)
+{
+    free(rt->impl);
+    rt->impl = NULL;
+}
+
+void transport_stats(const struct raft_uv_transport *rt,
+                     struct transport_stats *st)
+{
+    const struct transport *t = rt->impl;
+
+    *st = t->st;
+}

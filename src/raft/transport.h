@@ -1,0 +1,93 @@
+/* raft/transport.h: the Raft port, terminated by once (a struct
+ * raft_uv_transport of our own in place of raft_uv_tcp).
+ *
+ * raft_uv reads and writes a libuv stream per peer connection, and lets the
+ * transport make those streams (raft_uv_transport's listen and connect).
+ * raft_uv_tcp hands it raw TCP sockets: no TLS, no authentication, and the
+ * sizes a peer announces go straight to malloc. Here every connection is a
+ * link with two ends:
+ *
+ *   network  TCP (+ TLS 1.3: rpc/tls.h) to the peer, run by us;
+ *   raft     one end of a socketpair, given to raft_uv as a uv_pipe_t; we
+ *            keep the other end and copy between the two.
+ *
+ * Inbound (listen): accept; with TLS, a handshake in which the peer must
+ * present a certificate from the peer CA and pass the member hook; then
+ * raft_uv_tcp's own handshake (protocol 1, the peer's id, its address),
+ * read and checked by us; then the socketpair is made and raft gets its
+ * end through the accept callback. Every byte the peer sends after that
+ * goes through a raft/rframe.h check before it is copied to raft: a message
+ * over its bound or that breaks raft's framing closes the link, and raft
+ * only sees its stream end. Outbound (connect): TCP, TLS (the peer's
+ * certificate checked against the IP of its address, the peer CA and the
+ * member hook), our raft handshake, then raft's end goes to the connect
+ * callback. raft_uv never reads an outbound stream; what a peer sends on one
+ * is dropped.
+ *
+ * Every link has a handshake deadline (TLS and raft handshake together).
+ * Copies are bounded both ways: past LINK_QUEUE_MAX bytes queued towards one
+ * end, the other end is not read until half of it drained.
+ *
+ * Lifetimes: the transport lives inside struct uvio (raft/uvio.h); raft's
+ * end of a link is raft's once handed (raft_uv closes and raft_free()s it);
+ * everything else is ours and is released when the link closes. Loop
+ * thread only. */
+#ifndef ONCE_RAFT_TRANSPORT_H_
+#define ONCE_RAFT_TRANSPORT_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <raft.h>
+#include <raft/uv.h>
+#include <uv.h>
+
+#include "raft/rframe.h"
+#include "rpc/tls.h"
+
+#define LINK_QUEUE_MAX (8u << 20)
+
+struct transport_config
+{
+    /* TLS: the contexts of the two directions (borrowed; they outlive the
+     * transport; read when a link starts, so a swapped context is used by
+     * the next link). server: inbound, trusting the peer CA only; client:
+     * outbound, with this node's certificate. NULL or empty: plaintext. */
+    struct tls_slot *server;
+    struct tls_slot *client;
+    /* TLS: may this verified certificate speak Raft with us? (the member
+     * role). 0, or a negative code with @why (ERR_MSG_SIZE). NULL: every
+     * certificate from the peer CA may. */
+    int (*member)(void *arg, X509 *cert, char *why);
+    void *arg;
+    struct rframe_limits limits;
+    unsigned handshake_ms; /* 0: TLS_HANDSHAKE_MS_DEFAULT */
+    /* Log hook ("info"|"warn"|"error"); NULL: silent. */
+    void (*log)(void *arg, const char *level, const char *msg);
+};
+
+struct transport_stats
+{
+    uint64_t accepted;  /* inbound links handed to raft */
+    uint64_t connected; /* outbound links handed to raft */
+    uint64_t refused;   /* links closed for a handshake, TLS, the member
+                           hook or a framing/size check */
+    uint64_t messages;  /* inbound messages checked whole */
+};
+
+struct transport;
+
+/* Make the transport and fill @t (the raft_uv_transport raft_uv_init
+ * takes: our init/listen/connect/close, impl = the transport).
+ * @cfg is copied. 0, or RAFT_NOMEM. */
+int transport_init(struct raft_uv_transport *t,
+                   uv_loop_t *loop,
+                   const struct transport_config *cfg);
+
+/* After raft_uv_close and the transport's close callback: free it. */
+void transport_free(struct raft_uv_transport *t);
+
+void transport_stats(const struct raft_uv_transport *t,
+                     struct transport_stats *st);
+
+#endif /* ONCE_RAFT_TRANSPORT_H_ */

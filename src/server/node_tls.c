@@ -1,0 +1,177 @@
+/* server/node_tls.c: see node_tls.h. */
+#include "server/node_tls.h"
+
+#include <string.h>
+
+#include <arpa/inet.h>
+
+#include "server/server.h"
+
+/* The four contexts, made together so a reload swaps all or none. */
+struct ctx_set
+{
+    SSL_CTX *client_port, *raft_in, *raft_out, *out;
+};
+
+static void set_free(struct ctx_set *c)
+{
+    SSL_CTX_free(c->client_port);
+    SSL_CTX_free(c->raft_in);
+    SSL_CTX_free(c->raft_out);
+    SSL_CTX_free(c->out);
+    memset(c, 0, sizeof *c);
+}
+
+static int set_load(const struct server_config *cfg,
+                    struct ctx_set *c,
+                    char *errmsg)
+{
+    const char *peer_ca =
+        cfg->peer_tls_ca != NULL ? cfg->peer_tls_ca : cfg->tls_ca;
+    struct tls_files both = {cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+                             cfg->peer_tls_ca};
+    struct tls_files peers = {cfg->tls_cert, cfg->tls_key, peer_ca, NULL};
+    int rv;
+
+    memset(c, 0, sizeof *c);
+    rv = tls_ctx_server(&c->client_port, &both, errmsg);
+    if (rv == 0) {
+        rv = tls_ctx_server(&c->raft_in, &peers, errmsg);
+    }
+    if (rv == 0) {
+        rv = tls_ctx_client(&c->raft_out, &peers, errmsg);
+    }
+    if (rv == 0) {
+        rv = tls_ctx_client(&c->out, &both, errmsg);
+    }
+    if (rv != 0) {
+        set_free(c);
+    }
+    return rv;
+}
+
+static void set_install(struct node_tls *t, struct ctx_set *c)
+{
+    tls_slot_set(&t->client_port, c->client_port);
+    tls_slot_set(&t->raft_in, c->raft_in);
+    tls_slot_set(&t->raft_out, c->raft_out);
+    tls_slot_set(&t->out, c->out);
+    memset(c, 0, sizeof *c); /* the slots own them now */
+}
+
+/* Until the access file decides the member role: every certificate from
+ * the peer CA is a member (the transport and node_tls_peer_member have
+ * checked the chain already). */
+static int member_any(void *arg, X509 *cert, char *why)
+{
+    (void)arg;
+    (void)cert;
+    (void)why;
+    return 0;
+}
+
+bool node_tls_loopback(const char *addr)
+{
+    char ip[INET_ADDRSTRLEN];
+    const char *colon = strrchr(addr, ':');
+    struct in_addr in;
+    size_t n;
+
+    if (colon == NULL || (n = (size_t)(colon - addr)) >= sizeof ip) {
+        return false;
+    }
+    memcpy(ip, addr, n);
+    ip[n] = '\0';
+    return inet_pton(AF_INET, ip, &in) == 1 && (ntohl(in.s_addr) >> 24) == 127;
+}
+
+int node_tls_init(struct server *s, char *errmsg)
+{
+    struct node_tls *t = &s->tls;
+    struct ctx_set c;
+    int rv;
+
+    memset(t, 0, sizeof *t);
+    t->member_check = member_any;
+    t->member_arg = s;
+    t->insecure_public =
+        s->cfg.tls_cert == NULL && (!node_tls_loopback(s->cfg.client_addr) ||
+                                    !node_tls_loopback(s->cfg.raft_addr));
+    if (s->cfg.tls_cert == NULL) {
+        return 0;
+    }
+    rv = set_load(&s->cfg, &c, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    set_install(t, &c);
+    t->on = true;
+    t->peer_ca =
+        s->cfg.peer_tls_ca != NULL ? s->cfg.peer_tls_ca : s->cfg.tls_ca;
+    return 0;
+}
+
+int node_tls_reload(struct server *s, char *errmsg)
+{
+    struct ctx_set c;
+    int rv;
+
+    if (!s->tls.on) {
+        err_printf(errmsg, "no TLS: nothing to reload");
+        return 0;
+    }
+    rv = set_load(&s->cfg, &c, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    set_install(&s->tls, &c);
+    err_printf(errmsg, "certificates reloaded from %s", s->cfg.tls_cert);
+    return 0;
+}
+
+void node_tls_close(struct node_tls *t)
+{
+    tls_slot_set(&t->client_port, NULL);
+    tls_slot_set(&t->raft_in, NULL);
+    tls_slot_set(&t->raft_out, NULL);
+    tls_slot_set(&t->out, NULL);
+}
+
+int node_tls_member(void *arg, X509 *cert, char *why)
+{
+    struct server *s = arg;
+
+    return s->tls.member_check(s->tls.member_arg, cert, why);
+}
+
+bool node_tls_peer_member(void *arg, X509 *cert, STACK_OF(X509) * chain)
+{
+    struct server *s = arg;
+    char why[ERR_MSG_SIZE], name[128];
+
+    if (!s->tls.on ||
+        tls_verify_against(s->tls.peer_ca, cert, chain, why) != 0 ||
+        node_tls_member(s, cert, why) != 0) {
+        log_kv(LOG_DEBUG, "client-port peer is not a member", "peer=%s",
+               tls_cert_name(cert, name, sizeof name));
+        return false;
+    }
+    return true;
+}
+
+void node_tls_tick(struct server *s, uint64_t now_ms)
+{
+    struct node_tls *t = &s->tls;
+
+    if (!t->insecure_public) {
+        return;
+    }
+    if (t->warned_ms != 0 && now_ms - t->warned_ms < NODE_TLS_WARN_MS) {
+        return;
+    }
+    t->warned_ms = now_ms;
+    log_kv(LOG_WARN,
+           "serving without TLS on a non-loopback address (--insecure): "
+           "anyone who reaches these ports can read and change the cluster",
+           "client_addr=%s raft_addr=%s", s->cfg.client_addr, s->cfg.raft_addr);
+}
