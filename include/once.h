@@ -210,6 +210,16 @@ struct once_options
     bool pin_cluster_id; /* true: accept only this cluster */
     uint8_t cluster_id[ONCE_ID_LEN];
     uint32_t max_inflight; /* async calls in flight; 0: 1024 */
+    /* TLS (appended fields: once_options_init zeroes them, so code built
+     * before they existed keeps plaintext). tls_ca: the CA bundle (PEM) the
+     * nodes' certificates must chain to; set, every connection is TLS 1.3
+     * and each node's certificate must carry the IP of its address as an IP
+     * SAN. tls_cert/tls_key: this client's certificate chain and key (PEM),
+     * both or neither; nodes with TLS refuse a client without one. NULL:
+     * not given; the files are read by once_client_new. */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
 };
 
 /* Zero @o and set the defaults. */

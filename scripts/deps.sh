@@ -7,7 +7,7 @@
 ONCE_DEPS="build-essential git ca-certificates autoconf automake libtool pkg-config
 autoconf-archive clang-14 clang libclang-rt-14-dev clang-format
 libuv1-dev libraft-dev liburing-dev libprotobuf-c-dev protobuf-c-compiler
-libssl-dev libjansson-dev check python3 iptables libfaketime clojure"
+libssl-dev openssl libjansson-dev check python3 iptables libfaketime clojure"
 
 once_install_deps()
 {

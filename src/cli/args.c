@@ -634,6 +634,9 @@ enum global_opt {
     G_JSON,
     G_TIMEOUT,
     G_CLUSTER_ID,
+    G_TLS_CA,
+    G_TLS_CERT,
+    G_TLS_KEY,
     G_HELP,
 };
 
@@ -643,11 +646,10 @@ static enum global_opt global_by_name(const char *name, size_t n)
     {
         const char *name;
         enum global_opt opt;
-    } g[] = {{"cluster", G_CLUSTER},
-             {"json", G_JSON},
-             {"timeout", G_TIMEOUT},
-             {"cluster-id", G_CLUSTER_ID},
-             {"help", G_HELP}};
+    } g[] = {{"cluster", G_CLUSTER}, {"json", G_JSON},
+             {"timeout", G_TIMEOUT}, {"cluster-id", G_CLUSTER_ID},
+             {"tls-ca", G_TLS_CA},   {"tls-cert", G_TLS_CERT},
+             {"tls-key", G_TLS_KEY}, {"help", G_HELP}};
 
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
         if (strlen(g[i].name) == n && memcmp(g[i].name, name, n) == 0) {
@@ -686,7 +688,7 @@ static void scan_help(int argc,
         if (strncmp(a, "--", 2) == 0) {
             enum global_opt o = global_by_name(a + 2, strlen(a + 2));
 
-            if ((o == G_CLUSTER || o == G_TIMEOUT || o == G_CLUSTER_ID) &&
+            if (o != G_NONE && o != G_JSON && o != G_HELP &&
                 strchr(a, '=') == NULL) {
                 i++; /* its value */
             }
@@ -758,6 +760,17 @@ static int argv_global(enum global_opt o,
                 return -EINVAL;
             }
             g->pin_cluster_id = true;
+            return 1;
+        case G_TLS_CA:
+        case G_TLS_CERT:
+        case G_TLS_KEY:
+            if (val[0] == '\0') {
+                err_printf(err, "--tls-*: an empty file name");
+                return -EINVAL;
+            }
+            *(o == G_TLS_CA     ? &g->tls_ca
+              : o == G_TLS_CERT ? &g->tls_cert
+                                : &g->tls_key) = val;
             return 1;
         case G_HELP:
         case G_NONE:

@@ -147,6 +147,11 @@ struct cli_global
     uint32_t timeout_ms;
     bool pin_cluster_id;
     uint8_t cluster_id[ONCE_ID_LEN];
+    /* --tls-ca/--tls-cert/--tls-key (borrowed from argv; NULL: not given,
+     * then main.c reads $ONCE_TLS_CA/$ONCE_TLS_CERT/$ONCE_TLS_KEY). */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
     bool help;              /* --help / -h seen */
     const char *help_group; /* "members"/"snapshot" without subcommand */
 };

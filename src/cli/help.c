@@ -224,7 +224,8 @@ static const char help_session[] =
 
 static const char help_overview[] =
     "usage: oncectl [--cluster IP:PORT,...] [--json] [--timeout DUR]\n"
-    "               [--cluster-id HEX] COMMAND [ARGS] [OPTIONS]\n"
+    "               [--cluster-id HEX] [--tls-ca FILE [--tls-cert FILE\n"
+    "               --tls-key FILE]] COMMAND [ARGS] [OPTIONS]\n"
     "\n"
     "The operator CLI of a once cluster, a replicated replay authority.\n"
     "\n"
@@ -237,6 +238,12 @@ static const char help_overview[] =
     "  --timeout DUR          deadline of each call (default 5s, 1ms..1h)\n"
     "  --cluster-id HEX       32 hex digits: refuse answers of any other\n"
     "                         cluster (default: pin the first that answers)\n"
+    "  --tls-ca FILE          TLS 1.3: the CA the nodes' certificates chain\n"
+    "                         to (each must name its address's IP);\n"
+    "                         default $ONCE_TLS_CA; unset: plaintext\n"
+    "  --tls-cert FILE        this client's certificate (PEM; default\n"
+    "                         $ONCE_TLS_CERT); nodes with TLS require one\n"
+    "  --tls-key FILE         its key (PEM; default $ONCE_TLS_KEY)\n"
     "  -h, --help             this text; `oncectl COMMAND --help` for one\n"
     "Durations are an integer with ms, s, m or h (250ms, 5s, 10m, 24h).\n"
     "Addresses IP:PORT are IPv4 literals (as onced takes them).\n"

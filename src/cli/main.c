@@ -66,6 +66,14 @@ static void print_help(const struct cli_global *g, const struct cli_req *q)
     }
 }
 
+/* A --tls-* flag, else its environment variable (empty: unset). */
+static const char *flag_or_env(const char *flag, const char *env)
+{
+    const char *v = flag != NULL ? flag : getenv(env);
+
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct cli_global g;
@@ -152,6 +160,9 @@ int main(int argc, char **argv)
     o.timeout_ms = g.timeout_ms;
     o.pin_cluster_id = g.pin_cluster_id;
     memcpy(o.cluster_id, g.cluster_id, ONCE_ID_LEN);
+    o.tls_ca = flag_or_env(g.tls_ca, "ONCE_TLS_CA");
+    o.tls_cert = flag_or_env(g.tls_cert, "ONCE_TLS_CERT");
+    o.tls_key = flag_or_env(g.tls_key, "ONCE_TLS_KEY");
     if (once_client_new(&o, &c, err, sizeof err) != 0) {
         code = usage_error(g.json, err);
         free(q);

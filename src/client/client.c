@@ -47,6 +47,30 @@ int once_request_id_new(uint8_t out[ONCE_ID_LEN])
     return RAND_bytes(out, ONCE_ID_LEN) == 1 ? 0 : -1;
 }
 
+/* The TLS context of @o's files, or none without tls_ca. 0, or -1 with
+ * @msg (ERR_MSG_SIZE) naming the file. */
+static int client_tls_init(struct once_client *c,
+                           const struct once_options *o,
+                           char *msg)
+{
+    struct tls_files f = {o->tls_cert, o->tls_key, o->tls_ca, NULL};
+    SSL_CTX *ctx = NULL;
+
+    if (o->tls_ca == NULL) {
+        if (o->tls_cert != NULL || o->tls_key != NULL) {
+            err_printf(msg, "tls_cert/tls_key: need tls_ca too");
+            return -1;
+        }
+        return 0;
+    }
+    if (tls_ctx_client(&ctx, &f, msg) != 0) {
+        err_wrapf(msg, "TLS");
+        return -1;
+    }
+    tls_slot_set(&c->tls, ctx);
+    return 0;
+}
+
 static void put_err(char *err, size_t errlen, const char *msg)
 {
     if (err != NULL && errlen > 0) {
@@ -119,6 +143,13 @@ int once_client_new(const struct once_options *o,
     c->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
     c->max_inflight =
         o->max_inflight != 0 ? o->max_inflight : DEFAULT_MAX_INFLIGHT;
+    if (client_tls_init(c, o, msg) != 0) {
+        close_loop(c);
+        (void)uv_loop_close(&c->loop);
+        free(c);
+        put_err(err, errlen, msg);
+        return -1;
+    }
     c->pinned = o->pin_cluster_id;
     if (o->pin_cluster_id) {
         memcpy(c->cluster_id, o->cluster_id, ONCE_ID_LEN);
@@ -128,6 +159,7 @@ int once_client_new(const struct once_options *o,
         if (client_node_find_or_add(c, o->addrs[i], strlen(o->addrs[i])) < 0) {
             close_loop(c);
             (void)uv_loop_close(&c->loop);
+            tls_slot_set(&c->tls, NULL);
             free(c);
             put_err(err, errlen, "out of memory opening a channel");
             return -1;
@@ -196,6 +228,7 @@ static void client_free_now(once_client *c)
     close_loop(c);
     deliver(c);
     (void)uv_loop_close(&c->loop);
+    tls_slot_set(&c->tls, NULL);
     free(c);
 }
 

@@ -43,6 +43,7 @@ struct once_client
     uv_timer_t timer;     /* wakes ops waiting for their next attempt */
     uv_timer_t run_timer; /* wakes once_run at its timeout */
     struct rpc_limits limits;
+    struct tls_slot tls; /* ctx NULL: plaintext */
     struct node nodes[ONCE_ADDRS_MAX];
     size_t n_nodes;
     size_t preferred; /* first node of a new call */

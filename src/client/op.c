@@ -128,6 +128,9 @@ int client_node_find_or_add(struct once_client *c, const char *addr, size_t len)
     if (rpc_channel_open(&n->ch, &c->loop, buf, &c->limits, errmsg) != 0) {
         return -1;
     }
+    if (c->tls.ctx != NULL) {
+        rpc_channel_set_tls(n->ch, &c->tls);
+    }
     strcpy(n->addr, buf);
     return (int)c->n_nodes++;
 }
@@ -396,6 +399,13 @@ static void refuse_answer(struct op *op, const char *who, const char *err)
     after_attempt(op, d, NULL, 0);
 }
 
+/* Why the node's last connection failed before anything was sent (a
+ * refused TLS handshake names the certificate problem), or "". */
+static const char *tls_error(const struct once_client *c, size_t node)
+{
+    return rpc_channel_last_error(c->nodes[node].ch);
+}
+
 static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
 {
     struct op *op = arg;
@@ -418,8 +428,12 @@ static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
                   rv == RPC_E_TIMEOUT ? ONCE_STATUS_DEADLINE_EXCEEDED
                   : sent              ? ONCE_STATUS_UNKNOWN
                                       : ONCE_STATUS_UNAVAILABLE,
-                  sent ? ONCE_APPLIED_UNKNOWN : ONCE_APPLIED_FALSE, "%s: %s",
-                  addr, rpc_conn_strerror(rv));
+                  sent ? ONCE_APPLIED_UNKNOWN : ONCE_APPLIED_FALSE,
+                  "%s: %s%s%s", addr, rpc_conn_strerror(rv),
+                  rv == RPC_E_CONNECT && tls_error(c, op->node)[0] != '\0'
+                      ? "; "
+                      : "",
+                  rv == RPC_E_CONNECT ? tls_error(c, op->node) : "");
         if (c->preferred == op->node && !op->one_node) {
             /* Later calls should not start at a node that just failed
              * (perhaps a stale hint's dead leader). */

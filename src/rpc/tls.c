@@ -39,11 +39,8 @@ static int ctx_common(SSL_CTX *ctx,
         ssl_reason(errmsg, "TLS 1.3", "not available"); /* UNTESTED */
         return TLS_E_CONFIG;
     }
-    /* No session tickets: every connection does a full, verified
-     * handshake, and no state outlives it. Buffers are released while a
-     * connection is idle (thousands of client connections). */
-    SSL_CTX_set_num_tickets(ctx, 0);
-    SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    /* Buffers are released while a connection is idle (thousands of
+     * client connections). */
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (need_cert && (f->cert == NULL || f->key == NULL)) {
         err_printf(errmsg, "a certificate and its key are required");
@@ -85,6 +82,19 @@ static int ctx_common(SSL_CTX *ctx,
     return 0;
 }
 
+/* A client's session got the server's ticket: the server accepted our
+ * certificate (it sends the ticket only after verifying it). Not kept. */
+static int on_ticket(SSL *ssl, SSL_SESSION *sess)
+{
+    struct tls_session *t = SSL_get_app_data(ssl);
+
+    (void)sess;
+    if (t != NULL) {
+        t->confirmed = true;
+    }
+    return 0; /* we did not take a reference on @sess */
+}
+
 static int ctx_make(SSL_CTX **out,
                     const struct tls_files *f,
                     bool server,
@@ -106,11 +116,17 @@ static int ctx_make(SSL_CTX **out,
     }
     if (server) {
         /* A client without a certificate has no identity: refused at the
-         * handshake rather than served anonymously. */
+         * handshake rather than served anonymously. One ticket, sent once
+         * the client's certificate passed: the client's proof that it was
+         * accepted (see tls_session.done); nothing ever resumes with it. */
         SSL_CTX_set_verify(
             ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        SSL_CTX_set_num_tickets(ctx, 1);
     } else {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        SSL_CTX_set_session_cache_mode(
+            ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
+        SSL_CTX_sess_set_new_cb(ctx, on_ticket);
     }
     *out = ctx;
     return 0;
@@ -194,6 +210,7 @@ int tls_session_init(struct tls_session *t,
     BIO_set_mem_eof_return(t->in, -1);
     BIO_set_mem_eof_return(t->out, -1);
     SSL_set_bio(t->ssl, t->in, t->out);
+    SSL_set_app_data(t->ssl, t);
     if (server) {
         SSL_set_accept_state(t->ssl);
         return 0;
@@ -236,6 +253,9 @@ static void handshake_reason(struct tls_session *t, char *errmsg)
     ssl_reason(errmsg, "handshake", "the peer broke off");
 }
 
+static int handshake_error(struct tls_session *t, int rv, char *errmsg);
+static int client_confirm(struct tls_session *t, char *errmsg);
+
 int tls_session_feed(struct tls_session *t,
                      const uint8_t *p,
                      size_t n,
@@ -263,11 +283,38 @@ int tls_session_feed(struct tls_session *t,
     if (t->done) {
         return 0;
     }
-    rv = SSL_do_handshake(t->ssl);
-    if (rv == 1) {
+    if (!t->handshaken) {
+        rv = SSL_do_handshake(t->ssl);
+        if (rv != 1) {
+            return handshake_error(t, rv, errmsg);
+        }
+        t->handshaken = true;
+    }
+    if (t->server) {
         t->done = true;
         return 0;
     }
+    return client_confirm(t, errmsg);
+}
+
+/* A TLS 1.3 client finishes before the server has seen its certificate:
+ * wait for the server's ticket (on_ticket), so that a refused certificate
+ * fails the handshake before anything was sent. SSL_peek reads the ticket
+ * record without consuming application data (none comes before it). */
+static int client_confirm(struct tls_session *t, char *errmsg)
+{
+    uint8_t b;
+    int rv = SSL_peek(t->ssl, &b, 1);
+
+    if (t->confirmed || rv > 0) {
+        t->done = true;
+        return 0;
+    }
+    return handshake_error(t, rv, errmsg);
+}
+
+static int handshake_error(struct tls_session *t, int rv, char *errmsg)
+{
     switch (SSL_get_error(t->ssl, rv)) {
         case SSL_ERROR_WANT_READ:
         case SSL_ERROR_WANT_WRITE:

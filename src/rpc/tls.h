@@ -100,8 +100,13 @@ struct tls_session
     BIO *in;  /* network -> OpenSSL (owned by ssl) */
     BIO *out; /* OpenSSL -> network (owned by ssl) */
     bool server;
-    bool saw_first; /* server: the first byte was checked */
-    bool done;      /* handshake complete and verified */
+    bool saw_first;  /* server: the first byte was checked */
+    bool handshaken; /* SSL_do_handshake completed */
+    bool confirmed;  /* client: the server's ticket came (it accepted us) */
+    /* The handshake is over and the peer verified; a client's also means
+     * the server accepted the client's certificate (its post-handshake
+     * ticket arrived), so a refused client never sends a byte of data. */
+    bool done;
 };
 
 /* Start a session on @ctx (server or client side). @host: client side only,

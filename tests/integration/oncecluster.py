@@ -278,6 +278,8 @@ class Node:
         args = [c.onced, "--data-dir", self.dir, "--raft-addr",
                 self.raft_addr, "--client-addr", self.client_addr]
         args += c.node_flags
+        if c.node_extra is not None:
+            args += list(c.node_extra(self))
         if bootstrap:
             args += ["--bootstrap"] + c.settings_flags
         if join:
@@ -390,6 +392,10 @@ class Cluster:
         for k, v in (snapshot or {}).items():
             self.node_flags += ["--snapshot-" + k, str(v)]
         self.node_flags += list(extra_flags)
+        # Per-node flags (a function of the Node, e.g. its certificate) and
+        # global oncectl flags (e.g. --tls-ca): none unless a test sets them.
+        self.node_extra = None
+        self.ctl_flags = []
         self.settings_flags = []
         for k, v in (settings or {}).items():
             self.settings_flags += ["--" + k, str(v)]
@@ -468,7 +474,7 @@ class Cluster:
             via = self.running()
         addrs = ",".join(v.client_addr if isinstance(v, Node) else v
                          for v in via)
-        cmd = [self.oncectl, "--cluster", addrs]
+        cmd = [self.oncectl, "--cluster", addrs] + list(self.ctl_flags)
         if json_out:
             cmd.append("--json")
         if timeout:
