@@ -500,6 +500,55 @@ void admin_members_add(struct server *s,
                    in->member.role);
 }
 
+void admin_tick(struct server *s)
+{
+    struct raft *r = s->rep.raft;
+    struct admin *a = &s->admin;
+    uint64_t now = uv_now(&s->loop);
+
+    if (raft_state(r) != RAFT_LEADER || r->leader_state.progress == NULL) {
+        a->n_seen = 0; /* a new leader starts from raft's own view */
+        return;
+    }
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        uint64_t id = r->configuration.servers[i].id;
+        unsigned j;
+
+        if (!r->leader_state.progress[i].recent_recv) {
+            continue;
+        }
+        for (j = 0; j < a->n_seen && a->seen[j].id != id; j++) {
+        }
+        if (j == a->n_seen) {
+            if (a->n_seen == sizeof a->seen / sizeof a->seen[0]) {
+                continue; /* UNTESTED: more servers than members */
+            }
+            a->n_seen++;
+        }
+        a->seen[j].id = id;
+        a->seen[j].ms = now;
+    }
+}
+
+/* Reachable for membership safety: raft heard from it within the last
+ * election timeout (recent_recv now, or a sample of the tick no older
+ * than one election timeout, so at most two since the message). */
+static bool safety_reachable(struct server *s, uint64_t id)
+{
+    const struct admin *a = &s->admin;
+    uint64_t now = uv_now(&s->loop);
+
+    if (member_reachable(s, id)) {
+        return true;
+    }
+    for (unsigned j = 0; j < a->n_seen; j++) {
+        if (a->seen[j].id == id) {
+            return now - a->seen[j].ms <= s->cfg.raft.election_ms;
+        }
+    }
+    return false;
+}
+
 /* Whether taking voter @id's vote away leaves a cluster that can still
  * lose a node (safety.h); if not, and @force is not set, @call is answered
  * FAILED_PRECONDITION with the reason and true is returned. A forced
@@ -517,7 +566,7 @@ static bool refuse_unsafe(struct server *s,
     for (unsigned i = 0; i < conf->n && n < FSM_MEMBERS_MAX; i++) {
         if (conf->servers[i].role == RAFT_VOTER) {
             v[n].id = conf->servers[i].id;
-            v[n].reachable = member_reachable(s, v[n].id);
+            v[n].reachable = safety_reachable(s, v[n].id);
             n++;
         }
     }

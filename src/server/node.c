@@ -429,6 +429,7 @@ static void tick_cb(uv_timer_t *t)
     }
     node_sync_ids(s);
     forward_tick(&s->fwd);
+    admin_tick(s);
     node_tls_tick(s, uv_now(&s->loop));
 }
 
