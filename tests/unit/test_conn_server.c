@@ -629,8 +629,7 @@ START_TEST(idle_counts_from_whole_frames)
     raw_send_req(r, 1, "one", 0);
     raw_expect_ok(r, 1, "one");
     t = now_ms();
-    fr = req_frame(2, "dribble-dribble-dribble-dribble-dribble", 39, 0,
-                   &len);
+    fr = req_frame(2, "dribble-dribble-dribble-dribble-dribble", 39, 0, &len);
     for (i = 0; i < len - 1 && !r->eof; i++) {
         raw_send(r, fr + i, 1);
         run_for(40);
