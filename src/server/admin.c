@@ -508,7 +508,12 @@ void admin_tick(struct server *s)
 
     if (raft_state(r) != RAFT_LEADER || r->leader_state.progress == NULL) {
         a->n_seen = 0; /* a new leader starts from raft's own view */
+        a->was_leader = false;
         return;
+    }
+    if (!a->was_leader) {
+        a->was_leader = true;
+        a->leader_since_ms = now;
     }
     for (unsigned i = 0; i < r->configuration.n; i++) {
         uint64_t id = r->configuration.servers[i].id;
@@ -549,10 +554,23 @@ static bool safety_reachable(struct server *s, uint64_t id)
     return false;
 }
 
+/* A leader for less than an election timeout may not have heard from a
+ * live voter yet (a transfer, then a removal at once): it has no evidence
+ * that a voter is gone. */
+static bool leader_young(struct server *s)
+{
+    const struct admin *a = &s->admin;
+
+    return !a->was_leader ||
+           uv_now(&s->loop) - a->leader_since_ms < s->cfg.raft.election_ms;
+}
+
 /* Whether taking voter @id's vote away leaves a cluster that can still
  * lose a node (safety.h); if not, and @force is not set, @call is answered
- * FAILED_PRECONDITION with the reason and true is returned. A forced
- * change that the check would refuse is logged at warn. */
+ * FAILED_PRECONDITION with the reason and true is returned; a leader too
+ * new to know which voters are reachable answers UNAVAILABLE, applied
+ * false, so the caller repeats it (libonce does, within its deadline). A
+ * forced change that the check would refuse is logged at warn. */
 static bool refuse_unsafe(struct server *s,
                           struct rpc_call *call,
                           uint64_t id,
@@ -561,6 +579,7 @@ static bool refuse_unsafe(struct server *s,
     struct safety_voter v[FSM_MEMBERS_MAX];
     const struct raft_configuration *conf = &s->rep.raft->configuration;
     char why[ERR_MSG_SIZE], idb[IDENTITY_HEX_LEN + 1], q[300];
+    enum safety_verdict verdict;
     size_t n = 0;
 
     for (unsigned i = 0; i < conf->n && n < FSM_MEMBERS_MAX; i++) {
@@ -570,8 +589,16 @@ static bool refuse_unsafe(struct server *s,
             n++;
         }
     }
-    if (!safety_refuses(v, n, id, why)) {
+    verdict = safety_refuses(v, n, id, why);
+    if (verdict == SAFETY_OK) {
         return false;
+    }
+    if (verdict == SAFETY_UNREACHABLE && !force && leader_young(s)) {
+        reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                    "this leader is too new to tell which voters are "
+                    "reachable: repeat in a moment",
+                    NULL);
+        return true;
     }
     log_kv(LOG_WARN,
            force ? "unsafe membership change forced"

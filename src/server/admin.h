@@ -43,6 +43,8 @@ struct admin
     struct digest_op *digest_ops; /* statuses waiting for a state digest */
     struct admin_seen seen[FSM_MEMBERS_MAX];
     unsigned n_seen;
+    bool was_leader;          /* the tick saw this node leading */
+    uint64_t leader_since_ms; /* since when (uv_now) */
 };
 
 /* From the node's tick: on the leader, note the voters raft heard from

@@ -3,10 +3,10 @@
 
 #include "common/err.h"
 
-bool safety_refuses(const struct safety_voter *voters,
-                    size_t n,
-                    uint64_t id,
-                    char *why)
+enum safety_verdict safety_refuses(const struct safety_voter *voters,
+                                   size_t n,
+                                   uint64_t id,
+                                   char *why)
 {
     size_t remaining = 0, reachable = 0;
     bool found = false;
@@ -20,7 +20,7 @@ bool safety_refuses(const struct safety_voter *voters,
         reachable += voters[i].reachable ? 1 : 0;
     }
     if (!found) {
-        return false;
+        return SAFETY_OK;
     }
     if (remaining == 1 && n >= 2) {
         err_printf(why,
@@ -28,7 +28,7 @@ bool safety_refuses(const struct safety_voter *voters,
                    "would hold the only copy of the state; add a voter "
                    "first, or repeat with force",
                    n);
-        return true;
+        return SAFETY_SINGLE;
     }
     if (remaining > 0 && reachable < remaining / 2 + 1) {
         err_printf(why,
@@ -37,7 +37,7 @@ bool safety_refuses(const struct safety_voter *voters,
                    "configuration could not commit; bring them back, or "
                    "repeat with force",
                    reachable, remaining, remaining / 2 + 1);
-        return true;
+        return SAFETY_UNREACHABLE;
     }
-    return false;
+    return SAFETY_OK;
 }

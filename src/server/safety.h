@@ -29,11 +29,17 @@ struct safety_voter
     bool reachable; /* the leader itself, or heard from recently */
 };
 
-/* Why taking voter @id's vote away is unsafe, into @why (ERR_MSG_SIZE),
- * and true; false if it is safe or @id is not among the @n voters. */
-bool safety_refuses(const struct safety_voter *voters,
-                    size_t n,
-                    uint64_t id,
-                    char *why);
+enum safety_verdict {
+    SAFETY_OK = 0,      /* safe, or @id is not a voter */
+    SAFETY_SINGLE,      /* it would leave a single voter */
+    SAFETY_UNREACHABLE, /* no reachable majority would remain */
+};
+
+/* Whether taking voter @id's vote away is unsafe, and why into @why
+ * (ERR_MSG_SIZE) when it is. */
+enum safety_verdict safety_refuses(const struct safety_voter *voters,
+                                   size_t n,
+                                   uint64_t id,
+                                   char *why);
 
 #endif /* ONCE_SERVER_SAFETY_H_ */

@@ -15,18 +15,18 @@ START_TEST(single_voter_refused)
     char why[ERR_MSG_SIZE];
 
     /* 3 -> 2 is how a node is replaced: allowed */
-    ck_assert(!safety_refuses(three, 3, 3, why));
-    ck_assert(!safety_refuses(three, 3, 1, why));
+    ck_assert_int_eq(SAFETY_OK, safety_refuses(three, 3, 3, why));
+    ck_assert_int_eq(SAFETY_OK, safety_refuses(three, 3, 1, why));
     /* 2 -> 1: the last copy on one disk */
-    ck_assert(safety_refuses(two, 2, 2, why));
+    ck_assert_int_eq(SAFETY_SINGLE, safety_refuses(two, 2, 2, why));
     ck_assert_msg(strstr(why, "single voter (2 -> 1)") != NULL, "%s", why);
-    ck_assert(safety_refuses(two, 2, 1, why));
+    ck_assert_int_eq(SAFETY_SINGLE, safety_refuses(two, 2, 1, why));
     /* not a voter: nothing to refuse */
-    ck_assert(!safety_refuses(two, 2, 9, why));
-    ck_assert(!safety_refuses(two, 1, 9, why));
+    ck_assert_int_eq(SAFETY_OK, safety_refuses(two, 2, 9, why));
+    ck_assert_int_eq(SAFETY_OK, safety_refuses(two, 1, 9, why));
     /* a one-voter cluster removing itself is not this rule's business
      * (raft refuses an empty configuration) */
-    ck_assert(!safety_refuses(two, 1, 1, why));
+    ck_assert_int_eq(SAFETY_OK, safety_refuses(two, 1, 1, why));
 }
 END_TEST
 
@@ -38,16 +38,16 @@ START_TEST(unreachable_majority_refused)
     char why[ERR_MSG_SIZE];
 
     /* the dead one may go: both that remain are reachable */
-    ck_assert(!safety_refuses(v3, 3, 3, why));
+    ck_assert_int_eq(SAFETY_OK, safety_refuses(v3, 3, 3, why));
     /* a live one may not: 1 of the 2 that remain answers */
-    ck_assert(safety_refuses(v3, 3, 2, why));
+    ck_assert_int_eq(SAFETY_UNREACHABLE, safety_refuses(v3, 3, 2, why));
     ck_assert_msg(
         strstr(why, "only 1 of the 2 voters that would remain") != NULL, "%s",
         why);
     /* 5 voters, 2 dead: removing a dead one leaves 3 of 4 (fine), a live
      * one 2 of 4 (no majority) */
-    ck_assert(!safety_refuses(v5, 5, 3, why));
-    ck_assert(safety_refuses(v5, 5, 2, why));
+    ck_assert_int_eq(SAFETY_OK, safety_refuses(v5, 5, 3, why));
+    ck_assert_int_eq(SAFETY_UNREACHABLE, safety_refuses(v5, 5, 2, why));
     ck_assert_msg(strstr(why, "a majority is 3") != NULL, "%s", why);
 }
 END_TEST
