@@ -2,7 +2,8 @@
  *
  * A once cluster is a replicated replay authority: it answers "has this
  * (scope, key) been used before?" linearizably and durably (see the README).
- * This library talks to it over TCP (the RPC of docs/design.md §5).
+ * This library talks to it over TCP, with TLS 1.3 when tls_ca is set (the RPC
+ * of docs/design.md §5).
  *
  * Model
  *   - A client (once_client) is made from the client addresses of some or all
@@ -210,13 +211,14 @@ struct once_options
     bool pin_cluster_id; /* true: accept only this cluster */
     uint8_t cluster_id[ONCE_ID_LEN];
     uint32_t max_inflight; /* async calls in flight; 0: 1024 */
-    /* TLS (appended fields: once_options_init zeroes them, so code built
-     * before they existed keeps plaintext). tls_ca: the CA bundle (PEM) the
-     * nodes' certificates must chain to; set, every connection is TLS 1.3
-     * and each node's certificate must carry the IP of its address as an IP
-     * SAN. tls_cert/tls_key: this client's certificate chain and key (PEM),
-     * both or neither; nodes with TLS refuse a client without one. NULL:
-     * not given; the files are read by once_client_new. */
+    /* TLS (appended last; once_options_init zeroes them, so source that
+     * sets only the older fields keeps plaintext when rebuilt; the struct
+     * grew, so a program must be compiled against this header). tls_ca:
+     * the CA bundle (PEM) the nodes' certificates must chain to; set, every
+     * connection is TLS 1.3 and each node's certificate must carry the IP
+     * of its address as an IP SAN. tls_cert/tls_key: this client's certificate
+     * chain and key (PEM), both or neither; nodes with TLS refuse a client
+     * without one. NULL: not given; the files are read by once_client_new. */
     const char *tls_ca;
     const char *tls_cert;
     const char *tls_key;

@@ -46,6 +46,11 @@ struct bench_cfg
     uint64_t count;
     bool json;
     const char *plot; /* PNG path, or NULL */
+    /* --tls-ca/--tls-cert/--tls-key (argv's; NULL: $ONCE_TLS_CA, ...,
+     * read by once_bench.c, or plaintext). */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
     char scope[ONCE_SCOPE_MAX + 1];
 };
 

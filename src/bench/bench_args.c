@@ -16,6 +16,7 @@ const char bench_usage[] =
     "                  [--kind nonce|idempotent] [--rate R] [--ttl DUR]\n"
     "                  [--timeout DUR] [--gap DUR] [--scope S] [--json]\n"
     "                  [--plot FILE.png] [--count N]\n"
+    "                  [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]\n"
     "\n"
     "Claims against a once cluster through libonce's pipelined interface\n"
     "(once_claim_async + once_run): N connections, one thread and one\n"
@@ -50,6 +51,11 @@ const char bench_usage[] =
     "  --scope S              scope of the keys (default \"bench\")\n"
     "  --json                 one JSON object instead of text\n"
     "  --plot FILE.png        throughput and p50/p99 per second (gnuplot)\n"
+    "  --tls-ca FILE          TLS 1.3 to the nodes (as oncectl; default\n"
+    "                         $ONCE_TLS_CA, unset: plaintext)\n"
+    "  --tls-cert FILE, --tls-key FILE\n"
+    "                         the client certificate and key (default\n"
+    "                         $ONCE_TLS_CERT, $ONCE_TLS_KEY)\n"
     "  --count N              stop once N claims (1..1e12) are answered OK\n"
     "                         in the measured time, then print the usual\n"
     "                         summary over the time it took (filling a\n"
@@ -276,9 +282,10 @@ static int parse_kind(struct bench_cfg *cfg,
 
 /* The flags that take a value, in the order they are tried. */
 static const char *const value_flags[] = {
-    "--cluster", "--connections", "--pipeline", "--duration", "--warmup",
-    "--keys",    "--kind",        "--rate",     "--ttl",      "--timeout",
-    "--gap",     "--scope",       "--count",    "--plot",
+    "--cluster",  "--connections", "--pipeline", "--duration", "--warmup",
+    "--keys",     "--kind",        "--rate",     "--ttl",      "--timeout",
+    "--gap",      "--scope",       "--count",    "--plot",     "--tls-ca",
+    "--tls-cert", "--tls-key",
 };
 
 /* Set flag @name (one of value_flags) from @v. 0, or -1 with @err. */
@@ -339,6 +346,14 @@ static int set_flag(struct bench_cfg *cfg,
             return -1;
         }
         memcpy(cfg->scope, v, len + 1);
+    } else if (strncmp(name, "--tls-", 6) == 0) {
+        if (v[0] == '\0') {
+            err_printf(err, "%s: want a file name", name);
+            return -1;
+        }
+        *(strcmp(name, "--tls-ca") == 0     ? &cfg->tls_ca
+          : strcmp(name, "--tls-cert") == 0 ? &cfg->tls_cert
+                                            : &cfg->tls_key) = v;
     } else { /* --plot */
         if (v[0] == '\0') {
             err_printf(err, "--plot: want a file name");

@@ -748,6 +748,14 @@ static int setup_run(struct run *run, const struct bench_cfg *cfg)
 }
 
 /* Worker @i: its slots, its client, its share of --rate. 0 or 1. */
+/* A --tls-* flag, else its environment variable (empty: unset). */
+static const char *flag_or_env(const char *flag, const char *env)
+{
+    const char *v = flag != NULL ? flag : getenv(env);
+
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
 static int setup_worker(struct run *run, struct worker *w, unsigned i)
 {
     const struct bench_cfg *cfg = run->cfg;
@@ -760,6 +768,9 @@ static int setup_worker(struct run *run, struct worker *w, unsigned i)
     o.n_addrs = cfg->n_addrs;
     o.timeout_ms = cfg->timeout_ms;
     o.max_inflight = cfg->pipeline;
+    o.tls_ca = flag_or_env(cfg->tls_ca, "ONCE_TLS_CA");
+    o.tls_cert = flag_or_env(cfg->tls_cert, "ONCE_TLS_CERT");
+    o.tls_key = flag_or_env(cfg->tls_key, "ONCE_TLS_KEY");
     w->run = run;
     w->idx = i;
     w->rng = (run->run_id ^ (0x9E3779B97F4A7C15ull * (i + 1))) | 1;

@@ -82,6 +82,7 @@ struct lwrite
 static uint8_t net_buf[CHUNK];
 static uint8_t plain_buf[CHUNK];
 static uint8_t local_buf[CHUNK];
+static uint8_t seal_buf[CHUNK]; /* flush_tls's, never holding data between */
 
 static void tlog(struct transport *t, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -287,8 +288,8 @@ static int flush_tls(struct link *l)
 {
     size_t n;
 
-    while ((n = tls_session_take(&l->tls, plain_buf, sizeof plain_buf)) > 0) {
-        int rv = lwrite(l, (uv_stream_t *)&l->tcp, plain_buf, n);
+    while ((n = tls_session_take(&l->tls, seal_buf, sizeof seal_buf)) > 0) {
+        int rv = lwrite(l, (uv_stream_t *)&l->tcp, seal_buf, n);
 
         if (rv != 0) {
             return rv;

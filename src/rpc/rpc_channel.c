@@ -390,6 +390,8 @@ static void channel_connect(struct rpc_channel *ch)
     struct conn *c;
     int rv;
 
+    /* The reason of the last failure is about the last connection only. */
+    ch->last_error[0] = '\0';
     c = malloc(sizeof *c);
     if (c == NULL || conn_init(c, ch->loop, &ch->lim, &channel_side, ch) != 0) {
         free(c); /* UNTESTED: malloc */

@@ -150,30 +150,42 @@ void tls_slot_set(struct tls_slot *s, SSL_CTX *ctx)
     SSL_CTX_free(old); /* NULL-safe; live sessions keep their own ref */
 }
 
-int tls_verify_against(const char *ca_file,
+int tls_store_load(X509_STORE **out, const char *ca_file, char *errmsg)
+{
+    X509_STORE *st = X509_STORE_new();
+
+    *out = NULL;
+    if (st == NULL) {
+        err_printf(errmsg, "out of memory"); /* UNTESTED: malloc */
+        return TLS_E_NOMEM;
+    }
+    if (X509_STORE_load_file(st, ca_file) != 1) {
+        ssl_reason(errmsg, ca_file, "cannot load the CA file");
+        X509_STORE_free(st);
+        return TLS_E_CONFIG;
+    }
+    *out = st;
+    return 0;
+}
+
+int tls_verify_against(X509_STORE *store,
                        X509 *cert,
                        STACK_OF(X509) * chain,
                        char *errmsg)
 {
-    X509_STORE *st = X509_STORE_new();
     X509_STORE_CTX *sc = X509_STORE_CTX_new();
     int rv = TLS_E_NOMEM;
 
-    if (st == NULL || sc == NULL) {
+    if (sc == NULL) {
         err_printf(errmsg, "out of memory"); /* UNTESTED: malloc */
-        goto out;
+        return rv;
     }
-    if (X509_STORE_load_file(st, ca_file) != 1) {
-        ssl_reason(errmsg, ca_file, "cannot load the CA file");
-        rv = TLS_E_CONFIG;
-        goto out;
-    }
-    if (X509_STORE_CTX_init(sc, st, cert, chain) != 1) {
+    if (X509_STORE_CTX_init(sc, store, cert, chain) != 1) {
         ssl_reason(errmsg, "verify", "cannot start"); /* UNTESTED */
         goto out;
     }
     if (X509_verify_cert(sc) != 1) {
-        err_printf(errmsg, "not from %s: %s", ca_file,
+        err_printf(errmsg, "not from the CA: %s",
                    X509_verify_cert_error_string(X509_STORE_CTX_get_error(sc)));
         ERR_clear_error();
         rv = TLS_E_PEER;
@@ -182,7 +194,6 @@ int tls_verify_against(const char *ca_file,
     rv = 0;
 out:
     X509_STORE_CTX_free(sc);
-    X509_STORE_free(st);
     return rv;
 }
 

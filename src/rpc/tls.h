@@ -84,11 +84,15 @@ struct tls_slot
  * reference) and drop its own reference on the old one. */
 void tls_slot_set(struct tls_slot *s, SSL_CTX *ctx);
 
+/* The CA bundle @ca_file as a store for tls_verify_against (one reference,
+ * the caller's: X509_STORE_free). 0, or TLS_E_CONFIG / TLS_E_NOMEM. */
+int tls_store_load(X509_STORE **out, const char *ca_file, char *errmsg);
+
 /* Is @cert's chain (@chain: the rest the peer sent, may be NULL) valid
- * against the CA bundle @ca_file? 0, or TLS_E_PEER / TLS_E_CONFIG with
- * @errmsg. For a second check after the handshake, e.g. that a forwarding
- * node's certificate comes from the peer CA. */
-int tls_verify_against(const char *ca_file,
+ * against @store? 0, or TLS_E_PEER / TLS_E_NOMEM with @errmsg. For a second
+ * check after the handshake, e.g. that a forwarding node's certificate
+ * comes from the peer CA. */
+int tls_verify_against(X509_STORE *store,
                        X509 *cert,
                        STACK_OF(X509) * chain,
                        char *errmsg);

@@ -11,6 +11,7 @@
 struct ctx_set
 {
     SSL_CTX *client_port, *raft_in, *raft_out, *out;
+    X509_STORE *peer_store;
 };
 
 static void set_free(struct ctx_set *c)
@@ -19,6 +20,7 @@ static void set_free(struct ctx_set *c)
     SSL_CTX_free(c->raft_in);
     SSL_CTX_free(c->raft_out);
     SSL_CTX_free(c->out);
+    X509_STORE_free(c->peer_store);
     memset(c, 0, sizeof *c);
 }
 
@@ -44,6 +46,9 @@ static int set_load(const struct server_config *cfg,
     if (rv == 0) {
         rv = tls_ctx_client(&c->out, &both, errmsg);
     }
+    if (rv == 0) {
+        rv = tls_store_load(&c->peer_store, peer_ca, errmsg);
+    }
     if (rv != 0) {
         set_free(c);
     }
@@ -56,12 +61,15 @@ static void set_install(struct node_tls *t, struct ctx_set *c)
     tls_slot_set(&t->raft_in, c->raft_in);
     tls_slot_set(&t->raft_out, c->raft_out);
     tls_slot_set(&t->out, c->out);
+    X509_STORE_free(t->peer_store);
+    t->peer_store = c->peer_store;
     memset(c, 0, sizeof *c); /* the slots own them now */
 }
 
-/* Until the access file decides the member role: every certificate from
- * the peer CA is a member (the transport and node_tls_peer_member have
- * checked the chain already). */
+/* The hook's value until node.c installs the access file's check
+ * (step_tls, before any port listens): every certificate from the peer CA
+ * is a member (the transport and node_tls_peer_member have checked the
+ * chain already). */
 static int member_any(void *arg, X509 *cert, char *why)
 {
     (void)arg;
@@ -135,6 +143,8 @@ void node_tls_close(struct node_tls *t)
     tls_slot_set(&t->raft_in, NULL);
     tls_slot_set(&t->raft_out, NULL);
     tls_slot_set(&t->out, NULL);
+    X509_STORE_free(t->peer_store);
+    t->peer_store = NULL;
 }
 
 int node_tls_member(void *arg, X509 *cert, char *why)
@@ -150,7 +160,7 @@ bool node_tls_peer_member(void *arg, X509 *cert, STACK_OF(X509) * chain)
     char why[ERR_MSG_SIZE], name[128];
 
     if (!s->tls.on ||
-        tls_verify_against(s->tls.peer_ca, cert, chain, why) != 0 ||
+        tls_verify_against(s->tls.peer_store, cert, chain, why) != 0 ||
         node_tls_member(s, cert, why) != 0) {
         log_kv(LOG_DEBUG, "client-port peer is not a member", "peer=%s",
                tls_cert_name(cert, name, sizeof name));

@@ -25,10 +25,15 @@ and a client "intruder"; an expired node certificate "old" of the first CA.
   5. the TLS Raft port: garbage (not TLS), a peer certificate of another
      CA, and a valid peer certificate followed by a huge header length are
      all closed, the node keeps serving;
-  6. SIGHUP: a new certificate in the same files is served to new
+  6. a connection that sends nothing is closed by the handshake deadline,
+     on both ports;
+  7. SIGHUP: a new certificate in the same files is served to new
      connections (its serial seen by a fresh handshake) while claims go on;
      an unreadable certificate file is refused with a log line and the old
-     certificate stays.
+     certificate stays;
+  8. --peer-tls-ca apart from --tls-ca: a client of the client CA is
+     served, a forwarded call from it is PERMISSION_DENIED, one from a
+     certificate of the peer CA is served.
 """
 
 import json
@@ -43,6 +48,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oncecluster as oc  # noqa: E402
+import once_hostile as oh  # noqa: E402  (its envelope encoder and decoder)
 
 SCOPE = "tls"
 RAFT_AE, RAFT_RV, RAFT_IS = 1, 3, 5
@@ -61,6 +67,10 @@ def make_certs(t, d):
     env = dict(os.environ, CA="ca2")
     for args in (["ca", d, "ca2"], ["node", d, "rogue", "127.0.0.1"],
                  ["client", d, "intruder"]):
+        subprocess.run(["sh", script] + args, check=True,
+                       capture_output=True, env=env)
+    env = dict(os.environ, CA="pca")  # a peer CA of its own (step 8)
+    for args in (["ca", d, "pca"], ["node", d, "p", "127.0.0.1"]):
         subprocess.run(["sh", script] + args, check=True,
                        capture_output=True, env=env)
     t.check(True, "certificates made with scripts/make-certs.sh")
@@ -312,6 +322,45 @@ def sighup(t, c, d, n):
         f.write(keep)
 
 
+def forwarded_status(d, port, cert):
+    """A Status call marked forwarded, over TLS with @cert: its status."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(os.path.join(d, "pca.pem"))
+    ctx.load_cert_chain(os.path.join(d, cert + ".pem"),
+                        os.path.join(d, cert + ".key"))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(oh.frame(oh.envelope(7, oh.M_STATUS, forwarded=True)))
+            buf = b""
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(
+                    ">I", buf[:4])[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return None
+                buf += chunk
+    return oh.one(oh.decode(buf[4:]), oh.F_STATUS)
+
+
+def peer_ca(t, d):
+    """--peer-tls-ca apart from --tls-ca: clients of the client CA are
+    served, and only certificates of the peer CA may forward."""
+    c = oc.Cluster(t, "peerca", 8000)
+    c.node_extra = lambda n: tls_flags(d, n.name) + [
+        "--peer-tls-ca", os.path.join(d, "pca.pem")]
+    c.ctl_flags = ctl_tls(d, ca="pca")
+    n = c.start_cluster(["p"])[0]
+    t.check(serves(c, n, "peer-ca"),
+            "--peer-tls-ca: a client of the client CA is served")
+    st = forwarded_status(d, n.client_port, "ops")
+    t.check(st == 7, "a forwarded call from a non-member is "
+            "PERMISSION_DENIED", "status=%s" % st)
+    st = forwarded_status(d, n.client_port, "p")
+    t.check(st is not None and st != 7,
+            "a forwarded call from a member certificate is served",
+            "status=%s" % st)
+    t.stop_all(check=True)
+
+
 def scenario(t):
     d = os.path.join(t.work, "certs")
     make_certs(t, d)
@@ -326,14 +375,27 @@ def scenario(t):
         t.check(serves(c, n, "via-" + n.name),
                 "TLS cluster: a claim via %s is ACCEPTED" % n.name)
     follower = [n for n in nodes if n is not leader][0]
+    # Silent connections, checked at the end: the handshake deadline (10 s)
+    # closes them, on both ports.
+    silent = [(port, socket.create_connection(("127.0.0.1", port),
+                                              timeout=5), time.time())
+              for port in (follower.client_port, follower.raft_port)]
     refused_clients(t, c, d, follower)
     tls_raft_port(t, c, d, follower)
     t.check("TLS refused" in follower.log_text(),
             "the node logs the refused handshakes")
     sighup(t, c, d, follower)
+    for port, s, t0 in silent:
+        left = max(1.0, 20 - (time.time() - t0))
+        t.check(closed_by_peer(s, timeout=left),
+                "a connection that never starts its handshake is closed "
+                "(port %d, after %.1f s)" % (port, time.time() - t0))
+        s.close()
     for n in nodes:
         t.check(serves(c, n, "end-via-" + n.name),
                 "TLS cluster still serves via %s" % n.name)
+    t.stop_all(check=True)
+    peer_ca(t, d)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Suite *entry_suite(void);
 Suite *ltime_suite(void);
 Suite *identity_suite(void);
 Suite *snap_policy_suite(void);
+Suite *rframe_suite(void);
 
 int main(void)
 {
@@ -15,6 +16,7 @@ int main(void)
     srunner_add_suite(sr, ltime_suite());
     srunner_add_suite(sr, identity_suite());
     srunner_add_suite(sr, snap_policy_suite());
+    srunner_add_suite(sr, rframe_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

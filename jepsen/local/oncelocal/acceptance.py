@@ -412,7 +412,8 @@ def main(argv=None):
         for v in VARIANTS:
             cmd = [sys.executable, os.path.abspath(sys.argv[0]), "--variant", v,
                    "--seed", str(a.seed), "--build-dir", a.build_dir,
-                   "--store", a.store] + ["--node-arg=" + x for x in a.node_args]
+                   "--store", a.store] + ["--node-arg=" + x for x in a.node_args] + \
+                (["--tls"] if a.tls else [])
             rc = subprocess.call(cmd)
             if rc != 0:
                 failed.append(v)

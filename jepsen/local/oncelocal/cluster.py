@@ -20,7 +20,7 @@ import subprocess
 import threading
 import time
 
-from .common import K, edn_value, log
+from .common import K, REPO, edn_value, log
 
 CLIENT_PORT, RAFT_PORT = 7101, 7111
 ELECTION, HEARTBEAT = "400ms", "75ms"
@@ -59,6 +59,8 @@ class Node:
                 self.raft_addr, "--client-addr", self.client_addr,
                 "--election-timeout", ELECTION, "--heartbeat", HEARTBEAT]
         args += self.cl.extra_node_args
+        if self.cl.tls is not None:
+            args += self.cl.tls.node_args(self.host, self.ip)
         if bootstrap:
             args.append("--bootstrap")
         if join:
@@ -262,10 +264,50 @@ def sampler(cl, node):
         sess.close()
 
 
+class Tls:
+    """--tls: a CA, a certificate per host (IP SAN: its 127.0.1.x address,
+    which every peer and client checks; DNS SAN hostN.once.jepsen, which
+    the access file makes a member) and one client certificate (admin),
+    made with scripts/make-certs.sh; oncectl finds them in ONCE_TLS_*."""
+
+    ACCESS = {"identities": [
+        {"match": "dns:*.once.jepsen", "role": "member"},
+        {"match": "dns:jepsen", "role": "admin"}]}
+
+    def __init__(self, d):
+        self.d = d
+        self.script = os.path.join(REPO, "scripts", "make-certs.sh")
+        self._make(["ca", d])
+        self._make(["client", d, "jepsen"])
+        with open(self._path("access", "json"), "w") as f:
+            json.dump(self.ACCESS, f)
+
+    def _make(self, args):
+        subprocess.run(["sh", self.script] + args, check=True,
+                       capture_output=True)
+
+    def _path(self, name, ext):
+        return os.path.join(self.d, "%s.%s" % (name, ext))
+
+    def node_args(self, host, ip):
+        name = "host%d" % host
+        if not os.path.exists(self._path(name, "pem")):
+            self._make(["node", self.d, name, ip, name + ".once.jepsen"])
+        return ["--tls-cert", self._path(name, "pem"), "--tls-key",
+                self._path(name, "key"), "--tls-ca", self._path("ca", "pem"),
+                "--access", self._path("access", "json")]
+
+    def ctl_env(self):
+        return {"ONCE_TLS_CA": self._path("ca", "pem"),
+                "ONCE_TLS_CERT": self._path("jepsen", "pem"),
+                "ONCE_TLS_KEY": self._path("jepsen", "key")}
+
+
 class Cluster:
     """The nodes of one run and what the harness does to them."""
 
-    def __init__(self, rdir, build_dir, shim, hist, samples, extra_node_args=()):
+    def __init__(self, rdir, build_dir, shim, hist, samples, extra_node_args=(),
+                 tls=False):
         self.dir = rdir
         self.onced = os.path.join(build_dir, "onced")
         self.oncectl = os.path.join(build_dir, "oncectl")
@@ -275,6 +317,9 @@ class Cluster:
         asan = os.environ.get("ASAN_OPTIONS", "")
         asan = (asan + ":" if asan else "") + "verify_asan_link_order=0"
         self.ctl_env = dict(os.environ)
+        self.tls = Tls(os.path.join(rdir, "certs")) if tls else None
+        if self.tls is not None:
+            self.ctl_env.update(self.tls.ctl_env())
         self.node_env = dict(os.environ, ASAN_OPTIONS=asan, LD_PRELOAD=shim)
         self.nodes = []           # every incarnation, in start order
         self.members = []         # the voters as the harness knows them

@@ -34,7 +34,8 @@ class Run:
         self.hist = History(os.path.join(self.dir, "history.edn"))
         self.samples = Samples(os.path.join(self.dir, "status.edn"), self.hist)
         self.cluster = Cluster(self.dir, a.build_dir, a.shim, self.hist,
-                               self.samples, a.node_args)
+                               self.samples, a.node_args,
+                               tls=getattr(a, "tls", False))
         sandbox.CLEANUPS.append(self.cluster.stop_all)
         if "disk" in getattr(a, "nemesis", ()):
             self.cluster.tmpfs_mb = DISK_MB

@@ -31,6 +31,10 @@ def add_common_args(p):
     p.add_argument("--node-arg", dest="node_args", action="append", default=[],
                    metavar="ARG", help="an extra onced argument for every node "
                    "(repeatable), e.g. --node-arg=--storage=pwrite")
+    p.add_argument("--tls", action="store_true",
+                   help="TLS on both ports of every node and for oncectl: "
+                   "a CA, a certificate per host and a client certificate, "
+                   "made in the run directory (scripts/make-certs.sh)")
     p.add_argument("--inner", help=argparse.SUPPRESS)
     p.add_argument("--shim", help=argparse.SUPPRESS)
 
