@@ -70,7 +70,8 @@ def make_certs(t, d):
         subprocess.run(["sh", script] + args, check=True,
                        capture_output=True, env=env)
     env = dict(os.environ, CA="pca")  # a peer CA of its own (step 8)
-    for args in (["ca", d, "pca"], ["node", d, "p", "127.0.0.1"]):
+    for args in (["ca", d, "pca"],
+                 ["node", d, "p", "127.0.0.1", "p.once.test"]):
         subprocess.run(["sh", script] + args, check=True,
                        capture_output=True, env=env)
     t.check(True, "certificates made with scripts/make-certs.sh")
