@@ -453,6 +453,22 @@ int once_members_assign(once_client *c,
                         enum once_role role,
                         uint32_t timeout_ms,
                         struct once_result *r);
+/* With ONCE_MEMBERS_FORCE the leader skips its safety checks: a removal
+ * or demotion that would leave a single voter, or that removes a voter
+ * while most of the remaining voters are unreachable, is otherwise
+ * refused with ONCE_FAILED_PRECONDITION and a reason. */
+#define ONCE_MEMBERS_FORCE 1u
+int once_members_remove_flags(once_client *c,
+                              uint64_t id,
+                              unsigned flags,
+                              uint32_t timeout_ms,
+                              struct once_result *r);
+int once_members_assign_flags(once_client *c,
+                              uint64_t id,
+                              enum once_role role,
+                              unsigned flags,
+                              uint32_t timeout_ms,
+                              struct once_result *r);
 /* Transfer leadership to @id (0: the leader chooses). *new_leader: the new
  * leader's id when known, else 0. */
 int once_transfer(once_client *c,

@@ -127,6 +127,7 @@ struct cli_req
     bool state_digest; /* status --state-digest */
     bool has_member_id;
     uint64_t member_id;
+    bool force; /* members remove/assign --force */
     bool has_raft_addr;
     char raft_addr[ONCE_ADDR_MAX + 1];
     bool has_client_addr;

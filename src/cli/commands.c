@@ -226,9 +226,11 @@ static int run_member_change(const struct cli_ctx *x,
         m.role = q->role;
         once_members_add(x->client, &m, t, &r);
     } else if (q->cmd == CLI_MEMBERS_REMOVE) {
-        once_members_remove(x->client, q->member_id, t, &r);
+        once_members_remove_flags(x->client, q->member_id,
+                                  q->force ? ONCE_MEMBERS_FORCE : 0, t, &r);
     } else {
-        once_members_assign(x->client, q->member_id, q->role, t, &r);
+        once_members_assign_flags(x->client, q->member_id, q->role,
+                                  q->force ? ONCE_MEMBERS_FORCE : 0, t, &r);
     }
     *out = cli_json_admin(&r);
     code = cli_exit_code(q->cmd, false, &r);

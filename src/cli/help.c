@@ -140,17 +140,24 @@ static const char help_members_add[] =
     "a change in progress, ...): exit 1.\n";
 
 static const char help_members_remove[] =
-    "usage: oncectl members remove ID\n"
+    "usage: oncectl members remove ID [--force]\n"
     "\n"
     "Remove a node (a dead one may always be removed). Its id is retired\n"
     "for ever. Transfer leadership first when removing the leader.\n"
     "\n"
+    "The leader refuses (FAILED_PRECONDITION with the reason) to remove a\n"
+    "voter when that would leave a single voter, or while a majority of\n"
+    "the voters that would remain is unreachable from it.\n"
+    "  --force   remove it anyway\n"
+    "\n"
     "Outcomes: OK (exit 0), FAILED_PRECONDITION with reason (exit 1).\n";
 
 static const char help_members_assign[] =
-    "usage: oncectl members assign ID ROLE\n"
+    "usage: oncectl members assign ID ROLE [--force]\n"
     "\n"
-    "Change a member's role: ROLE is voter, standby or spare.\n"
+    "Change a member's role: ROLE is voter, standby or spare. Taking a\n"
+    "voter's vote away is refused like a removal (see members remove).\n"
+    "  --force   change it anyway\n"
     "\n"
     "Outcomes: OK (exit 0), FAILED_PRECONDITION with reason (exit 1).\n";
 

@@ -180,13 +180,15 @@ struct id_args
     enum rpc_method method;
     uint64_t id;
     enum once_role role;
+    bool force;
 };
 
 static int pack_id(struct op *op, const void *arg)
 {
     const struct id_args *a = arg;
 
-    return client_pack_id(a->method, a->id, a->role, &op->body, &op->body_len);
+    return client_pack_id(a->method, a->id, a->role, a->force, &op->body,
+                          &op->body_len);
 }
 
 /* Remove or assign member @a->id (not 0; assign: with a valid role). */
@@ -220,7 +222,17 @@ int once_members_remove(once_client *c,
                         uint32_t timeout_ms,
                         struct once_result *r)
 {
-    struct id_args a = {RPC_METHOD_MEMBERS_REMOVE, id, ONCE_ROLE_NONE};
+    return once_members_remove_flags(c, id, 0, timeout_ms, r);
+}
+
+int once_members_remove_flags(once_client *c,
+                              uint64_t id,
+                              unsigned flags,
+                              uint32_t timeout_ms,
+                              struct once_result *r)
+{
+    struct id_args a = {RPC_METHOD_MEMBERS_REMOVE, id, ONCE_ROLE_NONE,
+                        (flags & ONCE_MEMBERS_FORCE) != 0};
 
     return member_id_call(c, &a, timeout_ms, r);
 }
@@ -231,7 +243,18 @@ int once_members_assign(once_client *c,
                         uint32_t timeout_ms,
                         struct once_result *r)
 {
-    struct id_args a = {RPC_METHOD_MEMBERS_ASSIGN, id, role};
+    return once_members_assign_flags(c, id, role, 0, timeout_ms, r);
+}
+
+int once_members_assign_flags(once_client *c,
+                              uint64_t id,
+                              enum once_role role,
+                              unsigned flags,
+                              uint32_t timeout_ms,
+                              struct once_result *r)
+{
+    struct id_args a = {RPC_METHOD_MEMBERS_ASSIGN, id, role,
+                        (flags & ONCE_MEMBERS_FORCE) != 0};
 
     return member_id_call(c, &a, timeout_ms, r);
 }

@@ -127,9 +127,12 @@ int client_pack_backup(enum rpc_method method,
                        uint32_t max_bytes,
                        uint8_t **out,
                        size_t *out_len);
+/* MembersRemove, MembersAssign (with @force: ONCE_MEMBERS_FORCE) or
+ * Transfer of @id. */
 int client_pack_id(enum rpc_method method,
                    uint64_t id,
                    enum once_role role,
+                   bool force,
                    uint8_t **out,
                    size_t *out_len);
 /* Status with state_digest set (without it the request is empty). */

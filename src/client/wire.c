@@ -504,6 +504,7 @@ int client_pack_backup(enum rpc_method method,
 int client_pack_id(enum rpc_method method,
                    uint64_t id,
                    enum once_role role,
+                   bool force,
                    uint8_t **out,
                    size_t *out_len)
 {
@@ -513,6 +514,7 @@ int client_pack_id(enum rpc_method method,
                 ONCE__RPC__MEMBERS_REMOVE_REQUEST__INIT;
 
             m.id = id;
+            m.force = force;
             return pack(&m.base, out, out_len);
         }
         case RPC_METHOD_MEMBERS_ASSIGN: {
@@ -521,6 +523,7 @@ int client_pack_id(enum rpc_method method,
 
             m.id = id;
             m.role = (Once__Rpc__Role)role;
+            m.force = force;
             return pack(&m.base, out, out_len);
         }
         default: {

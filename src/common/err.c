@@ -17,8 +17,9 @@ struct err_code
 static const struct err_code codes[] = {
     ERR_FSM_CODES(ERR_ROW) ERR_ENTRY_CODES(ERR_ROW) ERR_REPLICA_CODES(ERR_ROW)
         ERR_IDENTITY_CODES(ERR_ROW) ERR_RPC_CODES(ERR_ROW)
-            ERR_TLS_CODES(ERR_ROW) ERR_VERIFY_CODES(ERR_ROW)
-                ERR_INGRESS_CODES(ERR_ROW) ERR_HTTP_CODES(ERR_ROW)};
+            ERR_TLS_CODES(ERR_ROW) ERR_ACCESS_CODES(ERR_ROW)
+                ERR_VERIFY_CODES(ERR_ROW) ERR_INGRESS_CODES(ERR_ROW)
+                    ERR_HTTP_CODES(ERR_ROW)};
 
 static const struct
 {
@@ -29,7 +30,7 @@ static const struct
     {ERR_REPLICA_BASE, "replica"}, {ERR_IDENTITY_BASE, "identity"},
     {ERR_RPC_BASE, "rpc"},         {ERR_TLS_BASE, "tls"},
     {ERR_HTTP_BASE, "http"},       {ERR_VERIFY_BASE, "verify"},
-    {ERR_INGRESS_BASE, "ingress"},
+    {ERR_INGRESS_BASE, "ingress"}, {ERR_ACCESS_BASE, "access"},
 };
 
 static const struct err_code *find(int code)

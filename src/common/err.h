@@ -36,6 +36,7 @@
 #define ERR_IDENTITY_BASE (-1400)
 #define ERR_RPC_BASE      (-1500)
 #define ERR_TLS_BASE      (-1600)
+#define ERR_ACCESS_BASE   (-1700)
 #define ERR_HTTP_BASE     (-1800)
 #define ERR_VERIFY_BASE   (-2000)
 #define ERR_INGRESS_BASE  (-2100)
@@ -105,6 +106,15 @@
     X(TLS_E_NOMEM, -1606, "out of memory")                            \
     X(TLS_E_IO, -1607, "TLS record error after the handshake")        \
     X(TLS_E_FRAME, -1608, "a Raft message breaks its framing or a bound")
+
+#define ERR_ACCESS_CODES(X)                                           \
+    X(ACCESS_E_IO, -1701, "the access file cannot be read")           \
+    X(ACCESS_E_TOOBIG, -1702, "the access file is over a size limit") \
+    X(ACCESS_E_SYNTAX, -1703, "the access file is not valid JSON")    \
+    X(ACCESS_E_INVALID, -1704, "the access file breaks a rule")       \
+    X(ACCESS_E_NOMEM, -1705, "out of memory")                         \
+    X(ACCESS_E_DENIED, -1706, "permission denied")                    \
+    X(ACCESS_E_CERT, -1707, "a caller certificate does not decode")
 
 #define ERR_HTTP_CODES(X)                                \
     X(HTTP_E_ADDR, -1801, "address is not IPv4 IP:PORT") \

@@ -63,6 +63,8 @@ void rpc_limits_default(struct rpc_limits *l)
     l->conns_max = 4096;
     l->idle_ms = 300000;
     l->out_max = 8u << 20;
+    l->frame_ms = 10000;
+    l->mem_max = (size_t)1 << 30;
     l->deadline_ms = 5000;
 }
 
@@ -120,6 +122,24 @@ void conn_maybe_free(struct conn *c)
     X509_free(c->peer_cert);
     free(c);
     side->freed(owner);
+}
+
+void conn_account(struct conn *c)
+{
+    size_t now;
+
+    if (c->mem == NULL) {
+        return;
+    }
+    now = c->closing ? 0 : c->rcap + c->out_bytes;
+    c->mem->used = c->mem->used - c->mem_held + now;
+    if (now > c->mem_held && c->mem->max > 0 && c->mem->used > c->mem->max &&
+        c->side->over_memory != NULL) {
+        c->mem_held = now;
+        c->side->over_memory(c);
+        return;
+    }
+    c->mem_held = now;
 }
 
 static void on_conn_closed(uv_handle_t *h)
@@ -220,7 +240,8 @@ static void conn_on_frame(struct conn *c, const uint8_t *env, size_t len)
 /* Hand every whole frame in rbuf to the side; true if one was large. */
 static bool conn_parse(struct conn *c)
 {
-    bool big = false;
+    uint64_t now = uv_now(c->tcp.loop);
+    bool big = false, whole = false;
 
     while (!c->closing && !c->close_after_write) {
         uint32_t env_len;
@@ -243,8 +264,21 @@ static bool conn_parse(struct conn *c)
         }
         big = big || env_len > READ_CHUNK;
         c->rpos += FRAME_HEADER_LEN;
+        /* Idle time counts from the last whole frame, not from any byte. */
+        c->last_active_ms = now;
+        whole = true;
         conn_on_frame(c, c->rbuf + c->rpos, env_len);
         c->rpos += env_len;
+    }
+    if (c->closing) {
+        return big;
+    }
+    /* What is left is the start of a frame: since now if a frame ended
+     * in these bytes (or none was pending), else since it began. */
+    if (c->rlen == c->rpos) {
+        c->partial_since_ms = 0;
+    } else if (whole || c->partial_since_ms == 0) {
+        c->partial_since_ms = now;
     }
     return big;
 }
@@ -262,7 +296,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0) {
         return;
     }
-    c->last_active_ms = uv_now(s->loop);
     if (c->tls_on) {
         tls_on_read(c, (const uint8_t *)buf->base, (size_t)nread);
         return;
@@ -271,6 +304,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (conn_parse(c) && !c->closing) {
         conn_shrink(c);
     }
+    conn_account(c);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -283,6 +317,7 @@ static void on_write(uv_write_t *req, int status)
     free(w->ext);
     free(w->sealed);
     free(w);
+    conn_account(c);
     if (status != 0) {
         conn_close(c);
         return;
@@ -303,6 +338,7 @@ static void note_queued(struct conn *c, size_t len)
         c->last_write_ms = uv_now(c->tcp.loop);
     }
     c->out_bytes += len;
+    conn_account(c);
     /* Server side only: a channel keeps reading (its answers are what
      * drains the server, which applies its own limit). */
     if (c->side->pause_reads && !c->paused && c->out_bytes > c->lim->out_max) {
@@ -618,6 +654,7 @@ static void tls_drain(struct conn *c)
     if (big && !c->closing) {
         conn_shrink(c);
     }
+    conn_account(c);
 }
 
 static void tls_on_read(struct conn *c, const uint8_t *p, size_t n)
@@ -731,6 +768,7 @@ void conn_close(struct conn *c)
         return;
     }
     c->closing = true;
+    conn_account(c); /* a closing conn counts nothing */
     c->side->closing(c);
     if (c->corking) {
         /* Corked answers never reached the socket: dropped, like the

@@ -27,8 +27,16 @@
  *   - bytes queued for writing: over it the connection stops reading until
  *     the queue drains;
  *   - idle time: a server connection with no call in flight that received
- *     no frame and gave no answer for idle_ms is closed, and so is one whose
- *     answers have not drained for idle_ms (a peer that does not read).
+ *     no complete frame and gave no answer for idle_ms is closed (bytes of
+ *     an unfinished frame do not count: a peer cannot keep a connection by
+ *     dribbling), and so is one whose answers have not drained for idle_ms
+ *     (a peer that does not read);
+ *   - frame time: a server connection that started a frame and has not
+ *     finished it within frame_ms is closed;
+ *   - memory: what all of a server's connections hold in read buffers and
+ *     queued answers is at most mem_max (plus what one loop iteration
+ *     adds): past it the connection holding the most is closed, with a
+ *     log line.
  * A frame that does not decode closes its connection after an error frame
  * (call id 0, method UNSPECIFIED, INVALID_ARGUMENT, applied FALSE, the
  * decoder's message). A request whose body the handler cannot decode is the
@@ -50,6 +58,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/x509.h>
 #include <uv.h>
 
 #include "rpc/frame.h"
@@ -64,6 +73,13 @@ struct rpc_limits
     unsigned conns_max; /* per server, 4096 */
     unsigned idle_ms;   /* server connections, 300000 (5 min); 0: never */
     size_t out_max;     /* queued write bytes before reads pause, 8 MiB */
+    /* server: a frame whose first byte arrived must be complete within
+     * frame_ms, 10000 (10 s); 0: no limit. */
+    unsigned frame_ms;
+    /* server: bytes all its connections may hold in read buffers (the
+     * frame in hand) and queued answers, 1 GiB; past it the connection
+     * holding the most is closed. 0: no limit. */
+    size_t mem_max;
     /* server: the deadline of a request that gives none (deadline_ms 0),
      * 5000; 0: no deadline then. Channels ignore it. */
     uint64_t deadline_ms;
@@ -168,10 +184,13 @@ struct rpc_server_stats
     uint64_t conns_refused; /* over conns_max */
     uint64_t calls_in_flight;
     uint64_t calls_served;
-    uint64_t calls_busy;       /* answered RESOURCE_EXHAUSTED by the layer */
-    uint64_t calls_expired;    /* answered DEADLINE_EXCEEDED by the layer */
-    uint64_t frames_malformed; /* connections closed for a bad frame */
-    uint64_t tls_refused;      /* handshakes failed, refused or too slow */
+    uint64_t calls_busy;        /* answered RESOURCE_EXHAUSTED by the layer */
+    uint64_t calls_expired;     /* answered DEADLINE_EXCEEDED by the layer */
+    uint64_t frames_malformed;  /* connections closed for a bad frame */
+    uint64_t frames_timed_out;  /* closed: a frame not finished in time */
+    uint64_t conns_over_memory; /* closed: over mem_max */
+    uint64_t mem_used;          /* bytes held now (see mem_max) */
+    uint64_t tls_refused;       /* handshakes failed, refused or too slow */
 };
 void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st);
 
@@ -247,10 +266,10 @@ void rpc_channel_set_tls(struct rpc_channel *ch, struct tls_slot *slot);
 const char *rpc_channel_last_error(const struct rpc_channel *ch);
 
 /* Send one request: @req's method, deadline_ms, group_id, forwarded,
- * cluster id (the caller's pin: the server refuses the call if it belongs
- * to another cluster) and body are used (borrowed, copied before return);
- * the call id and direction are the channel's. @timeout_ms > 0 bounds the wait
- * for the answer from now (connect included); it is also sent as the
+ * caller_cert, cluster id (the caller's pin: the server refuses the call if it
+ * belongs to another cluster) and body are used (borrowed, copied before
+ * return); the call id and direction are the channel's. @timeout_ms > 0 bounds
+ * the wait for the answer from now (connect included); it is also sent as the
  * envelope's deadline when @req->deadline_ms is 0. @cb runs exactly once,
  * never from inside this function. Returns 0, or a negative error before
  * anything was queued (RPC_E_NOMEM; an envelope_check error for a bad

@@ -46,6 +46,17 @@ struct conn_side
      * the conn closes right after. Either may be NULL. */
     void (*ready)(struct conn *c);
     void (*tls_failed)(struct conn *c, int rv, const char *errmsg);
+    /* The memory account (struct conn.mem) went over its max because of
+     * @c; NULL for a side without an account. Must not close anything
+     * itself: it runs inside conn.c's reads and sends. */
+    void (*over_memory)(struct conn *c);
+};
+
+/* Bytes held by a side's connections (rpc_server.c: one per server). */
+struct conn_mem
+{
+    size_t used;
+    size_t max; /* 0: no limit */
 };
 
 struct conn
@@ -80,8 +91,13 @@ struct conn
     size_t clen, ccap;
     unsigned calls; /* server: unanswered calls */
     unsigned refs;  /* server: rpc_calls pointing here (answered or not) */
-    uint64_t last_active_ms; /* a frame received (or, server: answered) */
-    uint64_t last_write_ms;  /* last write completion, or queue start */
+    uint64_t last_active_ms;   /* a whole frame received (or, server:
+                                * answered) */
+    uint64_t partial_since_ms; /* the unfinished frame in rbuf started; 0:
+                                * none */
+    struct conn_mem *mem;      /* the side's account, or NULL */
+    size_t mem_held;           /* what this conn counts in *mem */
+    uint64_t last_write_ms;    /* last write completion, or queue start */
 
     /* TLS (conn_tls_start; all zero for plaintext). Frames wait in the
      * cork until the handshake completed; every write is sealed first. */
@@ -139,6 +155,10 @@ void conn_close(struct conn *c);
 /* Close a conn its side never linked (an accept that failed): the handle
  * only, no side->closing. */
 void conn_discard(struct conn *c);
+
+/* Count what @c holds now (read buffer capacity and queued bytes; 0 once
+ * closing) in its side's account. */
+void conn_account(struct conn *c);
 
 /* Free @c if its handles have closed and refs is 0 (a side that dropped a
  * reference calls it). */

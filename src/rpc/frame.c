@@ -218,7 +218,15 @@ static int check_fields(const struct envelope_view *v, char *errmsg)
             err_printf(errmsg, "request with status, applied, error or hint");
             return RPC_E_FIELDS;
         }
+        if (v->caller_cert_len > 0 && !v->forwarded) {
+            err_printf(errmsg, "caller_cert in a request not forwarded");
+            return RPC_E_FIELDS;
+        }
         return 0;
+    }
+    if (v->caller_cert_len > 0) {
+        err_printf(errmsg, "response with caller_cert");
+        return RPC_E_FIELDS;
     }
     if (v->forwarded) {
         err_printf(errmsg, "response marked forwarded");
@@ -274,6 +282,12 @@ int envelope_check(const struct envelope_view *v, char *errmsg)
                     RPC_ADDR_MAX, errmsg);
     if (rv != 0) {
         return rv;
+    }
+    if (v->caller_cert_len > RPC_CALLER_CERT_MAX ||
+        (v->caller_cert_len > 0 && v->caller_cert == NULL)) {
+        err_printf(errmsg, "caller_cert: %zu bytes, at most %u allowed",
+                   v->caller_cert_len, RPC_CALLER_CERT_MAX);
+        return RPC_E_FIELDS;
     }
     if (v->body_len > 0 && v->body == NULL) {
         err_printf(errmsg, "body: NULL with length %zu", v->body_len);
@@ -428,6 +442,8 @@ int envelope_decode(const uint8_t *buf,
     v->node_id = e->node_id;
     v->group_id = e->group_id;
     v->forwarded = e->forwarded;
+    v->caller_cert = e->caller_cert.data;
+    v->caller_cert_len = e->caller_cert.len;
     v->body = e->body.data;
     v->body_len = e->body.len;
     rv = copy_id("cluster_id", &e->cluster_id, &v->has_cluster_id,
@@ -491,6 +507,8 @@ static void to_pb(const struct envelope_view *v, Once__Rpc__Envelope *e)
     }
     e->group_id = v->group_id;
     e->forwarded = v->forwarded;
+    e->caller_cert.data = unconst(v->caller_cert);
+    e->caller_cert.len = v->caller_cert_len;
     e->body.data = unconst(v->body);
     e->body.len = v->body_len;
 }

@@ -68,7 +68,9 @@ enum rpc_method {
     RPC_METHOD_BACKUP_READ,
     RPC_METHOD_BACKUP_CLOSE,
 };
-#define RPC_METHOD_LAST RPC_METHOD_BACKUP_CLOSE
+/* Envelope.caller_cert: the DER of one certificate. */
+#define RPC_CALLER_CERT_MAX (16u << 10)
+#define RPC_METHOD_LAST     RPC_METHOD_BACKUP_CLOSE
 
 enum rpc_direction {
     RPC_REQUEST = 1,
@@ -104,7 +106,8 @@ enum rpc_applied {
  *     with a status other than OK (answer to a call that did not decode);
  *   - direction is REQUEST or RESPONSE; status and applied known values;
  *   - a request has status OK, applied UNSPECIFIED, no error, no hint;
- *   - only a request may be marked forwarded;
+ *   - only a request may be marked forwarded; caller_cert only in a
+ *     forwarded request, 0..RPC_CALLER_CERT_MAX bytes;
  *   - status OK <=> applied UNSPECIFIED <=> error empty;
  *   - error 0..RPC_ERROR_MAX bytes, leader_hint 0..RPC_ADDR_MAX, no NUL;
  *   - deadline_ms 0..RPC_DEADLINE_MAX (0: none given);
@@ -131,6 +134,10 @@ struct envelope_view
     const uint8_t *body; /* may be NULL if body_len is 0 */
     size_t body_len;
     bool forwarded; /* requests: a node forwarded it (one hop only) */
+    /* Forwarded requests: DER of the original caller's certificate,
+     * 0..RPC_CALLER_CERT_MAX bytes (may be NULL if 0). */
+    const uint8_t *caller_cert;
+    size_t caller_cert_len;
 
     /* Private to frame.c (decoding only). */
     struct arena arena;

@@ -494,6 +494,8 @@ int rpc_channel_call(struct rpc_channel *ch,
     }
     v.group_id = req->group_id;
     v.forwarded = req->forwarded;
+    v.caller_cert = req->caller_cert;
+    v.caller_cert_len = req->caller_cert_len;
     v.has_cluster_id = req->has_cluster_id; /* the caller's pin, if any */
     memcpy(v.cluster_id, req->cluster_id, RPC_ID_LEN);
     v.body = req->body;

@@ -7,8 +7,13 @@
  * callback. The layer itself answers what the handler must not see: a
  * server closing, another cluster's pin, calls over calls_max, and, with a
  * deadline timer per call, the deadline passing before the handler replied.
- * An idle timer closes connections that are idle, or whose peer stopped
- * reading, for idle_ms.
+ * A sweep timer closes connections that are idle, or whose peer stopped
+ * reading, for idle_ms, and those that started a frame and did not finish
+ * it within frame_ms. The memory the connections hold (read buffers and
+ * queued answers, conn_account) is one account per server: past mem_max a
+ * zero-delay timer closes the connections holding the most until it is
+ * under again (from a timer, because the account grows inside reads and
+ * sends, where a connection must not be closed).
  *
  * Lifetimes: an rpc_call is freed by rpc_call_reply (after its deadline
  * timer, if any, has closed) and holds a reference on its conn (refs), so a
@@ -26,7 +31,9 @@ struct rpc_server
 {
     uv_loop_t *loop;
     uv_tcp_t listener;
-    uv_timer_t idle_timer;
+    uv_timer_t idle_timer; /* the sweep: idle_ms and frame_ms */
+    uv_timer_t mem_timer;  /* over mem_max: close the largest */
+    struct conn_mem mem;
     struct rpc_limits lim;
     rpc_serve_fn serve;
     void *arg;
@@ -41,7 +48,7 @@ struct rpc_server
     struct conn *conns; /* open ones */
     unsigned n_conns;   /* allocated (open or closing) */
     unsigned n_calls;   /* not yet replied by the handler */
-    unsigned handles;   /* listener + idle timer while open */
+    unsigned handles;   /* listener, sweep and memory timers while open */
     struct rpc_server_stats st;
     bool closing;
     void (*close_cb)(void *arg);
@@ -288,6 +295,42 @@ static void server_request(struct conn *c, struct envelope_view *v)
     s->serve(s->arg, &k->pub, v);
 }
 
+static void on_mem_timer(uv_timer_t *t)
+{
+    struct rpc_server *s = t->data;
+
+    while (s->mem.max > 0 && s->mem.used > s->mem.max) {
+        struct conn *big = NULL;
+
+        for (struct conn *c = s->conns; c != NULL; c = c->next) {
+            if (big == NULL || c->mem_held > big->mem_held) {
+                big = c;
+            }
+        }
+        if (big == NULL || big->mem_held == 0) {
+            break; /* UNTESTED: what is left is not the connections' */
+        }
+        s->st.conns_over_memory++;
+        srv_logf(s, "warn",
+                 "closing the client connection holding the most memory "
+                 "(%zu bytes of read buffer and queued answers): the "
+                 "connections hold %zu bytes, over the limit of %zu",
+                 big->mem_held, s->mem.used, s->mem.max);
+        conn_close(big); /* unlinks it and takes its bytes off */
+    }
+}
+
+/* The account went over mem_max: close the largest holders from the
+ * memory timer, on the next loop iteration. */
+static void server_over_memory(struct conn *c)
+{
+    struct rpc_server *s = c->srv;
+
+    if (!s->closing && !uv_is_active((uv_handle_t *)&s->mem_timer)) {
+        (void)uv_timer_start(&s->mem_timer, on_mem_timer, 0, 0);
+    }
+}
+
 /* The peer's address for log lines. */
 static const char *peer_name(struct conn *c, char *buf, size_t cap)
 {
@@ -335,6 +378,7 @@ static const struct conn_side server_side = {
     .pause_reads = true,
     .ready = server_tls_ready,
     .tls_failed = server_tls_failed,
+    .over_memory = server_over_memory,
 };
 
 void rpc_call_mark_sent(struct rpc_call *call)
@@ -438,6 +482,7 @@ static void on_connection(uv_stream_t *listener, int status)
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
     conn_cork_init(c, s->loop);
+    c->mem = &s->mem;
     c->next = s->conns;
     if (s->conns != NULL) {
         s->conns->prev = c;
@@ -464,6 +509,18 @@ static void on_connection(uv_stream_t *listener, int status)
     }
 }
 
+/* A frame started and not finished in frame_ms: a slow or stuck sender
+ * would otherwise hold its buffer (up to frame_max) for as long as it
+ * likes. Not while reads are paused: then the wait is this node's. */
+static bool frame_overdue(const struct rpc_server *s,
+                          const struct conn *c,
+                          uint64_t now)
+{
+    return s->lim.frame_ms > 0 && c->partial_since_ms != 0 && !c->paused &&
+           !c->close_after_write &&
+           now - c->partial_since_ms >= s->lim.frame_ms;
+}
+
 static void on_idle_timer(uv_timer_t *t)
 {
     struct rpc_server *s = t->data;
@@ -473,8 +530,20 @@ static void on_idle_timer(uv_timer_t *t)
     while (c != NULL) {
         struct conn *next = c->next;
 
-        if (c->calls == 0 && c->out_bytes == 0 && !c->close_after_write &&
-            now - c->last_active_ms >= s->lim.idle_ms) {
+        if (frame_overdue(s, c, now)) {
+            s->st.frames_timed_out++;
+            srv_logf(s, "warn",
+                     "closing a client connection: a frame started %llu ms "
+                     "ago is not complete (%zu of its bytes received; limit "
+                     "%u ms)",
+                     (unsigned long long)(now - c->partial_since_ms),
+                     c->rlen - c->rpos, s->lim.frame_ms);
+            conn_close(c);
+        } else if (s->lim.idle_ms == 0) {
+            /* no idle limit */
+        } else if (c->calls == 0 && c->out_bytes == 0 &&
+                   !c->close_after_write &&
+                   now - c->last_active_ms >= s->lim.idle_ms) {
             conn_close(c);
         } else if (c->out_bytes > 0 &&
                    now - c->last_write_ms >= s->lim.idle_ms) {
@@ -497,6 +566,20 @@ static void on_server_handle_closed(uv_handle_t *h)
 
     s->handles--;
     server_maybe_done(s);
+}
+
+/* How often the sweep runs: a quarter of the shorter limit, at most 1 s. */
+static uint64_t sweep_period(const struct rpc_limits *l)
+{
+    uint64_t every = 1000;
+
+    if (l->idle_ms > 0 && l->idle_ms / 4 < every) {
+        every = l->idle_ms / 4;
+    }
+    if (l->frame_ms > 0 && l->frame_ms / 4 < every) {
+        every = l->frame_ms / 4;
+    }
+    return every > 0 ? every : 1;
 }
 
 int rpc_server_start(struct rpc_server **out,
@@ -554,13 +637,17 @@ int rpc_server_start(struct rpc_server **out,
         return RPC_E_LISTEN;
     }
     s->handles = 1;
-    if (s->lim.idle_ms > 0) {
-        uint64_t every = s->lim.idle_ms / 4 > 1000 ? 1000 : s->lim.idle_ms / 4;
+    s->mem.max = s->lim.mem_max;
+    (void)uv_timer_init(loop, &s->mem_timer);
+    s->mem_timer.data = s;
+    /* Started by server_over_memory. */
+    s->handles++;
+    if (s->lim.idle_ms > 0 || s->lim.frame_ms > 0) {
+        uint64_t every = sweep_period(&s->lim);
 
         (void)uv_timer_init(loop, &s->idle_timer);
         s->idle_timer.data = s;
-        (void)uv_timer_start(&s->idle_timer, on_idle_timer, every ? every : 1,
-                             every ? every : 1);
+        (void)uv_timer_start(&s->idle_timer, on_idle_timer, every, every);
         s->handles++;
     }
     *out = s;
@@ -575,6 +662,7 @@ void rpc_server_set_ids(struct rpc_server *s, const struct rpc_ids *ids)
 void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st)
 {
     *st = s->st;
+    st->mem_used = s->mem.used;
 }
 
 void rpc_server_close(struct rpc_server *s, void (*cb)(void *arg), void *arg)
@@ -586,7 +674,8 @@ void rpc_server_close(struct rpc_server *s, void (*cb)(void *arg), void *arg)
     s->close_cb = cb;
     s->close_arg = arg;
     uv_close((uv_handle_t *)&s->listener, on_server_handle_closed);
-    if (s->lim.idle_ms > 0) {
+    uv_close((uv_handle_t *)&s->mem_timer, on_server_handle_closed);
+    if (s->lim.idle_ms > 0 || s->lim.frame_ms > 0) {
         uv_close((uv_handle_t *)&s->idle_timer, on_server_handle_closed);
     }
     while (s->conns != NULL) {

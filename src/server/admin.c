@@ -18,6 +18,7 @@
 #include "server/backup.h"
 #include "server/convert.h"
 #include "server/reply.h"
+#include "server/safety.h"
 #include "server/server.h"
 #include "server/service.h"
 
@@ -517,14 +518,130 @@ void admin_members_add(struct server *s,
                    in->member.role);
 }
 
+void admin_tick(struct server *s)
+{
+    struct raft *r = s->rep.raft;
+    struct admin *a = &s->admin;
+    uint64_t now = uv_now(&s->loop);
+
+    if (raft_state(r) != RAFT_LEADER || r->leader_state.progress == NULL) {
+        a->n_seen = 0; /* a new leader starts from raft's own view */
+        a->was_leader = false;
+        return;
+    }
+    if (!a->was_leader) {
+        a->was_leader = true;
+        a->leader_since_ms = now;
+    }
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        uint64_t id = r->configuration.servers[i].id;
+        unsigned j;
+
+        if (!r->leader_state.progress[i].recent_recv) {
+            continue;
+        }
+        for (j = 0; j < a->n_seen && a->seen[j].id != id; j++) {
+        }
+        if (j == a->n_seen) {
+            if (a->n_seen == sizeof a->seen / sizeof a->seen[0]) {
+                continue; /* UNTESTED: more servers than members */
+            }
+            a->n_seen++;
+        }
+        a->seen[j].id = id;
+        a->seen[j].ms = now;
+    }
+}
+
+/* Reachable for membership safety: raft heard from it within the last
+ * election timeout (recent_recv now, or a sample of the tick no older
+ * than one election timeout, so at most two since the message). */
+static bool safety_reachable(struct server *s, uint64_t id)
+{
+    const struct admin *a = &s->admin;
+    uint64_t now = uv_now(&s->loop);
+
+    if (member_reachable(s, id)) {
+        return true;
+    }
+    for (unsigned j = 0; j < a->n_seen; j++) {
+        if (a->seen[j].id == id) {
+            return now - a->seen[j].ms <= s->cfg.raft.election_ms;
+        }
+    }
+    return false;
+}
+
+/* A leader for less than an election timeout may not have heard from a
+ * live voter yet (a transfer, then a removal at once): it has no evidence
+ * that a voter is gone. */
+static bool leader_young(struct server *s)
+{
+    const struct admin *a = &s->admin;
+
+    return !a->was_leader ||
+           uv_now(&s->loop) - a->leader_since_ms < s->cfg.raft.election_ms;
+}
+
+/* Whether taking voter @id's vote away leaves a cluster that can still
+ * lose a node (safety.h); if not, and @force is not set, @call is answered
+ * FAILED_PRECONDITION with the reason and true is returned; a leader too
+ * new to know which voters are reachable answers UNAVAILABLE, applied
+ * false, so the caller repeats it (libonce does, within its deadline). A
+ * forced change that the check would refuse is logged at warn. */
+static bool refuse_unsafe(struct server *s,
+                          struct rpc_call *call,
+                          uint64_t id,
+                          bool force)
+{
+    struct safety_voter v[FSM_MEMBERS_MAX];
+    const struct raft_configuration *conf = &s->rep.raft->configuration;
+    char why[ERR_MSG_SIZE], idb[IDENTITY_HEX_LEN + 1], q[300];
+    enum safety_verdict verdict;
+    size_t n = 0;
+
+    for (unsigned i = 0; i < conf->n && n < FSM_MEMBERS_MAX; i++) {
+        if (conf->servers[i].role == RAFT_VOTER) {
+            v[n].id = conf->servers[i].id;
+            v[n].reachable = safety_reachable(s, v[n].id);
+            n++;
+        }
+    }
+    verdict = safety_refuses(v, n, id, why);
+    if (verdict == SAFETY_OK) {
+        return false;
+    }
+    if (verdict == SAFETY_UNREACHABLE && !force && leader_young(s)) {
+        reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                    "this leader is too new to tell which voters are "
+                    "reachable: repeat in a moment",
+                    NULL);
+        return true;
+    }
+    log_kv(LOG_WARN,
+           force ? "unsafe membership change forced"
+                 : "unsafe membership change refused",
+           "op=%s member=%s reason=%s", rpc_method_name(call->method),
+           identity_format(id, idb), log_quote(why, q, sizeof q));
+    if (force) {
+        return false;
+    }
+    reply_config(call, call->method, FSM_FAILED_PRECONDITION, why);
+    return true;
+}
+
 void admin_members_remove(struct server *s,
                           struct rpc_call *call,
                           const ProtobufCMessage *msg,
                           const struct service_in *in)
 {
+    const Once__Rpc__MembersRemoveRequest *r = (const void *)msg;
+
     (void)in;
-    member_request(s, call, REPLICA_MEMBER_REMOVE,
-                   ((const Once__Rpc__MembersRemoveRequest *)msg)->id, NULL,
+    if (refuse_unsafe(s, call, r->id, r->force)) {
+        return;
+    }
+    member_request(s, call, REPLICA_MEMBER_REMOVE, r->id, NULL,
                    (enum fsm_role)0);
 }
 
@@ -534,10 +651,13 @@ void admin_members_assign(struct server *s,
                           const struct service_in *in)
 {
     const Once__Rpc__MembersAssignRequest *r = (const void *)msg;
+    enum fsm_role role = convert_role_in(r->role);
 
     (void)in;
-    member_request(s, call, REPLICA_MEMBER_ASSIGN, r->id, NULL,
-                   convert_role_in(r->role));
+    if (role != FSM_ROLE_VOTER && refuse_unsafe(s, call, r->id, r->force)) {
+        return;
+    }
+    member_request(s, call, REPLICA_MEMBER_ASSIGN, r->id, NULL, role);
 }
 
 void admin_transfer(struct server *s,

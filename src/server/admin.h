@@ -26,12 +26,30 @@ struct admin_op;
 
 struct digest_op;
 
+/* Voters the leader heard from, sampled by the tick (admin_tick). raft
+ * clears recent_recv at every election timeout and sets it again at the
+ * next answer, so one look at it right after a clear sees every peer
+ * unreachable; the samples keep the last time each one was seen. */
+struct admin_seen
+{
+    uint64_t id;
+    uint64_t ms; /* uv_now of the sample */
+};
+
 struct admin
 {
     struct admin_op *member_op;   /* a membership operation running */
     struct admin_op *snap_op;     /* a snapshot being taken */
     struct digest_op *digest_ops; /* statuses waiting for a state digest */
+    struct admin_seen seen[FSM_MEMBERS_MAX];
+    unsigned n_seen;
+    bool was_leader;          /* the tick saw this node leading */
+    uint64_t leader_since_ms; /* since when (uv_now) */
 };
+
+/* From the node's tick: on the leader, note the voters raft heard from
+ * (membership safety's reachability, safety.h). */
+void admin_tick(struct server *s);
 
 /* Any node, always: its own view (role, term, indexes, leader, members). */
 void admin_status(struct server *s,

@@ -174,6 +174,31 @@ static bool forward_target(struct server *s, struct rpc_call *call, char *addr)
     return true;
 }
 
+/* The DER of @call's peer certificate into @fv (*@der: the caller's to
+ * OPENSSL_free); nothing without TLS. False if it cannot be encoded or is
+ * over RPC_CALLER_CERT_MAX. */
+static bool forward_caller_cert(struct rpc_call *call,
+                                unsigned char **der,
+                                struct envelope_view *fv)
+{
+    X509 *peer = call->peer_cert;
+    int n;
+
+    *der = NULL;
+    if (peer == NULL) {
+        return true;
+    }
+    n = i2d_X509(peer, der);
+    if (n <= 0 || (size_t)n > RPC_CALLER_CERT_MAX) {
+        OPENSSL_free(*der);
+        *der = NULL;
+        return false;
+    }
+    fv->caller_cert = *der;
+    fv->caller_cert_len = (size_t)n;
+    return true;
+}
+
 void forward_call(struct server *s,
                   struct rpc_call *call,
                   const struct envelope_view *req)
@@ -183,6 +208,7 @@ void forward_call(struct server *s,
     struct envelope_view fv;
     struct rpc_channel *ch;
     struct forward_rec *fw;
+    unsigned char *der = NULL;
     uint64_t budget;
     int rv;
 
@@ -207,9 +233,17 @@ void forward_call(struct server *s,
     fv.body = req->body;
     fv.body_len = req->body_len;
     fv.forwarded = true;
+    /* The leader authorizes the call as its original caller (authz.h). */
+    if (!forward_caller_cert(call, &der, &fv)) {
+        free(fw);
+        reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                    "cannot forward the caller's certificate", NULL);
+        return;
+    }
     fv.has_cluster_id = call->has_cluster_id; /* the caller's pin */
     memcpy(fv.cluster_id, call->cluster_id, RPC_ID_LEN);
     rv = rpc_channel_call(ch, &fv, budget, forward_cb, fw);
+    OPENSSL_free(der); /* the channel copied the frame */
     if (rv != 0) {
         free(fw);
         forward_log(f, addr, rv, false);

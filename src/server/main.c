@@ -66,6 +66,13 @@ static const char usage_text[] =
     "                          and IDEMPOTENT claims (the operator accepts\n"
     "                          that claims made after the backup may be\n"
     "                          accepted again); the nonce rule stays\n"
+    "  --access FILE           identities, roles and scopes (JSON, at most\n"
+    "                          1 MiB; docs/server.md, \"Access file\"); read\n"
+    "                          at start (a bad file refuses the start) and\n"
+    "                          again on SIGHUP (a bad file is refused with a\n"
+    "                          log line and the old one stays). Required\n"
+    "                          with TLS; without TLS callers have no\n"
+    "                          identities and every caller is admin\n"
     "  A restart needs neither --bootstrap nor --join.\n"
     "\n"
     "Raft:\n"
@@ -101,8 +108,16 @@ static const char usage_text[] =
     "  --max-conns N           client connections (default 4096; 1..65536)\n"
     "  --max-calls-per-conn N  calls in flight per connection (default\n"
     "                          1024; 1..65536)\n"
-    "  --idle-timeout DUR      close idle connections after DUR (default 5m;\n"
-    "                          0ms: never; ..24h)\n"
+    "  --idle-timeout DUR      close a connection without calls in flight\n"
+    "                          DUR after its last whole frame or answer\n"
+    "                          (default 5m; 0ms: never; ..24h)\n"
+    "  --frame-timeout DUR     close a connection that started a frame and\n"
+    "                          did not finish it within DUR (default 10s;\n"
+    "                          0ms: never; ..1h)\n"
+    "  --max-conn-memory N     bytes all client connections may hold in\n"
+    "                          read buffers and queued answers (default\n"
+    "                          1073741824; 16777216..68719476736); past it\n"
+    "                          the connection holding the most is closed\n"
     "  --backup-idle-timeout DUR\n"
     "                          remove a backup (oncectl snapshot backup)\n"
     "                          nobody read for DUR after it was encoded\n"
@@ -330,6 +345,7 @@ static const char *const value_flags[] = {
     "--join",
     "--role",
     "--restore",
+    "--access",
     "--election-timeout",
     "--heartbeat",
     "--snapshot-threshold",
@@ -345,6 +361,8 @@ static const char *const value_flags[] = {
     "--max-calls-per-conn",
     "--idle-timeout",
     "--backup-idle-timeout",
+    "--frame-timeout",
+    "--max-conn-memory",
     "--tls-cert",
     "--tls-key",
     "--tls-ca",
@@ -394,6 +412,11 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         } else {
             return bad(k, "bad role \"%s\": want voter or standby", v);
         }
+    } else if (strcmp(k, "--access") == 0) {
+        if (v[0] == '\0' || strlen(v) > 4000) {
+            return bad(k, "bad file name \"%s\"", v);
+        }
+        c->access_path = v;
     } else if (strcmp(k, "--election-timeout") == 0) {
         if (parse_dur(k, v, 10, 60000, &n) != 0) {
             return -EINVAL;
@@ -466,6 +489,16 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -EINVAL;
         }
         c->backup_idle_ms = (unsigned)n;
+    } else if (strcmp(k, "--frame-timeout") == 0) {
+        if (parse_dur(k, v, 0, HOUR_MS, &n) != 0) {
+            return -EINVAL;
+        }
+        c->limits.frame_ms = (unsigned)n;
+    } else if (strcmp(k, "--max-conn-memory") == 0) {
+        if (parse_num(k, v, 16u << 20, 64ull << 30, &n) != 0) {
+            return -EINVAL;
+        }
+        c->limits.mem_max = (size_t)n;
     } else if (strcmp(k, "--tls-cert") == 0 || strcmp(k, "--tls-key") == 0 ||
                strcmp(k, "--tls-ca") == 0 || strcmp(k, "--peer-tls-ca") == 0) {
         return apply_tls_flag(c, k, v);

@@ -51,6 +51,7 @@
 
 #include "common/err.h"
 #include "raft/identity.h"
+#include "server/authz.h"
 #include "server/server.h"
 #include "server/service.h"
 #include "store/store_log.h"
@@ -451,6 +452,7 @@ static void tick_cb(uv_timer_t *t)
     node_sync_ids(s);
     forward_tick(&s->fwd);
     metrics_tick(&s->metrics);
+    admin_tick(s);
     node_tls_tick(s, uv_now(&s->loop));
 }
 
@@ -502,6 +504,29 @@ void node_stop(struct server *s, const char *why, int exit_code)
     raft_close(s->rep.raft, on_raft_closed);
 }
 
+/* --access: read the file again; a file that does not parse is refused
+ * and the identities in force stay: a typo in an edit must neither lock
+ * every caller out nor let anyone in. Established connections are judged
+ * by the new file from their next call on. */
+static int reload_access(struct server *s, char *errmsg)
+{
+    struct access *a;
+    int rv;
+
+    if (s->cfg.access_path == NULL) {
+        err_printf(errmsg, "no --access: nothing to reload");
+        return 0;
+    }
+    rv = access_load(s->cfg.access_path, &a, errmsg);
+    if (rv != 0) {
+        return rv;
+    }
+    access_free(s->access);
+    s->access = a;
+    err_printf(errmsg, "identities=%zu file=%s", a->n, s->cfg.access_path);
+    return 0;
+}
+
 /* What SIGHUP reloads, in order. Each hook takes its new files whole or
  * returns an error (its message says why) and keeps what it had. */
 static const struct
@@ -510,6 +535,7 @@ static const struct
     int (*reload)(struct server *s, char *errmsg);
 } reload_hooks[] = {
     {"certificates", node_tls_reload},
+    {"access", reload_access},
 };
 
 static void node_reload(struct server *s)
@@ -588,6 +614,35 @@ static int step_identity(struct server *s)
     return 0;
 }
 
+/* --access: read once before anything listens, so a node never serves a
+ * moment without the identities it was given. */
+static int step_access(struct server *s)
+{
+    char errmsg[ERR_MSG_SIZE], q[300];
+
+    if (s->cfg.access_path == NULL) {
+        return 0;
+    }
+    if (access_load(s->cfg.access_path, &s->access, errmsg) != 0) {
+        log_kv(LOG_ERROR, "refusing to start: access file", "error=%s",
+               log_quote(errmsg, q, sizeof q));
+        return SERVER_EXIT_FAIL;
+    }
+    log_kv(LOG_INFO, "access file", "identities=%zu file=%s", s->access->n,
+           log_quote(s->cfg.access_path, q, sizeof q));
+    return 0;
+}
+
+/* The member hook of both ports (node_tls.h): a peer is a member when the
+ * first identity of the access file its certificate matches has the role
+ * member. */
+static int access_member(void *arg, X509 *cert, char *why)
+{
+    struct server *s = arg;
+
+    return authz_member_check(s->access, cert, why);
+}
+
 static int step_loop(struct server *s)
 {
     if (uv_loop_init(&s->loop) != 0) {
@@ -613,9 +668,25 @@ static int step_tls(struct server *s)
                log_quote(errmsg, q, sizeof q));
         return SERVER_EXIT_FAIL;
     }
+    if (s->tls.on && s->access == NULL) {
+        /* With TLS every caller is judged by the access file: without one
+         * no certificate has a role, not even a member's. */
+        log_kv(LOG_ERROR,
+               "refusing to start: TLS needs --access FILE (the roles of "
+               "the certificates)",
+               NULL);
+        return SERVER_EXIT_FAIL;
+    }
     if (s->tls.on) {
+        s->tls.member_check = access_member;
+        s->tls.member_arg = s;
         log_kv(LOG_INFO, "TLS on both ports", "cert=%s ca=%s peer_ca=%s",
                s->cfg.tls_cert, s->cfg.tls_ca, s->tls.peer_ca);
+    } else if (s->access != NULL) {
+        log_kv(LOG_WARN,
+               "without TLS callers have no identities: every caller is "
+               "admin and the access file is not applied",
+               NULL);
     }
     node_tls_tick(s, mono_ms(NULL));
     return 0;
@@ -963,6 +1034,8 @@ static int node_unwind(struct server *s, int code)
             log_kv(LOG_WARN, "uv_loop_close", "error=%s", uv_err_name(rv));
         }
     }
+    access_free(s->access);
+    s->access = NULL;
     s->up = 0;
     return code;
 }
@@ -973,6 +1046,7 @@ static const struct
     int (*run)(struct server *s);
 } start_steps[] = {
     {"data directory and identity", step_identity},
+    {"access file (--access)", step_access},
     {"TLS contexts", step_tls},
     {"uv loop", step_loop},
     {"raft io (raft_uv, our transport)", step_uvio},

@@ -66,9 +66,10 @@ static void set_install(struct node_tls *t, struct ctx_set *c)
     memset(c, 0, sizeof *c); /* the slots own them now */
 }
 
-/* Until the access file decides the member role: every certificate from
- * the peer CA is a member (the transport and node_tls_peer_member have
- * checked the chain already). */
+/* The hook's value until node.c installs the access file's check
+ * (step_tls, before any port listens): every certificate from the peer CA
+ * is a member (the transport and node_tls_peer_member have checked the
+ * chain already). */
 static int member_any(void *arg, X509 *cert, char *why)
 {
     (void)arg;

@@ -15,11 +15,12 @@
  * The peer CA is --peer-tls-ca, or --tls-ca when it is not given.
  *
  * A member is a peer whose certificate chains to the peer CA and that the
- * member hook accepts (member_check). The hook is where the access file
- * decides the member role; until it does, the hook accepts every
- * certificate from the peer CA. It is asked for each Raft link (both
- * directions) and once per client-port connection (the answer decides
- * whether that connection may make forwarded calls).
+ * member hook accepts (member_check). node.c sets the hook to the access
+ * file's check (the first identity the certificate matches has the role
+ * member, authz_member_check); TLS without an access file refuses to
+ * start, so member_any below is only the value before that. It is asked for
+ * each Raft link (both directions) and once per client-port connection (the
+ * answer decides whether that connection may make forwarded calls).
  *
  * node_tls_reload (SIGHUP) makes all four contexts from the same files
  * again and swaps them in only if every one of them loaded: new

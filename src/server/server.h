@@ -42,6 +42,7 @@
 #include "raft/replica.h"
 #include "raft/uvio.h"
 #include "rpc/conn.h"
+#include "server/access.h"
 #include "server/admin.h"
 #include "server/backup.h"
 #include "server/forward.h"
@@ -89,6 +90,7 @@ struct server_config
     struct rpc_limits limits;
     unsigned backup_idle_ms; /* --backup-idle-timeout */
     enum log_level log_level;
+    const char *access_path; /* --access FILE, or NULL */
     /* TLS (--tls-cert/--tls-key/--tls-ca, --peer-tls-ca): all NULL, or the
      * first three given; peer_ca NULL: the same as ca. */
     const char *tls_cert;
@@ -148,6 +150,10 @@ struct server
     bool last_ready;
     uint64_t last_dir_sig;
     unsigned last_conf_n;
+
+    /* --access: the identities in force (owned; replaced whole by a
+     * SIGHUP reload that parses, never edited). NULL: no file. */
+    struct access *access;
 
     struct forwarder fwd;   /* forward.c */
     struct admin admin;     /* admin.c */

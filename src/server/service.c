@@ -6,13 +6,16 @@
  *      (the table below; convert.h) runs: a failure is INVALID_ARGUMENT,
  *      applied FALSE, with a message naming the field, whichever node
  *      received it;
- *   2. SERVICE_LOCAL methods (Status) are answered by this node itself;
- *   3. on the ready leader (replica_ready: leader, term-start barrier
+ *   2. the caller is authorized (authz.h): the peer's identity, or the
+ *      original caller's that a member forwarded; a refusal is
+ *      PERMISSION_DENIED, applied FALSE, naming the missing right;
+ *   3. SERVICE_LOCAL methods (Status) are answered by this node itself;
+ *   4. on the ready leader (replica_ready: leader, term-start barrier
  *      applied) with a bootstrapped fsm the handler runs: Claim, Complete,
  *      Release and Forget through replica_submit, Lookup through
  *      replica_lookup (linearizable: it rides a barrier), here; the Admin
  *      methods in admin.c;
- *   4. anywhere else a SERVICE_FORWARD method is forwarded to the leader
+ *   5. anywhere else a SERVICE_FORWARD method is forwarded to the leader
  *      (forward.c, one hop).
  *
  * Errors of the Raft layer map to the wire in reply.c (docs/server.md). */
@@ -25,6 +28,7 @@
 
 #include "common/err.h"
 #include "server/admin.h"
+#include "server/authz.h"
 #include "server/backup.h"
 #include "server/convert.h"
 #include "server/forward.h"
@@ -356,6 +360,67 @@ static bool cluster_mismatch(struct server *s, const struct rpc_call *call)
            memcmp(call->cluster_id, s->ids.cluster_id, RPC_ID_LEN) != 0;
 }
 
+/* The scope a record command names (NULL for the other methods). */
+static const uint8_t *cmd_scope(const struct fsm_cmd *cmd, size_t *len)
+{
+    switch (cmd->type) {
+        case FSM_CMD_CLAIM:
+            *len = cmd->u.claim.scope_len;
+            return cmd->u.claim.scope;
+        case FSM_CMD_COMPLETE:
+            *len = cmd->u.complete.scope_len;
+            return cmd->u.complete.scope;
+        case FSM_CMD_RELEASE:
+            *len = cmd->u.release.scope_len;
+            return cmd->u.release.scope;
+        case FSM_CMD_LOOKUP:
+        case FSM_CMD_FORGET:
+            *len = cmd->u.ident.scope_len;
+            return cmd->u.ident.scope;
+        default:
+            *len = 0;
+            return NULL;
+    }
+}
+
+/* Whether the caller may make this call; false: answered PERMISSION_DENIED
+ * (applied FALSE) and logged at debug (a tenant probing other scopes must
+ * not fill the log; the refusals are counted). */
+static bool authorized(struct server *s,
+                       struct rpc_call *call,
+                       const struct envelope_view *req,
+                       const ProtobufCMessage *msg,
+                       const struct service_in *in)
+{
+    struct authz_caller who;
+    struct authz_req ar;
+    char why[ERR_MSG_SIZE];
+    int rv;
+
+    rv = authz_resolve(s->access, s->tls.on, call->peer_cert, req->caller_cert,
+                       req->caller_cert_len, &who, why);
+    if (rv == 0) {
+        memset(&ar, 0, sizeof ar);
+        ar.method = call->method;
+        ar.scope = cmd_scope(&in->cmd, &ar.scope_len);
+        ar.state_digest =
+            call->method == RPC_METHOD_STATUS && msg != NULL &&
+            ((const Once__Rpc__StatusRequest *)(const void *)msg)->state_digest;
+        rv = authz_check(&who, &ar, why);
+    }
+    if (rv == 0) {
+        return true;
+    }
+    if (log_enabled(LOG_DEBUG)) {
+        log_kv(LOG_DEBUG, "permission denied", "method=%s reason=%s",
+               rpc_method_name(call->method),
+               log_quote(why, (char[300]){0}, 300));
+    }
+    reply_error(call, RPC_STATUS_PERMISSION_DENIED, RPC_APPLIED_FALSE, why,
+                NULL);
+    return false;
+}
+
 /* Where a checked call goes: here, on the ready leader, or forwarded. */
 static void route(struct server *s,
                   struct rpc_call *call,
@@ -429,6 +494,9 @@ void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req)
     memset(&in, 0, sizeof in);
     if (m->check != NULL && m->check(msg, &in, why) != 0) {
         reply_invalid(call, why);
+        return;
+    }
+    if (!authorized(s, call, req, msg, &in)) {
         return;
     }
     route(s, call, req, m, msg, &in);

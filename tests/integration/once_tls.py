@@ -36,6 +36,7 @@ and a client "intruder"; an expired node certificate "old" of the first CA.
      certificate of the peer CA is served.
 """
 
+import json
 import os
 import socket
 import ssl
@@ -69,7 +70,8 @@ def make_certs(t, d):
         subprocess.run(["sh", script] + args, check=True,
                        capture_output=True, env=env)
     env = dict(os.environ, CA="pca")  # a peer CA of its own (step 8)
-    for args in (["ca", d, "pca"], ["node", d, "p", "127.0.0.1"]):
+    for args in (["ca", d, "pca"],
+                 ["node", d, "p", "127.0.0.1", "p.once.test"]):
         subprocess.run(["sh", script] + args, check=True,
                        capture_output=True, env=env)
     t.check(True, "certificates made with scripts/make-certs.sh")
@@ -179,10 +181,19 @@ def plain_cluster(t):
     t.stop_all(check=True)
 
 
+# With TLS every caller needs a role: the nodes are members, ops is admin.
+ACCESS = {"identities": [{"match": "dns:*.once.test", "role": "member"},
+                         {"match": "dns:ops", "role": "admin"}]}
+
+
 def tls_flags(d, name):
+    path = os.path.join(d, "access.json")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            json.dump(ACCESS, f)
     return ["--tls-cert", os.path.join(d, name + ".pem"),
             "--tls-key", os.path.join(d, name + ".key"),
-            "--tls-ca", os.path.join(d, "ca.pem")]
+            "--tls-ca", os.path.join(d, "ca.pem"), "--access", path]
 
 
 def ctl_tls(d, ca="ca", cert="ops"):
@@ -280,7 +291,8 @@ def sighup(t, c, d, n):
     old = served_serial(d, n.client_port)
     t.check(old == file_serial(os.path.join(d, n.name + ".pem")),
             "the node serves the certificate of its files", old)
-    subprocess.run(["sh", script, "node", d, n.name, "127.0.0.1"],
+    subprocess.run(["sh", script, "node", d, n.name, "127.0.0.1",
+                    n.name + ".once.test"],
                    check=True, capture_output=True)
     new = file_serial(os.path.join(d, n.name + ".pem"))
     n.proc.send_signal(oc.signal.SIGHUP)

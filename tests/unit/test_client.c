@@ -361,14 +361,36 @@ START_TEST(admin_bodies)
     free(buf);
 
     ck_assert_int_eq(client_pack_id(RPC_METHOD_MEMBERS_ASSIGN, 9,
-                                    ONCE_ROLE_SPARE, &buf, &len),
+                                    ONCE_ROLE_SPARE, false, &buf, &len),
                      0);
     as = once__rpc__members_assign_request__unpack(NULL, len, buf);
     ck_assert_ptr_nonnull(as);
     ck_assert_uint_eq(as->id, 9);
     ck_assert_int_eq(as->role, ONCE__RPC__ROLE__ROLE_SPARE);
+    ck_assert(!as->force);
     once__rpc__members_assign_request__free_unpacked(as, NULL);
     free(buf);
+    ck_assert_int_eq(client_pack_id(RPC_METHOD_MEMBERS_ASSIGN, 9,
+                                    ONCE_ROLE_SPARE, true, &buf, &len),
+                     0);
+    as = once__rpc__members_assign_request__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(as);
+    ck_assert(as->force);
+    once__rpc__members_assign_request__free_unpacked(as, NULL);
+    free(buf);
+    {
+        Once__Rpc__MembersRemoveRequest *rm;
+
+        ck_assert_int_eq(client_pack_id(RPC_METHOD_MEMBERS_REMOVE, 7,
+                                        ONCE_ROLE_NONE, true, &buf, &len),
+                         0);
+        rm = once__rpc__members_remove_request__unpack(NULL, len, buf);
+        ck_assert_ptr_nonnull(rm);
+        ck_assert_uint_eq(rm->id, 7);
+        ck_assert(rm->force);
+        once__rpc__members_remove_request__free_unpacked(rm, NULL);
+        free(buf);
+    }
 
     {
         Once__Rpc__StatusRequest *sr;

@@ -571,6 +571,120 @@ START_TEST(server_close_inside_handler)
 }
 END_TEST
 
+/* A frame started and never finished is closed after frame_ms, whatever
+ * the idle limit; the server goes on serving. */
+START_TEST(unfinished_frame_closes)
+{
+    struct rpc_limits lim;
+    struct ans a = {0};
+    struct raw *r;
+    size_t len;
+    uint8_t *fr;
+    uint64_t t;
+
+    fx_init();
+    rpc_limits_default(&lim);
+    lim.frame_ms = 200;
+    lim.idle_ms = 0;
+    srv_start_lim(7651, &lim);
+    r = raw_connect(7651);
+    fr = req_frame(1, "half", 4, 0, &len);
+    raw_send(r, fr, len / 2);
+    t = now_ms();
+    RUN_UNTIL(r->eof);
+    ck_assert_msg(r->eof_at - t >= 180 && r->eof_at - t < 2000,
+                  "closed after %" PRIu64 " ms", r->eof_at - t);
+    ck_assert_uint_eq(r->in_len, 0);
+    ck_assert_uint_eq(stats().frames_timed_out, 1);
+    ck_assert_msg(strstr(F.last_log, "is not complete") != NULL, "%s",
+                  F.last_log);
+    /* whole frames, however slow between them, are fine */
+    ch_open(7651);
+    run_for(300);
+    call_text(&a, "still", 2000);
+    RUN_UNTIL(a.n == 1);
+    assert_ok(&a, "still");
+    ck_assert_uint_eq(stats().frames_timed_out, 1);
+    free(fr);
+    fx_close();
+}
+END_TEST
+
+/* The idle time counts from the last whole frame: a peer that dribbles
+ * the bytes of a frame does not keep its connection. */
+START_TEST(idle_counts_from_whole_frames)
+{
+    struct rpc_limits lim;
+    struct raw *r;
+    size_t len, i;
+    uint8_t *fr;
+    uint64_t t;
+
+    fx_init();
+    rpc_limits_default(&lim);
+    lim.idle_ms = 300;
+    lim.frame_ms = 0;
+    srv_start_lim(7652, &lim);
+    r = raw_connect(7652);
+    raw_send_req(r, 1, "one", 0);
+    raw_expect_ok(r, 1, "one");
+    t = now_ms();
+    fr = req_frame(2, "dribble-dribble-dribble-dribble-dribble", 39, 0, &len);
+    for (i = 0; i < len - 1 && !r->eof; i++) {
+        raw_send(r, fr + i, 1);
+        run_for(40);
+    }
+    RUN_UNTIL(r->eof);
+    /* closed while it was still dribbling (~40 ms a byte for 2 s) */
+    ck_assert_msg(i < len - 1, "the dribble kept the connection open");
+    ck_assert_msg(r->eof_at - t >= 290 && r->eof_at - t < 1500,
+                  "closed %" PRIu64 " ms after the last whole frame",
+                  r->eof_at - t);
+    free(fr);
+    fx_close();
+}
+END_TEST
+
+/* Over mem_max the connection holding the most is closed (here the one
+ * growing its buffer to a 1 MiB frame), the others stay. */
+START_TEST(memory_over_the_limit_closes_the_largest)
+{
+    struct rpc_limits lim;
+    struct raw *small, *big;
+    struct ans a = {0};
+    size_t len;
+    uint8_t *fr;
+    char *body = malloc(900u << 10);
+
+    fx_init();
+    rpc_limits_default(&lim);
+    lim.mem_max = 512u << 10;
+    srv_start_lim(7653, &lim);
+    small = raw_connect(7653);
+    raw_send_req(small, 1, "small", 0);
+    raw_expect_ok(small, 1, "small");
+    memset(body, 'b', 900u << 10);
+    fr = req_frame(2, body, 900u << 10, 0, &len);
+    big = raw_connect(7653);
+    raw_send(big, fr, len - 10);
+    RUN_UNTIL(big->eof);
+    ck_assert_uint_eq(stats().conns_over_memory, 1);
+    ck_assert_msg(strstr(F.last_log, "holding the most memory") != NULL, "%s",
+                  F.last_log);
+    ck_assert(!small->eof);
+    raw_send_req(small, 3, "after", 0);
+    raw_expect_ok(small, 3, "after");
+    ck_assert_uint_le(stats().mem_used, lim.mem_max);
+    ch_open(7653);
+    call_text(&a, "new", 2000);
+    RUN_UNTIL(a.n == 1);
+    assert_ok(&a, "new");
+    free(fr);
+    free(body);
+    fx_close();
+}
+END_TEST
+
 Suite *conn_server_suite(void)
 {
     Suite *s = suite_create("conn_server");
@@ -585,6 +699,9 @@ Suite *conn_server_suite(void)
     tcase_add_test(tc, idle_connections_close);
     tcase_add_test(tc, idle_timer_restarts_on_frames);
     tcase_add_test(tc, idle_timer_restarts_on_refused_frames);
+    tcase_add_test(tc, unfinished_frame_closes);
+    tcase_add_test(tc, idle_counts_from_whole_frames);
+    tcase_add_test(tc, memory_over_the_limit_closes_the_largest);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("deadlines");

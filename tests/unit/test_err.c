@@ -12,6 +12,7 @@
 #include "raft/replica.h"
 #include "rpc/conn.h"
 #include "rpc/tls.h"
+#include "server/access.h"
 
 enum { ERR_HTTP_CODES(ERR_ENUM) }; /* as http/http.h declares them */
 
@@ -29,7 +30,8 @@ START_TEST(every_code_has_its_row){
         ERR_REPLICA_CODES(ROW_CHECK) ERR_IDENTITY_CODES(ROW_CHECK)
             ERR_RPC_CODES(ROW_CHECK) ERR_TLS_CODES(ROW_CHECK)
                 ERR_HTTP_CODES(ROW_CHECK) ERR_VERIFY_CODES(ROW_CHECK)
-                    ERR_INGRESS_CODES(ROW_CHECK)} END_TEST
+                    ERR_INGRESS_CODES(ROW_CHECK)
+                        ERR_ACCESS_CODES(ROW_CHECK)} END_TEST
 
     START_TEST(modules_and_kinds)
 {
@@ -42,6 +44,7 @@ START_TEST(every_code_has_its_row){
     ck_assert_str_eq(err_module(HTTP_E_MHD), "http");
     ck_assert_str_eq(err_module(VERIFY_E_HEADER), "verify");
     ck_assert_str_eq(err_module(INGRESS_E_CONFIG), "ingress");
+    ck_assert_str_eq(err_module(ACCESS_E_DENIED), "access");
     ck_assert_str_eq(err_module(-ENOENT), "errno");
     ck_assert_str_eq(err_module(3), "raft");
     ck_assert_ptr_null(err_module(0));

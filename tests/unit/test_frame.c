@@ -189,6 +189,10 @@ static void assert_same(const struct envelope_view *a,
     }
     ck_assert_uint_eq(a->group_id, b->group_id);
     ck_assert_int_eq(a->forwarded, b->forwarded);
+    ck_assert_uint_eq(a->caller_cert_len, b->caller_cert_len);
+    if (a->caller_cert_len > 0) {
+        ck_assert_mem_eq(a->caller_cert, b->caller_cert, a->caller_cert_len);
+    }
     ck_assert_uint_eq(a->body_len, b->body_len);
     if (a->body_len > 0) {
         ck_assert_mem_eq(a->body, b->body, a->body_len);
@@ -199,7 +203,7 @@ static void assert_same(const struct envelope_view *a,
 static void round_trip(const struct envelope_view *in)
 {
     struct envelope_view out;
-    uint8_t buf[4096], *heap = NULL;
+    uint8_t buf[RPC_CALLER_CERT_MAX + 4096], *heap = NULL;
     size_t len, hlen;
     uint32_t env_len;
     ProtobufCMessage *body;
@@ -323,6 +327,48 @@ START_TEST(round_trip_errors_and_extremes)
         ck_assert_int_eq(
             envelope_encode(&v, MAX, frame, sizeof frame, &len, errmsg),
             RPC_E_FIELDS);
+    }
+}
+END_TEST
+
+/* Envelope.caller_cert: only in a forwarded request, bounded. */
+START_TEST(caller_cert_rules)
+{
+    static uint8_t der[RPC_CALLER_CERT_MAX + 1];
+    struct envelope_view v;
+    uint8_t frame[64];
+    size_t len;
+    char errmsg[ERR_MSG_SIZE];
+
+    memset(der, 0x30, sizeof der);
+    memset(&v, 0, sizeof v);
+    v.method = RPC_METHOD_CLAIM;
+    v.direction = RPC_REQUEST;
+    v.forwarded = true;
+    v.caller_cert = der;
+    v.caller_cert_len = RPC_CALLER_CERT_MAX;
+    round_trip(&v);
+    v.caller_cert_len = RPC_CALLER_CERT_MAX + 1;
+    ck_assert_int_eq(envelope_check(&v, errmsg), RPC_E_FIELDS);
+    ck_assert_msg(strstr(errmsg, "caller_cert") != NULL, "%s", errmsg);
+    v.caller_cert_len = 10;
+    v.forwarded = false;
+    ck_assert_int_eq(
+        envelope_encode(&v, MAX, frame, sizeof frame, &len, errmsg),
+        RPC_E_FIELDS);
+    ck_assert_msg(strstr(errmsg, "not forwarded") != NULL, "%s", errmsg);
+    v.direction = RPC_RESPONSE;
+    ck_assert_int_eq(envelope_check(&v, errmsg), RPC_E_FIELDS);
+    /* and on the wire: a request that is not forwarded is refused */
+    {
+        static const uint8_t wire[] = {0x10, 0x01, 0x18, 0x01,
+                                       0x7a, 0x02, 0x30, 0x00};
+        struct envelope_view d;
+
+        envelope_view_init(&d);
+        ck_assert_int_eq(envelope_decode(wire, sizeof wire, MAX, &d, errmsg),
+                         RPC_E_FIELDS);
+        envelope_view_close(&d);
     }
 }
 END_TEST
@@ -628,7 +674,7 @@ START_TEST(refuses_costly_unknown_fields)
     /* A valid request followed by thousands of 2-byte unknown fields:
      * protobuf-c keeps each (~40 bytes), over the budget. */
     size_t n = 20000, len = 0;
-    uint8_t *buf = malloc(6 + 2 * n);
+    uint8_t *buf = malloc(6 + 3 * n);
     struct envelope_view v;
     char errmsg[ERR_MSG_SIZE];
 
@@ -637,13 +683,14 @@ START_TEST(refuses_costly_unknown_fields)
     buf[len++] = 0x18; /* direction = REQUEST */
     buf[len++] = 0x01;
     for (size_t i = 0; i < n; i++) {
-        buf[len++] = 0x78; /* field 15 (unknown), varint */
+        buf[len++] = 0xc0; /* field 1000 (unknown), varint */
+        buf[len++] = 0x3e;
         buf[len++] = 0x00; /* value 0 */
     }
     envelope_view_init(&v);
     ck_assert_int_eq(envelope_decode(buf, len, MAX, &v, errmsg), RPC_E_BUDGET);
     /* A few unknown fields (a newer peer) are fine. */
-    ck_assert_int_eq(envelope_decode(buf, 4 + 2 * 10, MAX, &v, errmsg), 0);
+    ck_assert_int_eq(envelope_decode(buf, 4 + 3 * 10, MAX, &v, errmsg), 0);
     ck_assert_int_eq(v.method, RPC_METHOD_CLAIM);
     envelope_view_close(&v);
     free(buf);
@@ -875,6 +922,7 @@ Suite *frame_suite(void)
     tcase_add_test(tc, header_encode);
     tcase_add_test(tc, round_trip_every_method);
     tcase_add_test(tc, round_trip_errors_and_extremes);
+    tcase_add_test(tc, caller_cert_rules);
     tcase_add_test(tc, large_body_up_to_the_limit);
     tcase_add_test(tc, refuses_bad_ids);
     tcase_add_test(tc, refuses_bad_texts);

@@ -281,14 +281,21 @@ def sampler(cl, node):
 
 class Tls:
     """--tls: a CA, a certificate per host (IP SAN: its 127.0.1.x address,
-    which every peer and client checks) and one client certificate, made
-    with scripts/make-certs.sh; oncectl finds them in ONCE_TLS_*."""
+    which every peer and client checks; DNS SAN hostN.once.jepsen, which
+    the access file makes a member) and one client certificate (admin),
+    made with scripts/make-certs.sh; oncectl finds them in ONCE_TLS_*."""
+
+    ACCESS = {"identities": [
+        {"match": "dns:*.once.jepsen", "role": "member"},
+        {"match": "dns:jepsen", "role": "admin"}]}
 
     def __init__(self, d):
         self.d = d
         self.script = os.path.join(REPO, "scripts", "make-certs.sh")
         self._make(["ca", d])
         self._make(["client", d, "jepsen"])
+        with open(self._path("access", "json"), "w") as f:
+            json.dump(self.ACCESS, f)
 
     def _make(self, args):
         subprocess.run(["sh", self.script] + args, check=True,
@@ -300,9 +307,10 @@ class Tls:
     def node_args(self, host, ip):
         name = "host%d" % host
         if not os.path.exists(self._path(name, "pem")):
-            self._make(["node", self.d, name, ip])
+            self._make(["node", self.d, name, ip, name + ".once.jepsen"])
         return ["--tls-cert", self._path(name, "pem"), "--tls-key",
-                self._path(name, "key"), "--tls-ca", self._path("ca", "pem")]
+                self._path(name, "key"), "--tls-ca", self._path("ca", "pem"),
+                "--access", self._path("access", "json")]
 
     def ctl_env(self):
         return {"ONCE_TLS_CA": self._path("ca", "pem"),

@@ -1,0 +1,355 @@
+/* server/access: the access file's parser and certificate matching, with
+ * certificates the openssl CLI makes (access_certs.c). */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "access_certs.h"
+#include "server/access.h"
+
+Suite *access_suite(void);
+
+static const char example[] =
+    "{\"identities\": [\n"
+    "  {\"match\": \"uri:spiffe://example.org/ingress/tenant-a\", "
+    "\"role\": \"client\", \"scopes\": [\"tenant-a\", \"tenant-a/*\"]},\n"
+    "  {\"match\": \"dns:ops.example.org\", \"role\": \"admin\"},\n"
+    "  {\"match\": \"dns:*.once.example.org\", \"role\": \"member\"},\n"
+    "  {\"match\": \"cn:prometheus\", \"role\": \"monitor\"}\n"
+    "]}";
+
+static struct access *parse_ok(const char *json)
+{
+    struct access *a = NULL;
+    char msg[ERR_MSG_SIZE] = "";
+
+    ck_assert_msg(access_parse(json, strlen(json), &a, msg) == 0, "%s: %s",
+                  json, msg);
+    return a;
+}
+
+/* @json is refused with @code and a message containing @want. */
+static void parse_bad(const char *json, int code, const char *want)
+{
+    struct access *a = (struct access *)1;
+    char msg[ERR_MSG_SIZE] = "";
+
+    ck_assert_int_eq(access_parse(json, strlen(json), &a, msg), code);
+    ck_assert_ptr_null(a);
+    ck_assert_msg(strstr(msg, want) != NULL, "\"%s\" not in \"%s\"", want, msg);
+}
+
+START_TEST(parses_the_example)
+{
+    struct access *a = parse_ok(example);
+
+    ck_assert_uint_eq(a->n, 4);
+    ck_assert_int_eq(a->ids[0].kind, ACCESS_MATCH_URI);
+    ck_assert_str_eq(a->ids[0].value, "spiffe://example.org/ingress/tenant-a");
+    ck_assert_int_eq(a->ids[0].role, ACCESS_ROLE_CLIENT);
+    ck_assert_uint_eq(a->ids[0].n_scopes, 2);
+    ck_assert_str_eq(a->ids[0].scopes[1], "tenant-a/*");
+    ck_assert_int_eq(a->ids[1].kind, ACCESS_MATCH_DNS);
+    ck_assert(!a->ids[1].wildcard);
+    ck_assert_int_eq(a->ids[1].role, ACCESS_ROLE_ADMIN);
+    ck_assert(a->ids[2].wildcard);
+    ck_assert_int_eq(a->ids[2].role, ACCESS_ROLE_MEMBER);
+    ck_assert_int_eq(a->ids[3].kind, ACCESS_MATCH_CN);
+    ck_assert_str_eq(a->ids[3].text, "cn:prometheus");
+    ck_assert_int_eq(a->ids[3].role, ACCESS_ROLE_MONITOR);
+    ck_assert_uint_eq(a->ids[3].n_scopes, 0);
+    access_free(a);
+    a = parse_ok("{\"identities\": []}");
+    ck_assert_uint_eq(a->n, 0);
+    access_free(a);
+}
+END_TEST
+
+START_TEST(refusals_name_the_json_path)
+{
+    parse_bad("{\"identities\": [", ACCESS_E_SYNTAX, "line 1");
+    parse_bad("[]", ACCESS_E_INVALID, "(root): want an object");
+    parse_bad("{}", ACCESS_E_INVALID, "identities: required");
+    parse_bad("{\"identities\": [], \"x\": 1}", ACCESS_E_INVALID,
+              "x: unknown key");
+    parse_bad("{\"identities\": [], \"identities\": []}", ACCESS_E_SYNTAX,
+              "duplicate");
+    parse_bad("{\"identities\": [1]}", ACCESS_E_INVALID,
+              "identities[0]: want an object");
+    parse_bad("{\"identities\": [{\"role\": \"admin\"}]}", ACCESS_E_INVALID,
+              "identities[0].match: required");
+    parse_bad("{\"identities\": [{\"match\": \"dns:a.b\"}]}", ACCESS_E_INVALID,
+              "identities[0].role: required");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": \"root\"}]}",
+        ACCESS_E_INVALID, "identities[0].role: want client");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"ip:1.2.3.4\", \"role\": "
+        "\"admin\"}]}",
+        ACCESS_E_INVALID, "identities[0].match: want \"uri:");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"admin\", \"scope\": [\"x\"]}]}",
+        ACCESS_E_INVALID, "identities[0].scope: unknown key");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"admin\", \"scopes\": [\"x\"]}]}",
+        ACCESS_E_INVALID, "identities[0].scopes: only for role client");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"client\"}]}",
+        ACCESS_E_INVALID, "identities[0].scopes: required");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"client\", \"scopes\": []}]}",
+        ACCESS_E_INVALID, "identities[0].scopes: want 1..256");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"admin\"}, {\"match\": \"dns:c.d\", \"role\": \"client\", "
+        "\"scopes\": [\"ok\", \"a*b\"]}]}",
+        ACCESS_E_INVALID, "identities[1].scopes[1]: want a scope");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:c.d\", \"role\": "
+        "\"client\", \"scopes\": [\"\"]}]}",
+        ACCESS_E_INVALID, "identities[0].scopes[0]");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:c.d\", \"role\": "
+        "\"client\", \"scopes\": [\"a\\u0001\"]}]}",
+        ACCESS_E_INVALID, "identities[0].scopes[0]");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"uri:a\\u0000b\", \"role\": "
+        "\"admin\"}]}",
+        ACCESS_E_SYNTAX, "");
+}
+END_TEST
+
+START_TEST(match_values_are_checked)
+{
+    static const char *const bad_dns[] = {
+        "dns:*.org",  "dns:*.*.a.org", "dns:a.*.org", "dns:a..org",
+        "dns:-a.org", "dns:a-.org",    "dns:a_b.org", "dns:",
+        "dns:a.org.", "dns:*a.b.org",  "dns:a b.org",
+    };
+    char json[600];
+
+    for (size_t i = 0; i < sizeof bad_dns / sizeof bad_dns[0]; i++) {
+        snprintf(json, sizeof json,
+                 "{\"identities\": [{\"match\": \"%s\", \"role\": "
+                 "\"admin\"}]}",
+                 bad_dns[i]);
+        parse_bad(json, ACCESS_E_INVALID, "not a DNS name");
+    }
+    parse_bad(
+        "{\"identities\": [{\"match\": \"uri:no-scheme\", \"role\": "
+        "\"admin\"}]}",
+        ACCESS_E_INVALID, "not a URI");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"uri:a:b c\", \"role\": "
+        "\"admin\"}]}",
+        ACCESS_E_INVALID, "not a URI");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"cn:\", \"role\": "
+        "\"admin\"}]}",
+        ACCESS_E_INVALID, "empty");
+}
+END_TEST
+
+START_TEST(limits)
+{
+    size_t cap = ACCESS_FILE_MAX + 64;
+    char *big = malloc(cap);
+    size_t o;
+
+    /* identities over the count */
+    o = (size_t)snprintf(big, cap, "{\"identities\": [");
+    for (unsigned i = 0; i <= ACCESS_IDENTITIES_MAX; i++) {
+        o += (size_t)snprintf(big + o, cap - o,
+                              "%s{\"match\": \"cn:n%u\", \"role\": "
+                              "\"monitor\"}",
+                              i ? "," : "", i);
+    }
+    snprintf(big + o, cap - o, "]}");
+    parse_bad(big, ACCESS_E_INVALID, "more than 1024 identities");
+    /* a match value over its length */
+    o = (size_t)snprintf(big, cap, "{\"identities\": [{\"match\": \"uri:a:");
+    memset(big + o, 'x', ACCESS_MATCH_MAX);
+    o += ACCESS_MATCH_MAX;
+    snprintf(big + o, cap - o, "\", \"role\": \"admin\"}]}");
+    parse_bad(big, ACCESS_E_INVALID, "longer than 512 bytes");
+    /* a scope over 128 bytes (129 with the star is fine) */
+    o = (size_t)snprintf(big, cap,
+                         "{\"identities\": [{\"match\": \"cn:a\", \"role\": "
+                         "\"client\", \"scopes\": [\"");
+    memset(big + o, 's', ACCESS_SCOPE_MAX);
+    o += ACCESS_SCOPE_MAX;
+    snprintf(big + o, cap - o, "*\"]}]}");
+    access_free(parse_ok(big));
+    snprintf(big + o, cap - o, "s\"]}]}");
+    parse_bad(big, ACCESS_E_INVALID, "scopes[0]");
+    /* the file over its size */
+    memset(big, ' ', cap);
+    parse_bad("", ACCESS_E_SYNTAX, "");
+    {
+        struct access *a = NULL;
+        char msg[ERR_MSG_SIZE];
+        ck_assert_int_eq(access_parse(big, ACCESS_FILE_MAX + 1, &a, msg),
+                         ACCESS_E_TOOBIG);
+    }
+    free(big);
+}
+END_TEST
+
+START_TEST(load_from_a_file)
+{
+    char path[] = "/tmp/once-access-file-XXXXXX";
+    int fd = mkstemp(path);
+    struct access *a = NULL;
+    char msg[ERR_MSG_SIZE];
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, example, strlen(example)),
+                     (ssize_t)strlen(example));
+    close(fd);
+    ck_assert_int_eq(access_load(path, &a, msg), 0);
+    ck_assert_uint_eq(a->n, 4);
+    access_free(a);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    ck_assert_int_eq(write(fd, "{\"identities\": 3}", 17), 17);
+    close(fd);
+    ck_assert_int_eq(access_load(path, &a, msg), ACCESS_E_INVALID);
+    ck_assert_msg(strncmp(msg, path, strlen(path)) == 0, "%s", msg);
+    unlink(path);
+    ck_assert_int_eq(access_load(path, &a, msg), ACCESS_E_IO);
+    ck_assert_ptr_null(a);
+}
+END_TEST
+
+static const struct access_identity *match(const struct access *a,
+                                           const char *cn,
+                                           const char *san)
+{
+    X509 *x = test_cert(cn, san);
+    const struct access_identity *id = access_match(a, x);
+
+    X509_free(x);
+    return id;
+}
+
+START_TEST(match_san_uri_dns_and_cn)
+{
+    struct access *a = parse_ok(example);
+
+    ck_assert_ptr_eq(match(a, "t", "URI:spiffe://example.org/ingress/tenant-a"),
+                     &a->ids[0]);
+    /* a URI must be equal, not a prefix */
+    ck_assert_ptr_null(
+        match(a, "t", "URI:spiffe://example.org/ingress/tenant-ab"));
+    ck_assert_ptr_eq(match(a, "t", "DNS:ops.example.org"), &a->ids[1]);
+    ck_assert_ptr_eq(match(a, "t", "DNS:OPS.Example.ORG"), &a->ids[1]);
+    /* one label for the wildcard, no more, no fewer */
+    ck_assert_ptr_eq(match(a, "t", "DNS:n1.once.example.org"), &a->ids[2]);
+    ck_assert_ptr_null(match(a, "t", "DNS:a.n1.once.example.org"));
+    ck_assert_ptr_null(match(a, "t", "DNS:once.example.org"));
+    /* a wildcard certificate names no one */
+    ck_assert_ptr_null(match(a, "t", "DNS:*.once.example.org"));
+    ck_assert_ptr_eq(match(a, "prometheus", NULL), &a->ids[3]);
+    ck_assert_ptr_null(match(a, "prometheus2", NULL));
+    /* the CN of a DNS identity is not its SAN */
+    ck_assert_ptr_null(match(a, "ops.example.org", NULL));
+    /* no match: no access */
+    ck_assert_ptr_null(match(a, "nobody", "DNS:x.example.org,URI:a:b"));
+    ck_assert_ptr_null(access_match(a, NULL));
+    ck_assert_ptr_null(access_match(NULL, NULL));
+    access_free(a);
+}
+END_TEST
+
+START_TEST(first_match_wins)
+{
+    struct access *a = parse_ok(
+        "{\"identities\": ["
+        "{\"match\": \"cn:svc\", \"role\": \"monitor\"},"
+        "{\"match\": \"dns:svc.example.org\", \"role\": \"admin\"}]}");
+
+    /* both match: the first in the file is the caller */
+    ck_assert_ptr_eq(match(a, "svc", "DNS:svc.example.org"), &a->ids[0]);
+    ck_assert_ptr_eq(match(a, "other", "DNS:svc.example.org"), &a->ids[1]);
+    access_free(a);
+}
+END_TEST
+
+START_TEST(der_round_trip)
+{
+    X509 *x = test_cert("svc", "URI:spiffe://x/y");
+    X509 *y = NULL;
+    unsigned char *der = NULL;
+    int n = i2d_X509(x, &der);
+    uint8_t junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint8_t *more;
+    char msg[ERR_MSG_SIZE];
+
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(access_cert_from_der(der, (size_t)n, &y, msg), 0);
+    ck_assert_int_eq(X509_cmp(x, y), 0);
+    X509_free(y);
+    ck_assert_int_eq(access_cert_from_der(junk, sizeof junk, &y, msg),
+                     ACCESS_E_CERT);
+    ck_assert_ptr_null(y);
+    ck_assert_int_eq(access_cert_from_der(der, 0, &y, msg), ACCESS_E_CERT);
+    ck_assert_int_eq(
+        access_cert_from_der(der, ACCESS_CERT_DER_MAX + 1, &y, msg),
+        ACCESS_E_CERT);
+    /* trailing bytes after the certificate */
+    more = malloc((size_t)n + 1);
+    memcpy(more, der, (size_t)n);
+    more[n] = 0;
+    ck_assert_int_eq(access_cert_from_der(more, (size_t)n + 1, &y, msg),
+                     ACCESS_E_CERT);
+    free(more);
+    OPENSSL_free(der);
+    X509_free(x);
+}
+END_TEST
+
+START_TEST(scopes_exact_and_prefix)
+{
+    struct access *a = parse_ok(example);
+    const struct access_identity *id = &a->ids[0];
+
+#define ALLOWED(s) access_scope_allowed(id, (const uint8_t *)(s), strlen(s))
+    ck_assert(ALLOWED("tenant-a"));
+    ck_assert(ALLOWED("tenant-a/orders"));
+    ck_assert(ALLOWED("tenant-a/"));
+    ck_assert(!ALLOWED("tenant-ab"));
+    ck_assert(!ALLOWED("tenant-a-x"));
+    ck_assert(!ALLOWED("tenant-b"));
+    ck_assert(!ALLOWED("tenant-"));
+    ck_assert(!ALLOWED("Tenant-a"));
+    /* a NUL inside a scope is part of it */
+    ck_assert(!access_scope_allowed(id, (const uint8_t *)"tenant-a\0x", 10));
+#undef ALLOWED
+    access_free(a);
+}
+END_TEST
+
+Suite *access_suite(void)
+{
+    Suite *s = suite_create("access");
+    TCase *tc = tcase_create("access");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, parses_the_example);
+    tcase_add_test(tc, refusals_name_the_json_path);
+    tcase_add_test(tc, match_values_are_checked);
+    tcase_add_test(tc, limits);
+    tcase_add_test(tc, load_from_a_file);
+    tcase_add_test(tc, match_san_uri_dns_and_cn);
+    tcase_add_test(tc, first_match_wins);
+    tcase_add_test(tc, der_round_trip);
+    tcase_add_test(tc, scopes_exact_and_prefix);
+    suite_add_tcase(s, tc);
+    return s;
+}
