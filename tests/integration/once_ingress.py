@@ -127,7 +127,11 @@ def refusals(t, w):
     r = il.post(w.ing[2].addr, h4, big)
     t.check(r.status == 413, "a body over --max-body: 413", r.describe())
     r = il.post(w.ing[2].addr, dict(h, **{"X-Pad": "x" * 70000}), body)
-    t.check(r.status in (413, 431), "headers over the bound: refused",
+    # Refused either with a status or, when the server closes before the
+    # client has sent the whole header, by the connection closing under it.
+    closed = r.status is None and r.error is not None and (
+        "BrokenPipe" in r.error or "ConnectionReset" in r.error)
+    t.check(r.status in (413, 431) or closed, "headers over the bound: refused",
             r.describe())
     for m in (mid, mid2, mid3, mid4):
         t.check(w.up.arrived(m) == 0, "upstream never saw %s" % m)
