@@ -57,7 +57,7 @@ static json_t *jtext(const char *s, size_t n, const char *dflt)
 /* Bytes that should be text: a string when valid UTF-8, else @key_b64. */
 static void set_text_bytes(json_t *o, const char *key, ProtobufCBinaryData b)
 {
-    json_t *v = json_stringn((const char *)b.data, b.len);
+    json_t *v = json_stringn(b.len > 0 ? (const char *)b.data : "", b.len);
 
     if (v != NULL) {
         set(o, key, v);
