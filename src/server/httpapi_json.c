@@ -9,6 +9,7 @@
 
 #include <openssl/evp.h>
 
+#include "common/json_value.h"
 #include "common/text.h"
 
 /* A failed set only leaves the field out: out of memory, and the caller
@@ -16,34 +17,6 @@
 static void set(json_t *o, const char *key, json_t *v)
 {
     (void)json_object_set_new(o, key, v);
-}
-
-static json_t *juint(uint64_t v)
-{
-    char buf[24];
-
-    if (v <= (uint64_t)INT64_MAX) {
-        return json_integer((json_int_t)v);
-    }
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-    return json_string(buf);
-}
-
-static json_t *jhex(const uint8_t *b, size_t n)
-{
-    char buf[2 * 64 + 1];
-
-    if (n > 64) {
-        n = 64;
-    }
-    return json_string(text_format_hex(b, n, buf));
-}
-
-static json_t *jid(uint64_t id)
-{
-    char buf[17];
-
-    return json_string(id == 0 ? "" : text_format_id(id, buf));
 }
 
 /* A string from the wire: itself if UTF-8, else @dflt. */
@@ -119,10 +92,10 @@ static const char *status_name(int v)
 void httpapi_json_origin(json_t *o, const struct rpc_ids *ids)
 {
     set(o, "cluster_id",
-        ids->has_cluster_id ? jhex(ids->cluster_id, RPC_ID_LEN)
+        ids->has_cluster_id ? json_value_hex(ids->cluster_id, RPC_ID_LEN)
                             : json_string(""));
-    set(o, "node_id", jid(ids->node_id));
-    set(o, "boot_id", jhex(ids->boot_id, RPC_ID_LEN));
+    set(o, "node_id", json_value_id(ids->node_id));
+    set(o, "boot_id", json_value_hex(ids->boot_id, RPC_ID_LEN));
 }
 
 json_t *httpapi_json_error(enum rpc_status status,
@@ -145,7 +118,7 @@ json_t *httpapi_json_error(enum rpc_status status,
               message != NULL ? strlen(message) : 0, "(not UTF-8)"));
     /* The request id is what a retry after an unknown outcome needs. */
     if (request_id != NULL) {
-        set(o, "request_id", jhex(request_id, 16));
+        set(o, "request_id", json_value_hex(request_id, 16));
     }
     return o;
 }
@@ -161,10 +134,11 @@ static json_t *attempts_array(const Once__Rpc__Result *r)
         if (e == NULL) {
             break;
         }
-        set(e, "request_id", jhex(at->request_id.data, at->request_id.len));
+        set(e, "request_id",
+            json_value_hex(at->request_id.data, at->request_id.len));
         set_text_bytes(e, "execution_id", at->execution_id);
-        set(e, "index", juint(at->index));
-        set(e, "time_ms", juint(at->time_ms));
+        set(e, "index", json_value_uint(at->index));
+        set(e, "time_ms", json_value_uint(at->time_ms));
         set(e, "outcome", json_string(outcome_name(at->outcome)));
         set(e, "retry", json_boolean(at->retry));
         (void)json_array_append_new(a, e);
@@ -202,16 +176,17 @@ static void set_head(json_t *o, enum rpc_method m, const Once__Rpc__Result *r)
         set(o, "retry", json_boolean(r->retry));
     }
     if (r->log_time_ms != 0) {
-        set(o, "log_time_ms", juint(r->log_time_ms));
+        set(o, "log_time_ms", json_value_uint(r->log_time_ms));
     }
     if (r->request_id.len == 16) {
-        set(o, "request_id", jhex(r->request_id.data, 16));
+        set(o, "request_id", json_value_hex(r->request_id.data, 16));
     }
     if (r->first_request_id.len == 16) {
-        set(o, "first_request_id", jhex(r->first_request_id.data, 16));
-        set(o, "first_index", juint(r->first_index));
-        set(o, "first_time_ms", juint(r->first_time_ms));
-        set(o, "attempts_total", juint(r->attempts_total));
+        set(o, "first_request_id",
+            json_value_hex(r->first_request_id.data, 16));
+        set(o, "first_index", json_value_uint(r->first_index));
+        set(o, "first_time_ms", json_value_uint(r->first_time_ms));
+        set(o, "attempts_total", json_value_uint(r->attempts_total));
     }
 }
 
@@ -237,7 +212,7 @@ json_t *httpapi_json_result(enum rpc_method m, const Once__Rpc__Result *r)
         set(o, "owner_token", json_string(tok));
     }
     if (r->owner_attempt != 0) {
-        set(o, "owner_attempt", juint(r->owner_attempt));
+        set(o, "owner_attempt", json_value_uint(r->owner_attempt));
     }
     if (r->result.len > 0 ||
         r->outcome == ONCE__RPC__OUTCOME__OUTCOME_DUPLICATE ||
@@ -253,7 +228,7 @@ json_t *httpapi_json_result(enum rpc_method m, const Once__Rpc__Result *r)
     }
     if (r->outcome == ONCE__RPC__OUTCOME__OUTCOME_IN_PROGRESS ||
         r->retry_after_ms != 0) {
-        set(o, "retry_after_ms", juint(r->retry_after_ms));
+        set(o, "retry_after_ms", json_value_uint(r->retry_after_ms));
     }
     if (r->reason != NULL && r->reason[0] != '\0') {
         set(o, "reason", jtext(r->reason, strlen(r->reason), "(not UTF-8)"));
@@ -269,10 +244,10 @@ json_t *httpapi_json_result(enum rpc_method m, const Once__Rpc__Result *r)
                                           r->state, "STATE_")));
     }
     if (r->expires_ms != 0) {
-        set(o, "expires_ms", juint(r->expires_ms));
+        set(o, "expires_ms", json_value_uint(r->expires_ms));
     }
     if (r->lease_expires_ms != 0) {
-        set(o, "lease_expires_ms", juint(r->lease_expires_ms));
+        set(o, "lease_expires_ms", json_value_uint(r->lease_expires_ms));
     }
     return o;
 }
@@ -288,7 +263,7 @@ static json_t *members_array(const Once__Rpc__StatusResponse *st)
         if (e == NULL) {
             break;
         }
-        set(e, "id", jid(m->id));
+        set(e, "id", json_value_id(m->id));
         set(e, "raft_addr", jtext(m->raft_addr, strlen(m->raft_addr), ""));
         set(e, "client_addr",
             jtext(m->client_addr, strlen(m->client_addr), ""));
@@ -316,31 +291,32 @@ json_t *httpapi_json_status(const Once__Rpc__StatusResponse *st)
     set(o, "member_role",
         json_string(httpapi_enum_name(&once__rpc__role__descriptor,
                                       st->member_role, "ROLE_")));
-    set(o, "term", juint(st->term));
-    set(o, "commit_index", juint(st->commit_index));
-    set(o, "applied_index", juint(st->applied_index));
+    set(o, "term", json_value_uint(st->term));
+    set(o, "commit_index", json_value_uint(st->commit_index));
+    set(o, "applied_index", json_value_uint(st->applied_index));
     set(o, "applied_digest",
         json_string(text_format_id(st->applied_digest, d)));
     if (st->restored_from.len == 16) {
-        set(o, "restored_from", jhex(st->restored_from.data, 16));
-        set(o, "restore_time_ms", juint(st->restore_time_ms));
-        set(o, "replay_window_until_ms", juint(st->replay_window_until_ms));
-        set(o, "restore_stale_ts_ms", juint(st->restore_stale_ts_ms));
+        set(o, "restored_from", json_value_hex(st->restored_from.data, 16));
+        set(o, "restore_time_ms", json_value_uint(st->restore_time_ms));
+        set(o, "replay_window_until_ms",
+            json_value_uint(st->replay_window_until_ms));
+        set(o, "restore_stale_ts_ms", json_value_uint(st->restore_stale_ts_ms));
     }
     if (st->backups_open != 0) {
-        set(o, "backups_open", juint(st->backups_open));
+        set(o, "backups_open", json_value_uint(st->backups_open));
     }
     if (st->state_digest != 0) {
         set(o, "state_digest",
             json_string(text_format_id(st->state_digest, d)));
     }
-    set(o, "config_index", juint(st->config_index));
+    set(o, "config_index", json_value_uint(st->config_index));
     v = json_array();
     for (size_t i = 0; v != NULL && i < st->n_config_voters; i++) {
-        (void)json_array_append_new(v, jid(st->config_voters[i]));
+        (void)json_array_append_new(v, json_value_id(st->config_voters[i]));
     }
     set(o, "config_voters", v);
-    set(o, "leader", jid(st->leader_id));
+    set(o, "leader", json_value_id(st->leader_id));
     set(o, "leader_addr", jtext(st->leader_addr, strlen(st->leader_addr), ""));
     set(o, "store_backend",
         jtext(st->store_backend, strlen(st->store_backend), ""));

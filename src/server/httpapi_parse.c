@@ -474,20 +474,6 @@ int httpapi_parse_body(enum rpc_method method,
     return check_required(out, seen, why);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Percent-decode the @n bytes at @s into @out (at most @cap bytes). */
 static int decode_part(const char *s,
                        size_t n,
@@ -503,8 +489,8 @@ static int decode_part(const char *s,
         int c = (unsigned char)s[i];
 
         if (c == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            int hi = i + 2 < n ? text_hex_digit(s[i + 1]) : -1;
+            int lo = i + 2 < n ? text_hex_digit(s[i + 2]) : -1;
 
             if (hi < 0 || lo < 0) {
                 err_printf(why, "%s: bad percent-encoding", name);
