@@ -376,10 +376,9 @@ static void get_status(void *arg,
     if (refused(s, resp)) {
         return;
     }
-    memset(&q, 0, sizeof q);
-    q.method = RPC_METHOD_STATUS;
-    once__rpc__lookup_request__init(&q.u.lookup); /* an empty message */
+    httpapi_req_status(&q);
     start_call(s, req, &q, resp);
+    httpapi_req_free(&q);
 }
 
 void httpapi_routes(struct server *s, struct http_route *out)

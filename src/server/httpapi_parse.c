@@ -393,10 +393,18 @@ static void init_message(struct httpapi_req *r, enum rpc_method m)
         case RPC_METHOD_RELEASE:
             once__rpc__release_request__init(&r->u.release);
             break;
+        case RPC_METHOD_STATUS:
+            once__rpc__status_request__init(&r->u.status);
+            break;
         default:
             once__rpc__lookup_request__init(&r->u.lookup);
             break;
     }
+}
+
+void httpapi_req_status(struct httpapi_req *out)
+{
+    init_message(out, RPC_METHOD_STATUS);
 }
 
 /* The rules between fields that only this API adds: the required ones. */
@@ -573,6 +581,8 @@ const ProtobufCMessage *httpapi_req_message(const struct httpapi_req *r)
             return &r->u.complete.base;
         case RPC_METHOD_RELEASE:
             return &r->u.release.base;
+        case RPC_METHOD_STATUS:
+            return &r->u.status.base;
         default:
             return &r->u.lookup.base;
     }

@@ -42,7 +42,7 @@
 
 struct httpapi_req
 {
-    enum rpc_method method; /* CLAIM, COMPLETE, RELEASE, LOOKUP */
+    enum rpc_method method; /* CLAIM, COMPLETE, RELEASE, LOOKUP, STATUS */
     uint64_t timeout_ms;    /* `timeout`; 0: the node's default */
     bool has_request_id;    /* given; else the caller fills request_id */
     uint8_t request_id[HTTPAPI_REQUEST_ID_LEN];
@@ -51,6 +51,7 @@ struct httpapi_req
         Once__Rpc__CompleteRequest complete;
         Once__Rpc__ReleaseRequest release;
         Once__Rpc__LookupRequest lookup;
+        Once__Rpc__StatusRequest status;
     } u;
     Once__Rpc__OwnerToken token;
     uint8_t payload_hash[64];
@@ -76,6 +77,9 @@ int httpapi_parse_body(enum rpc_method method,
 int httpapi_parse_record_path(const char *path,
                               struct httpapi_req *out,
                               char *why);
+
+/* GET /v1/status: an empty StatusRequest. */
+void httpapi_req_status(struct httpapi_req *out);
 
 /* Point the message's request_id at out->request_id (given or filled by
  * the caller). CLAIM, COMPLETE, RELEASE; a no-op for LOOKUP. */
