@@ -173,6 +173,47 @@ def check_lookup_status(t, via, nonce_key, idem_key):
             "status: role, indexes, 3 members", "%s %r" % (st, s))
 
 
+def same_names(t, what, http_answer, ctl_answer, but=()):
+    """The HTTP answer has exactly the field names oncectl --json gives
+    (but those of @but)."""
+    hk = set(http_answer) if isinstance(http_answer, dict) else set()
+    ck = set(ctl_answer.obj or {})
+    hk -= set(but)
+    ck -= set(but)
+    t.check(hk == ck and hk, "%s: the same field names as oncectl --json"
+            % what, "only HTTP %s, only oncectl %s"
+            % (sorted(hk - ck), sorted(ck - hk)))
+
+
+def check_same_as_oncectl(t, c, n):
+    """One answer of each kind from both, on the same records."""
+    key = "same-" + oc.rand_hex(4)
+    st, _, a = claim(n.http_addr, key)
+    r = c.claim(SCOPE, key, [n])
+    same_names(t, "REPLAYED claim", claim(n.http_addr, key)[2], r)
+    ikey = "same-i-" + oc.rand_hex(4)
+    st, _, a = claim(n.http_addr, ikey, idempotent=True)
+    r = c.claim(SCOPE, ikey, [n], "--idempotent")
+    same_names(t, "IN_PROGRESS claim",
+               claim(n.http_addr, ikey, idempotent=True)[2], r)
+    r = c.ctl(["lookup", SCOPE, ikey], via=[n])
+    same_names(t, "lookup",
+               call(n.http_addr, "/v1/records/%s/%s" % (SCOPE, ikey))[2], r)
+    r = c.ctl(["complete", SCOPE, ikey, "--owner-token", a["owner_token"],
+               "--result", "r"], via=[n])
+    same_names(t, "complete (a retry of it, COMPLETED)",
+               call(n.http_addr, "/v1/complete",
+                    {"scope": SCOPE, "key": ikey,
+                     "owner_token": a["owner_token"], "result": "r"})[2], r)
+    r = c.ctl(["status"], via=[n])
+    same_names(t, "status", call(n.http_addr, "/v1/status")[2], r)
+    r = c.claim(SCOPE, "k" * 300, [n])
+    # oncectl refuses the key before sending (no request id yet); the
+    # node's refusal names the request id it made, as for any error.
+    same_names(t, "an INVALID_ARGUMENT error",
+               claim(n.http_addr, "k" * 300)[2], r, but=("request_id",))
+
+
 def check_refusals(t, via):
     st, _, a = claim(via, "x", colour="blue")
     t.check(st == 400 and a.get("error") == "INVALID_ARGUMENT"
@@ -223,6 +264,7 @@ def scenario(t):
     idem_key = check_idempotent(t, leader.http_addr)
     check_lookup_status(t, leader.http_addr, nonce_key, idem_key)
     check_refusals(t, leader.http_addr)
+    check_same_as_oncectl(t, c, leader)
 
     # through a follower: forwarded like the RPC
     f = followers[0]
