@@ -10,6 +10,11 @@
  * the answer becomes JSON (httpapi_json.h) with the HTTP status of its
  * class (one table, httpapi.c).
  *
+ * Bounds: a local call has no connection of its own, so the RPC's
+ * per-connection call limit does not apply; an HTTP connection carries one
+ * request at a time, so the listener's connection limit (64) bounds the
+ * calls in flight, and each call's deadline bounds how long it is held.
+ *
  * Ownership: each call owns a small record, freed with its answer; a call
  * answered after the listener closed is dropped (http.h). Loop thread
  * only. */
