@@ -14,6 +14,7 @@ way a service in another language would use it.
   * a claim through a follower (forwarded to the leader);
   * 400 (unknown field named, bad JSON, bad request_id, missing key),
     413 (a body over 256 KiB), 415 (no application/json), 404, 405;
+  * a node with TLS: every /v1/ call 403, /healthz still served;
   * without a quorum (two nodes killed by PID): 504 with applied
     "unknown" for a claim the leader proposed, 503 with Retry-After and
     applied "false" once it stepped down, and the retry of the unknown
@@ -22,6 +23,7 @@ way a service in another language would use it.
 
 import json
 import os
+import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -323,6 +325,42 @@ def scenario(t):
             and ok.get("request_id") == urid,
             "quorum back: the retry of the unknown claim with its request "
             "id is ACCEPTED", "%s %r" % (st, ok))
+    check_tls_node(t, nodes)
+
+
+def check_tls_node(t, nodes):
+    """A node with TLS: every /v1/ call 403 (the listener has no client
+    certificates), the health paths still served."""
+    for n in nodes:
+        n.stop()
+    d = os.path.join(t.work, "certs")
+    os.makedirs(d, exist_ok=True)
+    script = os.path.join(os.environ.get("top_srcdir", "."), "scripts",
+                          "make-certs.sh")
+    for args in (["ca", d], ["client", d, "ops"],
+                 ["node", d, "a", "127.0.0.1"]):
+        subprocess.run(["sh", script] + args, check=True,
+                       capture_output=True)
+    c = oc.Cluster(t, "tls", BASE, http=True)
+    c.node_extra = lambda n: [
+        "--tls-cert", os.path.join(d, n.name + ".pem"),
+        "--tls-key", os.path.join(d, n.name + ".key"),
+        "--tls-ca", os.path.join(d, "ca.pem")]
+    c.ctl_flags = ["--tls-ca", os.path.join(d, "ca.pem"),
+                   "--tls-cert", os.path.join(d, "ops.pem"),
+                   "--tls-key", os.path.join(d, "ops.key")]
+    (a,) = c.start_cluster(["a"])
+    st, _, r = claim(a.http_addr, "tls-" + oc.rand_hex(3))
+    t.check(st == 403 and r.get("error") == "PERMISSION_DENIED"
+            and r.get("applied") == "false",
+            "TLS node: POST /v1/claim 403, applied false", "%s %r" % (st, r))
+    st, _, r = call(a.http_addr, "/v1/status")
+    t.check(st == 403, "TLS node: GET /v1/status 403", "%s %r" % (st, r))
+    st, _, r = call(a.http_addr, "/healthz")
+    t.check(st == 200, "TLS node: /healthz still 200", "%s %r" % (st, r))
+    r = c.claim(SCOPE, "tls-" + oc.rand_hex(3), [a])
+    t.check(r.accepted, "TLS node: the client port serves with a "
+            "certificate", r.describe())
 
 
 if __name__ == "__main__":
