@@ -148,10 +148,12 @@ static enum MHD_Result queue(struct MHD_Connection *conn,
     mr = MHD_create_response_from_buffer_with_free_callback(
         r->body_len, r->body != NULL ? r->body : (char *)"",
         r->body != NULL ? free : NULL);
-    r->body = NULL;
     if (mr == NULL) {
-        return MHD_NO; /* UNTESTED: malloc; MHD closes the connection */
+        free(r->body); /* UNTESTED: malloc */
+        r->body = NULL;
+        return MHD_NO; /* MHD closes the connection */
     }
+    r->body = NULL; /* the response owns it now */
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type != NULL
                                 ? r->content_type
