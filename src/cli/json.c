@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_value.h"
 #include "common/text.h"
 
 /* jansson returns NULL only when out of memory (or for invalid UTF-8,
@@ -31,27 +32,15 @@ void cli_set(json_t *o, const char *key, json_t *v)
     }
 }
 
-/* JSON integers are signed 64-bit: a larger value is a decimal string
- * rather than a wrapped negative number. */
+/* The values oncectl and onced's HTTP API spell alike (json_value.h). */
 json_t *cli_juint(uint64_t v)
 {
-    char buf[24];
-
-    if (v <= (uint64_t)INT64_MAX) {
-        return json_integer((json_int_t)v);
-    }
-    snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-    return json_string(buf);
+    return json_value_uint(v);
 }
 
 static json_t *jhex(const uint8_t *b, size_t n)
 {
-    char buf[2 * ONCE_PAYLOAD_HASH_MAX + 1];
-
-    if (n > ONCE_PAYLOAD_HASH_MAX) {
-        n = ONCE_PAYLOAD_HASH_MAX;
-    }
-    return json_string(text_format_hex(b, n, buf));
+    return json_value_hex(b, n);
 }
 
 static bool all_zero(const uint8_t *b, size_t n)
@@ -66,9 +55,7 @@ static bool all_zero(const uint8_t *b, size_t n)
 
 json_t *cli_jid(uint64_t id)
 {
-    char buf[17];
-
-    return json_string(id == 0 ? "" : text_format_id(id, buf));
+    return json_value_id(id);
 }
 
 /* Bytes that should be text (a stored error, an execution id): a JSON

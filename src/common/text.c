@@ -61,7 +61,7 @@ bool text_parse_duration_ms(const char *s, uint64_t max_ms, uint64_t *out)
     return false;
 }
 
-static int hexval(char c)
+int text_hex_digit(char c)
 {
     if (c >= '0' && c <= '9') {
         return c - '0';
@@ -87,7 +87,7 @@ bool text_parse_id(const char *s, uint64_t *out)
         s += 2;
     }
     for (; s[n] != '\0'; n++) {
-        int d = hexval(s[n]);
+        int d = text_hex_digit(s[n]);
 
         if (d < 0 || n >= 16) {
             return false;
@@ -128,8 +128,8 @@ bool text_parse_hex_var(const char *s,
         return false;
     }
     for (size_t i = 0; i < n / 2; i++) {
-        int hi = hexval(s[2 * i]);
-        int lo = hexval(s[2 * i + 1]);
+        int hi = text_hex_digit(s[2 * i]);
+        int lo = text_hex_digit(s[2 * i + 1]);
 
         if (hi < 0 || lo < 0) {
             return false;

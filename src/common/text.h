@@ -28,6 +28,9 @@ bool text_parse_id(const char *s, uint64_t *out);
 /* Print a node id as 16 lowercase hex digits; @buf has 17 bytes. */
 const char *text_format_id(uint64_t id, char buf[17]);
 
+/* One hex digit (either case): 0..15, or -1. */
+int text_hex_digit(char c);
+
 /* Exactly 2*@len hex digits (either case) -> @len bytes at @out. */
 bool text_parse_hex(const char *s, uint8_t *out, size_t len);
 

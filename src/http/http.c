@@ -21,6 +21,30 @@
 
 #define LISTEN_BACKLOG 64
 
+/* One request in progress: MHD's per-request pointer (req_cls). Freed when
+ * MHD says the request is done (on_completed). */
+struct req_ctx
+{
+    struct http *h;
+    struct MHD_Connection *conn;
+    const struct http_route *rt;
+    uint8_t *body;
+    size_t body_len, body_cap;
+    bool too_large;  /* the body grew over the route's body_max */
+    bool in_handler; /* the handler is running (an answer now: no resume) */
+    bool answered;   /* resp holds the answer to queue */
+    bool dead;       /* the listener closed while it was suspended */
+    struct http_pending *pending; /* while deferred */
+    struct http_response resp;
+};
+
+/* A deferred request's token: the handler's until http_answer. */
+struct http_pending
+{
+    struct req_ctx *ctx; /* NULL: the listener closed (orphaned) */
+    struct http_pending *prev, *next;
+};
+
 struct http
 {
     uv_loop_t *loop;
@@ -32,6 +56,7 @@ struct http
     unsigned handles; /* initialised loop handles, not closed yet */
     bool mhd_poll_up, accept_up;
     bool closing;
+    bool in_run; /* inside MHD_run (drive) */
     void (*close_cb)(void *arg);
     void *close_arg;
 
@@ -42,6 +67,7 @@ struct http
     void (*log)(void *arg, const char *level, const char *msg);
     void *log_arg;
     struct http_stats st;
+    struct http_pending *pending; /* deferred requests, suspended */
 };
 
 static void logf_(struct http *h, const char *level, const char *fmt, ...)
@@ -99,9 +125,22 @@ void http_text(struct http_response *resp, unsigned status, const char *text)
 
 /* --- requests ------------------------------------------------------------- */
 
+static const char *allow_text(unsigned methods)
+{
+    switch (methods & (HTTP_GET | HTTP_POST)) {
+        case HTTP_POST:
+            return "POST";
+        case HTTP_GET | HTTP_POST:
+            return "GET, POST";
+        default:
+            return "GET";
+    }
+}
+
+/* @allow: 0, or the methods to name in an Allow header (a 405). */
 static enum MHD_Result queue(struct MHD_Connection *conn,
                              struct http_response *r,
-                             bool allow_get)
+                             unsigned allow)
 {
     struct MHD_Response *mr;
     enum MHD_Result rv;
@@ -110,16 +149,24 @@ static enum MHD_Result queue(struct MHD_Connection *conn,
         r->body_len, r->body != NULL ? r->body : (char *)"",
         r->body != NULL ? free : NULL);
     if (mr == NULL) {
-        free(r->body);
+        free(r->body); /* UNTESTED: malloc */
+        r->body = NULL;
         return MHD_NO; /* MHD closes the connection */
     }
+    r->body = NULL; /* the response owns it now */
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type != NULL
                                 ? r->content_type
                                 : "text/plain; charset=utf-8");
     MHD_add_response_header(mr, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (allow_get) {
-        MHD_add_response_header(mr, MHD_HTTP_HEADER_ALLOW, "GET");
+    if (allow != 0) {
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_ALLOW, allow_text(allow));
+    }
+    if (r->retry_after_s > 0) {
+        char ra[16];
+
+        snprintf(ra, sizeof ra, "%u", r->retry_after_s);
+        MHD_add_response_header(mr, MHD_HTTP_HEADER_RETRY_AFTER, ra);
     }
     rv = MHD_queue_response(conn, r->status, mr);
     MHD_destroy_response(mr);
@@ -129,15 +176,194 @@ static enum MHD_Result queue(struct MHD_Connection *conn,
 static const struct http_route *route_of(const struct http *h, const char *path)
 {
     for (size_t i = 0; i < h->n_routes; i++) {
-        if (strcmp(h->routes[i].path, path) == 0) {
+        const char *p = h->routes[i].path;
+        size_t n = strlen(p);
+
+        if (strcmp(p, path) == 0 ||
+            (p[n - 1] == '/' && strncmp(p, path, n) == 0)) {
             return &h->routes[i];
         }
     }
     return NULL;
 }
 
-/* Every request is answered on its first call, before any body is read:
- * no route takes a body, so none is ever buffered. */
+static unsigned method_bit(const char *method)
+{
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0) {
+        return HTTP_GET;
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
+        return HTTP_POST;
+    }
+    return 0;
+}
+
+static unsigned route_methods(const struct http_route *rt)
+{
+    return rt->methods != 0 ? rt->methods : HTTP_GET;
+}
+
+static enum MHD_Result answer_text(struct MHD_Connection *conn,
+                                   unsigned status,
+                                   const char *text,
+                                   unsigned allow)
+{
+    struct http_response r;
+
+    memset(&r, 0, sizeof r);
+    http_text(&r, status, text);
+    return queue(conn, &r, allow);
+}
+
+/* The handler's answer, checked against HTTP_BODY_MAX, queued. */
+static enum MHD_Result queue_answer(struct req_ctx *x)
+{
+    struct http_response *r = &x->resp;
+
+    if (r->body_len > HTTP_BODY_MAX) {
+        free(r->body);
+        memset(r, 0, sizeof *r);
+        http_text(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "answer too large\n");
+    }
+    return queue(x->conn, r, 0);
+}
+
+static void pending_unlink(struct http *h, struct http_pending *p)
+{
+    if (p->prev != NULL) {
+        p->prev->next = p->next;
+    } else {
+        h->pending = p->next;
+    }
+    if (p->next != NULL) {
+        p->next->prev = p->prev;
+    }
+    p->prev = p->next = NULL;
+}
+
+struct http_pending *http_defer(const struct http_request *req)
+{
+    struct req_ctx *x = req->ctx;
+    struct http_pending *p;
+
+    if (x == NULL || x->pending != NULL || x->answered) {
+        return NULL;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        return NULL;
+    }
+    p->ctx = x;
+    p->next = x->h->pending;
+    if (p->next != NULL) {
+        p->next->prev = p;
+    }
+    x->h->pending = p;
+    x->pending = p;
+    return p;
+}
+
+static void drive(struct http *h);
+
+void http_answer(struct http_pending *p, struct http_response *resp)
+{
+    struct req_ctx *x = p->ctx;
+
+    if (x == NULL) { /* the listener closed meanwhile */
+        free(resp->body);
+        free(p);
+        return;
+    }
+    pending_unlink(x->h, p);
+    free(p);
+    x->pending = NULL;
+    if (resp != &x->resp) {
+        x->resp = *resp;
+        resp->body = NULL;
+    }
+    x->answered = true;
+    if (!x->in_handler) {
+        MHD_resume_connection(x->conn);
+        drive(x->h);
+    }
+}
+
+/* A POST route's body, kept up to body_max; past it discarded. */
+static void take_body(struct req_ctx *x, const char *data, size_t n)
+{
+    if (x->too_large || x->body_len + n > x->rt->body_max) {
+        x->too_large = true;
+        return;
+    }
+    if (x->body_len + n > x->body_cap) {
+        size_t cap = x->body_cap != 0 ? x->body_cap : 4096;
+        uint8_t *b;
+
+        while (cap < x->body_len + n) {
+            cap *= 2;
+        }
+        if (cap > x->rt->body_max) {
+            cap = x->rt->body_max;
+        }
+        b = realloc(x->body, cap);
+        if (b == NULL) {
+            x->too_large = true; /* UNTESTED: malloc */
+            return;
+        }
+        x->body = b;
+        x->body_cap = cap;
+    }
+    memcpy(x->body + x->body_len, data, n);
+    x->body_len += n;
+}
+
+/* The first call for a request (headers only): refuse what can be refused
+ * before a body is read, or make its context. */
+static enum MHD_Result on_headers(struct http *h,
+                                  struct MHD_Connection *conn,
+                                  const char *url,
+                                  const char *method,
+                                  void **req_cls)
+{
+    const struct http_route *rt = route_of(h, url);
+    unsigned bit = method_bit(method);
+    struct req_ctx *x;
+
+    h->st.requests++;
+    if (rt == NULL) {
+        h->st.not_found++;
+        return answer_text(conn, MHD_HTTP_NOT_FOUND, "not found\n", 0);
+    }
+    if ((route_methods(rt) & bit) == 0) {
+        h->st.bad_method++;
+        return answer_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+                           "method not allowed\n", route_methods(rt));
+    }
+    if (bit == HTTP_POST) {
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     "Content-Length");
+        if (cl != NULL && strtoull(cl, NULL, 10) > rt->body_max) {
+            char text[64];
+
+            snprintf(text, sizeof text, "body over %zu bytes\n", rt->body_max);
+            return answer_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, text, 0);
+        }
+    }
+    x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        return MHD_NO; /* UNTESTED: malloc */
+    }
+    x->h = h;
+    x->conn = conn;
+    x->rt = rt;
+    *req_cls = x;
+    return MHD_YES;
+}
+
+/* Every request is routed on its first call, before any body is read; a
+ * POST route's body is then read (bounded) and its handler runs once the
+ * whole body is in. A handler that defers leaves the connection suspended
+ * until http_answer resumes it; MHD then calls here again. */
 static enum MHD_Result on_request(void *cls,
                                   struct MHD_Connection *conn,
                                   const char *url,
@@ -148,36 +374,70 @@ static enum MHD_Result on_request(void *cls,
                                   void **req_cls)
 {
     struct http *h = cls;
-    struct http_response r;
+    struct req_ctx *x = *req_cls;
     struct http_request req;
-    const struct http_route *rt;
 
     (void)version;
-    (void)upload_data;
-    (void)upload_data_size;
-    (void)req_cls;
-    h->st.requests++;
-    memset(&r, 0, sizeof r);
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0) {
-        h->st.bad_method++;
-        http_text(&r, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET is served\n");
-        return queue(conn, &r, true);
+    if (x == NULL) {
+        return on_headers(h, conn, url, method, req_cls);
     }
-    rt = route_of(h, url);
-    if (rt == NULL) {
-        h->st.not_found++;
-        http_text(&r, MHD_HTTP_NOT_FOUND, "not found\n");
-        return queue(conn, &r, false);
+    if (x->dead) {
+        return MHD_NO; /* the listener is closing */
     }
+    if (x->answered) {
+        return queue_answer(x); /* resumed with its answer */
+    }
+    if (*upload_data_size > 0) {
+        take_body(x, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (x->too_large) {
+        char text[64];
+
+        snprintf(text, sizeof text, "body over %zu bytes\n", x->rt->body_max);
+        return answer_text(conn, MHD_HTTP_CONTENT_TOO_LARGE, text, 0);
+    }
+    memset(&req, 0, sizeof req);
     req.method = method;
     req.path = url;
-    rt->fn(rt->arg, &req, &r);
-    if (r.body_len > HTTP_BODY_MAX) {
-        free(r.body);
-        memset(&r, 0, sizeof r);
-        http_text(&r, MHD_HTTP_INTERNAL_SERVER_ERROR, "answer too large\n");
+    req.content_type = MHD_lookup_connection_value(
+        conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    req.body = x->body;
+    req.body_len = x->body_len;
+    req.ctx = x;
+    x->in_handler = true;
+    x->rt->fn(x->rt->arg, &req, &x->resp);
+    x->in_handler = false;
+    if (x->pending != NULL) {
+        MHD_suspend_connection(conn);
+        return MHD_YES;
     }
-    return queue(conn, &r, false);
+    return queue_answer(x);
+}
+
+/* MHD is done with a request (answered, or its connection closed). */
+static void on_completed(void *cls,
+                         struct MHD_Connection *conn,
+                         void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct req_ctx *x = *req_cls;
+
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (x == NULL) {
+        return;
+    }
+    if (x->pending != NULL) { /* UNTESTED: close always resumes first */
+        pending_unlink(x->h, x->pending);
+        x->pending->ctx = NULL;
+    }
+    free(x->resp.body); /* queue() took it if it was answered */
+    free(x->body);
+    free(x);
+    *req_cls = NULL;
 }
 
 static void on_notify(void *cls,
@@ -204,10 +464,12 @@ static void drive(struct http *h)
 {
     MHD_UNSIGNED_LONG_LONG ms = 0;
 
-    if (h->closing) {
-        return;
+    if (h->closing || h->in_run) {
+        return; /* MHD_run is on the stack: it sees what changed */
     }
+    h->in_run = true;
     (void)MHD_run(h->mhd);
+    h->in_run = false;
     if (MHD_get_timeout(h->mhd, &ms) == MHD_YES) {
         /* +1: MHD's deadline in ms is rounded down; waking early would
          * spin. */
@@ -319,17 +581,29 @@ static int listen_on(const char *addr, int *out, char *errmsg)
     return 0;
 }
 
+/* Paths reach the handlers as sent, still percent-encoded: a handler that
+ * takes a value from its path decodes it itself, after splitting it (an
+ * encoded '/' belongs to its part). Query strings are not used. */
+static size_t no_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return strlen(s);
+}
+
 static int start_mhd(struct http *h, char *errmsg)
 {
     const union MHD_DaemonInfo *info;
 
     h->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL,
-        NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
-        MHD_OPTION_NOTIFY_CONNECTION, on_notify, h, MHD_OPTION_CONNECTION_LIMIT,
-        h->conns_max, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)HTTP_REQUEST_MAX, MHD_OPTION_CONNECTION_TIMEOUT, h->timeout_s,
-        MHD_OPTION_END);
+        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG |
+            MHD_ALLOW_SUSPEND_RESUME,
+        0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_NOTIFY_CONNECTION, on_notify, h, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, h,
+        MHD_OPTION_CONNECTION_LIMIT, h->conns_max,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_REQUEST_MAX,
+        MHD_OPTION_CONNECTION_TIMEOUT, h->timeout_s, MHD_OPTION_END);
     if (h->mhd == NULL) {
         err_printf(errmsg, "MHD_start_daemon failed");
         return HTTP_E_MHD;
@@ -360,11 +634,15 @@ static int check_routes(const struct http_config *cfg, char *errmsg)
     for (size_t i = 0; i < cfg->n_routes; i++) {
         const struct http_route *r = &cfg->routes[i];
 
-        if (r->path == NULL || r->path[0] != '/' || r->fn == NULL) {
+        if (r->path == NULL || r->path[0] != '/' || r->fn == NULL ||
+            (r->methods & ~(unsigned)(HTTP_GET | HTTP_POST)) != 0 ||
+            ((r->methods & HTTP_POST) != 0 &&
+             (r->body_max == 0 || r->body_max > HTTP_BODY_IN_MAX))) {
             err_printf(errmsg,
-                       "route %zu: want a path starting with / and "
-                       "a handler",
-                       i);
+                       "route %zu: want a path starting with /, a "
+                       "handler, GET or POST, and for POST a body_max "
+                       "of 1..%u",
+                       i, HTTP_BODY_IN_MAX);
             return HTTP_E_ROUTES;
         }
         for (size_t j = 0; j < i; j++) {
@@ -377,6 +655,8 @@ static int check_routes(const struct http_config *cfg, char *errmsg)
     return 0;
 }
 
+static void resume_all(struct http *h);
+
 static void on_handle_closed(uv_handle_t *hd)
 {
     struct http *h = hd->data;
@@ -388,6 +668,7 @@ static void on_handle_closed(uv_handle_t *hd)
     }
     /* The polls are gone: MHD may close its epoll descriptor and every
      * connection now, and our listener goes with them. */
+    resume_all(h);
     if (h->mhd != NULL) {
         MHD_stop_daemon(h->mhd);
     }
@@ -400,11 +681,36 @@ static void on_handle_closed(uv_handle_t *hd)
     }
 }
 
+/* Closing: every suspended request is orphaned (its token answers into
+ * nothing) and resumed, and MHD runs so that it takes them off its
+ * suspended list: MHD_stop_daemon refuses to stop with any there. The
+ * resumed requests close their connections (on_request: dead). */
+static void resume_all(struct http *h)
+{
+    bool any = h->pending != NULL;
+
+    while (h->pending != NULL) {
+        struct http_pending *p = h->pending;
+        struct req_ctx *x = p->ctx;
+
+        pending_unlink(h, p);
+        p->ctx = NULL;
+        x->pending = NULL;
+        x->dead = true;
+        MHD_resume_connection(x->conn);
+    }
+    if (any && h->mhd != NULL) {
+        (void)MHD_run(h->mhd);
+        (void)MHD_run(h->mhd);
+    }
+}
+
 void http_close(struct http *h, void (*cb)(void *arg), void *arg)
 {
     if (h == NULL || h->closing) {
         return;
     }
+    resume_all(h);
     h->closing = true;
     h->close_cb = cb;
     h->close_arg = arg;

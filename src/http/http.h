@@ -14,20 +14,32 @@
  *     follows MHD_get_timeout (idle connections). So every handler runs
  *     on the loop thread, and an answer from /healthz proves the loop is
  *     turning;
- *   - a route table: exact paths, each with its handler. Only GET is
- *     served today: any other method gets 405 with "Allow: GET", an
- *     unknown path 404. (Handlers that take a body, a JSON API, will add a
- *     method and a body limit to their route.)
+ *   - a route table: exact paths (or prefixes, a path ending in '/'),
+ *     each with its handler, the methods it serves (GET unless it says
+ *     otherwise: another method gets 405 with an Allow header naming the
+ *     route's) and, for POST, the largest body it reads. An unknown path
+ *     is 404;
+ *   - a body is read whole into memory before the handler runs, at most
+ *     the route's body_max: a Content-Length over it is answered 413
+ *     before any byte of the body is read; a chunked body that grows over
+ *     it is discarded as it arrives and answered 413 at its end;
+ *   - a handler may answer later (http_defer, then http_answer): the
+ *     connection is suspended (MHD_suspend_connection) until then, the
+ *     loop goes on, and the answer resumes it. The handler's owner bounds
+ *     how long (the node's call deadline).
  *
  * Limits: connections (HTTP_CONNS_DEFAULT; over it an accepted socket is
  * closed at once), the memory MHD may use per connection, which bounds the
  * request line and headers (HTTP_REQUEST_MAX: beyond it MHD answers 414 or
  * 431), an idle timeout (HTTP_TIMEOUT_S; also what ends a connection
  * whose peer half-closed in the middle of a request: MHD does not close
- * those at EOF), and request bodies are never read.
+ * those at EOF), and bodies (per route, body_max; none for GET).
  *
  * Ownership: http_start returns a listener the caller closes with
- * http_close; routes are borrowed (they and their args outlive it).
+ * http_close; routes are borrowed (they and their args outlive it). A
+ * deferred request's token (struct http_pending) is the handler's until
+ * it calls http_answer, exactly once, also after http_close (the answer
+ * is then dropped and only the token freed).
  * Threads: the loop thread only. */
 #ifndef ONCE_HTTP_HTTP_H_
 #define ONCE_HTTP_HTTP_H_
@@ -50,10 +62,23 @@ enum { ERR_HTTP_CODES(ERR_ENUM) }; /* common/err.h */
 #define HTTP_TIMEOUT_S     10
 #define HTTP_BODY_MAX      (16u << 20) /* largest answer a handler gives */
 
+enum {
+    HTTP_GET = 1u << 0,
+    HTTP_POST = 1u << 1,
+};
+
+/* The largest body_max a route may give. */
+#define HTTP_BODY_IN_MAX (1u << 20)
+
 struct http_request
 {
-    const char *method; /* "GET" */
-    const char *path;   /* without the query string */
+    const char *method;       /* "GET", "POST" */
+    const char *path;         /* without the query string */
+    const char *content_type; /* the header as sent, or NULL */
+    const uint8_t *body;      /* POST: the whole body (borrowed; valid
+                               * while the handler runs); else NULL */
+    size_t body_len;
+    void *ctx; /* the listener's; for http_defer */
 };
 
 /* What a handler answers. @body is malloc'd by the handler (or NULL with
@@ -64,6 +89,7 @@ struct http_response
     const char *content_type; /* static text; NULL: text/plain */
     char *body;
     size_t body_len;
+    unsigned retry_after_s; /* > 0: a Retry-After header with it */
 };
 
 typedef void (*http_handler_fn)(void *arg,
@@ -72,9 +98,11 @@ typedef void (*http_handler_fn)(void *arg,
 
 struct http_route
 {
-    const char *path; /* exact, e.g. "/metrics" */
+    const char *path; /* exact, e.g. "/metrics"; ending in '/': a prefix */
     http_handler_fn fn;
     void *arg;
+    unsigned methods; /* HTTP_GET | HTTP_POST; 0: HTTP_GET */
+    size_t body_max;  /* POST: largest body, 1..HTTP_BODY_IN_MAX */
 };
 
 struct http_config
@@ -125,6 +153,19 @@ int http_add_connection(struct http *h,
 /* Stop listening, close every connection; @cb (may be NULL) runs once the
  * loop handles have closed, and @h is freed just before it. */
 void http_close(struct http *h, void (*cb)(void *arg), void *arg);
+
+/* A request answered later. */
+struct http_pending;
+
+/* Called by a handler that will answer later instead of filling @resp
+ * now: returns the token to give http_answer, or NULL when out of memory
+ * (then the handler answers now). */
+struct http_pending *http_defer(const struct http_request *req);
+
+/* The answer to a deferred request: @resp's body is taken (freed by the
+ * listener). Exactly once per token; the token is freed. May be called
+ * from inside the handler that deferred. */
+void http_answer(struct http_pending *p, struct http_response *resp);
 
 /* Small helper for handlers: a malloc'd copy of @text as the body. */
 void http_text(struct http_response *resp, unsigned status, const char *text);

@@ -200,6 +200,28 @@ void rpc_server_stats(const struct rpc_server *s, struct rpc_server_stats *st);
  * freed just before it. */
 void rpc_server_close(struct rpc_server *s, void (*cb)(void *arg), void *arg);
 
+/* A local call's answer (rpc_server_call_local): @r and its fields are
+ * borrowed for the callback only; @call is freed right after it. Runs
+ * exactly once, from rpc_call_reply or from the deadline. */
+struct rpc_reply;
+typedef void (*rpc_local_fn)(void *arg,
+                             const struct rpc_call *call,
+                             const struct rpc_reply *r);
+
+/* Serve @req (a request built in this process, e.g. by the HTTP API; its
+ * method, deadline_ms (0: the server's default), group_id and body are
+ * used) through the server's own serve callback, exactly like a call from
+ * a connection: the same handler, the same deadline timer and the same
+ * answered hook, with no cluster pin and not forwarded. The answer goes to
+ * @cb instead of a connection, exactly once, possibly before this returns
+ * (a request refused at once). @req need stay valid only during this call.
+ * Returns 0, or RPC_E_CLOSED (the server is closing) / RPC_E_NOMEM, and
+ * then @cb never runs. A local call holds the server open like any call. */
+int rpc_server_call_local(struct rpc_server *s,
+                          struct envelope_view *req,
+                          rpc_local_fn cb,
+                          void *arg);
+
 /* From now on, if the call's deadline passes before the handler replies,
  * the layer answers DEADLINE_EXCEEDED with applied UNKNOWN (before this:
  * applied FALSE). Call it just before handing the request to Raft. */

@@ -59,7 +59,10 @@ struct rpc_server
 struct call
 {
     struct rpc_call pub;
-    struct conn *c;
+    struct rpc_server *srv;
+    struct conn *c; /* NULL: a local call (rpc_server_call_local) */
+    rpc_local_fn local_cb;
+    void *local_arg;
     uv_timer_t timer;
     bool has_timer;
     bool answered; /* by the handler or the layer */
@@ -179,9 +182,14 @@ static void server_bad_frame(struct conn *c, const char *errmsg)
 static void call_free(struct call *k)
 {
     struct conn *c = k->c;
-    struct rpc_server *s = c->srv;
+    struct rpc_server *s = k->srv;
 
     free(k);
+    if (c == NULL) {
+        s->n_calls--;
+        server_maybe_done(s);
+        return;
+    }
     c->refs--;
     /* A call counts against calls_max until the handler lets it go, also
      * after the layer answered it for its deadline: otherwise short
@@ -203,9 +211,17 @@ static void on_call_timer_closed(uv_handle_t *h)
 static void call_answered(struct call *k)
 {
     /* Idle time counts from the last frame received or answer given. */
-    k->c->last_active_ms = uv_now(k->c->tcp.loop);
+    if (k->c != NULL) {
+        k->c->last_active_ms = uv_now(k->c->tcp.loop);
+    }
     k->answered = true;
-    k->c->srv->st.calls_in_flight--;
+    k->srv->st.calls_in_flight--;
+}
+
+/* A local call's answer goes to its callback instead of a connection. */
+static void local_answer(struct call *k, const struct rpc_reply *r)
+{
+    k->local_cb(k->local_arg, &k->pub, r);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -216,12 +232,19 @@ static void on_deadline(uv_timer_t *t)
         return; /* UNTESTED: the timer is stopped when answered */
     }
     call_answered(k);
-    k->c->srv->st.calls_expired++;
-    if (k->c->srv->answered != NULL) {
-        k->c->srv->answered(k->c->srv->arg, &k->pub,
-                            RPC_STATUS_DEADLINE_EXCEEDED);
+    k->srv->st.calls_expired++;
+    if (k->srv->answered != NULL) {
+        k->srv->answered(k->srv->arg, &k->pub, RPC_STATUS_DEADLINE_EXCEEDED);
     }
-    if (!k->c->closing) {
+    if (k->c == NULL) {
+        struct rpc_reply r = {
+            .status = RPC_STATUS_DEADLINE_EXCEEDED,
+            .applied = k->sent ? RPC_APPLIED_UNKNOWN : RPC_APPLIED_FALSE,
+            .error = k->sent ? "deadline exceeded; the outcome is unknown"
+                             : "deadline exceeded before the call was proposed",
+        };
+        local_answer(k, &r);
+    } else if (!k->c->closing) {
         send_error(k->c, k->pub.call_id, k->pub.method,
                    RPC_STATUS_DEADLINE_EXCEEDED,
                    k->sent ? RPC_APPLIED_UNKNOWN : RPC_APPLIED_FALSE,
@@ -278,6 +301,7 @@ static void server_request(struct conn *c, struct envelope_view *v)
     memcpy(k->pub.cluster_id, v->cluster_id, RPC_ID_LEN);
     k->pub.peer_cert = c->peer_cert; /* the call holds a ref on c */
     k->pub.peer_member = c->peer_member;
+    k->srv = s;
     k->c = c;
     c->refs++;
     c->calls++;
@@ -386,18 +410,55 @@ void rpc_call_mark_sent(struct rpc_call *call)
     ((struct call *)call)->sent = true;
 }
 
+int rpc_server_call_local(struct rpc_server *s,
+                          struct envelope_view *req,
+                          rpc_local_fn cb,
+                          void *arg)
+{
+    struct call *k;
+
+    if (s->closing) {
+        return RPC_E_CLOSED;
+    }
+    k = calloc(1, sizeof *k);
+    if (k == NULL) {
+        return RPC_E_NOMEM;
+    }
+    k->pub.method = req->method;
+    k->pub.group_id = req->group_id;
+    k->pub.deadline_ms =
+        req->deadline_ms != 0 ? req->deadline_ms : s->lim.deadline_ms;
+    k->pub.received_mono_ms = uv_now(s->loop);
+    k->pub.received_ns = uv_hrtime();
+    k->srv = s;
+    k->local_cb = cb;
+    k->local_arg = arg;
+    s->n_calls++;
+    s->st.calls_in_flight++;
+    s->st.calls_served++;
+    if (k->pub.deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
+        k->has_timer = true;
+        k->timer.data = k;
+        (void)uv_timer_start(&k->timer, on_deadline, k->pub.deadline_ms, 0);
+    }
+    s->serve(s->arg, &k->pub, req);
+    return 0;
+}
+
 void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
 {
     struct call *k = (struct call *)call;
     struct conn *c = k->c;
-    struct rpc_server *s = c->srv;
+    struct rpc_server *s = k->srv;
 
     if (!k->answered) {
         call_answered(k);
         if (s->answered != NULL) {
             s->answered(s->arg, &k->pub, r->status);
         }
-        if (!c->closing) {
+        if (c == NULL) {
+            local_answer(k, r);
+        } else if (!c->closing) {
             struct envelope_view v;
             char errmsg[ERR_MSG_SIZE];
             int rv;

@@ -17,6 +17,7 @@
 #include <raft.h>
 
 #include "http/http.h"
+#include "server/httpapi.h"
 #include "server/server.h"
 
 #define NS_PER_S 1e9
@@ -692,12 +693,13 @@ static void http_log(void *arg, const char *level, const char *msg)
 
 int metrics_http_start(struct metrics *m, const char *addr, char *errmsg)
 {
-    static struct http_route routes[3];
+    static struct http_route routes[3 + HTTPAPI_ROUTES];
     struct http_config hc;
 
-    routes[0] = (struct http_route){"/metrics", get_metrics, m};
-    routes[1] = (struct http_route){"/healthz", get_healthz, m};
-    routes[2] = (struct http_route){"/readyz", get_readyz, m};
+    routes[0] = (struct http_route){"/metrics", get_metrics, m, 0, 0};
+    routes[1] = (struct http_route){"/healthz", get_healthz, m, 0, 0};
+    routes[2] = (struct http_route){"/readyz", get_readyz, m, 0, 0};
+    httpapi_routes(m->s, &routes[3]); /* the JSON API (docs/http-api.md) */
     memset(&hc, 0, sizeof hc);
     hc.addr = addr;
     hc.routes = routes;

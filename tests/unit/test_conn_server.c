@@ -685,6 +685,105 @@ START_TEST(memory_over_the_limit_closes_the_largest)
 }
 END_TEST
 
+/* Local calls (rpc_server_call_local): the server's own handler, its
+ * deadline timer and close rules, the answer to a callback. */
+struct local_ans
+{
+    int n;
+    enum rpc_status status;
+    enum rpc_applied applied;
+    char body[64];
+    size_t body_len;
+};
+
+static void local_cb(void *arg,
+                     const struct rpc_call *call,
+                     const struct rpc_reply *r)
+{
+    struct local_ans *a = arg;
+
+    ck_assert_ptr_nonnull(call);
+    a->n++;
+    a->status = r->status;
+    a->applied = r->applied;
+    a->body_len = r->body_len < sizeof a->body ? r->body_len : 0;
+    if (a->body_len > 0) {
+        memcpy(a->body, r->body, a->body_len);
+    }
+}
+
+static int local_call(const char *body,
+                      uint64_t deadline_ms,
+                      struct local_ans *a)
+{
+    struct envelope_view v;
+    int rv;
+
+    envelope_view_init(&v);
+    v.method = RPC_METHOD_CLAIM;
+    v.direction = RPC_REQUEST;
+    v.deadline_ms = deadline_ms;
+    v.body = (const uint8_t *)body;
+    v.body_len = strlen(body);
+    rv = rpc_server_call_local(F.srv, &v, local_cb, a);
+    envelope_view_close(&v);
+    return rv;
+}
+
+START_TEST(local_calls)
+{
+    struct local_ans now = {0}, hold = {0}, mark = {0}, later = {0};
+    struct local_ans closing = {0};
+
+    fx_init();
+    srv_start(7655);
+    /* Answered by the handler at once: before the call returns. */
+    ck_assert_int_eq(local_call("x1", 0, &now), 0);
+    ck_assert_int_eq(now.n, 1);
+    ck_assert_int_eq(now.status, RPC_STATUS_OK);
+    ck_assert_uint_eq(now.body_len, 2);
+    ck_assert_int_eq(memcmp(now.body, "x1", 2), 0);
+    /* Held past its deadline: DEADLINE_EXCEEDED, applied false before
+     * rpc_call_mark_sent and unknown after; the late reply is dropped. */
+    ck_assert_int_eq(local_call("hold", 50, &hold), 0);
+    ck_assert_int_eq(local_call("mark", 50, &mark), 0);
+    ck_assert_uint_eq(F.seen[1].deadline_ms, 50);
+    RUN_UNTIL(hold.n == 1 && mark.n == 1);
+    ck_assert_int_eq(hold.status, RPC_STATUS_DEADLINE_EXCEEDED);
+    ck_assert_int_eq(hold.applied, RPC_APPLIED_FALSE);
+    ck_assert_int_eq(mark.status, RPC_STATUS_DEADLINE_EXCEEDED);
+    ck_assert_int_eq(mark.applied, RPC_APPLIED_UNKNOWN);
+    ck_assert_uint_eq(stats().calls_expired, 2);
+    release(0);
+    release(1);
+    run_for(20);
+    ck_assert_int_eq(hold.n, 1);
+    ck_assert_int_eq(mark.n, 1);
+    /* No deadline given: the server's default; answered when released. */
+    ck_assert_int_eq(local_call("hold-later", 0, &later), 0);
+    ck_assert_uint_eq(F.seen[3].deadline_ms, 5000);
+    run_for(20);
+    ck_assert_int_eq(later.n, 0);
+    release(2);
+    ck_assert_int_eq(later.n, 1);
+    ck_assert_int_eq(later.status, RPC_STATUS_OK);
+    ck_assert_uint_eq(stats().calls_in_flight, 0);
+    /* A held local call keeps a closing server open; a new one is
+     * refused (and its callback never runs). */
+    ck_assert_int_eq(local_call("hold-close", 0, &later), 0);
+    rpc_server_close(F.srv, srv_close_cb, &F);
+    ck_assert_int_eq(local_call("x2", 0, &closing), RPC_E_CLOSED);
+    run_for(30);
+    ck_assert(!F.srv_closed);
+    release(3);
+    RUN_UNTIL(F.srv_closed);
+    F.srv = NULL;
+    ck_assert_int_eq(closing.n, 0);
+    ck_assert_int_eq(later.n, 2);
+    fx_close();
+}
+END_TEST
+
 Suite *conn_server_suite(void)
 {
     Suite *s = suite_create("conn_server");
@@ -718,6 +817,7 @@ Suite *conn_server_suite(void)
     tcase_add_test(tc, server_close_waits_for_replies_with_deadlines);
     tcase_add_test(tc, server_restart_channel_reconnects);
     tcase_add_test(tc, server_close_inside_handler);
+    tcase_add_test(tc, local_calls);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -40,9 +40,100 @@ static void get_busy(void *arg,
     http_text(resp, 503, "not ready: busy\n");
 }
 
-static const struct http_route routes[] = {
-    {"/hello", get_hello, NULL},
-    {"/busy", get_busy, NULL},
+/* Deferred answers: /later from a timer on the loop, /now from inside
+ * the handler that deferred, /never only when the test says so. */
+static uv_timer_t later_timer;
+static struct http_pending *later_token, *never_token;
+static unsigned echo_calls;
+
+static void on_later(uv_timer_t *t)
+{
+    struct http_response r;
+
+    (void)t;
+    memset(&r, 0, sizeof r);
+    http_text(&r, 200, "later\n");
+    r.retry_after_s = 7;
+    http_answer(later_token, &r);
+    later_token = NULL;
+    uv_close((uv_handle_t *)&later_timer, NULL);
+}
+
+static void get_later(void *arg,
+                      const struct http_request *req,
+                      struct http_response *resp)
+{
+    uv_loop_t *loop = arg;
+
+    (void)resp;
+    later_token = http_defer(req);
+    ck_assert_ptr_nonnull(later_token);
+    ck_assert_ptr_null(http_defer(req)); /* one token per request */
+    ck_assert_int_eq(uv_timer_init(loop, &later_timer), 0);
+    ck_assert_int_eq(uv_timer_start(&later_timer, on_later, 30, 0), 0);
+}
+
+static void get_now(void *arg,
+                    const struct http_request *req,
+                    struct http_response *resp)
+{
+    struct http_pending *p = http_defer(req);
+    struct http_response r;
+
+    (void)arg;
+    (void)resp;
+    ck_assert_ptr_nonnull(p);
+    memset(&r, 0, sizeof r);
+    http_text(&r, 200, "now\n");
+    http_answer(p, &r);
+}
+
+static void get_never(void *arg,
+                      const struct http_request *req,
+                      struct http_response *resp)
+{
+    (void)arg;
+    (void)resp;
+    never_token = http_defer(req);
+    ck_assert_ptr_nonnull(never_token);
+}
+
+static void post_echo(void *arg,
+                      const struct http_request *req,
+                      struct http_response *resp)
+{
+    (void)arg;
+    echo_calls++;
+    ck_assert_str_eq(req->method, "POST");
+    resp->status = 200;
+    resp->body = malloc(req->body_len + 1);
+    ck_assert_ptr_nonnull(resp->body);
+    if (req->body_len > 0) {
+        memcpy(resp->body, req->body, req->body_len);
+    }
+    resp->body_len = req->body_len;
+}
+
+static void get_prefix(void *arg,
+                       const struct http_request *req,
+                       struct http_response *resp)
+{
+    (void)arg;
+    calls++;
+    ck_assert_str_eq(req->path, "/p/a%2Fb");
+    http_text(resp, 200, "prefix\n");
+}
+
+static uv_loop_t *routes_loop; /* the loop of /later's timer */
+
+static struct http_route routes[] = {
+    {"/hello", get_hello, NULL, 0, 0},
+    {"/busy", get_busy, NULL, 0, 0},
+    {"/later", get_later, NULL, HTTP_GET, 0},
+    {"/now", get_now, NULL, HTTP_GET, 0},
+    {"/never", get_never, NULL, HTTP_GET, 0},
+    {"/echo", post_echo, NULL, HTTP_POST, 16},
+    {"/p/", get_prefix, NULL, HTTP_GET, 0},
 };
 
 struct env
@@ -58,8 +149,10 @@ static void env_start(struct env *e, unsigned conns_max)
 
     ck_assert_int_eq(uv_loop_init(&e->loop), 0);
     memset(&c, 0, sizeof c);
+    routes_loop = &e->loop;
+    routes[2].arg = routes_loop;
     c.routes = routes;
-    c.n_routes = 2;
+    c.n_routes = sizeof routes / sizeof routes[0];
     c.conns_max = conns_max;
     ck_assert_int_eq(http_start(&e->h, &e->loop, &c, errmsg), 0);
     calls = 0;
@@ -168,6 +261,91 @@ START_TEST(routes_methods_and_paths)
 }
 END_TEST
 
+START_TEST(deferred_answers_and_bodies)
+{
+    struct env e;
+    char *r;
+
+    env_start(&e, 0);
+    echo_calls = 0;
+    r = ASK(&e, "GET /later HTTP/1.0\r\n\r\n");
+    ck_assert_msg(strstr(r, " 200 ") != NULL, "%s", r);
+    ck_assert_ptr_nonnull(strstr(r, "\r\n\r\nlater\n"));
+    ck_assert_ptr_nonnull(strstr(r, "Retry-After: 7\r\n"));
+    free(r);
+    r = ASK(&e, "GET /now HTTP/1.0\r\n\r\n");
+    ck_assert_msg(strstr(r, "\r\n\r\nnow\n") != NULL, "%s", r);
+    free(r);
+    r = ASK(&e,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n"
+            "Connection: close\r\n\r\nabc");
+    ck_assert_msg(strstr(r, "\r\n\r\nabc") != NULL, "%s", r);
+    free(r);
+    /* Over body_max by Content-Length: 413 before the body is read. */
+    r = ASK(&e,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n"
+            "Connection: close\r\n\r\n0123456789abcdefg");
+    ck_assert_msg(strstr(r, " 413 ") != NULL, "%s", r);
+    free(r);
+    /* Chunked, growing over it: discarded, 413 at its end. */
+    r = ASK(&e,
+            "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            "Connection: close\r\n\r\n"
+            "a\r\n0123456789\r\na\r\n0123456789\r\n0\r\n\r\n");
+    ck_assert_msg(strstr(r, " 413 ") != NULL, "%s", r);
+    free(r);
+    ck_assert_uint_eq(echo_calls, 1);
+    r = ASK(&e, "GET /echo HTTP/1.0\r\n\r\n");
+    ck_assert_msg(strstr(r, " 405 ") != NULL, "%s", r);
+    ck_assert_ptr_nonnull(strstr(r, "Allow: POST\r\n"));
+    free(r);
+    r = ASK(&e, "POST /later HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    ck_assert_msg(strstr(r, " 405 ") != NULL, "%s", r);
+    ck_assert_ptr_nonnull(strstr(r, "Allow: GET\r\n"));
+    free(r);
+    /* A prefix route; its path reaches the handler still encoded. */
+    calls = 0;
+    r = ASK(&e, "GET /p/a%2Fb HTTP/1.0\r\n\r\n");
+    ck_assert_msg(strstr(r, " 200 ") != NULL, "%s", r);
+    free(r);
+    ck_assert_uint_eq(calls, 1);
+    r = ASK(&e, "GET /p HTTP/1.0\r\n\r\n");
+    ck_assert_msg(strstr(r, " 404 ") != NULL, "%s", r);
+    free(r);
+    env_stop(&e);
+}
+END_TEST
+
+/* A request still deferred when the listener closes: the close completes
+ * (MHD refuses to stop with a suspended connection), and the late answer
+ * only frees its token. */
+START_TEST(close_while_deferred)
+{
+    struct env e;
+    struct http_response r;
+    const char *req = "GET /never HTTP/1.0\r\n\r\n";
+    int fd;
+
+    env_start(&e, 0);
+    never_token = NULL;
+    fd = connect_one(&e);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    for (int i = 0; i < 200 && never_token == NULL; i++) {
+        struct pollfd p = {fd, POLLIN, 0};
+
+        uv_run(&e.loop, UV_RUN_NOWAIT);
+        (void)poll(&p, 1, 1);
+    }
+    ck_assert_ptr_nonnull(never_token);
+    env_stop(&e);
+    memset(&r, 0, sizeof r);
+    http_text(&r, 200, "too late\n");
+    http_answer(never_token, &r); /* freed, body too (ASan: no leak) */
+    close(fd);
+}
+END_TEST
+
 START_TEST(oversized_headers_refused)
 {
     struct env e;
@@ -224,6 +402,10 @@ START_TEST(bad_configs_refused)
     struct http_route dup[] = {{"/a", get_hello, NULL}, {"/a", get_busy, NULL}};
     struct http_route rel[] = {{"a", get_hello, NULL}};
     struct http_route nofn[] = {{"/a", NULL, NULL}};
+    struct http_route nobody[] = {{"/a", post_echo, NULL, HTTP_POST, 0}};
+    struct http_route huge[] = {
+        {"/a", post_echo, NULL, HTTP_POST, HTTP_BODY_IN_MAX + 1}};
+    struct http_route put[] = {{"/a", get_hello, NULL, 1u << 5, 0}};
 
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     memset(&c, 0, sizeof c);
@@ -235,6 +417,12 @@ START_TEST(bad_configs_refused)
     c.n_routes = 1;
     ck_assert_int_eq(http_start(&h, &loop, &c, errmsg), HTTP_E_ROUTES);
     c.routes = nofn;
+    ck_assert_int_eq(http_start(&h, &loop, &c, errmsg), HTTP_E_ROUTES);
+    c.routes = nobody; /* POST without a body bound */
+    ck_assert_int_eq(http_start(&h, &loop, &c, errmsg), HTTP_E_ROUTES);
+    c.routes = huge;
+    ck_assert_int_eq(http_start(&h, &loop, &c, errmsg), HTTP_E_ROUTES);
+    c.routes = put; /* a method the listener does not know */
     ck_assert_int_eq(http_start(&h, &loop, &c, errmsg), HTTP_E_ROUTES);
     c.routes = routes;
     c.n_routes = HTTP_ROUTES_MAX + 1;
@@ -261,6 +449,8 @@ Suite *http_suite(void)
     TCase *tc = tcase_create("http");
 
     tcase_add_test(tc, routes_methods_and_paths);
+    tcase_add_test(tc, deferred_answers_and_bodies);
+    tcase_add_test(tc, close_while_deferred);
     tcase_add_test(tc, oversized_headers_refused);
     tcase_add_test(tc, connection_limit);
     tcase_add_test(tc, bad_configs_refused);
