@@ -341,11 +341,17 @@ def check_tls_node(t, nodes):
                  ["node", d, "a", "127.0.0.1"]):
         subprocess.run(["sh", script] + args, check=True,
                        capture_output=True)
+    # With TLS every caller needs a role (the access file): the node is a
+    # member, ops (oncectl below) is admin.
+    access = os.path.join(d, "access.json")
+    with open(access, "w") as f:
+        json.dump({"identities": [{"match": "dns:*.once.test", "role": "member"},
+                                  {"match": "dns:ops", "role": "admin"}]}, f)
     c = oc.Cluster(t, "tls", BASE, http=True)
     c.node_extra = lambda n: [
         "--tls-cert", os.path.join(d, n.name + ".pem"),
         "--tls-key", os.path.join(d, n.name + ".key"),
-        "--tls-ca", os.path.join(d, "ca.pem")]
+        "--tls-ca", os.path.join(d, "ca.pem"), "--access", access]
     c.ctl_flags = ["--tls-ca", os.path.join(d, "ca.pem"),
                    "--tls-cert", os.path.join(d, "ops.pem"),
                    "--tls-key", os.path.join(d, "ops.key")]
