@@ -452,6 +452,7 @@ static void tick_cb(uv_timer_t *t)
     forward_tick(&s->fwd);
     metrics_tick(&s->metrics);
     node_tls_tick(s, uv_now(&s->loop));
+    notify_tick(&s->notify, s);
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -485,6 +486,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     s->exit_code = exit_code;
     log_kv(exit_code == 0 ? LOG_INFO : LOG_WARN, "stopping", "reason=%s",
            log_quote(why, (char[128]){0}, 128));
+    notify_stopping(&s->notify);
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
     join_stop(&s->join);
@@ -859,6 +861,7 @@ static int step_rpc(struct server *s)
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sighup, on_signal, SIGHUP);
+    notify_init(&s->notify);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
     log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
     return 0;

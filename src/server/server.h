@@ -19,6 +19,7 @@
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
  *   metrics.c  /metrics, /healthz, /readyz on --http-addr (metrics.h):
  *              struct metrics;
+ *   notify.c   sd_notify READY=1 for systemd's Type=notify (notify.h);
  *   restore.c  --restore: a new cluster's first snapshot from a backup;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
@@ -49,6 +50,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/node_tls.h"
+#include "server/notify.h"
 
 #define SERVER_JOIN_MAX 16 /* addresses in --join */
 
@@ -154,6 +156,7 @@ struct server
     struct backups backups; /* backup.c */
     struct join join;       /* join.c */
     struct metrics metrics; /* metrics.c */
+    struct notify notify;   /* notify.c */
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */
