@@ -636,6 +636,7 @@ static int step_uvio(struct server *s)
     }
     net.arg = s;
     net.limits = s->cfg.raft_limits;
+    net.listen = s->cfg.raft_listen;
     net.log = transport_log;
     if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, &net, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
@@ -790,7 +791,9 @@ static int step_raft_start(struct server *s)
         /* Probe only once raft has closed its own sockets. */
         close_raft_early(s);
         if (s->uvio.transport.errmsg[0] == '\0') {
-            probe_raft_addr(s->cfg.raft_addr, why, sizeof why);
+            probe_raft_addr(s->cfg.raft_listen != NULL ? s->cfg.raft_listen
+                                                       : s->cfg.raft_addr,
+                            why, sizeof why);
         } else {
             snprintf(why, sizeof why, "%s", s->uvio.transport.errmsg);
         }
@@ -839,7 +842,8 @@ static int step_rpc(struct server *s)
     s->ids.node_id = s->id;
     s->ids.has_cluster_id = false;
     memset(&rc, 0, sizeof rc);
-    rc.addr = s->cfg.client_addr;
+    rc.addr = s->cfg.client_listen != NULL ? s->cfg.client_listen
+                                           : s->cfg.client_addr;
     rc.limits = s->cfg.limits;
     rc.serve = service_serve;
     rc.arg = s;
@@ -863,7 +867,8 @@ static int step_rpc(struct server *s)
     uv_signal_start(&s->sighup, on_signal, SIGHUP);
     notify_init(&s->notify);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
-    log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
+    log_kv(LOG_INFO, "serving", "client_addr=%s listen=%s", s->cfg.client_addr,
+           rc.addr);
     return 0;
 }
 

@@ -78,6 +78,10 @@ struct server_config
     enum server_storage storage;
     const char *raft_addr;
     const char *client_addr;
+    /* Where to listen, when it is not the address above (which the member
+     * directory and the Raft configuration hold): NULL, the same. */
+    const char *raft_listen;
+    const char *client_listen;
     const char *http_addr; /* NULL: no HTTP listener */
     bool bootstrap;
     const char *restore;       /* --restore FILE (with --bootstrap) */
