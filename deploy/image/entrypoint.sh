@@ -77,8 +77,14 @@ for p in "$ONCE_RAFT_PORT" "$ONCE_CLIENT_PORT" "$ONCE_HTTP_PORT"; do
 done
 
 # The IPv4 address of a name (getent: /etc/hosts, then DNS), or nothing.
+# ahostsv4 (getaddrinfo) first; "hosts" (gethostbyname) when that finds
+# nothing, because getaddrinfo's AI_ADDRCONFIG finds nothing at all where
+# loopback is the only interface (tests/integration/deploy-statefulset.sh).
 resolve() {
-    getent ahostsv4 "$1" 2>/dev/null | awk '$2 == "STREAM" { print $1; exit }'
+    a=$(getent ahostsv4 "$1" 2>/dev/null | awk '$2 == "STREAM" { print $1; exit }')
+    [ -n "$a" ] || a=$(getent hosts "$1" 2>/dev/null |
+        awk '$1 ~ /^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$/ { print $1; exit }')
+    printf '%s' "$a"
 }
 
 # shellcheck disable=SC2059 # the format is the operator's name template
