@@ -33,6 +33,7 @@
 #   ONCE_RUN_DIR         [/run/once] where the addresses are written for
 #                        prestop.sh
 #   ONCE_BOOTSTRAP       [0] 1 on the first rollout only
+#   ONCE_RESTORE         a backup file: with the bootstrap only, --restore
 #   ONCE_TLS_DIR         [/etc/once/tls] tls.crt, tls.key, ca.crt: TLS on
 #                        both ports (and for oncectl here)
 #   ONCE_INSECURE        [0] 1: plaintext off loopback (onced --insecure)
@@ -195,8 +196,17 @@ if [ "$mode" = join ]; then
 fi
 
 case $mode in
-bootstrap) set -- "$@" --bootstrap ;;
-*) [ -n "$join" ] && set -- "$@" --join "$join" ;;
+bootstrap)
+    set -- "$@" --bootstrap
+    if [ -n "${ONCE_RESTORE:-}" ]; then
+        set -- "$@" --restore "$ONCE_RESTORE"
+    fi
+    ;;
+*)
+    if [ -n "$join" ]; then
+        set -- "$@" --join "$join"
+    fi
+    ;;
 esac
 log "$mode: member $ONCE_ORDINAL of $ONCE_SET, raft $raft_addr, client $client_addr, listening on $POD_IP"
 # shellcheck disable=SC2086
