@@ -9,8 +9,10 @@ Runs inside its own network and mount namespaces (deploy-statefulset.sh):
     pod's current IP, 127.0.(10+G).(N+1) for the pod's G-th start, so every
     restart is a reschedule with a new pod IP;
   * a pod: the entrypoint with HOSTNAME=once-N, POD_IP, ONCE_DATA_DIR a
-    directory (the PVC), ONCE_RUN_DIR its own directory, ONCE_BOOTSTRAP=1
-    as the first rollout's template sets it for every pod; preStop is
+    directory (the PVC), ONCE_RUN_DIR its own directory, ONCE_TLS_DIR the
+    "secret" (scripts/make-certs.sh: a certificate whose IP SAN is the
+    member Service's address, not the pod's), ONCE_BOOTSTRAP=1 as the
+    first rollout's template sets it for every pod; preStop is
     deploy/image/prestop.sh, then SIGTERM;
   * readiness: GET /readyz on POD_IP:9101, as the kubelet's probe.
 
@@ -34,6 +36,7 @@ Steps:
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +54,7 @@ SRC = os.environ.get("top_srcdir",
                                   "..", ".."))
 ENTRY = os.path.join(SRC, "deploy", "image", "entrypoint.sh")
 PRESTOP = os.path.join(SRC, "deploy", "image", "prestop.sh")
+MAKE_CERTS = os.path.join(SRC, "scripts", "make-certs.sh")
 MAX_PODS = 5
 RAFT, CLIENT, HTTP = 7201, 7101, 9101
 
@@ -81,6 +85,15 @@ class Pod:
         self.pv = os.path.join(work, "pv-%d" % n)
         self.run_dir = os.path.join(work, "run-%d" % n)
         self.log = os.path.join(work, "%s.log" % self.name)
+        # The mounted secret: a certificate for the member Service's IP.
+        self.tls_dir = os.path.join(work, "tls-%d" % n)
+        certs = os.path.join(work, "certs")
+        run(t, ["sh", MAKE_CERTS, "node", certs, self.name, svc_ip(n)])
+        os.makedirs(self.tls_dir)
+        for src, dst in ((self.name + ".pem", "tls.crt"),
+                         (self.name + ".key", "tls.key"), ("ca.pem", "ca.crt")):
+            shutil.copy(os.path.join(certs, src),
+                        os.path.join(self.tls_dir, dst))
         self.gen = 0
         self.proc = None
         self.pod_ip = None
@@ -102,7 +115,7 @@ class Pod:
             "HOSTNAME": self.name, "POD_IP": self.pod_ip,
             "ONCE_REPLICAS": str(replicas), "ONCE_BOOTSTRAP": "1",
             "ONCE_DATA_DIR": self.pv, "ONCE_RUN_DIR": self.run_dir,
-            "ONCE_TLS_DIR": os.path.join(self.run_dir, "no-tls"),
+            "ONCE_TLS_DIR": self.tls_dir,
             "ONCED": self.t.onced, "ONCECTL": self.t.oncectl,
             "ONCE_ONCED_ARGS": "--election-timeout 400ms --heartbeat 75ms",
         })
@@ -233,7 +246,13 @@ def scenario(t):
         for n in range(MAX_PODS):
             f.write("%s once-member-%d\n" % (svc_ip(n), n))
     run(t, ["mount", "--bind", hosts, "/etc/hosts"])
+    certs = os.path.join(work, "certs")
+    run(t, ["sh", MAKE_CERTS, "ca", certs])
+    run(t, ["sh", MAKE_CERTS, "client", certs, "ops"])
     c = oc.Cluster(t, "sts", 9900)  # for ctl(); its nodes are the pods
+    c.ctl_flags = ["--tls-ca", os.path.join(certs, "ca.pem"),
+                   "--tls-cert", os.path.join(certs, "ops.pem"),
+                   "--tls-key", os.path.join(certs, "ops.key")]
     pods = [Pod(t, work, n) for n in range(MAX_PODS)]
     three = pods[:3]
     try:
