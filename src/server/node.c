@@ -452,7 +452,7 @@ static void tick_cb(uv_timer_t *t)
     forward_tick(&s->fwd);
     metrics_tick(&s->metrics);
     node_tls_tick(s, uv_now(&s->loop));
-    notify_tick(&s->notify, s);
+    notify_tick(&s->notify, s, uv_now(&s->loop));
 }
 
 /* --- stop ------------------------------------------------------------------

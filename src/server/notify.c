@@ -15,8 +15,14 @@ void notify_init(struct notify *n)
 {
     const char *sock = getenv("NOTIFY_SOCKET");
 
+    uint64_t usec = 0;
+
     memset(n, 0, sizeof *n);
     n->enabled = sock != NULL && sock[0] != '\0';
+    /* > 0 only with WATCHDOG_USEC set (and WATCHDOG_PID, if set, ours). */
+    if (n->enabled && sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+        n->watchdog_ms = usec / 2000;
+    }
 }
 
 /* One message; a failure is logged and not retried: the service manager
@@ -32,13 +38,17 @@ static void send_state(const char *state)
     }
 }
 
-void notify_tick(struct notify *n, struct server *s)
+void notify_tick(struct notify *n, struct server *s, uint64_t now_ms)
 {
     char why[160], status[160], msg[200];
     const char *no;
 
     if (!n->enabled || n->stopping_sent) {
         return;
+    }
+    if (n->watchdog_ms != 0 && now_ms - n->last_ping_ms >= n->watchdog_ms) {
+        n->last_ping_ms = now_ms;
+        send_state("WATCHDOG=1");
     }
     no = metrics_unready(s, why, sizeof why);
     snprintf(status, sizeof status, "%s%s",

@@ -282,7 +282,8 @@ def check_systemd(src):
     want = ("Type=notify", "NoNewPrivileges=yes", "ProtectSystem=strict",
             "PrivateTmp=yes", "ProtectHome=yes", "PrivateDevices=yes",
             "CapabilityBoundingSet=", "RestartPreventExitStatus=2 3",
-            "EnvironmentFile=/etc/once/%i.env", "StateDirectory=once/%i")
+            "EnvironmentFile=/etc/once/%i.env", "StateDirectory=once/%i",
+            "WatchdogSec=60s")
     lines = set(ln.strip() for ln in unit.splitlines())
     for w in want:
         check(w in lines, "onced@.service: %s" % w)

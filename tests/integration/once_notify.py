@@ -8,7 +8,8 @@ Each node gets NOTIFY_SOCKET, a unix datagram socket this test listens on
     be a member, so within 3 s its socket gets STATUS="not ready: ..." and
     no READY=1 (and its /readyz is 503);
   * A is started with --bootstrap: READY=1 arrives, and /readyz is 200 on A
-    at that moment;
+    at that moment; A has WATCHDOG_USEC=400000 (WatchdogSec=400ms): its
+    loop sends WATCHDOG=1 about every 200 ms;
   * B's join now succeeds: B's READY=1 arrives, and its /readyz is 200;
   * a node started without NOTIFY_SOCKET still serves (the notification is
     optional);
@@ -79,12 +80,19 @@ def scenario(t):
         st, body = oh.request(b.http_addr, "/readyz")[:2]
         t.check(st == 503, "B: /readyz 503 meanwhile", "%s" % st)
 
-        a.start(bootstrap=True, env={"NOTIFY_SOCKET": la.path})
+        a.start(bootstrap=True, env={"NOTIFY_SOCKET": la.path,
+                                     "WATCHDOG_USEC": "400000"})
         t.check(la.wait("READY=1", 30), "A (bootstrap): READY=1",
                 repr(la.msgs))
         st = oh.request(a.http_addr, "/readyz")[0]
         t.check(st == 200, "A: /readyz 200 when READY=1 arrived", "%s" % st)
         t.check(la.has("STATUS=ready"), "A: STATUS=ready", repr(la.msgs))
+        end = time.time() + 2
+        while time.time() < end:
+            la.drain(end - time.time())
+        pings = la.lines().count("WATCHDOG=1")
+        t.check(pings >= 4, "A (WATCHDOG_USEC=400000): WATCHDOG=1 every "
+                "~200 ms from the loop (%d)" % pings, repr(la.msgs[-5:]))
 
         t.check(lb.wait("READY=1", 60), "B (joined): READY=1",
                 repr(lb.msgs))
@@ -92,6 +100,8 @@ def scenario(t):
         t.check(st == 200, "B: /readyz 200 when READY=1 arrived", "%s" % st)
         t.check(lb.lines().count("READY=1") == 1, "B: READY=1 sent once",
                 repr(lb.msgs))
+        t.check("WATCHDOG=1" not in lb.lines(),
+                "B (no WATCHDOG_USEC): no watchdog pings", repr(lb.msgs))
 
         cn = c.node("C")
         cn.start(join=[a, b])
