@@ -743,11 +743,12 @@ static int t_listen(struct raft_uv_transport *rt, raft_uv_accept_cb cb)
     struct transport *t = impl_of(rt);
     struct sockaddr_in sa;
     char ip[INET_ADDRSTRLEN];
+    const char *at = t->cfg.listen != NULL ? t->cfg.listen : t->address;
     int rv;
 
-    if (!parse_addr(t->address, &sa, ip)) {
+    if (strlen(at) >= ADDR_MAX || !parse_addr(at, &sa, ip)) {
         snprintf(rt->errmsg, sizeof rt->errmsg,
-                 "%.200s: not an IPv4 IP:PORT address", t->address);
+                 "%.200s: not an IPv4 IP:PORT address", at);
         return RAFT_INVALID;
     }
     t->accept_cb = cb;
@@ -759,8 +760,8 @@ static int t_listen(struct raft_uv_transport *rt, raft_uv_accept_cb cb)
         rv = uv_listen((uv_stream_t *)&t->listener, 128, on_accept);
     }
     if (rv != 0) {
-        snprintf(rt->errmsg, sizeof rt->errmsg, "listen on %.120s: %.100s",
-                 t->address, uv_strerror(rv));
+        snprintf(rt->errmsg, sizeof rt->errmsg, "listen on %.120s: %.100s", at,
+                 uv_strerror(rv));
         uv_close((uv_handle_t *)&t->listener, on_listener_closed);
         return RAFT_IOERR;
     }

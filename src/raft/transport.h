@@ -61,6 +61,12 @@ struct transport_config
     int (*member)(void *arg, X509 *cert, char *why);
     void *arg;
     struct rframe_limits limits;
+    /* "IP:PORT" to listen on when it is not the node's Raft address (the
+     * address in the configuration, which peers dial and the handshake
+     * names): e.g. a Kubernetes pod listening on its pod IP behind a
+     * stable per-pod Service address. Borrowed, outlives the transport.
+     * NULL: listen on the Raft address. */
+    const char *listen;
     unsigned handshake_ms; /* 0: TLS_HANDSHAKE_MS_DEFAULT */
     /* Log hook ("info"|"warn"|"error"); NULL: silent. */
     void (*log)(void *arg, const char *level, const char *msg);

@@ -31,6 +31,12 @@ static const char usage_text[] =
     "  --raft-addr IP:PORT     Raft peer address (TLS with --tls-*; keep it\n"
     "                          on a private network all the same)\n"
     "  --client-addr IP:PORT   client and admin RPC address\n"
+    "  --raft-listen IP:PORT   listen for Raft here instead of --raft-addr,\n"
+    "                          which stays the address peers dial (e.g.\n"
+    "                          0.0.0.0:PORT behind a stable Service IP)\n"
+    "  --client-listen IP:PORT listen for clients here instead of\n"
+    "                          --client-addr (the address other members\n"
+    "                          forward to)\n"
     "  --http-addr IP:PORT     HTTP listener: GET /metrics (Prometheus text),\n"
     "                          /healthz (the node's loop answers) and\n"
     "                          /readyz (200 when a member that knows a\n"
@@ -324,12 +330,21 @@ static int check_tls(const struct server_config *c)
                    "--tls-ca");
     }
     if (!any && !c->insecure) {
-        const char *off = !node_tls_loopback(c->client_addr) ? c->client_addr
-                          : !node_tls_loopback(c->raft_addr) ? c->raft_addr
-                                                             : NULL;
+        /* The listen addresses too: 0.0.0.0 is not loopback. */
+        const char *names[] = {"--client-addr", "--raft-addr",
+                               "--client-listen", "--raft-listen"};
+        const char *addrs[] = {c->client_addr, c->raft_addr, c->client_listen,
+                               c->raft_listen};
+        const char *off = NULL, *name = NULL;
 
+        for (unsigned i = 0; i < 4 && off == NULL; i++) {
+            if (addrs[i] != NULL && !node_tls_loopback(addrs[i])) {
+                off = addrs[i];
+                name = names[i];
+            }
+        }
         if (off != NULL) {
-            return bad(off == c->client_addr ? "--client-addr" : "--raft-addr",
+            return bad(name,
                        "%s is not a loopback address: refusing to serve it "
                        "without TLS (give --tls-cert, --tls-key and --tls-ca, "
                        "or --insecure)",
@@ -344,6 +359,8 @@ static const char *const value_flags[] = {
     "--data-dir",
     "--raft-addr",
     "--client-addr",
+    "--raft-listen",
+    "--client-listen",
     "--http-addr",
     "--storage",
     "--join",
@@ -396,6 +413,16 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
             return -EINVAL;
         }
         c->client_addr = v;
+    } else if (strcmp(k, "--raft-listen") == 0) {
+        if (parse_addr(k, v) != 0) {
+            return -EINVAL;
+        }
+        c->raft_listen = v;
+    } else if (strcmp(k, "--client-listen") == 0) {
+        if (parse_addr(k, v) != 0) {
+            return -EINVAL;
+        }
+        c->client_listen = v;
     } else if (strcmp(k, "--http-addr") == 0) {
         if (parse_addr(k, v) != 0) {
             return -EINVAL;
@@ -625,6 +652,11 @@ static int parse_args(struct server_config *c, int argc, char **argv)
     if (strcmp(c->raft_addr, c->client_addr) == 0) {
         return bad("--client-addr", "must differ from --raft-addr (\"%s\")",
                    c->client_addr);
+    }
+    if (strcmp(c->raft_listen != NULL ? c->raft_listen : c->raft_addr,
+               c->client_listen != NULL ? c->client_listen : c->client_addr) ==
+        0) {
+        return bad("--client-listen", "must differ from --raft-listen");
     }
     if (c->http_addr != NULL && (strcmp(c->http_addr, c->raft_addr) == 0 ||
                                  strcmp(c->http_addr, c->client_addr) == 0)) {

@@ -454,6 +454,7 @@ static void tick_cb(uv_timer_t *t)
     metrics_tick(&s->metrics);
     admin_tick(s);
     node_tls_tick(s, uv_now(&s->loop));
+    notify_tick(&s->notify, s, uv_now(&s->loop));
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -487,6 +488,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     s->exit_code = exit_code;
     log_kv(exit_code == 0 ? LOG_INFO : LOG_WARN, "stopping", "reason=%s",
            log_quote(why, (char[128]){0}, 128));
+    notify_stopping(&s->notify);
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
     join_stop(&s->join);
@@ -705,6 +707,7 @@ static int step_uvio(struct server *s)
     }
     net.arg = s;
     net.limits = s->cfg.raft_limits;
+    net.listen = s->cfg.raft_listen;
     net.log = transport_log;
     if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, &net, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
@@ -859,7 +862,9 @@ static int step_raft_start(struct server *s)
         /* Probe only once raft has closed its own sockets. */
         close_raft_early(s);
         if (s->uvio.transport.errmsg[0] == '\0') {
-            probe_raft_addr(s->cfg.raft_addr, why, sizeof why);
+            probe_raft_addr(s->cfg.raft_listen != NULL ? s->cfg.raft_listen
+                                                       : s->cfg.raft_addr,
+                            why, sizeof why);
         } else {
             snprintf(why, sizeof why, "%s", s->uvio.transport.errmsg);
         }
@@ -908,7 +913,8 @@ static int step_rpc(struct server *s)
     s->ids.node_id = s->id;
     s->ids.has_cluster_id = false;
     memset(&rc, 0, sizeof rc);
-    rc.addr = s->cfg.client_addr;
+    rc.addr = s->cfg.client_listen != NULL ? s->cfg.client_listen
+                                           : s->cfg.client_addr;
     rc.limits = s->cfg.limits;
     rc.serve = service_serve;
     rc.arg = s;
@@ -930,8 +936,10 @@ static int step_rpc(struct server *s)
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sighup, on_signal, SIGHUP);
+    notify_init(&s->notify);
     uv_timer_start(&s->tick, tick_cb, TICK_MS, TICK_MS);
-    log_kv(LOG_INFO, "serving", "client_addr=%s", s->cfg.client_addr);
+    log_kv(LOG_INFO, "serving", "client_addr=%s listen=%s", s->cfg.client_addr,
+           rc.addr);
     return 0;
 }
 

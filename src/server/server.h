@@ -19,6 +19,7 @@
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
  *   metrics.c  /metrics, /healthz, /readyz on --http-addr (metrics.h):
  *              struct metrics;
+ *   notify.c   sd_notify READY=1 for systemd's Type=notify (notify.h);
  *   restore.c  --restore: a new cluster's first snapshot from a backup;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
  *   convert.c  wire messages <-> fsm values;
@@ -50,6 +51,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/node_tls.h"
+#include "server/notify.h"
 
 #define SERVER_JOIN_MAX 16 /* addresses in --join */
 
@@ -77,6 +79,10 @@ struct server_config
     enum server_storage storage;
     const char *raft_addr;
     const char *client_addr;
+    /* Where to listen, when it is not the address above (which the member
+     * directory and the Raft configuration hold): NULL, the same. */
+    const char *raft_listen;
+    const char *client_listen;
     const char *http_addr; /* NULL: no HTTP listener */
     bool bootstrap;
     const char *restore;       /* --restore FILE (with --bootstrap) */
@@ -160,6 +166,7 @@ struct server
     struct backups backups; /* backup.c */
     struct join join;       /* join.c */
     struct metrics metrics; /* metrics.c */
+    struct notify notify;   /* notify.c */
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */

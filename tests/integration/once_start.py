@@ -20,6 +20,10 @@ also show as a "uv_loop_close" warning, which no case may print.
                     and closed again)
   client-addr-taken the client port is listened on: exit 1 (raft running;
                     the stop goes through node_stop and the loop)
+  raft-listen-taken --raft-listen names a port that is listened on (the
+                    --raft-addr port is free): exit 1, raft listened there
+  listen-same       --client-listen equal to the Raft listen address:
+                    exit 2 (a bad flag)
 """
 
 import os
@@ -46,6 +50,8 @@ def run_case(t, name, base, want_rc, want_line, prepare, flags=(),
     d = os.path.join(t.work, name)
     os.makedirs(d)
     prepare(d)
+    if callable(flags):
+        flags = flags(base)
     raft, client = "127.0.0.1:%d" % base, "127.0.0.1:%d" % (base + 1)
     held = None
     if hold is not None:
@@ -106,6 +112,13 @@ def scenario(t):
          lambda d: None, ["--bootstrap"], 0),
         ("client-addr-taken", 1, "cannot serve the client address",
          lambda d: None, ["--bootstrap"], 1),
+        ("raft-listen-taken", 1, "listen on 127.0.0.1:",
+         lambda d: None, lambda b: [
+             "--bootstrap", "--raft-listen", "127.0.0.1:%d" % (b + 1),
+             "--client-listen", "127.0.0.2:%d" % (b + 1)], 1),
+        ("listen-same", 2, "--client-listen",
+         lambda d: None, lambda b: ["--client-listen", "127.0.0.1:%d" % b],
+         None),
     ]
     for i, (name, rc, line, prep, flags, hold) in enumerate(cases):
         run_case(t, name, base + 2 * i, rc, line, prep, flags, hold)
