@@ -36,6 +36,9 @@
 #   ONCE_RESTORE         a backup file: with the bootstrap only, --restore
 #   ONCE_TLS_DIR         [/etc/once/tls] tls.crt, tls.key, ca.crt: TLS on
 #                        both ports (and for oncectl here)
+#   ONCE_ACCESS          [/etc/once/access/access.json] the access file
+#                        (onced --access): required with TLS; the nodes'
+#                        own certificates must have the role member
 #   ONCE_INSECURE        [0] 1: plaintext off loopback (onced --insecure)
 #   ONCE_STORAGE         [onced's choice] --storage uring|pwrite|uv
 #   ONCE_ONCED_ARGS      more onced flags (split on spaces)
@@ -63,6 +66,7 @@ ONCE_DATA_DIR=${ONCE_DATA_DIR:-/var/lib/once}
 ONCE_RUN_DIR=${ONCE_RUN_DIR:-/run/once}
 ONCE_BOOTSTRAP=${ONCE_BOOTSTRAP:-0}
 ONCE_TLS_DIR=${ONCE_TLS_DIR:-/etc/once/tls}
+ONCE_ACCESS=${ONCE_ACCESS:-/etc/once/access/access.json}
 ONCE_INSECURE=${ONCE_INSECURE:-0}
 ONCE_RESOLVE_TIMEOUT=${ONCE_RESOLVE_TIMEOUT:-120}
 
@@ -130,8 +134,11 @@ if [ -f "$ONCE_TLS_DIR/tls.crt" ]; then
     for f in tls.crt tls.key ca.crt; do
         [ -r "$ONCE_TLS_DIR/$f" ] || die "$ONCE_TLS_DIR/$f: missing or unreadable"
     done
+    [ -r "$ONCE_ACCESS" ] ||
+        die "$ONCE_ACCESS: missing or unreadable (TLS needs the access file)"
     set -- "$@" --tls-cert "$ONCE_TLS_DIR/tls.crt" \
-        --tls-key "$ONCE_TLS_DIR/tls.key" --tls-ca "$ONCE_TLS_DIR/ca.crt"
+        --tls-key "$ONCE_TLS_DIR/tls.key" --tls-ca "$ONCE_TLS_DIR/ca.crt" \
+        --access "$ONCE_ACCESS"
     ctl_tls="--tls-ca $ONCE_TLS_DIR/ca.crt --tls-cert $ONCE_TLS_DIR/tls.crt --tls-key $ONCE_TLS_DIR/tls.key"
 elif [ "$ONCE_INSECURE" = 1 ]; then
     set -- "$@" --insecure

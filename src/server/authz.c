@@ -27,11 +27,17 @@ static const struct right rights[] = {
     {RPC_METHOD_FORGET, "forget", R_ADMIN, false},
     {RPC_METHOD_STATUS, "status", R_CLIENT | R_MONITOR | R_MEMBER | R_ADMIN,
      false},
-    {RPC_METHOD_MEMBERS_LIST, "members list", R_MONITOR | R_ADMIN, false},
+    /* A member also lists the members and hands leadership on: what a node
+     * does about itself with its own certificate (a container's entrypoint
+     * reads the member list before it joins; its preStop transfers
+     * leadership away). A member can disrupt the cluster through the Raft
+     * port anyway; these add nothing it could not do there. */
+    {RPC_METHOD_MEMBERS_LIST, "members list", R_MONITOR | R_MEMBER | R_ADMIN,
+     false},
     {RPC_METHOD_MEMBERS_ADD, "members add", R_MEMBER | R_ADMIN, false},
     {RPC_METHOD_MEMBERS_REMOVE, "members remove", R_ADMIN, false},
     {RPC_METHOD_MEMBERS_ASSIGN, "members assign", R_ADMIN, false},
-    {RPC_METHOD_TRANSFER, "transfer", R_ADMIN, false},
+    {RPC_METHOD_TRANSFER, "transfer", R_MEMBER | R_ADMIN, false},
     {RPC_METHOD_SNAPSHOT_TAKE, "snapshot take", R_ADMIN, false},
     /* A backup holds every tenant's records: admin only. */
     {RPC_METHOD_BACKUP_OPEN, "snapshot backup", R_ADMIN, false},

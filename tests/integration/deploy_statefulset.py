@@ -35,6 +35,7 @@ Steps:
      pods stop by themselves with exit 0), claims accepted throughout.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -94,6 +95,14 @@ class Pod:
                          (self.name + ".key", "tls.key"), ("ca.pem", "ca.crt")):
             shutil.copy(os.path.join(certs, src),
                         os.path.join(self.tls_dir, dst))
+        # The mounted ConfigMap: the access file (deploy/kubernetes/access.yaml
+        # in the members' names: their certificates' CN here; ops is admin).
+        self.access = os.path.join(work, "access-%d.json" % n)
+        with open(self.access, "w") as f:
+            json.dump({"identities":
+                       [{"match": "cn:once-%d" % i, "role": "member"}
+                        for i in range(5)] +
+                       [{"match": "dns:ops", "role": "admin"}]}, f)
         self.gen = 0
         self.proc = None
         self.pod_ip = None
@@ -115,7 +124,7 @@ class Pod:
             "HOSTNAME": self.name, "POD_IP": self.pod_ip,
             "ONCE_REPLICAS": str(replicas), "ONCE_BOOTSTRAP": "1",
             "ONCE_DATA_DIR": self.pv, "ONCE_RUN_DIR": self.run_dir,
-            "ONCE_TLS_DIR": self.tls_dir,
+            "ONCE_TLS_DIR": self.tls_dir, "ONCE_ACCESS": self.access,
             "ONCED": self.t.onced, "ONCECTL": self.t.oncectl,
             "ONCE_ONCED_ARGS": "--election-timeout 400ms --heartbeat 75ms",
         })

@@ -61,11 +61,13 @@ static int check(const struct access_identity *id,
 static const enum rpc_method records[] = {RPC_METHOD_CLAIM, RPC_METHOD_COMPLETE,
                                           RPC_METHOD_RELEASE,
                                           RPC_METHOD_LOOKUP};
+/* Not for a client, a monitor or a member (Transfer is admin's and a
+ * member's: monitor_and_member). */
 static const enum rpc_method admin_only[] = {
     RPC_METHOD_FORGET,         RPC_METHOD_MEMBERS_REMOVE,
-    RPC_METHOD_MEMBERS_ASSIGN, RPC_METHOD_TRANSFER,
-    RPC_METHOD_SNAPSHOT_TAKE,  RPC_METHOD_BACKUP_OPEN,
-    RPC_METHOD_BACKUP_READ,    RPC_METHOD_BACKUP_CLOSE};
+    RPC_METHOD_MEMBERS_ASSIGN, RPC_METHOD_SNAPSHOT_TAKE,
+    RPC_METHOD_BACKUP_OPEN,    RPC_METHOD_BACKUP_READ,
+    RPC_METHOD_BACKUP_CLOSE};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 START_TEST(tenant_within_its_scopes_only)
@@ -168,9 +170,16 @@ START_TEST(monitor_and_member)
                      ACCESS_E_DENIED);
     ck_assert_int_eq(check(MONITOR, RPC_METHOD_MEMBERS_ADD, "", why),
                      ACCESS_E_DENIED);
-    /* a member joins (MembersAdd) and reads status; nothing else */
+    /* a member joins (MembersAdd), reads status and the member list and
+     * hands leadership on (its own operations); nothing else */
     ck_assert_int_eq(check(MEMBER, RPC_METHOD_MEMBERS_ADD, "", why), 0);
     ck_assert_int_eq(check(MEMBER, RPC_METHOD_STATUS, "", why), 0);
+    ck_assert_int_eq(check(MEMBER, RPC_METHOD_MEMBERS_LIST, "", why), 0);
+    ck_assert_int_eq(check(MEMBER, RPC_METHOD_TRANSFER, "", why), 0);
+    ck_assert_int_eq(check(MONITOR, RPC_METHOD_TRANSFER, "", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(check(TENANT_A, RPC_METHOD_TRANSFER, "", why),
+                     ACCESS_E_DENIED);
     for (size_t i = 0; i < N(records); i++) {
         ck_assert_int_eq(check(MEMBER, records[i], "tenant-a", why),
                          ACCESS_E_DENIED);
