@@ -10,6 +10,12 @@ The Cluster keeps `members`, the nodes the harness believes are voters. It
 is reconciled from the leader's directory (`members list`) after every
 membership step whose outcome is unknown, and before the final phase, so
 the :final-phase event names the voters the cluster really has.
+
+Faults applied here are verified here (faults.py says how): cut() is
+followed by verify_cut(), heal() probes the links it reopens, kill_fault()
+and pause_fault() read /proc. A fault that did not take effect is an
+assertion (the run fails) and raises FaultError; one that did is a
+:fault-effective event and counts in `tally`.
 """
 
 import json
@@ -20,7 +26,9 @@ import subprocess
 import threading
 import time
 
+from . import faults
 from .common import K, edn_value, log
+from .faults import FaultError
 
 CLIENT_PORT, RAFT_PORT = 7101, 7111
 ELECTION, HEARTBEAT = "400ms", "75ms"
@@ -41,6 +49,8 @@ class Node:
         self.dir = os.path.join(cl.dir, self.name)
         self.log = os.path.join(cl.dir, self.name + ".log")
         self.proc = None
+        self.log_mark = 0          # size of the log when the process started
+        self.started_wall = None   # time.time() at that start
         self.paused = False
         self.starts = 0
         self.retired = False      # removed: never start it again
@@ -77,6 +87,8 @@ class Node:
             env["FAKETIME_NO_CACHE"] = "1"
         self.starts += 1
         with open(self.log, "ab") as f:
+            self.log_mark = f.tell()
+            self.started_wall = time.time()
             f.write(("=== %s start #%d%s: %s\n" % (
                 time.strftime("%H:%M:%S"), self.starts,
                 " FAKETIME=%s" % faketime if faketime else "",
@@ -85,6 +97,16 @@ class Node:
                                          stdout=f, stderr=f, env=env)
         self.paused = False
         self.cl.watch(self)
+
+    def log_lines(self):
+        """The lines its process has logged since its last start."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.log_mark)
+                data = f.read()
+        except OSError:
+            return []
+        return data.decode("utf-8", "replace").splitlines()[1:]
 
     def read_id(self):
         if self.id is None:
@@ -103,11 +125,19 @@ class Node:
     def exit_code(self):
         return None if self.proc is None else self.proc.poll()
 
-    def kill9(self):
-        if self.alive():
+    def kill9(self, send=True):
+        """SIGKILL and reap; (pid, exit status) of the process it was sent
+        to, or None when none was running. @send=False (the test-only no-op
+        switch) sends nothing and does not wait."""
+        if not self.alive():
+            self.paused = False
+            return None
+        pid = self.proc.pid
+        if send:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
-        self.paused = False
+            self.paused = False
+        return pid, self.proc.poll()
 
     def pause(self):
         if self.alive():
@@ -283,8 +313,10 @@ class Cluster:
         self.last_status = {}
         self.sstop = threading.Event()
         self.rules = []           # iptables rules in force
+        self.installed = None     # monotonic time of the first of them
         self.ipt_lock = threading.Lock()
         self.asserts = []         # harness expectations that failed
+        self.tally = faults.Tally()  # faults that took effect, by kind
         self.tmpfs_mb = None      # each data dir on its own tmpfs (disk nemesis)
 
     # -- bookkeeping ------------------------------------------------------
@@ -297,6 +329,30 @@ class Cluster:
         self.hist.op("info", "nemesis", "assert-failed",
                      {K("what"): what, K("message"): msg})
         log("ASSERTION FAILED: %s: %s" % (what, msg))
+
+    def effective(self, kind, value):
+        """A fault of @kind took effect (@value: what shows it)."""
+        self.tally.took_effect(kind)
+        v = {K("kind"): kind}
+        v.update(value)
+        self.hist.op("info", "nemesis", "fault-effective", v)
+
+    def not_effective(self, kind, msg):
+        """A fault of @kind did not take effect: the run fails."""
+        self.tally.did_not(kind)
+        self.fail("fault-not-effective", "%s: %s" % (kind, msg))
+        raise FaultError("%s: %s" % (kind, msg))
+
+    def healed(self, kind, value):
+        v = {K("kind"): kind}
+        v.update(value)
+        self.hist.op("info", "nemesis", "heal-verified", v)
+
+    def heal_failed(self, kind, msg):
+        """The undoing of a fault of @kind did not take effect: the run fails."""
+        self.tally.heal_did_not(kind)
+        self.fail("heal-not-effective", "%s: %s" % (kind, msg))
+        raise FaultError("heal of %s: %s" % (kind, msg))
 
     def watch(self, node):
         with self.lock:
@@ -521,36 +577,190 @@ class Cluster:
     # -- network faults ---------------------------------------------------
 
     def iptables(self, args):
+        """One iptables call; (ok, why)."""
         p = subprocess.run(["iptables", "-w"] + args, capture_output=True)
         if p.returncode != 0:
-            log("iptables %s: rc %d %s" % (" ".join(args), p.returncode,
-                                            p.stderr.decode().strip()))
-        return p.returncode == 0
+            why = "iptables %s: rc %d %s" % (" ".join(args), p.returncode,
+                                             p.stderr.decode().strip())
+            log(why)
+            return False, why
+        return True, None
 
-    def drop(self, src, dst, prob=None):
-        """Drop packets from node @src to node @dst (one way)."""
+    def drop(self, src, dst, prob=None, kind="partition"):
+        """Drop packets from node @src to node @dst (one way). An iptables
+        failure is a fault that did not take effect (FaultError)."""
         rule = ["-s", src.ip, "-d", dst.ip]
         if prob:
             rule += ["-m", "statistic", "--mode", "random", "--probability",
                      "%.2f" % prob]
         rule += ["-j", "DROP"]
         with self.ipt_lock:
-            if self.iptables(["-A", "INPUT"] + rule):
+            if faults.noop(kind):
+                ok, why = True, None     # recorded as in force, never installed
+            else:
+                ok, why = self.iptables(["-A", "INPUT"] + rule)
+            if ok:
                 self.rules.append(rule)
+                if self.installed is None:
+                    self.installed = time.monotonic()
+        if not ok:
+            self.not_effective(kind, why)
 
-    def cut(self, a, b):
-        """No traffic between the nodes of @a and those of @b."""
+    def cut(self, a, b, kind="partition"):
+        """No traffic between the nodes of @a and those of @b (unverified:
+        verify_cut() after the last cut of a step)."""
         for x in a:
             for y in b:
-                self.drop(x, y)
-                self.drop(y, x)
+                self.drop(x, y, kind=kind)
+                self.drop(y, x, kind=kind)
 
-    def heal(self):
+    def rule_pairs(self, statistic=False):
+        """The (src_ip, dst_ip) of the DROP rules in force: the cuts, or
+        (@statistic) the random-loss ones."""
+        with self.ipt_lock:
+            return sorted({(r[1], r[3]) for r in self.rules
+                           if ("statistic" in r) == statistic})
+
+    def verify_cut(self, kind="partition"):
+        """Every cut link really drops: a TCP connect from its source
+        address to its destination's Raft port gets no answer. Returns the
+        number of links probed; FaultError if one answered or none is cut."""
+        pairs = self.rule_pairs()
+        if not pairs:
+            self.not_effective(kind, "no DROP rule in force after the cut")
+        res = faults.probe_all(pairs, RAFT_PORT, faults.CUT_PROBE_S)
+        bad = faults.cut_failures(res)
+        if bad:
+            self.not_effective(kind, "%d of %d cut links still carry traffic: %s"
+                               % (len(bad), len(pairs), ", ".join(
+                                   "%s->%s:%d %s" % (p[0], p[1], RAFT_PORT, r)
+                                   for p, r in bad[:6])))
+        return len(pairs)
+
+    def drop_counts(self):
+        """{(src_ip, dst_ip, statistic?): packets dropped} of the DROP rules
+        in INPUT (the kernel's counters), or None if iptables fails."""
+        p = subprocess.run(["iptables", "-w", "-L", "INPUT", "-v", "-x", "-n"],
+                           capture_output=True)
+        if p.returncode != 0:
+            return None
+        out = {}
+        for pk, src, dst, stat in faults.parse_counters(p.stdout.decode()):
+            out[(src, dst, stat)] = out.get((src, dst, stat), 0) + pk
+        return out
+
+    def verify_loss(self, kind="loss"):
+        """The random-loss rules dropped packets (at least 1 s after they
+        went in; probe connects add traffic if the nodes sent too little).
+        Returns the packets dropped; FaultError if none."""
+        pairs = self.rule_pairs(statistic=True)
+        if not pairs:
+            self.not_effective(kind, "no loss rule in force")
+        with self.ipt_lock:
+            since = self.installed
+        if since is not None and time.monotonic() - since < 1.0:
+            time.sleep(1.0 - (time.monotonic() - since))
+        dropped = 0
+        for attempt in range(3):
+            c = self.drop_counts()
+            if c is None:
+                self.not_effective(kind, "iptables -L INPUT -v failed")
+            dropped = sum(v for (s, d, st), v in c.items() if st)
+            if dropped > 0:
+                return dropped
+            faults.probe_all(pairs * 4, RAFT_PORT, 0.2)
+        self.not_effective(kind, "the loss rules of %d links dropped no packet"
+                           % len(pairs))
+
+    def heal(self, kind="partition"):
+        """Flush INPUT, then probe every link that had a rule: each must
+        carry traffic again (connect or refused). Returns whether any rule
+        was in force; FaultError if the flush failed or a link stays cut."""
         with self.ipt_lock:
             had = bool(self.rules)
-            self.iptables(["-F", "INPUT"])
-            self.rules = []
+            pairs = sorted({(r[1], r[3]) for r in self.rules})
+            ok, why = self.iptables(["-F", "INPUT"])
+            if ok:
+                self.rules = []
+                self.installed = None
+        if not ok:
+            self.heal_failed(kind, why)
+        if pairs:
+            res = faults.probe_all(pairs, RAFT_PORT, faults.OPEN_PROBE_S)
+            bad = faults.open_failures(res)
+            if bad:
+                self.heal_failed(kind, "%d of %d links still cut after the flush: %s"
+                                 % (len(bad), len(pairs), ", ".join(
+                                     "%s->%s %s" % (p[0], p[1], r) for p, r in bad[:6])))
+            self.healed(kind, {K("links"): len(pairs)})
         return had
+
+    # -- process faults -----------------------------------------------------
+
+    def kill_fault(self, n, kind="kill"):
+        """kill -9 of member @n, verified: its PID is gone and it died of
+        SIGKILL. FaultError if it was not running or survived."""
+        if not n.alive():
+            self.not_effective(kind, "%s was not running (exit %s)"
+                               % (n.name, n.exit_code()))
+        r = n.kill9(send=not faults.noop(kind))
+        pid, rc = r
+        state = faults.proc_state(pid)
+        if rc != -signal.SIGKILL or state is not None:
+            self.not_effective(kind, "%s (pid %d) after SIGKILL: exit %s, /proc "
+                               "state %s" % (n.name, pid, rc, state))
+        self.effective(kind, {K("node"): n.client_addr, K("pid"): pid,
+                              K("exit"): rc})
+        return pid
+
+    def restart_verified(self, n, kind, faketime=None):
+        """Start @n again; FaultError (a heal that did not take effect) if
+        the process exits within half a second."""
+        n.start(faketime=faketime)
+        rc = n.wait_exit(0.5)
+        if rc is not None:
+            self.heal_failed(kind, "%s exited %s at once on its restart"
+                             % (n.name, rc))
+
+    def wait_state(self, pid, want_stopped, timeout=2.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            st = faults.proc_state(pid)
+            if st is None or faults.stopped(st) == want_stopped:
+                return st
+            if time.monotonic() >= deadline:
+                return st
+            time.sleep(0.02)
+
+    def pause_fault(self, n, kind="pause"):
+        """SIGSTOP of @n, verified: /proc/PID/stat shows state T."""
+        if not n.alive():
+            self.not_effective(kind, "%s was not running (exit %s)"
+                               % (n.name, n.exit_code()))
+        pid = n.proc.pid
+        if faults.noop(kind):
+            n.paused = True
+        else:
+            n.pause()
+        st = self.wait_state(pid, True)
+        if not faults.stopped(st):
+            self.not_effective(kind, "%s (pid %d) after SIGSTOP: state %s (want T)"
+                               % (n.name, pid, st))
+        self.effective(kind, {K("node"): n.client_addr, K("pid"): pid,
+                              K("state"): st})
+
+    def resume_verified(self, n, kind="pause"):
+        """SIGCONT of @n, verified: its state is no longer T."""
+        if not n.alive():
+            n.paused = False
+            return
+        pid = n.proc.pid
+        n.resume()
+        st = self.wait_state(pid, False)
+        if st is not None and faults.stopped(st):
+            self.heal_failed(kind, "%s (pid %d) after SIGCONT: state %s"
+                             % (n.name, pid, st))
+        self.healed(kind, {K("node"): n.client_addr, K("state"): st})
 
     # -- the end ----------------------------------------------------------
 
