@@ -722,7 +722,7 @@ class Cluster:
             self.heal_failed(kind, "%s exited %s at once on its restart"
                              % (n.name, rc))
 
-    def wait_state(self, pid, want_stopped, timeout=2.0):
+    def wait_state(self, pid, want_stopped, timeout=5.0):
         deadline = time.monotonic() + timeout
         while True:
             st = faults.proc_state(pid)

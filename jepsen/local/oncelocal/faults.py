@@ -326,13 +326,19 @@ def from_edn(text):
 
 # -- schedules ------------------------------------------------------------------
 
-def rounds(rng, kinds):
+def rounds(rng, kinds, done=None):
     """Endless kinds in seeded rounds: each round is a permutation of
     @kinds, so a run with time for len(kinds) steps has every kind at least
-    once (a uniform pick leaves a kind out of a short run too often)."""
+    once (a uniform pick leaves a kind out of a short run too often). With
+    @done (a callable: the kinds that took effect so far), each round
+    starts with the kinds that have not, in their seeded order: a
+    membership step that failed under a partition is tried again first."""
     while True:
         r = list(kinds)
         rng.shuffle(r)
+        if done is not None:
+            have = done()
+            r.sort(key=lambda k: k in have)
         for k in r:
             yield k
 

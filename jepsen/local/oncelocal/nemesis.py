@@ -46,7 +46,9 @@ class Nemesis:
         self.zombies = []
         self.events = 0
         self.counts = {}
-        self.schedule = faults.rounds(rng, self.kinds)
+        self.schedule = faults.rounds(
+            rng, self.kinds,
+            lambda: set(self.cl.tally.summary()["effective"]))
 
     def hold(self, stop, lo, hi):
         """Wait a seeded time in [lo, hi) s times the tempo; True if stopped."""
@@ -254,7 +256,7 @@ class Nemesis:
         self.hold(stop, 5, 12)
         self.unskew()
 
-    def node_skew(self, n, timeout=10):
+    def node_skew(self, n, timeout=20):
         """Its first log line's ts= minus the true time of its start (None
         when it logged no line within @timeout s)."""
         deadline = time.monotonic() + timeout

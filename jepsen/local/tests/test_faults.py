@@ -230,6 +230,17 @@ class Schedules(unittest.TestCase):
             second = [next(it) for _ in range(len(kinds))]
             self.assertEqual(sorted(second), sorted(kinds))
 
+    def test_rounds_put_kinds_without_effect_first(self):
+        kinds = ["partition", "kill", "membership", "clock"]
+        have = set()
+        it = faults.rounds(random.Random(5), kinds, lambda: have)
+        first = [next(it) for _ in range(4)]
+        self.assertEqual(sorted(first), sorted(kinds))
+        have.update(k for k in kinds if k != "membership")
+        second = [next(it) for _ in range(4)]
+        self.assertEqual(second[0], "membership")
+        self.assertEqual(sorted(second), sorted(kinds))
+
     def test_rounds_are_seeded(self):
         a = faults.rounds(random.Random(3), faults.KINDS)
         b = faults.rounds(random.Random(3), faults.KINDS)
