@@ -679,7 +679,10 @@ class Cluster:
         with self.ipt_lock:
             had = bool(self.rules)
             pairs = sorted({(r[1], r[3]) for r in self.rules})
-            ok, why = self.iptables(["-F", "INPUT"])
+            if faults.noop("heal"):
+                ok, why = True, None     # the flush skipped, the rules forgotten
+            else:
+                ok, why = self.iptables(["-F", "INPUT"])
             if ok:
                 self.rules = []
                 self.installed = None

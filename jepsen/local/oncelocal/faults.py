@@ -24,7 +24,8 @@ run that asked for a kind with no effective fault of it (missing()).
 
 ONCE_JEPSEN_NOOP_FAULT=KIND[,KIND] (test-only, hidden from --help) makes
 those kinds do nothing while still being recorded as applied: the run must
-then fail with fault-not-effective. It proves the verification can fail.
+then fail with fault-not-effective. KIND "heal" skips the iptables flush of
+a heal (heal-not-effective). It proves the verification can fail.
 
 Everything here except probe(), proc_state() and file_sha256() is pure.
 """

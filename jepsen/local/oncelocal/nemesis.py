@@ -249,7 +249,7 @@ class Nemesis:
         skew = self.node_skew(n)
         if not faults.skew_ok(skew, faults.offset_seconds(off)):
             self.cl.not_effective("clock", "%s started with FAKETIME=%s logs a "
-                                  "clock %s s off" % (n.name, off, skew))
+                                  "clock %s off" % (n.name, off, fmt_s(skew)))
         self.cl.effective("clock", {K("node"): n.client_addr, K("offset"): off,
                                     K("logged-skew-s"): round(skew, 1)})
         log("nemesis: %s logs a clock %.1f s off" % (n.name, skew))
@@ -275,7 +275,7 @@ class Nemesis:
                 skew = self.node_skew(n)
                 if not faults.skew_ok(skew, 0):
                     self.cl.heal_failed("clock", "%s restarted on the true clock "
-                                        "logs a clock %s s off" % (n.name, skew))
+                                        "logs a clock %s off" % (n.name, fmt_s(skew)))
                 self.cl.healed("clock", {K("node"): n.client_addr,
                                          K("logged-skew-s"): round(skew, 1)})
                 self.event("clock-reset", {K("node"): n.client_addr})
@@ -577,6 +577,10 @@ class Nemesis:
                                              K("message"): repr(e)})
                 self.cl.tally.error()
                 self.cl.fail("nemesis-error", "%s raised %r" % (heal.__name__, e))
+
+
+def fmt_s(skew):
+    return "no time (no log line)" if skew is None else "%.1f s" % skew
 
 
 def fill(path, write=True):
