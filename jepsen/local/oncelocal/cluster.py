@@ -672,12 +672,17 @@ class Cluster:
         self.not_effective(kind, "the loss rules of %d links dropped no packet"
                            % len(pairs))
 
-    def heal(self, kind="partition"):
+    def heal(self, kind=None):
         """Flush INPUT, then probe every link that had a rule: each must
         carry traffic again (connect or refused). Returns whether any rule
-        was in force; FaultError if the flush failed or a link stays cut."""
+        was in force; FaultError if the flush failed or a link stays cut.
+        @kind names the fault healed (default: loss if a random-loss rule
+        was in force, else partition)."""
         with self.ipt_lock:
             had = bool(self.rules)
+            if kind is None:
+                kind = "loss" if any("statistic" in r for r in self.rules) \
+                    else "partition"
             pairs = sorted({(r[1], r[3]) for r in self.rules})
             if faults.noop("heal"):
                 ok, why = True, None     # the flush skipped, the rules forgotten
@@ -707,6 +712,9 @@ class Cluster:
             self.not_effective(kind, "%s was not running (exit %s)"
                                % (n.name, n.exit_code()))
         r = n.kill9(send=not faults.noop(kind))
+        if r is None:
+            self.not_effective(kind, "%s exited by itself (exit %s) before "
+                               "SIGKILL" % (n.name, n.exit_code()))
         pid, rc = r
         state = faults.proc_state(pid)
         if rc != -signal.SIGKILL or state is not None:

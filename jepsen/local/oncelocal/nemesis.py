@@ -173,7 +173,7 @@ class Nemesis:
         log("nemesis: packet loss dropped %d packets" % dropped)
         self.heal_net("loss")
 
-    def heal_net(self, kind="partition"):
+    def heal_net(self, kind=None):
         if self.cl.heal(kind):
             self.event("stop-partition", {})
             log("nemesis: heal (iptables -F)")
