@@ -269,19 +269,35 @@ class Session:
         self.errf.close()
 
 
+DIGEST_EVERY = 10      # status samples per state digest (about 5 s)
+DIGEST_TIMEOUT = "10s"  # a state digest hashes the whole table (O(state))
+
+
 def sampler(cl, node):
     """Samples one node's status at ~2 Hz through its own session
-    ({"cmd":"status","node":ADDR}): :status and :dump events. Ends when the
-    node's process is gone for good or the cluster stops sampling."""
+    ({"cmd":"status","node":ADDR}): :status and :dump events. Every
+    DIGEST_EVERY-th sample also asks the state digest, with a timeout of
+    its own: at millions of records hashing the table takes seconds, and a
+    digest with every sample would leave no sample at all (R8 would see no
+    leader). Ends when the node's process is gone for good or the cluster
+    stops sampling."""
     sess = None
+    k = 0
     while not cl.sstop.is_set() and node.sampler is threading.current_thread():
         t0 = time.monotonic()
         if node.alive() and not node.paused:
             try:
                 if sess is None:
                     sess = Session(cl, node.client_addr, "1s")
-                obj = sess.call({"cmd": "status", "node": node.client_addr,
-                                 "state_digest": True, "timeout": "500ms"}, 3)
+                req = {"cmd": "status", "node": node.client_addr,
+                       "timeout": "500ms"}
+                wait = 3
+                if k % DIGEST_EVERY == 0:
+                    req["state_digest"] = True
+                    req["timeout"] = DIGEST_TIMEOUT
+                    wait = 13
+                k += 1
+                obj = sess.call(req, wait)
                 cl.record_status(node, obj)
             except SessionLost:
                 if sess is not None:
@@ -413,9 +429,9 @@ class Cluster:
                 d[K("state-digest")] = obj["state_digest"]
             self.samples.event("checker", "dump", d)
 
-    def status(self, node, timeout="500ms", digest=False):
+    def status(self, node, timeout="500ms", digest=False, wall=3):
         return ctl(self, ["status"] + (["--state-digest"] if digest else []),
-                   [node.client_addr], timeout, 3)
+                   [node.client_addr], timeout, wall)
 
     def leader(self, quick=False):
         """The member that says LEADER (in a recent status sample, or asked

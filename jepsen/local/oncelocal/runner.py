@@ -141,7 +141,8 @@ class Run:
         cl = self.cluster
         time.sleep(1.5)       # status samples after the probes
         for n in cl.running():
-            st = cl.status(n, "1s", digest=True)
+            # the state digest hashes the whole table: seconds at millions
+            st = cl.status(n, "20s", digest=True, wall=25)
             if st:
                 cl.record_status(n, st)
                 log("status %s: %s term %s applied_index %s applied_digest %s "

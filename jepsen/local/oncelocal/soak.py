@@ -8,8 +8,9 @@ each part the counts of its history are added to the state file; a part
 that fails stops the soak (its store directory is kept and named), and so
 does one whose faults.edn shows a kind it asked for that never took effect
 (the rule jepsen/local/ci applies). Running
-the command again resumes where the state file left off; --reset starts
-over. Ends with exit 0 when the targets are met, 1 on a failed part, 3 when
+the command again resumes where the state file left off, with the part
+that failed (a failed part's counts are kept in its record, "failures",
+not in the totals); --reset starts over. Ends with exit 0 when the targets are met, 1 on a failed part, 3 when
 the --parts budget ran out first (resume later).
 """
 
@@ -129,25 +130,29 @@ def main(argv=None):
         rc = out.returncode if out.returncode != 0 or not why else 1
         for w in why:
             print("soak: part %d: faults: %s" % (st["parts"] + 1, w), flush=True)
-        st["parts"] += 1
-        st["membership"] += mem
-        st["faults"] += nf
+        rec = {"part": st["parts"] + 1, "dir": rdir, "rc": rc, "membership": mem,
+               "faults": nf, "seconds": round(dt, 1), "nemesis": nem,
+               "workload": wl, "seed": seed, "prefill": prefill}
         st["seconds"] += dt
-        st["runs"].append({"dir": rdir, "rc": rc, "membership": mem,
-                           "faults": nf, "seconds": round(dt, 1),
-                           "nemesis": nem, "workload": wl, "seed": seed,
-                           "prefill": prefill})
+        if rc == 0:
+            st["parts"] += 1
+            st["membership"] += mem
+            st["faults"] += nf
+            st["runs"].append(rec)
+        else:
+            st.setdefault("failures", []).append(rec)
         os.makedirs(os.path.dirname(os.path.abspath(a.state)), exist_ok=True)
         with open(a.state + ".tmp", "w") as f:
             json.dump(st, f, indent=1)
         os.replace(a.state + ".tmp", a.state)
         print("soak: part %d: rc %d, +%d membership, +%d faults in %.0f s; total "
               "%d / %d membership, %d / %d faults, %.0f s" % (
-                  st["parts"], rc, mem, nf, dt, st["membership"],
+                  rec["part"], rc, mem, nf, dt, st["membership"],
                   MEMBERSHIP_TARGET, st["faults"], FAULT_TARGET, st["seconds"]),
               flush=True)
         if rc != 0:
-            print("soak: FAIL: part %d (seed %d): %s" % (st["parts"], seed, rdir))
+            print("soak: FAIL: part %d (seed %d): %s (the next invocation runs "
+                  "it again)" % (rec["part"], seed, rdir))
             sys.exit(1)
     if st["membership"] >= MEMBERSHIP_TARGET and st["faults"] >= FAULT_TARGET:
         print("soak: PASS: %d parts, %d membership changes, %d partition/kill "
