@@ -5,6 +5,7 @@
   cluster.py   nodes (one onced incarnation each), oncectl calls and
                sessions, the network faults (iptables), membership steps
   workload.py  the nonce and idempotent workloads and their workers
+  faults.py    proof that each fault and heal took effect; the tally
   nemesis.py   the fault schedule: partitions, loss, kills, pauses,
                membership, clock skew, disk full, log corruption
   probes.py    the final probes: every key through every member until

@@ -54,6 +54,7 @@ class Acceptance(Run):
         self.variant = a.variant
         self.key = "N"
         self.r0 = rid()
+        self.resume_lock = threading.Lock()
 
     # -- helpers --------------------------------------------------------------
 
@@ -119,6 +120,8 @@ class Acceptance(Run):
         self.hist.op("info", "nemesis", "start-partition",
                      {K("mode"): "leader", K("groups"): [[ld.client_addr],
                                                          cl.addrs(rest)]})
+        cl.effective("partition", {K("mode"): "leader",
+                                   K("links-cut"): cl.verify_cut()})
         log("leader %s cut off during the step" % ld.name)
         t = threading.Timer(self.rng.uniform(2, 4), self.heal)
         t.start()
@@ -127,6 +130,14 @@ class Acceptance(Run):
         finally:
             t.join()
             self.heal()
+
+    def resume(self, n):
+        """SIGCONT of @n if it is still stopped (verified), once."""
+        with self.resume_lock:
+            if not n.paused:
+                return
+            self.cluster.resume_verified(n)
+        self.hist.op("info", "nemesis", "resume", {K("node"): n.client_addr})
 
     def heal(self):
         if self.cluster.heal():
@@ -195,13 +206,14 @@ class Acceptance(Run):
         if self.variant == "partition-membership":
             ld = cl.leader()
             if ld is not None:
-                ld.pause()
-                paused.append(ld)
                 self.hist.op("info", "nemesis", "pause", {K("node"): ld.client_addr,
                                                           K("target"): "leader"})
+                cl.pause_fault(ld)
+                paused.append(ld)
                 log("leader %s paused during the promotion" % ld.name)
-                threading.Timer(2.5, lambda: (ld.resume(), self.hist.op(
-                    "info", "nemesis", "resume", {K("node"): ld.client_addr}))).start()
+                t = threading.Timer(2.5, self.resume, args=(ld,))
+                t.start()
+                paused.append(t)
 
         def once():
             if n.read_id() in (cl.voters() or set()):
@@ -209,8 +221,9 @@ class Acceptance(Run):
             return cl.assign(n, "voter") == "OK"
         ok = self.until(once, "promote %s" % n.name)
         time.sleep(0.1)
-        for p in paused:
-            p.resume()
+        if paused:
+            paused[1].cancel()
+            self.resume(paused[0])
         if ok:
             with cl.lock:
                 if n not in cl.members:
@@ -256,9 +269,9 @@ class Acceptance(Run):
 
         self.step("3: remove n1 (%s)" % v)
         if v == "kill-first":
-            n1.kill9()
             self.hist.op("info", "nemesis", "kill", {K("mode"): "one",
                                                      K("nodes"): [n1.client_addr]})
+            cl.kill_fault(n1)
             self.remove(n1)
         elif v == "zombie":
             rest = [n for n in cl.running() if n is not n1]
@@ -266,6 +279,8 @@ class Acceptance(Run):
             self.hist.op("info", "nemesis", "start-partition",
                          {K("mode"): "zombie", K("groups"): [[n1.client_addr],
                                                              cl.addrs(rest)]})
+            cl.effective("partition", {K("mode"): "zombie",
+                                       K("links-cut"): cl.verify_cut()})
             self.expect(cl.remove(n1, wait_exit=0) == "OK", "3: remove zombie",
                         "the majority did not remove n1")
             c = Client(self, n1.client_addr, sticky=True)
@@ -336,12 +351,12 @@ class Acceptance(Run):
         if v == "all-restart":
             self.step("7: kill -9 of every node, restart, replays at once")
             ms = list(cl.members)
-            for n in ms:
-                n.kill9()
             self.hist.op("info", "nemesis", "kill", {K("mode"): "all",
                                                      K("nodes"): cl.addrs(ms)})
             for n in ms:
-                n.start()
+                cl.kill_fault(n)
+            for n in ms:
+                cl.restart_verified(n, "kill")
                 self.hist.op("info", "nemesis", "restart", {K("node"): n.client_addr})
             self.deny_all(ms, "7: DENY after the restart of all")
 

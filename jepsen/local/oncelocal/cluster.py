@@ -10,6 +10,12 @@ The Cluster keeps `members`, the nodes the harness believes are voters. It
 is reconciled from the leader's directory (`members list`) after every
 membership step whose outcome is unknown, and before the final phase, so
 the :final-phase event names the voters the cluster really has.
+
+Faults applied here are verified here (faults.py says how): cut() is
+followed by verify_cut(), heal() probes the links it reopens, kill_fault()
+and pause_fault() read /proc. A fault that did not take effect is an
+assertion (the run fails) and raises FaultError; one that did is a
+:fault-effective event and counts in `tally`.
 """
 
 import json
@@ -20,7 +26,9 @@ import subprocess
 import threading
 import time
 
+from . import faults
 from .common import K, REPO, edn_value, log
+from .faults import FaultError
 
 CLIENT_PORT, RAFT_PORT = 7101, 7111
 ELECTION, HEARTBEAT = "400ms", "75ms"
@@ -41,6 +49,8 @@ class Node:
         self.dir = os.path.join(cl.dir, self.name)
         self.log = os.path.join(cl.dir, self.name + ".log")
         self.proc = None
+        self.log_mark = 0          # size of the log when the process started
+        self.started_wall = None   # time.time() at that start
         self.paused = False
         self.starts = 0
         self.retired = False      # removed: never start it again
@@ -79,6 +89,8 @@ class Node:
             env["FAKETIME_NO_CACHE"] = "1"
         self.starts += 1
         with open(self.log, "ab") as f:
+            self.log_mark = f.tell()
+            self.started_wall = time.time()
             f.write(("=== %s start #%d%s: %s\n" % (
                 time.strftime("%H:%M:%S"), self.starts,
                 " FAKETIME=%s" % faketime if faketime else "",
@@ -87,6 +99,16 @@ class Node:
                                          stdout=f, stderr=f, env=env)
         self.paused = False
         self.cl.watch(self)
+
+    def log_lines(self):
+        """The lines its process has logged since its last start."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.log_mark)
+                data = f.read()
+        except OSError:
+            return []
+        return data.decode("utf-8", "replace").splitlines()[1:]
 
     def read_id(self):
         if self.id is None:
@@ -105,11 +127,19 @@ class Node:
     def exit_code(self):
         return None if self.proc is None else self.proc.poll()
 
-    def kill9(self):
-        if self.alive():
+    def kill9(self, send=True):
+        """SIGKILL and reap; (pid, exit status) of the process it was sent
+        to, or None when none was running. @send=False (the test-only no-op
+        switch) sends nothing and does not wait."""
+        if not self.alive():
+            self.paused = False
+            return None
+        pid = self.proc.pid
+        if send:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
-        self.paused = False
+            self.paused = False
+        return pid, self.proc.poll()
 
     def pause(self):
         if self.alive():
@@ -241,39 +271,40 @@ class Session:
         self.errf.close()
 
 
+DIGEST_EVERY = 10      # status samples per state digest (about 5 s)
+DIGEST_TIMEOUT = "10s"  # a state digest hashes the whole table (O(state))
+
+
 def sampler(cl, node):
     """Samples one node's status at ~2 Hz through its own session
-    ({"cmd":"status","node":ADDR}): :status and :dump events. Ends when the
-    node's process is gone for good or the cluster stops sampling.
-
-    The state digest is O(state) on the node (its thread pool encodes the
-    whole table: seconds at millions of records, more under ASan), so it is
-    not part of every sample: a sample asks for it only once ten times its
-    last duration has passed (at least 2 s), with a timeout of its own.
-    A status that waited for the digest every time would time out every
-    time at size, and the checker would see no samples at all."""
+    ({"cmd":"status","node":ADDR}): :status and :dump events. Every
+    DIGEST_EVERY-th sample also asks the state digest, with a timeout of
+    its own: at millions of records hashing the table takes seconds, and a
+    digest with every sample would leave no sample at all (R8 would see no
+    leader). Ends when the node's process is gone for good or the cluster
+    stops sampling."""
     sess = None
-    next_digest, digest_s = 0.0, 0.0
+    k = 0
     while not cl.sstop.is_set() and node.sampler is threading.current_thread():
         t0 = time.monotonic()
         if node.alive() and not node.paused:
-            digest = t0 >= next_digest
             try:
                 if sess is None:
                     sess = Session(cl, node.client_addr, "1s")
                 req = {"cmd": "status", "node": node.client_addr,
                        "timeout": "500ms"}
-                if digest:
-                    req.update(state_digest=True, timeout="20s")
-                obj = sess.call(req, 25 if digest else 3)
+                wait = 3
+                if k % DIGEST_EVERY == 0:
+                    req["state_digest"] = True
+                    req["timeout"] = DIGEST_TIMEOUT
+                    wait = 13
+                k += 1
+                obj = sess.call(req, wait)
                 cl.record_status(node, obj)
             except SessionLost:
                 if sess is not None:
                     sess.kill()
                 sess = None
-            if digest:
-                digest_s = time.monotonic() - t0
-                next_digest = time.monotonic() + max(2.0, 10 * digest_s)
         cl.sstop.wait(max(0.05, 0.5 - (time.monotonic() - t0)))
     if sess is not None:
         sess.close()
@@ -343,8 +374,10 @@ class Cluster:
         self.last_status = {}
         self.sstop = threading.Event()
         self.rules = []           # iptables rules in force
+        self.installed = None     # monotonic time of the first of them
         self.ipt_lock = threading.Lock()
         self.asserts = []         # harness expectations that failed
+        self.tally = faults.Tally()  # faults that took effect, by kind
         self.tmpfs_mb = None      # each data dir on its own tmpfs (disk nemesis)
 
     # -- bookkeeping ------------------------------------------------------
@@ -357,6 +390,30 @@ class Cluster:
         self.hist.op("info", "nemesis", "assert-failed",
                      {K("what"): what, K("message"): msg})
         log("ASSERTION FAILED: %s: %s" % (what, msg))
+
+    def effective(self, kind, value):
+        """A fault of @kind took effect (@value: what shows it)."""
+        self.tally.took_effect(kind)
+        v = {K("kind"): kind}
+        v.update(value)
+        self.hist.op("info", "nemesis", "fault-effective", v)
+
+    def not_effective(self, kind, msg):
+        """A fault of @kind did not take effect: the run fails."""
+        self.tally.did_not(kind)
+        self.fail("fault-not-effective", "%s: %s" % (kind, msg))
+        raise FaultError("%s: %s" % (kind, msg))
+
+    def healed(self, kind, value):
+        v = {K("kind"): kind}
+        v.update(value)
+        self.hist.op("info", "nemesis", "heal-verified", v)
+
+    def heal_failed(self, kind, msg):
+        """The undoing of a fault of @kind did not take effect: the run fails."""
+        self.tally.heal_did_not(kind)
+        self.fail("heal-not-effective", "%s: %s" % (kind, msg))
+        raise FaultError("heal of %s: %s" % (kind, msg))
 
     def watch(self, node):
         with self.lock:
@@ -417,11 +474,9 @@ class Cluster:
                 d[K("state-digest")] = obj["state_digest"]
             self.samples.event("checker", "dump", d)
 
-    def status(self, node, timeout="500ms", digest=False):
-        """One status call; with @digest, O(state) on the node (see sampler):
-        give it a @timeout of seconds."""
+    def status(self, node, timeout="500ms", digest=False, wall=3):
         return ctl(self, ["status"] + (["--state-digest"] if digest else []),
-                   [node.client_addr], timeout, 25 if digest else 3)
+                   [node.client_addr], timeout, wall)
 
     def leader(self, quick=False):
         """The member that says LEADER (in a recent status sample, or asked
@@ -583,36 +638,201 @@ class Cluster:
     # -- network faults ---------------------------------------------------
 
     def iptables(self, args):
+        """One iptables call; (ok, why)."""
         p = subprocess.run(["iptables", "-w"] + args, capture_output=True)
         if p.returncode != 0:
-            log("iptables %s: rc %d %s" % (" ".join(args), p.returncode,
-                                            p.stderr.decode().strip()))
-        return p.returncode == 0
+            why = "iptables %s: rc %d %s" % (" ".join(args), p.returncode,
+                                             p.stderr.decode().strip())
+            log(why)
+            return False, why
+        return True, None
 
-    def drop(self, src, dst, prob=None):
-        """Drop packets from node @src to node @dst (one way)."""
+    def drop(self, src, dst, prob=None, kind="partition"):
+        """Drop packets from node @src to node @dst (one way). An iptables
+        failure is a fault that did not take effect (FaultError)."""
         rule = ["-s", src.ip, "-d", dst.ip]
         if prob:
             rule += ["-m", "statistic", "--mode", "random", "--probability",
                      "%.2f" % prob]
         rule += ["-j", "DROP"]
         with self.ipt_lock:
-            if self.iptables(["-A", "INPUT"] + rule):
+            if faults.noop(kind):
+                ok, why = True, None     # recorded as in force, never installed
+            else:
+                ok, why = self.iptables(["-A", "INPUT"] + rule)
+            if ok:
                 self.rules.append(rule)
+                if self.installed is None:
+                    self.installed = time.monotonic()
+        if not ok:
+            self.not_effective(kind, why)
 
-    def cut(self, a, b):
-        """No traffic between the nodes of @a and those of @b."""
+    def cut(self, a, b, kind="partition"):
+        """No traffic between the nodes of @a and those of @b (unverified:
+        verify_cut() after the last cut of a step)."""
         for x in a:
             for y in b:
-                self.drop(x, y)
-                self.drop(y, x)
+                self.drop(x, y, kind=kind)
+                self.drop(y, x, kind=kind)
 
-    def heal(self):
+    def rule_pairs(self, statistic=False):
+        """The (src_ip, dst_ip) of the DROP rules in force: the cuts, or
+        (@statistic) the random-loss ones."""
+        with self.ipt_lock:
+            return sorted({(r[1], r[3]) for r in self.rules
+                           if ("statistic" in r) == statistic})
+
+    def verify_cut(self, kind="partition"):
+        """Every cut link really drops: a TCP connect from its source
+        address to its destination's Raft port gets no answer. Returns the
+        number of links probed; FaultError if one answered or none is cut."""
+        pairs = self.rule_pairs()
+        if not pairs:
+            self.not_effective(kind, "no DROP rule in force after the cut")
+        res = faults.probe_all(pairs, RAFT_PORT, faults.CUT_PROBE_S)
+        bad = faults.cut_failures(res)
+        if bad:
+            self.not_effective(kind, "%d of %d cut links still carry traffic: %s"
+                               % (len(bad), len(pairs), ", ".join(
+                                   "%s->%s:%d %s" % (p[0], p[1], RAFT_PORT, r)
+                                   for p, r in bad[:6])))
+        return len(pairs)
+
+    def drop_counts(self):
+        """{(src_ip, dst_ip, statistic?): packets dropped} of the DROP rules
+        in INPUT (the kernel's counters), or None if iptables fails."""
+        p = subprocess.run(["iptables", "-w", "-L", "INPUT", "-v", "-x", "-n"],
+                           capture_output=True)
+        if p.returncode != 0:
+            return None
+        out = {}
+        for pk, src, dst, stat in faults.parse_counters(p.stdout.decode()):
+            out[(src, dst, stat)] = out.get((src, dst, stat), 0) + pk
+        return out
+
+    def verify_loss(self, kind="loss"):
+        """The random-loss rules dropped packets (at least 1 s after they
+        went in; probe connects add traffic if the nodes sent too little).
+        Returns the packets dropped; FaultError if none."""
+        pairs = self.rule_pairs(statistic=True)
+        if not pairs:
+            self.not_effective(kind, "no loss rule in force")
+        with self.ipt_lock:
+            since = self.installed
+        if since is not None and time.monotonic() - since < 1.0:
+            time.sleep(1.0 - (time.monotonic() - since))
+        dropped = 0
+        for attempt in range(3):
+            c = self.drop_counts()
+            if c is None:
+                self.not_effective(kind, "iptables -L INPUT -v failed")
+            dropped = sum(v for (s, d, st), v in c.items() if st)
+            if dropped > 0:
+                return dropped
+            faults.probe_all(pairs * 4, RAFT_PORT, 0.2)
+        self.not_effective(kind, "the loss rules of %d links dropped no packet"
+                           % len(pairs))
+
+    def heal(self, kind=None):
+        """Flush INPUT, then probe every link that had a rule: each must
+        carry traffic again (connect or refused). Returns whether any rule
+        was in force; FaultError if the flush failed or a link stays cut.
+        @kind names the fault healed (default: loss if a random-loss rule
+        was in force, else partition)."""
         with self.ipt_lock:
             had = bool(self.rules)
-            self.iptables(["-F", "INPUT"])
-            self.rules = []
+            if kind is None:
+                kind = "loss" if any("statistic" in r for r in self.rules) \
+                    else "partition"
+            pairs = sorted({(r[1], r[3]) for r in self.rules})
+            if faults.noop("heal"):
+                ok, why = True, None     # the flush skipped, the rules forgotten
+            else:
+                ok, why = self.iptables(["-F", "INPUT"])
+            if ok:
+                self.rules = []
+                self.installed = None
+        if not ok:
+            self.heal_failed(kind, why)
+        if pairs:
+            res = faults.probe_all(pairs, RAFT_PORT, faults.OPEN_PROBE_S)
+            bad = faults.open_failures(res)
+            if bad:
+                self.heal_failed(kind, "%d of %d links still cut after the flush: %s"
+                                 % (len(bad), len(pairs), ", ".join(
+                                     "%s->%s %s" % (p[0], p[1], r) for p, r in bad[:6])))
+            self.healed(kind, {K("links"): len(pairs)})
         return had
+
+    # -- process faults -----------------------------------------------------
+
+    def kill_fault(self, n, kind="kill"):
+        """kill -9 of member @n, verified: its PID is gone and it died of
+        SIGKILL. FaultError if it was not running or survived."""
+        if not n.alive():
+            self.not_effective(kind, "%s was not running (exit %s)"
+                               % (n.name, n.exit_code()))
+        r = n.kill9(send=not faults.noop(kind))
+        if r is None:
+            self.not_effective(kind, "%s exited by itself (exit %s) before "
+                               "SIGKILL" % (n.name, n.exit_code()))
+        pid, rc = r
+        state = faults.proc_state(pid)
+        if rc != -signal.SIGKILL or state is not None:
+            self.not_effective(kind, "%s (pid %d) after SIGKILL: exit %s, /proc "
+                               "state %s" % (n.name, pid, rc, state))
+        self.effective(kind, {K("node"): n.client_addr, K("pid"): pid,
+                              K("exit"): rc})
+        return pid
+
+    def restart_verified(self, n, kind, faketime=None):
+        """Start @n again; FaultError (a heal that did not take effect) if
+        the process exits within half a second."""
+        n.start(faketime=faketime)
+        rc = n.wait_exit(0.5)
+        if rc is not None:
+            self.heal_failed(kind, "%s exited %s at once on its restart"
+                             % (n.name, rc))
+
+    def wait_state(self, pid, want_stopped, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            st = faults.proc_state(pid)
+            if st is None or faults.stopped(st) == want_stopped:
+                return st
+            if time.monotonic() >= deadline:
+                return st
+            time.sleep(0.02)
+
+    def pause_fault(self, n, kind="pause"):
+        """SIGSTOP of @n, verified: /proc/PID/stat shows state T."""
+        if not n.alive():
+            self.not_effective(kind, "%s was not running (exit %s)"
+                               % (n.name, n.exit_code()))
+        pid = n.proc.pid
+        if faults.noop(kind):
+            n.paused = True
+        else:
+            n.pause()
+        st = self.wait_state(pid, True)
+        if not faults.stopped(st):
+            self.not_effective(kind, "%s (pid %d) after SIGSTOP: state %s (want T)"
+                               % (n.name, pid, st))
+        self.effective(kind, {K("node"): n.client_addr, K("pid"): pid,
+                              K("state"): st})
+
+    def resume_verified(self, n, kind="pause"):
+        """SIGCONT of @n, verified: its state is no longer T."""
+        if not n.alive():
+            n.paused = False
+            return
+        pid = n.proc.pid
+        n.resume()
+        st = self.wait_state(pid, False)
+        if st is not None and faults.stopped(st):
+            self.heal_failed(kind, "%s (pid %d) after SIGCONT: state %s"
+                             % (n.name, pid, st))
+        self.healed(kind, {K("node"): n.client_addr, K("state"): st})
 
     # -- the end ----------------------------------------------------------
 

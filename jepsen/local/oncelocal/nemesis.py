@@ -1,17 +1,26 @@
 """The fault schedule (jepsen/README.md "Nemeses").
 
-Every 2-5 s (seeded) the nemesis picks one of its kinds and runs one fault
-of it to the end (the fault heals itself after a seeded time); each step is
-an :info op of :process :nemesis in the history. heal_all() undoes whatever
-is still in force (the final phase calls it).
+Every 2-5 s (seeded) the nemesis takes the next of its kinds (seeded
+rounds: each round a permutation of the kinds) and runs one fault of it to
+the end (the fault heals itself after a seeded time); each step is an :info
+op of :process :nemesis in the history. heal_all() undoes whatever is still
+in force (the final phase calls it).
+
+Every fault and heal is verified (faults.py): one that did not take effect,
+or any exception of a step (a :nemesis-error event), is a harness assertion
+and fails the run.
 
 Kinds: partition, loss, kill, pause, membership, clock, disk, corrupt.
 """
 
+import errno
 import os
+import time
 
+from . import faults
 from .cluster import ELECTION_S
 from .common import K, log, rid
+from .faults import FaultError
 from .workload import Client
 
 KINDS = ("partition", "loss", "kill", "pause", "membership", "clock", "disk",
@@ -37,6 +46,9 @@ class Nemesis:
         self.zombies = []
         self.events = 0
         self.counts = {}
+        self.schedule = faults.rounds(
+            rng, self.kinds,
+            lambda: set(self.cl.tally.summary()["effective"]))
 
     def hold(self, stop, lo, hi):
         """Wait a seeded time in [lo, hi) s times the tempo; True if stopped."""
@@ -72,12 +84,19 @@ class Nemesis:
         while not stop.is_set():
             if self.hold(stop, 2, 5):
                 break
-            kind = self.rng.choice(self.kinds)
+            kind = next(self.schedule)
             try:
                 getattr(self, "do_" + kind)(stop)
-            except Exception as e:   # noqa: BLE001 -- a harness error, logged
-                log("nemesis %s: error %r" % (kind, e))
+            except FaultError as e:
+                # already an assertion (fault-not-effective / heal-not-effective)
+                log("nemesis %s: %s" % (kind, e))
+                self.heal_all(final=False)
+            except Exception as e:   # noqa: BLE001 -- a harness error: fails the run
+                import traceback
+                log("nemesis %s: error %r\n%s" % (kind, e, traceback.format_exc()))
                 self.event("nemesis-error", {K("kind"): kind, K("message"): repr(e)})
+                self.cl.tally.error()
+                self.cl.fail("nemesis-error", "%s step raised %r" % (kind, e))
                 self.heal_all(final=False)
             self.events += 1
 
@@ -112,13 +131,10 @@ class Nemesis:
             desc = [a, b]
         elif mode == "majorities-ring":
             # each node sees its ring neighbours only: with 5, every node has
-            # a majority (itself + 2) but no two majorities agree.
-            for i, x in enumerate(ms):
-                near = {ms[(i + d) % n] for d in range(-(n // 2), n // 2 + 1)}
-                for y in ms:
-                    if y not in near:
-                        self.cl.drop(y, x)
-            desc = [[x] for x in ms]
+            # a majority (itself + 1 each side) but no two majorities agree.
+            for j, i in faults.ring_drops(n):
+                self.cl.drop(ms[j], ms[i])
+            desc = [[ms[(i + d) % n] for d in (-1, 0, 1)] for i in range(n)]
         elif mode == "bridge":
             # two halves that only the bridge node sees both of
             bridge = ms[0]
@@ -136,6 +152,8 @@ class Nemesis:
         grp = [[x.client_addr for x in g] for g in desc]
         self.event("start-partition", {K("mode"): mode, K("groups"): grp})
         log("nemesis: partition %s: %s" % (mode, " | ".join(" ".join(g) for g in grp)))
+        links = self.cl.verify_cut("partition")
+        self.cl.effective("partition", {K("mode"): mode, K("links-cut"): links})
         if hold is None:
             self.hold(stop, 3, 8)
             self.heal_net()
@@ -146,14 +164,17 @@ class Nemesis:
         for x in ms:
             for y in ms:
                 if x is not y:
-                    self.cl.drop(x, y, prob=p)
+                    self.cl.drop(x, y, prob=p, kind="loss")
         self.event("start-loss", {K("probability"): p})
         log("nemesis: packet loss %.0f%% between members" % (100 * p))
         self.hold(stop, 3, 8)
-        self.heal_net()
+        dropped = self.cl.verify_loss("loss")
+        self.cl.effective("loss", {K("probability"): p, K("dropped"): dropped})
+        log("nemesis: packet loss dropped %d packets" % dropped)
+        self.heal_net("loss")
 
-    def heal_net(self):
-        if self.cl.heal():
+    def heal_net(self, kind=None):
+        if self.cl.heal(kind):
             self.event("stop-partition", {})
             log("nemesis: heal (iptables -F)")
 
@@ -176,39 +197,39 @@ class Nemesis:
                             K("nodes"): [n.client_addr for n in victims]})
         log("nemesis: kill -9 %s: %s" % (mode, victims))
         for n in victims:
-            n.kill9()
             self.killed.append(n)
+            self.cl.kill_fault(n)
         self.hold(stop, 2, 5)
         self.restart_killed()
 
     def restart_killed(self):
-        for n in self.killed:
+        killed, self.killed = self.killed, []
+        for n in killed:
             if not n.alive() and not n.retired and not n.broken:
-                self.start_checked(n)
+                self.start_checked(n, kind="kill")
                 self.event("restart", {K("node"): n.client_addr})
                 log("nemesis: restart %s" % n.name)
-        self.killed = []
 
-    def start_checked(self, n, faketime=None):
-        n.start(faketime=faketime)
+    def start_checked(self, n, faketime=None, kind="kill"):
+        self.cl.restart_verified(n, kind, faketime=faketime)
 
     def do_pause(self, stop):
         n, how = self.target()
         self.event("pause", {K("node"): n.client_addr, K("target"): how})
         log("nemesis: SIGSTOP %s (%s)" % (n.name, how))
-        n.pause()
         self.paused.append(n)
+        self.cl.pause_fault(n)
         # never shorter than 2 election timeouts, whatever the tempo
         stop.wait(max(2 * ELECTION_S,
                       self.rng.uniform(4 * ELECTION_S, 10 * ELECTION_S) * self.tempo))
         self.resume_paused()
 
     def resume_paused(self):
-        for n in self.paused:
-            n.resume()
+        paused, self.paused = self.paused, []
+        for n in paused:
+            self.cl.resume_verified(n)
             self.event("resume", {K("node"): n.client_addr})
             log("nemesis: SIGCONT %s" % n.name)
-        self.paused = []
 
     # -- clock ----------------------------------------------------------------
 
@@ -221,19 +242,44 @@ class Nemesis:
         self.event("clock-skew", {K("node"): n.client_addr, K("offset"): off})
         log("nemesis: clock %s on %s (restart under libfaketime)" % (off, n.name))
         n.kill9()
-        self.start_checked(n, faketime=off)
         self.skewed.append(n)
+        self.start_checked(n, faketime=None if faults.noop("clock") else off,
+                           kind="clock")
+        n.faketime = off
+        skew = self.node_skew(n)
+        if not faults.skew_ok(skew, faults.offset_seconds(off)):
+            self.cl.not_effective("clock", "%s started with FAKETIME=%s logs a "
+                                  "clock %s off" % (n.name, off, fmt_s(skew)))
+        self.cl.effective("clock", {K("node"): n.client_addr, K("offset"): off,
+                                    K("logged-skew-s"): round(skew, 1)})
+        log("nemesis: %s logs a clock %.1f s off" % (n.name, skew))
         self.hold(stop, 5, 12)
         self.unskew()
 
+    def node_skew(self, n, timeout=20):
+        """Its first log line's ts= minus the true time of its start (None
+        when it logged no line within @timeout s)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            skew = faults.skew_of(n.log_lines(), n.started_wall)
+            if skew is not None or time.monotonic() >= deadline:
+                return skew
+            time.sleep(0.1)
+
     def unskew(self):
-        for n in self.skewed:
+        skewed, self.skewed = self.skewed, []
+        for n in skewed:
             if n.faketime and not n.retired and not n.broken:
                 n.kill9()
-                self.start_checked(n)
+                self.start_checked(n, kind="clock")
+                skew = self.node_skew(n)
+                if not faults.skew_ok(skew, 0):
+                    self.cl.heal_failed("clock", "%s restarted on the true clock "
+                                        "logs a clock %s off" % (n.name, fmt_s(skew)))
+                self.cl.healed("clock", {K("node"): n.client_addr,
+                                         K("logged-skew-s"): round(skew, 1)})
                 self.event("clock-reset", {K("node"): n.client_addr})
-                log("nemesis: clock reset on %s" % n.name)
-        self.skewed = []
+                log("nemesis: clock reset on %s (logs %.1f s off)" % (n.name, skew))
 
     # -- disk -----------------------------------------------------------------
 
@@ -242,30 +288,44 @@ class Nemesis:
         the runner when `disk` is a nemesis) to the last byte."""
         ms = [n for n in self.members() if n.mount]
         if not ms:
-            return
+            self.cl.not_effective("disk", "no member has a tmpfs of its own")
         n = ms[self.rng.randrange(len(ms))]
         path = os.path.join(n.dir, "ballast")
         self.event("disk-full", {K("node"): n.client_addr})
         log("nemesis: disk full on %s" % n.name)
-        fill(path)
         self.filled.append(n)
+        n.fill_mark = len(n.log_lines())
+        written, enospc = fill(path, write=not faults.noop("disk"))
+        if not enospc:
+            self.cl.not_effective("disk", "%s: a write after filling %d bytes "
+                                  "did not fail with ENOSPC" % (n.name, written))
+        self.cl.effective("disk", {K("node"): n.client_addr, K("ballast"): written})
         self.hold(stop, 4, 10)
         self.free_disk()
 
     def free_disk(self):
-        for n in self.filled:
+        filled, self.filled = self.filled, []
+        for n in filled:
             try:
                 os.unlink(os.path.join(n.dir, "ballast"))
             except OSError:
                 pass
+            st = os.statvfs(n.dir)
+            free = st.f_bavail * st.f_frsize
             rc = n.exit_code()
+            seen = faults.logged_enospc(n.log_lines()[getattr(n, "fill_mark", 0):])
             self.event("disk-freed", {K("node"): n.client_addr,
-                                      K("exit"): rc})
-            log("nemesis: disk freed on %s (process %s)" %
-                (n.name, "running" if rc is None else "exited %s" % rc))
+                                      K("exit"): rc, K("free"): free,
+                                      K("logged-enospc"): seen})
+            log("nemesis: disk freed on %s (%d bytes free; process %s; %d log "
+                "lines of ENOSPC)" % (n.name, free, "running" if rc is None else
+                                      "exited %s" % rc, seen))
+            if free < (1 << 20):
+                self.cl.heal_failed("disk", "%s: only %d bytes free after the "
+                                    "ballast went" % (n.name, free))
+            self.cl.healed("disk", {K("node"): n.client_addr, K("free"): free})
             if rc is not None and not n.retired:
-                self.start_checked(n)
-        self.filled = []
+                self.start_checked(n, kind="disk")
 
     # -- corruption -----------------------------------------------------------
 
@@ -279,7 +339,12 @@ class Nemesis:
         seg = newest_segment(n.dir)
         how = self.rng.choice(("truncate", "bitflip"))
         info = {K("node"): n.client_addr, K("how"): how}
-        if seg:
+        if seg is None:
+            n.start()
+            self.cl.not_effective("corrupt", "%s: no log file with data in %s"
+                                  % (n.name, n.dir))
+        before = faults.file_sha256(seg)
+        if not faults.noop("corrupt"):
             # the written end: segments are preallocated and zero-filled, so
             # the last record ends at the last non-zero byte
             with open(seg, "rb") as f:
@@ -299,10 +364,22 @@ class Nemesis:
                         info[K("offset")] = end - k
             info[K("file")] = os.path.basename(seg)
             info[K("end")] = end
+        after = faults.file_sha256(seg)
         self.event("corrupt", info)
         log("nemesis: corrupt %s: %s" % (n.name, " ".join("%s=%s" % (k.name, v) for k, v in info.items())))
+        if after == before:
+            n.start()
+            self.cl.not_effective("corrupt", "%s: %s unchanged (sha256 %s)"
+                                  % (n.name, os.path.basename(seg), before[:16]))
+        self.cl.effective("corrupt", {K("node"): n.client_addr,
+                                      K("file"): os.path.basename(seg),
+                                      K("sha256-before"): before[:16],
+                                      K("sha256-after"): after[:16]})
         n.start()
         rc = n.wait_exit(4)
+        if rc is None:
+            self.cl.healed("corrupt", {K("node"): n.client_addr,
+                                       K("restarted"): True})
         if rc is not None and rc != 0:
             n.broken = True
             self.event("corrupt-refused", {K("node"): n.client_addr, K("exit"): rc})
@@ -345,6 +422,8 @@ class Nemesis:
             if self.cl.grow(timeout=30) is None:
                 self.cl.reconcile()
                 break
+        if res is True:
+            self.cl.tally.took_effect("membership")
         self.event("membership-done", {K("op"): op, K("result"): str(res),
                                        K("members"): self.cl.addrs()})
         log("nemesis: membership %s -> %s; members %s" % (op, res, self.cl.members))
@@ -442,6 +521,7 @@ class Nemesis:
         self.event("start-partition", {K("mode"): "zombie",
                                        K("groups"): [[z.client_addr],
                                                      self.cl.addrs(rest)]})
+        self.cl.verify_cut("partition")
         out = self.cl.remove(z, wait_exit=0)
         if out != "OK":
             # Not removed (or not known to be): it is no zombie but a
@@ -484,36 +564,56 @@ class Nemesis:
     # -- the end ----------------------------------------------------------------
 
     def heal_all(self, final=True):
-        self.heal_net()
-        self.resume_paused()
-        self.restart_killed()
-        self.unskew()
-        self.free_disk()
-        self.stop_zombies()
+        """Undo everything in force. Each heal is tried even when another
+        did not take effect (that one is already an assertion)."""
+        for heal in (self.heal_net, self.resume_paused, self.restart_killed,
+                     self.unskew, self.free_disk, self.stop_zombies):
+            try:
+                heal()
+            except FaultError as e:
+                log("nemesis: heal: %s" % e)
+            except Exception as e:   # noqa: BLE001 -- fails the run, as in loop()
+                self.event("nemesis-error", {K("kind"): "heal",
+                                             K("message"): repr(e)})
+                self.cl.tally.error()
+                self.cl.fail("nemesis-error", "%s raised %r" % (heal.__name__, e))
 
 
-def fill(path):
+def fmt_s(skew):
+    return "no time (no log line)" if skew is None else "%.1f s" % skew
+
+
+def fill(path, write=True):
     """Write @path until its file system has not one byte left: 1 MiB
     writes, then smaller ones down to 1 byte (a partial last chunk of a
-    buffered write would leave up to a MiB free)."""
+    buffered write would leave up to a MiB free). Returns (bytes written,
+    whether one more byte then fails with ENOSPC). @write=False (the
+    test-only no-op switch) writes nothing. An error other than ENOSPC
+    raises."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    written = 0
     try:
         size = 1 << 20
         buf = b"\xa5" * size
-        while size >= 1:
+        while size >= 1 and write:
             try:
                 n = os.write(fd, buf[:size])
+                written += n
                 if n < size:
                     size //= 2
-            except OSError:
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
                 size //= 2
+        return written, faults.at_enospc(fd)
     finally:
         os.close(fd)
 
 
 def newest_segment(d):
     """The raft log file written last in data dir @d (raft_uv's open-N or
-    START-END segments; the once stores' seg-* files), or None."""
+    START-END segments; the once stores' seg-* files) that holds data, or
+    None."""
     best = None
     for root, _, files in os.walk(d):
         for f in files:
@@ -530,5 +630,17 @@ def newest_segment(d):
             if st.st_size == 0:
                 continue
             if best is None or st.st_mtime_ns > best[0]:
-                best = (st.st_mtime_ns, p)
+                # a preallocated segment not yet written is all zeros:
+                # damaging it would change nothing
+                if written_end(p) > 8:
+                    best = (st.st_mtime_ns, p)
     return best[1] if best else None
+
+
+def written_end(path):
+    """The offset after the last non-zero byte of @path (0 if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            return len(f.read().rstrip(b"\0"))
+    except OSError:
+        return 0

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from . import probes, sandbox
+from . import faults, probes, sandbox
 from .cluster import Cluster, ELECTION, HEARTBEAT
 from .common import HERE, K, History, Samples, dumps, log, rid
 from .nemesis import DISK_MB, KINDS, Nemesis
@@ -120,7 +120,8 @@ class Run:
         cl = self.cluster
         time.sleep(1.5)       # status samples after the probes
         for n in cl.running():
-            st = cl.status(n, "20s", digest=True)
+            # the state digest hashes the whole table: seconds at millions
+            st = cl.status(n, "20s", digest=True, wall=25)
             if st:
                 cl.record_status(n, st)
                 log("status %s: %s term %s applied_index %s applied_digest %s "
@@ -137,7 +138,21 @@ class Run:
         for k in sorted(self.counts):
             log("  %6d %s" % (self.counts[k], k))
 
+    def write_faults(self):
+        """faults.edn: the faults that took effect, by kind (jepsen/local/ci
+        reads it), and the summary line in the log."""
+        asked = list(getattr(self.a, "nemesis", []) or [])
+        summary = self.cluster.tally.summary()
+        with open(os.path.join(self.dir, "faults.edn"), "w") as f:
+            f.write(dumps(faults.to_edn(summary, asked)) + "\n")
+        log(faults.summary_line(summary, asked))
+        gone = faults.missing(asked, summary)
+        if gone:
+            log("faults: no effective fault of %s in this run (jepsen/local/ci "
+                "fails such a run)" % ", ".join(gone))
+
     def check(self):
+        self.write_faults()
         cmd = [sys.executable, os.path.join(HERE, "check"),
                os.path.join(self.dir, "history.edn"),
                "--samples", os.path.join(self.dir, "status.edn"),

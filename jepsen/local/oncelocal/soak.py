@@ -5,9 +5,12 @@ Each part is one jepsen/local/run (default 300 s) with the next schedule of
 a fixed rotation (membership + network + process faults, alternating the
 nonce and idempotent workloads) and a seed derived from the soak's. After
 each part the counts of its history are added to the state file; a part
-that fails stops the soak (its store directory is kept and named). Running
-the command again resumes where the state file left off; --reset starts
-over. Ends with exit 0 when the targets are met, 1 on a failed part, 3 when
+that fails stops the soak (its store directory is kept and named), and so
+does one whose faults.edn shows a kind it asked for that never took effect
+(the rule jepsen/local/ci applies). Running
+the command again resumes where the state file left off, with the part
+that failed (a failed part's counts are kept in its record, "failures",
+not in the totals); --reset starts over. Ends with exit 0 when the targets are met, 1 on a failed part, 3 when
 the --parts budget ran out first (resume later).
 """
 
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import time
 
+from . import faults
 from .common import HERE, REPO
 
 # (nemeses, workload, records claimed before the workload). The last part
@@ -28,7 +32,7 @@ ROTATION = (
     ("membership", "nonce", 0),
     ("partition,kill", "idempotent", 0),
     ("membership", "idempotent", 0),
-    ("kill,partition,loss", "nonce", 0),
+    ("kill,partition,loss,disk", "nonce", 0),
     ("membership,pause,kill", "nonce", 0),
     ("membership,clock,partition,corrupt", "idempotent", 0),
     ("membership,kill", "nonce", PREFILL),
@@ -38,19 +42,35 @@ MEMBERSHIP_TARGET, FAULT_TARGET = 500, 1000
 
 
 def count_history(path):
-    """(membership changes, partition/kill events) in one history."""
-    mem = faults = 0
+    """(membership changes, partition/kill events) in one history: the
+    membership steps that succeeded (a change of the voter set or of a
+    role), and the partition and loss steps verified to have taken effect
+    plus the kill steps (every kill in a step is verified; one that fails
+    fails the part)."""
+    mem = n = 0
     with open(path) as f:
         for line in f:
             if ":process :nemesis" not in line:
                 continue
             if (":f :membership-done" in line and ':result "True"' in line and
                     ':op "transfer"' not in line and ':op "readd-retired"' not in line):
-                mem += 1      # a change of the voter set (or of a role)
-            elif any(x in line for x in (":f :start-partition", ":f :kill",
-                                         ":f :start-loss")):
-                faults += 1
-    return mem, faults
+                mem += 1
+            elif ":f :fault-effective" in line and any(
+                    x in line for x in (':kind "partition"', ':kind "loss"')):
+                n += 1
+            elif ":f :kill" in line:
+                n += 1
+    return mem, n
+
+
+def part_problems(rdir, asked):
+    """Why a part's faults fail it (faults.problems of its faults.edn)."""
+    try:
+        with open(os.path.join(rdir or "", "faults.edn")) as f:
+            _, summary = faults.from_edn(f.read())
+    except (OSError, ValueError, TypeError) as e:
+        return ["no readable faults.edn in %s (%s)" % (rdir, e)]
+    return faults.problems(asked, summary)
 
 
 def main(argv=None):
@@ -103,28 +123,36 @@ def main(argv=None):
         for line in out.stdout.splitlines():
             if line.startswith("run: seed "):
                 rdir = line.split("store ", 1)[1].strip()
-        mem = faults = 0
+        mem = nf = 0
         if rdir and os.path.exists(os.path.join(rdir, "history.edn")):
-            mem, faults = count_history(os.path.join(rdir, "history.edn"))
-        st["parts"] += 1
-        st["membership"] += mem
-        st["faults"] += faults
+            mem, nf = count_history(os.path.join(rdir, "history.edn"))
+        why = part_problems(rdir, nem.split(","))
+        rc = out.returncode if out.returncode != 0 or not why else 1
+        for w in why:
+            print("soak: part %d: faults: %s" % (st["parts"] + 1, w), flush=True)
+        rec = {"part": st["parts"] + 1, "dir": rdir, "rc": rc, "membership": mem,
+               "faults": nf, "seconds": round(dt, 1), "nemesis": nem,
+               "workload": wl, "seed": seed, "prefill": prefill}
         st["seconds"] += dt
-        st["runs"].append({"dir": rdir, "rc": out.returncode, "membership": mem,
-                           "faults": faults, "seconds": round(dt, 1),
-                           "nemesis": nem, "workload": wl, "seed": seed,
-                           "prefill": prefill})
+        if rc == 0:
+            st["parts"] += 1
+            st["membership"] += mem
+            st["faults"] += nf
+            st["runs"].append(rec)
+        else:
+            st.setdefault("failures", []).append(rec)
         os.makedirs(os.path.dirname(os.path.abspath(a.state)), exist_ok=True)
         with open(a.state + ".tmp", "w") as f:
             json.dump(st, f, indent=1)
         os.replace(a.state + ".tmp", a.state)
         print("soak: part %d: rc %d, +%d membership, +%d faults in %.0f s; total "
               "%d / %d membership, %d / %d faults, %.0f s" % (
-                  st["parts"], out.returncode, mem, faults, dt, st["membership"],
+                  rec["part"], rc, mem, nf, dt, st["membership"],
                   MEMBERSHIP_TARGET, st["faults"], FAULT_TARGET, st["seconds"]),
               flush=True)
-        if out.returncode != 0:
-            print("soak: FAIL: part %d (seed %d): %s" % (st["parts"], seed, rdir))
+        if rc != 0:
+            print("soak: FAIL: part %d (seed %d): %s (the next invocation runs "
+                  "it again)" % (rec["part"], seed, rdir))
             sys.exit(1)
     if st["membership"] >= MEMBERSHIP_TARGET and st["faults"] >= FAULT_TARGET:
         print("soak: PASS: %d parts, %d membership changes, %d partition/kill "
