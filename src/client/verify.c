@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "client/verify_int.h"
+#include "common/text.h"
 #include "once_verify.h"
 
 #define HMAC_LEN    32
@@ -127,28 +128,14 @@ int verify_b64_decode(const char *s,
     return 0;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 static bool hex_decode(const char *s, size_t len, uint8_t *out, size_t n)
 {
     if (len != 2 * n) {
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        int hi = hex_value(s[2 * i]);
-        int lo = hex_value(s[2 * i + 1]);
+        int hi = text_hex_digit(s[2 * i]);
+        int lo = text_hex_digit(s[2 * i + 1]);
 
         if (hi < 0 || lo < 0) {
             return false;
