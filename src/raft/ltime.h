@@ -16,11 +16,12 @@
  *
  * Only batches applied live count (the raft adapter does not report entries
  * replayed from the local log at start, whose apply time says nothing about
- * their log time); with no such batch since this node started (a
- * full-cluster restart, or a restarted node elected before any traffic
- * reached it) the wall clock is all there is: tests/integration/once-skew.sh
- * saw a leader 5 min fast, elected right after its restart, move log time
- * 300 s ahead.
+ * their log time). A restarted node is seeded with the pair it kept on disk
+ * before the restart (raft/anchor.h: valid within one boot of the host);
+ * with neither (a reboot, a new host, a full-cluster restart of such nodes)
+ * the wall clock is all there is: tests/integration/once-skew.sh saw a
+ * leader 5 min fast, elected right after its restart, move log time 300 s
+ * ahead, and one 5 min slow freeze it.
  *
  * Bounds, as measured by tests/raft/test_scenarios.c: one leader with a wrong
  * clock keeps log time within K plus one commit latency of real time (est

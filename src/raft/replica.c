@@ -270,6 +270,22 @@ void replica_close(struct replica *rep)
     rep->fsm = NULL;
 }
 
+void replica_ltime_seed(struct replica *rep, uint64_t log_ms, uint64_t mono_ms)
+{
+    if (!rep->ltime.have_last) {
+        ltime_applied(&rep->ltime, log_ms, mono_ms);
+    }
+}
+
+bool replica_ltime_last(const struct replica *rep,
+                        uint64_t *log_ms,
+                        uint64_t *mono_ms)
+{
+    *log_ms = rep->ltime.last_log_ms;
+    *mono_ms = rep->ltime.last_mono_ms;
+    return rep->ltime.have_last;
+}
+
 bool replica_is_leader(const struct replica *rep)
 {
     return rep->raft->state == RAFT_LEADER;

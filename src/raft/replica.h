@@ -424,6 +424,15 @@ bool replica_ready(const struct replica *rep); /* leader and G1 applied */
 /* The current leader's id and raft address if known (0/NULL if not). */
 void replica_leader(const struct replica *rep, raft_id *id, const char **addr);
 
+/* Log time across restarts (raft/anchor.h). Seed: before replica_start,
+ * a pair (log time @log_ms applied at monotonic @mono_ms) kept from earlier
+ * in this boot, the base of a term that begins before any batch is applied
+ * live. Last: the newest such pair, live or seeded; false if none. */
+void replica_ltime_seed(struct replica *rep, uint64_t log_ms, uint64_t mono_ms);
+bool replica_ltime_last(const struct replica *rep,
+                        uint64_t *log_ms,
+                        uint64_t *mono_ms);
+
 /* --- internal, shared by adapter.c, pipeline.c, member.c ------------------ */
 void replica_logf(struct replica *rep, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

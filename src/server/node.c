@@ -455,6 +455,7 @@ static void tick_cb(uv_timer_t *t)
     admin_tick(s);
     node_tls_tick(s, uv_now(&s->loop));
     notify_tick(&s->notify, s, uv_now(&s->loop));
+    node_anchor_tick(s, uv_now(&s->loop), false);
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -489,6 +490,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     log_kv(exit_code == 0 ? LOG_INFO : LOG_WARN, "stopping", "reason=%s",
            log_quote(why, (char[128]){0}, 128));
     notify_stopping(&s->notify);
+    node_anchor_tick(s, uv_now(&s->loop), true);
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
     join_stop(&s->join);
@@ -858,6 +860,7 @@ static int step_raft_start(struct server *s)
 {
     char errmsg[ERR_MSG_SIZE], why[sizeof s->uvio.transport.errmsg + 1], q[300];
 
+    node_anchor_load(s); /* before a one-voter start can lead */
     if (replica_start(&s->rep, errmsg) != 0) {
         /* Probe only once raft has closed its own sockets. */
         close_raft_early(s);

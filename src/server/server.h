@@ -40,6 +40,7 @@
 #include <uv.h>
 
 #include "fsm/fsm.h"
+#include "raft/anchor.h"
 #include "raft/replica.h"
 #include "raft/uvio.h"
 #include "rpc/conn.h"
@@ -167,6 +168,13 @@ struct server
     struct join join;       /* join.c */
     struct metrics metrics; /* metrics.c */
     struct notify notify;   /* notify.c */
+
+    /* The log-time anchor (node_anchor.c, raft/anchor.h): this boot's id
+     * ("" if unknown: no anchor) and the pair last written, at loop time
+     * anchor_at_ms. */
+    struct anchor anchor;
+    uint64_t anchor_at_ms;
+    bool anchor_failed; /* the last write failed (logged once) */
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */
@@ -178,5 +186,10 @@ void node_stop(struct server *s, const char *why, int exit_code);
 int node_restore(struct server *s);
 /* Learn the cluster id once the bootstrap applied (node.c). */
 void node_sync_ids(struct server *s);
+/* node_anchor.c: seed the replica's log time from this boot's anchor file
+ * (before replica_start); write the newest pair (from the tick, at most
+ * once a second; @force from node_stop). */
+void node_anchor_load(struct server *s);
+void node_anchor_tick(struct server *s, uint64_t now_ms, bool force);
 
 #endif /* ONCE_SERVER_SERVER_H_ */

@@ -4,6 +4,7 @@
 
 Suite *entry_suite(void);
 Suite *ltime_suite(void);
+Suite *anchor_suite(void);
 Suite *identity_suite(void);
 Suite *snap_policy_suite(void);
 Suite *rframe_suite(void);
@@ -14,6 +15,7 @@ int main(void)
     int failed;
 
     srunner_add_suite(sr, ltime_suite());
+    srunner_add_suite(sr, anchor_suite());
     srunner_add_suite(sr, identity_suite());
     srunner_add_suite(sr, snap_policy_suite());
     srunner_add_suite(sr, rframe_suite());

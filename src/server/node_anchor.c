@@ -1,0 +1,85 @@
+/* server/node_anchor.c: the node's log-time anchor file (raft/anchor.h).
+ *
+ * At start, before replica_start, this boot's pair seeds the replica's
+ * ltime; from the tick the newest pair is written at most once every
+ * ANCHOR_EVERY_MS, and once more when the node stops. Nothing here can stop
+ * the node: without a boot id or a readable file a restarted node is where
+ * it was before anchors existed (the wall clock until a batch arrives), and
+ * a write that fails is logged once and tried again next period. */
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+#include "raft/anchor.h"
+#include "server/log.h"
+#include "server/server.h"
+
+#define ANCHOR_EVERY_MS 1000
+
+static uint64_t mono_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void node_anchor_load(struct server *s)
+{
+    char why[256], q[300];
+    struct anchor a;
+    int rv;
+
+    memset(&s->anchor, 0, sizeof s->anchor);
+    if (anchor_boot_id(NULL, s->anchor.boot_id, why, sizeof why) != 0) {
+        s->anchor.boot_id[0] = '\0';
+        log_kv(LOG_WARN,
+               "no log-time anchor: a restart stamps the wall clock "
+               "until a batch arrives",
+               "error=%s", log_quote(why, q, sizeof q));
+        return;
+    }
+    rv = anchor_load(s->cfg.data_dir, s->anchor.boot_id, mono_now_ms(), &a, why,
+                     sizeof why);
+    if (rv < 0) {
+        log_kv(LOG_INFO, "log-time anchor not used", "reason=%s",
+               log_quote(why, q, sizeof q));
+        return;
+    }
+    if (rv == 1) {
+        replica_ltime_seed(&s->rep, a.log_ms, a.mono_ms);
+        s->anchor.log_ms = a.log_ms;
+        s->anchor.mono_ms = a.mono_ms;
+        log_kv(LOG_INFO, "log-time anchor loaded",
+               "log_time_ms=%" PRIu64 " age_ms=%" PRIu64, a.log_ms,
+               mono_now_ms() - a.mono_ms);
+    }
+}
+
+void node_anchor_tick(struct server *s, uint64_t now_ms, bool force)
+{
+    struct anchor a;
+    char why[256], q[300];
+
+    if (s->anchor.boot_id[0] == '\0' ||
+        (!force && now_ms - s->anchor_at_ms < ANCHOR_EVERY_MS)) {
+        return;
+    }
+    memcpy(a.boot_id, s->anchor.boot_id, sizeof a.boot_id);
+    if (!replica_ltime_last(&s->rep, &a.log_ms, &a.mono_ms) ||
+        (a.log_ms == s->anchor.log_ms && a.mono_ms == s->anchor.mono_ms)) {
+        return;
+    }
+    s->anchor_at_ms = now_ms;
+    if (anchor_write(s->cfg.data_dir, &a, why, sizeof why) != 0) {
+        if (!s->anchor_failed) {
+            log_kv(LOG_WARN, "cannot write the log-time anchor", "error=%s",
+                   log_quote(why, q, sizeof q));
+        }
+        s->anchor_failed = true;
+        return;
+    }
+    s->anchor_failed = false;
+    s->anchor.log_ms = a.log_ms;
+    s->anchor.mono_ms = a.mono_ms;
+}
