@@ -105,6 +105,12 @@ int anchor_boot_id(const char *path,
     return 0;
 }
 
+/* Decimal without leading zeros: the file has one spelling of a pair. */
+static bool decimal(const char *s, uint64_t *out)
+{
+    return (s[0] != '0' || s[1] == '\0') && text_parse_u64(s, UINT64_MAX, out);
+}
+
 /* The next space-terminated field of [*p, end) into @out (@cap bytes). */
 static bool field(const char **p,
                   const char *end,
@@ -119,6 +125,9 @@ static bool field(const char **p,
         return false;
     }
     n = (size_t)(q - *p);
+    if (memchr(*p, '\0', n) != NULL) {
+        return false; /* the C string would end early: "12\0 34" is not 12 */
+    }
     memcpy(out, *p, n);
     out[n] = '\0';
     *p = q + 1;
@@ -145,12 +154,10 @@ int anchor_parse(const char *buf,
         return fail(why, cap, "bad boot id", NULL);
     }
     memcpy(a->boot_id, id, sizeof a->boot_id);
-    if (!field(&p, end, ' ', num, sizeof num) ||
-        !text_parse_u64(num, UINT64_MAX, &a->log_ms)) {
+    if (!field(&p, end, ' ', num, sizeof num) || !decimal(num, &a->log_ms)) {
         return fail(why, cap, "bad log time", NULL);
     }
-    if (!field(&p, end, '\n', num, sizeof num) ||
-        !text_parse_u64(num, UINT64_MAX, &a->mono_ms)) {
+    if (!field(&p, end, '\n', num, sizeof num) || !decimal(num, &a->mono_ms)) {
         return fail(why, cap, "bad monotonic time", NULL);
     }
     if (p != end) {
@@ -192,15 +199,22 @@ int anchor_load(const char *dir,
     return 1;
 }
 
+int anchor_format(const struct anchor *a, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, MAGIC "%s %" PRIu64 " %" PRIu64 "\n", a->boot_id,
+                     a->log_ms, a->mono_ms);
+
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
 int anchor_write(const char *dir, const struct anchor *a, char *why, size_t cap)
 {
     char path[4096], tmp[4100], line[ANCHOR_FILE_MAX + 1];
     int fd, n;
     ssize_t w;
 
-    n = snprintf(line, sizeof line, MAGIC "%s %" PRIu64 " %" PRIu64 "\n",
-                 a->boot_id, a->log_ms, a->mono_ms);
-    if (n < 0 || (size_t)n >= sizeof line) {
+    n = anchor_format(a, line, sizeof line);
+    if (n < 0) {
         return fail(why, cap, "anchor line too long", NULL);
     }
     join(dir, ANCHOR_FILE, path, sizeof path);

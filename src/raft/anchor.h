@@ -25,7 +25,8 @@
  *
  * The file: one line of at most ANCHOR_FILE_MAX bytes,
  *   "once-ltime-anchor 1 <boot id> <L> <M>\n"
- * (boot id: 36 characters [0-9a-f-]; L, M: decimal ms). Anything else is
+ * (boot id: 36 characters, lowercase hex and dashes as the kernel prints
+ * it; L, M: decimal ms without leading zeros). Anything else is
  * refused whole, with a reason, and the node starts without a seed.
  *
  * Pure functions over a directory path; blocking I/O of a few bytes (the
@@ -56,7 +57,12 @@ int anchor_boot_id(const char *path,
                    char *why,
                    size_t cap);
 
-/* Parse one file's @len bytes. Returns 0, or -1 with @why set. */
+/* The file's line for @a into @buf (@cap bytes, NUL-terminated): its
+ * length, or -1 if it does not fit. */
+int anchor_format(const struct anchor *a, char *buf, size_t cap);
+
+/* Parse one file's @len bytes (decimals without leading zeros: a line
+ * that parses is exactly anchor_format's). Returns 0, or -1 with @why set. */
 int anchor_parse(const char *buf,
                  size_t len,
                  struct anchor *a,

@@ -96,10 +96,15 @@ START_TEST(malformed_refused)
         "once-ltime-anchor 1 0f3c2a4e1b2d-4c5e-8f90-a1b2c3d4e5f6aa 1 2\n",
         "once-ltime-anchor 1 " BOOT " 1\n",
         "once-ltime-anchor 1 " BOOT " 1 2 3\n",
+        "once-ltime-anchor 1 " BOOT " 01 2\n", /* one spelling per pair */
     };
+    /* fuzz_anchor found it: a NUL inside a number ended its C string */
+    static const char nul[] = "once-ltime-anchor 1 " BOOT " 12\0\0B3 4\n";
     struct anchor b;
     char why[256];
 
+    ck_assert_int_eq(anchor_parse(nul, sizeof nul - 1, &b, why, sizeof why),
+                     -1);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put(bad[i]);
         ck_assert_msg(anchor_load(dir, BOOT, 200000, &b, why, sizeof why) == -1,
