@@ -189,6 +189,7 @@ static void on_written(uv_write_t *req, int status)
 {
     struct wreq *w = req->data;
     struct http_tls_conn *c = w->c;
+    bool w_to_tcp = w->to_tcp;
 
     if (w->to_tcp) {
         c->tcp_queued -= w->len;
@@ -201,7 +202,16 @@ static void on_written(uv_write_t *req, int status)
         return; /* cancelled by the close */
     }
     if (status != 0) {
-        conn_close(c); /* the peer went away */
+        /* The client went away, or MHD closed its end (its idle timeout:
+         * an answer it could not write because the client reads nothing
+         * ends that way too). */
+        char peer[64];
+
+        http_logf(c->h, "info", "https: %s closed: writing to %s failed: %s",
+                  peer_text(c, peer, sizeof peer),
+                  w_to_tcp ? "the client" : "the HTTP server",
+                  uv_strerror(status));
+        conn_close(c);
         return;
     }
     if (c->plain_eof && c->tcp_queued == 0) {

@@ -218,6 +218,54 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* The HTTP port's sessions (tls_session_cert_optional): a client without
+ * a certificate is served with no peer; one with a certificate is served
+ * with it; one whose certificate does not verify is still refused. */
+static int optional_handshake(const char *cert, X509 **peer)
+{
+    SSL_CTX *sc = server_ctx("n1"), *cc = client_ctx("ca", cert);
+    struct tls_session s, c;
+    char who = 0, err[ERR_MSG_SIZE];
+    int rv;
+
+    ck_assert_int_eq(tls_session_init(&s, sc, true, NULL, err), 0);
+    tls_session_cert_optional(&s);
+    ck_assert_int_eq(tls_session_init(&c, cc, false, "127.0.0.1", err), 0);
+    rv = handshake(&s, &c, &who);
+    *peer = rv == 0 ? tls_session_peer(&s) : NULL;
+    if (rv == 0) {
+        /* And the orderly end: the client reads the close_notify. */
+        uint8_t b[16];
+
+        tls_session_close_notify(&s);
+        ck_assert_int_eq(pump(&s, &c, err), 0);
+        ck_assert_int_eq(tls_session_read(&c, b, sizeof b, err), TLS_E_CLOSED);
+    } else {
+        ck_assert_int_eq(who, 's');
+    }
+    tls_session_free(&s);
+    tls_session_free(&c);
+    SSL_CTX_free(sc);
+    SSL_CTX_free(cc);
+    return rv;
+}
+
+START_TEST(optional_client_certificate)
+{
+    X509 *peer = NULL;
+    char name[64];
+
+    ck_assert_int_eq(optional_handshake(NULL, &peer), 0);
+    ck_assert_ptr_null(peer);
+    ck_assert_int_eq(optional_handshake("ops", &peer), 0);
+    ck_assert_ptr_nonnull(peer);
+    ck_assert_str_eq(tls_cert_name(peer, name, sizeof name), "ops");
+    X509_free(peer);
+    ck_assert_int_eq(optional_handshake("intruder", &peer), TLS_E_HANDSHAKE);
+    ck_assert_int_eq(optional_handshake("old", &peer), TLS_E_HANDSHAKE);
+}
+END_TEST
+
 START_TEST(plaintext_on_a_tls_port)
 {
     SSL_CTX *sc = server_ctx("n1");
@@ -292,6 +340,7 @@ Suite *tls_suite(void)
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_test(tc, handshake_and_records_both_ways);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, optional_client_certificate);
     tcase_add_test(tc, plaintext_on_a_tls_port);
     tcase_add_test(tc, bad_files_are_refused);
     tcase_add_test(tc, verify_against_a_store);
