@@ -169,7 +169,8 @@ static void on_buf(uv_handle_t *hd, size_t want, uv_buf_t *buf);
 
 static void resume_if_drained(struct http_tls_conn *c)
 {
-    if (c->tcp_paused && c->plain_queued <= HTTP_TLS_QUEUE_MAX / 2) {
+    if (c->tcp_paused && !c->tcp_eof &&
+        c->plain_queued <= HTTP_TLS_QUEUE_MAX / 2) {
         c->tcp_paused = false;
         if (uv_read_start((uv_stream_t *)&c->tcp, on_buf, on_tcp_read) != 0) {
             conn_close(c); /* UNTESTED */
@@ -233,7 +234,10 @@ static void on_shut(uv_shutdown_t *req, int status)
  * once what is queued for it is written. */
 static void client_ended(struct http_tls_conn *c)
 {
+    /* Nothing after its end is read: bytes past a close_notify would only
+     * pile up in the session. */
     c->tcp_eof = true;
+    (void)uv_read_stop((uv_stream_t *)&c->tcp);
     if (!c->shut) {
         c->shut = true;
         (void)uv_shutdown(&c->shut_req, (uv_stream_t *)&c->plain, on_shut);
@@ -369,7 +373,6 @@ static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
             conn_close(c); /* an error, or gone before it was served */
             return;
         }
-        (void)uv_read_stop(st);
         client_ended(c); /* MHD answers what it has, then closes */
         return;
     }
