@@ -9,63 +9,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cert_dir.h"
 #include "rpc/tls.h"
 
 Suite *tls_suite(void);
 
-static char dir[64];
-
-static const char *path(const char *name)
-{
-    static char buf[8][128];
-    static unsigned k;
-    char *p = buf[k++ % 8];
-
-    snprintf(p, 128, "%s/%s", dir, name);
-    return p;
-}
-
-static void make(const char *args, const char *ca)
-{
-    /* make check sets top_srcdir; run by hand from build/debug, the
-     * source tree is two levels up. */
-    const char *top = getenv("top_srcdir");
-    char cmd[512];
-
-    if (top == NULL) {
-        top = access("scripts/make-certs.sh", R_OK) == 0 ? "." : "../..";
-    }
-    snprintf(cmd, sizeof cmd, "CA=%s sh %s/scripts/make-certs.sh %s >/dev/null",
-             ca, top, args);
-    ck_assert_msg(system(cmd) == 0, "%s", cmd);
-}
-
 static void setup(void)
 {
-    char args[256];
-
-    snprintf(dir, sizeof dir, "/tmp/once-test-tls.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(args, sizeof args, "ca %s", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "node %s n1 127.0.0.1 n1.once.test", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "client %s ops", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "expired %s old 127.0.0.1", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "ca %s ca2", dir);
-    make(args, "ca2");
-    snprintf(args, sizeof args, "client %s intruder", dir);
-    make(args, "ca2");
+    cert_dir_open("tls");
+    cert_dir_make("ca", "ca %s", cert_dir());
+    cert_dir_make("ca", "node %s n1 127.0.0.1 n1.once.test", cert_dir());
+    cert_dir_make("ca", "client %s ops", cert_dir());
+    cert_dir_make("ca", "expired %s old 127.0.0.1", cert_dir());
+    cert_dir_make("ca2", "ca %s ca2", cert_dir());
+    cert_dir_make("ca2", "client %s intruder", cert_dir());
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    (void)system(cmd);
+    cert_dir_close();
 }
 
 static SSL_CTX *server_ctx(const char *cert)
@@ -77,9 +39,9 @@ static SSL_CTX *server_ctx(const char *cert)
 
     snprintf(c, sizeof c, "%s.pem", cert);
     snprintf(k, sizeof k, "%s.key", cert);
-    f.cert = path(c);
-    f.key = path(k);
-    f.ca = path("ca.pem");
+    f.cert = cert_dir_path(c);
+    f.key = cert_dir_path(k);
+    f.ca = cert_dir_path("ca.pem");
     f.peer_ca = NULL;
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, errmsg), 0);
     return ctx;
@@ -93,12 +55,12 @@ static SSL_CTX *client_ctx(const char *ca, const char *cert)
     char errmsg[ERR_MSG_SIZE];
 
     snprintf(a, sizeof a, "%s.pem", ca);
-    f.ca = path(a);
+    f.ca = cert_dir_path(a);
     if (cert != NULL) {
         snprintf(c, sizeof c, "%s.pem", cert);
         snprintf(k, sizeof k, "%s.key", cert);
-        f.cert = path(c);
-        f.key = path(k);
+        f.cert = cert_dir_path(c);
+        f.key = cert_dir_path(k);
     }
     ck_assert_int_eq(tls_ctx_client(&ctx, &f, errmsg), 0);
     return ctx;
@@ -284,22 +246,23 @@ END_TEST
 
 START_TEST(bad_files_are_refused)
 {
-    struct tls_files f = {path("n1.pem"), path("ops.key"), path("ca.pem"),
-                          NULL};
+    struct tls_files f = {cert_dir_path("n1.pem"), cert_dir_path("ops.key"),
+                          cert_dir_path("ca.pem"), NULL};
     SSL_CTX *ctx = NULL;
     char err[ERR_MSG_SIZE];
     X509_STORE *st = NULL;
 
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, err), TLS_E_CONFIG);
     ck_assert_msg(strstr(err, "key") != NULL, "%s", err);
-    f.key = path("n1.key");
-    f.ca = path("missing.pem");
+    f.key = cert_dir_path("n1.key");
+    f.ca = cert_dir_path("missing.pem");
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, err), TLS_E_CONFIG);
-    f.ca = path("ca.pem");
+    f.ca = cert_dir_path("ca.pem");
     f.cert = NULL;
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, err), TLS_E_CONFIG);
     ck_assert_ptr_null(ctx);
-    ck_assert_int_eq(tls_store_load(&st, path("nope.pem"), err), TLS_E_CONFIG);
+    ck_assert_int_eq(tls_store_load(&st, cert_dir_path("nope.pem"), err),
+                     TLS_E_CONFIG);
     ck_assert_ptr_null(st);
 }
 END_TEST
@@ -312,8 +275,8 @@ START_TEST(verify_against_a_store)
     struct tls_slot slot = {NULL};
     SSL *probe;
 
-    ck_assert_int_eq(tls_store_load(&ca, path("ca.pem"), err), 0);
-    ck_assert_int_eq(tls_store_load(&ca2, path("ca2.pem"), err), 0);
+    ck_assert_int_eq(tls_store_load(&ca, cert_dir_path("ca.pem"), err), 0);
+    ck_assert_int_eq(tls_store_load(&ca2, cert_dir_path("ca2.pem"), err), 0);
     probe = SSL_new(cc);
     ck_assert_int_eq(
         tls_verify_against(ca2, SSL_get_certificate(probe), NULL, err), 0);
