@@ -3,9 +3,12 @@
  * Handles on the loop: `accept_poll` on our listening socket, `mhd_poll`
  * on MHD's epoll descriptor, `timer` for MHD's idle timeouts. After
  * anything that may give MHD work (a readable epoll fd, a new connection,
- * the timer) drive() calls MHD_run and re-arms the timer from
- * MHD_get_timeout. MHD itself never blocks and never starts a thread. */
-#include "http/http.h"
+ * the timer) http_drive() calls MHD_run and re-arms the timer from
+ * MHD_get_timeout. MHD itself never blocks and never starts a thread.
+ * With TLS, accepted sockets go to the terminator (http_tls.c), which
+ * hands the plaintext end of a socketpair back through
+ * http_add_tls_connection. */
+#include "http/http_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,8 +19,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <microhttpd.h>
 
 #define LISTEN_BACKLOG 64
 
@@ -34,6 +35,7 @@ struct req_ctx
     bool in_handler; /* the handler is running (an answer now: no resume) */
     bool answered;   /* resp holds the answer to queue */
     bool dead;       /* the listener closed while it was suspended */
+    X509 *peer;      /* the connection's client certificate (a reference) */
     struct http_pending *pending; /* while deferred */
     struct http_response resp;
 };
@@ -45,35 +47,7 @@ struct http_pending
     struct http_pending *prev, *next;
 };
 
-struct http
-{
-    uv_loop_t *loop;
-    struct MHD_Daemon *mhd;
-    int lfd; /* our listening socket */
-    uv_poll_t accept_poll;
-    uv_poll_t mhd_poll;
-    uv_timer_t timer;
-    unsigned handles; /* initialised loop handles, not closed yet */
-    bool mhd_poll_up, accept_up;
-    bool closing;
-    bool in_run; /* inside MHD_run (drive) */
-    void (*close_cb)(void *arg);
-    void *close_arg;
-
-    struct http_route routes[HTTP_ROUTES_MAX];
-    size_t n_routes;
-    unsigned conns_max;
-    unsigned timeout_s;
-    void (*log)(void *arg, const char *level, const char *msg);
-    void *log_arg;
-    struct http_stats st;
-    struct http_pending *pending; /* deferred requests, suspended */
-};
-
-static void logf_(struct http *h, const char *level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void logf_(struct http *h, const char *level, const char *fmt, ...)
+void http_logf(struct http *h, const char *level, const char *fmt, ...)
 {
     char msg[ERR_MSG_SIZE];
     va_list ap;
@@ -93,6 +67,25 @@ static void logf_(struct http *h, const char *level, const char *fmt, ...)
 static void mhd_log(void *cls, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 
+/* What MHD says of every connection of a TLS listener: the plaintext
+ * socket is a socketpair, where TCP options do not exist (and corking does
+ * not matter: nothing waits to be pushed). */
+static bool socketpair_noise(const char *msg)
+{
+    static const char *const noise[] = {
+        "Setting TCP_NODELAY option",
+        "Setting TCP_CORK option",
+        "Failed to push the data from buffers to the network",
+    };
+
+    for (size_t i = 0; i < sizeof noise / sizeof noise[0]; i++) {
+        if (strncmp(msg, noise[i], strlen(noise[i])) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     struct http *h = cls;
@@ -103,6 +96,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         return;
     }
     vsnprintf(msg, sizeof msg, fmt, ap);
+    if (h->tls != NULL && socketpair_noise(msg)) {
+        return;
+    }
     n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) {
         msg[--n] = '\0';
@@ -263,8 +259,6 @@ struct http_pending *http_defer(const struct http_request *req)
     return p;
 }
 
-static void drive(struct http *h);
-
 void http_answer(struct http_pending *p, struct http_response *resp)
 {
     struct req_ctx *x = p->ctx;
@@ -284,7 +278,7 @@ void http_answer(struct http_pending *p, struct http_response *resp)
     x->answered = true;
     if (!x->in_handler) {
         MHD_resume_connection(x->conn);
-        drive(x->h);
+        http_drive(x->h);
     }
 }
 
@@ -315,6 +309,21 @@ static void take_body(struct req_ctx *x, const char *data, size_t n)
     }
     memcpy(x->body + x->body_len, data, n);
     x->body_len += n;
+}
+
+/* The client certificate of @conn's TLS session (a new reference), or
+ * NULL: none, or not a TLS connection. */
+static X509 *conn_peer(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const struct http_ident *id =
+        ci != NULL ? (const struct http_ident *)ci->socket_context : NULL;
+
+    if (id == NULL || id->cert == NULL || X509_up_ref(id->cert) != 1) {
+        return NULL;
+    }
+    return id->cert;
 }
 
 /* The first call for a request (headers only): refuse what can be refused
@@ -356,6 +365,7 @@ static enum MHD_Result on_headers(struct http *h,
     x->h = h;
     x->conn = conn;
     x->rt = rt;
+    x->peer = conn_peer(conn);
     *req_cls = x;
     return MHD_YES;
 }
@@ -406,6 +416,8 @@ static enum MHD_Result on_request(void *cls,
     req.body = x->body;
     req.body_len = x->body_len;
     req.ctx = x;
+    req.tls = h->tls != NULL;
+    req.peer = x->peer;
     x->in_handler = true;
     x->rt->fn(x->rt->arg, &req, &x->resp);
     x->in_handler = false;
@@ -436,8 +448,29 @@ static void on_completed(void *cls,
     }
     free(x->resp.body); /* queue() took it if it was answered */
     free(x->body);
+    X509_free(x->peer);
     free(x);
     *req_cls = NULL;
+}
+
+/* A connection MHD starts: the identity http_add_tls_connection is handing
+ * over becomes its socket_context, if the socket is that one (MHD starts a
+ * connection inside MHD_add_connection; any other has no identity, and so
+ * no rights that need one). */
+static void take_ident(struct http *h,
+                       struct MHD_Connection *conn,
+                       void **socket_context)
+{
+    const union MHD_ConnectionInfo *ci;
+
+    if (h->adding == NULL) {
+        return;
+    }
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci != NULL && ci->connect_fd == h->adding_fd) {
+        *socket_context = h->adding;
+        h->adding = NULL;
+    }
 }
 
 static void on_notify(void *cls,
@@ -447,12 +480,20 @@ static void on_notify(void *cls,
 {
     struct http *h = cls;
 
-    (void)conn;
-    (void)socket_context;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         h->st.conns_open++;
-    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && h->st.conns_open > 0) {
-        h->st.conns_open--;
+        take_ident(h, conn, socket_context);
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        struct http_ident *id = *socket_context;
+
+        if (h->st.conns_open > 0) {
+            h->st.conns_open--;
+        }
+        if (id != NULL) {
+            X509_free(id->cert);
+            free(id);
+            *socket_context = NULL;
+        }
     }
 }
 
@@ -460,7 +501,7 @@ static void on_notify(void *cls,
 
 static void on_timer(uv_timer_t *t);
 
-static void drive(struct http *h)
+void http_drive(struct http *h)
 {
     MHD_UNSIGNED_LONG_LONG ms = 0;
 
@@ -481,14 +522,14 @@ static void drive(struct http *h)
 
 static void on_timer(uv_timer_t *t)
 {
-    drive(t->data);
+    http_drive(t->data);
 }
 
 static void on_mhd_ready(uv_poll_t *p, int status, int events)
 {
     (void)status;
     (void)events;
-    drive(p->data);
+    http_drive(p->data);
 }
 
 int http_add_connection(struct http *h,
@@ -506,8 +547,35 @@ int http_add_connection(struct http *h,
         h->st.conns_refused++;
         return HTTP_E_LISTEN;
     }
-    drive(h);
+    http_drive(h);
     return 0;
+}
+
+int http_add_tls_connection(struct http *h,
+                            int fd,
+                            const struct sockaddr *peer,
+                            socklen_t peer_len,
+                            X509 *cert)
+{
+    struct http_ident *id = calloc(1, sizeof *id);
+    int rv;
+
+    if (id == NULL) {
+        close(fd); /* UNTESTED: malloc */
+        return HTTP_E_NOMEM;
+    }
+    if (cert != NULL && X509_up_ref(cert) == 1) {
+        id->cert = cert;
+    }
+    h->adding = id;
+    h->adding_fd = fd;
+    rv = http_add_connection(h, fd, peer, peer_len);
+    if (h->adding != NULL) { /* not started: refused */
+        X509_free(id->cert);
+        free(id);
+        h->adding = NULL;
+    }
+    return rv;
 }
 
 static void on_accept(uv_poll_t *p, int status, int events)
@@ -526,16 +594,19 @@ static void on_accept(uv_poll_t *p, int status, int events)
 
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR) {
-                logf_(h, "warn", "http accept: %s", strerror(errno));
+                http_logf(h, "warn", "http accept: %s", strerror(errno));
             }
             break;
         }
         h->st.conns_accepted++;
-        /* Here is where a TLS terminator would take @fd and hand its
-         * plaintext end on instead (http.h). */
-        (void)http_add_connection(h, fd, (const struct sockaddr *)&peer, len);
+        if (h->tls != NULL) {
+            http_tls_accept(h, fd, &peer); /* hands MHD the plaintext */
+        } else {
+            (void)http_add_connection(h, fd, (const struct sockaddr *)&peer,
+                                      len);
+        }
     }
-    drive(h);
+    http_drive(h);
 }
 
 /* --- start and close ------------------------------------------------------ */
@@ -659,7 +730,11 @@ static void resume_all(struct http *h);
 
 static void on_handle_closed(uv_handle_t *hd)
 {
-    struct http *h = hd->data;
+    http_handle_done(hd->data);
+}
+
+void http_handle_done(struct http *h)
+{
     void (*cb)(void *) = h->close_cb;
     void *arg = h->close_arg;
 
@@ -714,6 +789,7 @@ void http_close(struct http *h, void (*cb)(void *arg), void *arg)
     h->closing = true;
     h->close_cb = cb;
     h->close_arg = arg;
+    http_tls_close_all(h); /* each counts in h->handles until it closed */
     /* Every handle that was initialised, each counted in h->handles. */
     uv_close((uv_handle_t *)&h->timer, on_handle_closed);
     if (h->mhd_poll_up) {
@@ -746,6 +822,9 @@ int http_start(struct http **out,
     h->n_routes = cfg->n_routes;
     h->conns_max = cfg->conns_max != 0 ? cfg->conns_max : HTTP_CONNS_DEFAULT;
     h->timeout_s = cfg->timeout_s != 0 ? cfg->timeout_s : HTTP_TIMEOUT_S;
+    h->tls = cfg->tls;
+    h->handshake_ms =
+        cfg->handshake_ms != 0 ? cfg->handshake_ms : TLS_HANDSHAKE_MS_DEFAULT;
     h->log = cfg->log;
     h->log_arg = cfg->log_arg;
     (void)uv_timer_init(loop, &h->timer);

@@ -4,11 +4,15 @@
  * Shape:
  *   - this module owns the listening socket: it accepts on the loop (a
  *     uv_poll_t on a non-blocking listener) and hands each accepted
- *     connection to libmicrohttpd with MHD_add_connection. That hand-over
- *     is where a TLS terminator (OpenSSL, the project's TLS library) will
- *     sit: it keeps the TCP socket, runs the handshake and hands MHD one
- *     end of a socketpair carrying the plain bytes. MHD's own TLS is
- *     GnuTLS in Debian's build, which once does not use;
+ *     connection to libmicrohttpd with MHD_add_connection;
+ *   - with a TLS slot (http_config.tls) every accepted connection goes
+ *     through the terminator first (http_tls.c, OpenSSL over rpc/tls.h;
+ *     MHD's own TLS is GnuTLS in Debian's build, which once does not use):
+ *     it keeps the TCP socket, runs the TLS 1.3 handshake on the loop with
+ *     the slot's context (a client certificate is asked for, not
+ *     required), and only then hands MHD one end of a socketpair carrying
+ *     the plain bytes, with the client's verified certificate, which every
+ *     request of that connection carries to its handler (http_request.peer);
  *   - MHD runs with MHD_USE_EPOLL and no thread of its own: a uv_poll_t
  *     watches MHD's epoll descriptor and calls MHD_run, and a uv_timer_t
  *     follows MHD_get_timeout (idle connections). So every handler runs
@@ -29,7 +33,13 @@
  *     how long (the node's call deadline).
  *
  * Limits: connections (HTTP_CONNS_DEFAULT; over it an accepted socket is
- * closed at once), the memory MHD may use per connection, which bounds the
+ * closed at once; with TLS, handshakes in progress count), the TLS
+ * handshake (http_config.handshake_ms; a connection that has not finished
+ * it is closed), the bytes a TLS connection queues each way
+ * (HTTP_TLS_QUEUE_MAX: over it the side that fills the queue is not read
+ * until it drains; a client that reads nothing for the idle timeout while
+ * an answer waits is closed), the memory MHD may use per connection, which
+ * bounds the
  * request line and headers (HTTP_REQUEST_MAX: beyond it MHD answers 414 or
  * 431), an idle timeout (HTTP_TIMEOUT_S; also what ends a connection
  * whose peer half-closed in the middle of a request: MHD does not close
@@ -53,6 +63,7 @@
 #include <uv.h>
 
 #include "common/err.h"
+#include "rpc/tls.h"
 
 enum { ERR_HTTP_CODES(ERR_ENUM) }; /* common/err.h */
 
@@ -61,6 +72,9 @@ enum { ERR_HTTP_CODES(ERR_ENUM) }; /* common/err.h */
 #define HTTP_REQUEST_MAX   (32u << 10)
 #define HTTP_TIMEOUT_S     10
 #define HTTP_BODY_MAX      (16u << 20) /* largest answer a handler gives */
+/* Bytes a TLS connection queues in either direction before it stops
+ * reading the side that fills it: a few TLS records. */
+#define HTTP_TLS_QUEUE_MAX (256u << 10)
 
 enum {
     HTTP_GET = 1u << 0,
@@ -79,6 +93,12 @@ struct http_request
                                * while the handler runs); else NULL */
     size_t body_len;
     void *ctx; /* the listener's; for http_defer */
+    /* The listener speaks TLS. Then @peer is the client's verified
+     * certificate (borrowed: valid while the handler runs; a handler that
+     * answers later takes its own reference), or NULL: the client sent
+     * none. Without TLS @peer is NULL. */
+    bool tls;
+    X509 *peer;
 };
 
 /* What a handler answers. @body is malloc'd by the handler (or NULL with
@@ -113,6 +133,11 @@ struct http_config
     size_t n_routes;    /* <= HTTP_ROUTES_MAX */
     unsigned conns_max; /* 0: HTTP_CONNS_DEFAULT */
     unsigned timeout_s; /* idle timeout; 0: HTTP_TIMEOUT_S */
+    /* TLS: the slot of the server context (borrowed; outlives the
+     * listener; a context swapped into it serves the connections accepted
+     * after, e.g. on SIGHUP); NULL: plain HTTP. */
+    struct tls_slot *tls;
+    unsigned handshake_ms; /* 0: TLS_HANDSHAKE_MS_DEFAULT */
     /* Log hook (level "info"|"warn"|"error"); NULL: silent. */
     void (*log)(void *arg, const char *level, const char *msg);
     void *log_arg;
@@ -126,6 +151,9 @@ struct http_stats
     uint64_t requests;
     uint64_t not_found;
     uint64_t bad_method;
+    uint64_t tls_open;     /* TLS connections, handshaking ones included */
+    uint64_t tls_accepted; /* handshakes completed */
+    uint64_t tls_refused;  /* not TLS, failed, or not finished in time */
 };
 
 struct http;
@@ -141,9 +169,10 @@ int http_start(struct http **out,
 void http_stats(const struct http *h, struct http_stats *st);
 
 /* Serve the connected stream socket @fd (non-blocking; owned by the
- * listener from now on, closed by it also on failure), from @peer. The
- * listener's own accepts come through here; so will a TLS terminator's
- * plaintext end, and the fuzz target's socketpair. Returns 0, or
+ * listener from now on, closed by it also on failure), from @peer, as
+ * plain HTTP. A plain listener's own accepts come through here, and the
+ * fuzz target's socketpair; on a TLS listener such a connection has no
+ * certificate (its requests see tls true, peer NULL). Returns 0, or
  * HTTP_E_LISTEN when it was refused (over the connection limit). */
 int http_add_connection(struct http *h,
                         int fd,

@@ -184,6 +184,9 @@ static void call_free(struct call *k)
     struct conn *c = k->c;
     struct rpc_server *s = k->srv;
 
+    if (c == NULL) {
+        X509_free(k->pub.peer_cert); /* a local call's own reference */
+    }
     free(k);
     if (c == NULL) {
         s->n_calls--;
@@ -412,6 +415,7 @@ void rpc_call_mark_sent(struct rpc_call *call)
 
 int rpc_server_call_local(struct rpc_server *s,
                           struct envelope_view *req,
+                          X509 *peer,
                           rpc_local_fn cb,
                           void *arg)
 {
@@ -433,6 +437,9 @@ int rpc_server_call_local(struct rpc_server *s,
     k->srv = s;
     k->local_cb = cb;
     k->local_arg = arg;
+    if (peer != NULL && X509_up_ref(peer) == 1) {
+        k->pub.peer_cert = peer;
+    }
     s->n_calls++;
     s->st.calls_in_flight++;
     s->st.calls_served++;

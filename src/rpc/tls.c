@@ -250,6 +250,19 @@ void tls_session_free(struct tls_session *t)
     memset(t, 0, sizeof *t);
 }
 
+void tls_session_cert_optional(struct tls_session *t)
+{
+    SSL_set_verify(t->ssl, SSL_VERIFY_PEER, NULL);
+}
+
+void tls_session_close_notify(struct tls_session *t)
+{
+    if (t->ssl != NULL && t->handshaken) {
+        (void)SSL_shutdown(t->ssl); /* 0: sent, the peer's not yet seen */
+        ERR_clear_error();
+    }
+}
+
 /* Why the handshake failed: the chain's verdict if that was it. */
 static void handshake_reason(struct tls_session *t, char *errmsg)
 {

@@ -126,6 +126,16 @@ int tls_session_init(struct tls_session *t,
 
 void tls_session_free(struct tls_session *t);
 
+/* Server side, right after tls_session_init: ask for a client certificate
+ * but do not require one (the HTTP port: probes come without). One that is
+ * sent must still verify against the context's CA files, or the handshake
+ * fails; none leaves tls_session_peer NULL. */
+void tls_session_cert_optional(struct tls_session *t);
+
+/* Queue a close_notify alert (for tls_session_take): the orderly end of a
+ * session whose owner has nothing more to send. After the handshake. */
+void tls_session_close_notify(struct tls_session *t);
+
 /* Feed @n (<= TLS_FEED_MAX) bytes of ciphertext and advance the handshake.
  * 0 (t->done says whether it completed), or TLS_E_NOT_TLS,
  * TLS_E_HANDSHAKE (verification included), TLS_E_NOMEM. */

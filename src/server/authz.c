@@ -45,6 +45,10 @@ static const struct right rights[] = {
     {RPC_METHOD_BACKUP_CLOSE, "snapshot backup", R_ADMIN, false},
 };
 
+/* Not a method: GET /metrics on the HTTP port with TLS. */
+static const struct right metrics_right = {RPC_METHOD_UNSPECIFIED, "metrics",
+                                           R_MONITOR | R_ADMIN, false};
+
 static uint64_t denied_total;
 
 uint64_t authz_denied_total(void)
@@ -175,32 +179,59 @@ int authz_member_check(const struct access *a, X509 *cert, char *why)
     return 0;
 }
 
-int authz_check(const struct authz_caller *c,
-                const struct authz_req *r,
-                char *why)
+static int no_identity(char *why)
 {
-    const struct right *rt = right_of(r->method);
-    const struct access_identity *id = c->id;
-    char roles[64], sc[96];
+    return deny(why,
+                "permission denied: no identity of the access file "
+                "matches the caller's certificate (no rights at all)");
+}
 
-    if (c->anonymous) {
-        return 0; /* no TLS: every caller is admin */
-    }
-    if (id == NULL) {
-        return deny(why,
-                    "permission denied: no identity of the access file "
-                    "matches the caller's certificate (no rights at all)");
-    }
-    if (rt == NULL) {
-        return deny(why, "permission denied: method %s has no right",
-                    rpc_method_name(r->method));
-    }
+/* Does @id's role have the right @rt? */
+static int role_allows(const struct access_identity *id,
+                       const struct right *rt,
+                       char *why)
+{
+    char roles[64];
+
     if (!(rt->roles & (1u << id->role))) {
         return deny(why,
                     "permission denied: the right \"%s\" is missing: "
                     "identity \"%.80s\" has role %s; \"%s\" is for %s",
                     rt->name, id->text, access_role_name(id->role), rt->name,
                     roles_text(rt->roles, roles, sizeof roles));
+    }
+    return 0;
+}
+
+int authz_check_metrics(const struct authz_caller *c, char *why)
+{
+    if (c->anonymous) {
+        return 0; /* no TLS: every caller is admin */
+    }
+    return c->id == NULL ? no_identity(why)
+                         : role_allows(c->id, &metrics_right, why);
+}
+
+int authz_check(const struct authz_caller *c,
+                const struct authz_req *r,
+                char *why)
+{
+    const struct right *rt = right_of(r->method);
+    const struct access_identity *id = c->id;
+    char sc[96];
+
+    if (c->anonymous) {
+        return 0; /* no TLS: every caller is admin */
+    }
+    if (id == NULL) {
+        return no_identity(why);
+    }
+    if (rt == NULL) {
+        return deny(why, "permission denied: method %s has no right",
+                    rpc_method_name(r->method));
+    }
+    if (role_allows(id, rt, why) != 0) {
+        return ACCESS_E_DENIED;
     }
     if (id->role == ACCESS_ROLE_CLIENT && r->method == RPC_METHOD_STATUS &&
         r->state_digest) {

@@ -11,6 +11,7 @@
  *   MembersAdd                         member (a joining node), admin
  *   Forget, MembersRemove, MembersAssign, Transfer, SnapshotTake
  *                                      admin
+ *   GET /metrics (the HTTP port)       monitor, admin
  *
  * Without TLS there are no identities: every caller is admin (the node
  * listens on loopback only then). With TLS a caller whose certificate no
@@ -74,6 +75,10 @@ int authz_member_check(const struct access *a, X509 *cert, char *why);
 int authz_check(const struct authz_caller *c,
                 const struct authz_req *r,
                 char *why);
+
+/* Whether @c may read GET /metrics on the HTTP port: as authz_check, for
+ * the right "metrics" (monitor, admin). */
+int authz_check_metrics(const struct authz_caller *c, char *why);
 
 /* Refusals since the process started (authz_check's, and those the
  * service counts with authz_count_denied: a forwarded identity refused). */

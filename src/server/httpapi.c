@@ -237,8 +237,11 @@ static void start_call(struct server *s,
     v.deadline_ms = q->timeout_ms;
     v.body = body;
     v.body_len = len;
-    rv = s->rpc != NULL ? rpc_server_call_local(s->rpc, &v, on_answer, k)
-                        : RPC_E_CLOSED;
+    /* The caller's certificate, authorized by the service exactly as a
+     * client-port connection's (authz.h). */
+    rv = s->rpc != NULL
+             ? rpc_server_call_local(s->rpc, &v, req->peer, on_answer, k)
+             : RPC_E_CLOSED;
     envelope_view_close(&v);
     free(body);
     if (rv != 0) {
@@ -255,20 +258,24 @@ static void start_call(struct server *s,
 }
 
 /* The refusals every route shares; true if @resp was answered. */
-static bool refused(struct server *s, struct http_response *resp)
+static bool refused(struct server *s,
+                    const struct http_request *req,
+                    struct http_response *resp)
 {
     if (s->stopping) {
         answer_error(s, resp, RPC_STATUS_UNAVAILABLE, false, NULL,
                      "node shutting down", NULL);
         return true;
     }
-    if (s->tls.on) {
-        /* The listener is plain HTTP without client certificates: it
-         * must not be a way around the client port's. */
+    if (s->tls.on && (!req->tls || req->peer == NULL)) {
+        /* The listener is HTTPS and asks for a client certificate without
+         * requiring one (probes have none): a caller without one has no
+         * identity, so no right here. A certificate is authorized by the
+         * service, call by call, like the client port's. */
+        metrics_denied(&s->metrics);
         answer_error(s, resp, RPC_STATUS_PERMISSION_DENIED, false, NULL,
-                     "the HTTP API is not served on a node with TLS: its "
-                     "listener has no client certificates; use the client "
-                     "port",
+                     "permission denied: the HTTP API needs a client "
+                     "certificate with TLS (an identity of the access file)",
                      NULL);
         return true;
     }
@@ -292,7 +299,7 @@ static void post_record(struct server *s,
     struct httpapi_req q;
     char why[ERR_MSG_SIZE];
 
-    if (refused(s, resp)) {
+    if (refused(s, req, resp)) {
         return;
     }
     if (!json_content_type(req->content_type)) {
@@ -349,7 +356,7 @@ static void get_record(void *arg,
     char why[ERR_MSG_SIZE];
     int rv;
 
-    if (refused(s, resp)) {
+    if (refused(s, req, resp)) {
         return;
     }
     rv = httpapi_parse_record_path(req->path, &q, why);
@@ -373,7 +380,7 @@ static void get_status(void *arg,
     struct server *s = arg;
     struct httpapi_req q;
 
-    if (refused(s, resp)) {
+    if (refused(s, req, resp)) {
         return;
     }
     httpapi_req_status(&q);

@@ -44,9 +44,11 @@ static const char usage_text[] =
     "                          its commit, else 503 with the reason), and\n"
     "                          the JSON API: POST /v1/claim, /v1/complete,\n"
     "                          /v1/release, GET /v1/records/SCOPE/KEY,\n"
-    "                          /v1/status (docs/http-api.md; 403 with\n"
-    "                          --tls-*); plain HTTP: keep it on a private\n"
-    "                          network\n"
+    "                          /v1/status (docs/http-api.md). With --tls-*\n"
+    "                          it is HTTPS with the node's certificate:\n"
+    "                          /healthz and /readyz for anyone, /metrics\n"
+    "                          for a monitor or admin certificate, /v1/\n"
+    "                          authorized like the client port\n"
     "  --storage uring|pwrite|uv\n"
     "                          log store backend (default: uring when the\n"
     "                          kernel allows io_uring, else pwrite; a data\n"
@@ -133,7 +135,7 @@ static const char usage_text[] =
     "                          nobody read for DUR after it was encoded\n"
     "                          (default 1m; 1s..1h)\n"
     "\n"
-    "TLS (both ports; without it onced serves loopback addresses only):\n"
+    "TLS (every port; without it onced serves loopback addresses only):\n"
     "  --tls-cert FILE         this node's certificate chain (PEM); with\n"
     "                          --tls-key and --tls-ca\n"
     "  --tls-key FILE          its private key (PEM)\n"
@@ -332,12 +334,14 @@ static int check_tls(const struct server_config *c)
     if (!any && !c->insecure) {
         /* The listen addresses too: 0.0.0.0 is not loopback. */
         const char *names[] = {"--client-addr", "--raft-addr",
-                               "--client-listen", "--raft-listen"};
+                               "--client-listen", "--raft-listen",
+                               "--http-addr"};
         const char *addrs[] = {c->client_addr, c->raft_addr, c->client_listen,
-                               c->raft_listen};
+                               c->raft_listen, c->http_addr};
         const char *off = NULL, *name = NULL;
 
-        for (unsigned i = 0; i < 4 && off == NULL; i++) {
+        for (unsigned i = 0; i < sizeof addrs / sizeof addrs[0] && off == NULL;
+             i++) {
             if (addrs[i] != NULL && !node_tls_loopback(addrs[i])) {
                 off = addrs[i];
                 name = names[i];

@@ -17,6 +17,7 @@
 #include <raft.h>
 
 #include "http/http.h"
+#include "server/authz.h"
 #include "server/httpapi.h"
 #include "server/server.h"
 
@@ -308,7 +309,13 @@ static void reg_rpc(struct reg *g)
                            "Calls refused over --max-calls-per-conn.");
     m->permission_denied = one(g, "once_permission_denied_total", PROM_COUNTER,
                                "Calls answered PERMISSION_DENIED (admin "
-                               "authorization), counted from every answer.");
+                               "authorization), counted from every answer, "
+                               "and HTTP requests refused for their "
+                               "certificate.");
+    m->http_tls_refused = one(g, "once_http_tls_refused_total", PROM_COUNTER,
+                              "HTTPS connections refused at the handshake: "
+                              "not TLS, a certificate that does not verify, "
+                              "or not finished in time.");
 }
 
 int metrics_init(struct metrics *m, struct server *s, char *errmsg)
@@ -627,9 +634,54 @@ static void collect(struct metrics *m)
         prom_set(m->frames_bad, (double)rs.frames_malformed);
         prom_set(m->calls_refused, (double)rs.calls_busy);
     }
+    if (m->http != NULL) {
+        struct http_stats hs;
+
+        http_stats(m->http, &hs);
+        prom_set(m->http_tls_refused, (double)hs.tls_refused);
+    }
 }
 
 /* --- HTTP handlers -------------------------------------------------------- */
+
+void metrics_denied(struct metrics *m)
+{
+    authz_count_denied();
+    if (m->reg != NULL) {
+        prom_inc(m->permission_denied);
+    }
+}
+
+/* With TLS, /metrics is for a certificate whose identity is a monitor or
+ * an admin (authz.h); anyone else gets 403 with the reason. */
+static bool may_scrape(struct metrics *m,
+                       const struct http_request *req,
+                       struct http_response *resp)
+{
+    struct authz_caller who;
+    char why[ERR_MSG_SIZE], text[ERR_MSG_SIZE + 2];
+
+    if (!req->tls) {
+        return true; /* no TLS: loopback (or --insecure), every caller */
+    }
+    if (req->peer == NULL) {
+        snprintf(why, sizeof why,
+                 "permission denied: /metrics needs a client certificate "
+                 "whose identity has the role monitor or admin");
+        metrics_denied(m);
+    } else if (authz_resolve(m->s->access, true, req->peer, NULL, 0, &who,
+                             why) != 0 ||
+               authz_check_metrics(&who, why) != 0) {
+        if (m->reg != NULL) {
+            prom_inc(m->permission_denied); /* authz counted its own */
+        }
+    } else {
+        return true;
+    }
+    snprintf(text, sizeof text, "%s\n", why);
+    http_text(resp, 403, text);
+    return false;
+}
 
 static void get_metrics(void *arg,
                         const struct http_request *req,
@@ -638,7 +690,9 @@ static void get_metrics(void *arg,
     struct metrics *m = arg;
     struct prom_buf b;
 
-    (void)req;
+    if (!may_scrape(m, req, resp)) {
+        return;
+    }
     if (m->s->stopping || m->s->raft_closed) {
         http_text(resp, 503, "stopping\n");
         return;
@@ -705,6 +759,10 @@ int metrics_http_start(struct metrics *m, const char *addr, char *errmsg)
     hc.routes = routes;
     hc.n_routes = N_OF(routes);
     hc.log = http_log;
+    /* With TLS the port is HTTPS with the client port's context (the
+     * node's certificate, swapped by SIGHUP), client certificates asked
+     * for but optional: probes come without one. */
+    hc.tls = m->s->tls.on ? &m->s->tls.client_port : NULL;
     return http_start(&m->http, &m->s->loop, &hc, errmsg);
 }
 

@@ -79,6 +79,7 @@ struct metrics
     struct prom_series *conns, *conns_accepted, *conns_refused, *frames_bad,
         *calls_refused;
     struct prom_series *permission_denied;
+    struct prom_series *http_tls_refused;
 
     /* what the tick saw last */
     bool seen;
@@ -113,6 +114,11 @@ void metrics_answered(struct metrics *m,
                       enum rpc_status status);
 void metrics_batch(struct metrics *m, size_t n, uint64_t ns);
 void metrics_synced(struct metrics *m, uint64_t ns);
+
+/* An HTTP request refused for its caller's certificate (httpapi.c, and
+ * /metrics here): counted as a refusal (authz_count_denied) and in
+ * once_permission_denied_total, like a PERMISSION_DENIED answer. */
+void metrics_denied(struct metrics *m);
 
 /* NULL if the node is ready (above), else why not, in @buf (@n bytes). */
 const char *metrics_unready(struct server *s, char *buf, size_t n);

@@ -102,13 +102,15 @@ int node_tls_init(struct server *s, char *errmsg)
     memset(t, 0, sizeof *t);
     t->member_check = member_any;
     t->member_arg = s;
-    t->insecure_public = s->cfg.tls_cert == NULL &&
-                         (!node_tls_loopback(s->cfg.client_addr) ||
-                          !node_tls_loopback(s->cfg.raft_addr) ||
-                          (s->cfg.client_listen != NULL &&
-                           !node_tls_loopback(s->cfg.client_listen)) ||
-                          (s->cfg.raft_listen != NULL &&
-                           !node_tls_loopback(s->cfg.raft_listen)));
+    t->insecure_public =
+        s->cfg.tls_cert == NULL &&
+        (!node_tls_loopback(s->cfg.client_addr) ||
+         !node_tls_loopback(s->cfg.raft_addr) ||
+         (s->cfg.client_listen != NULL &&
+          !node_tls_loopback(s->cfg.client_listen)) ||
+         (s->cfg.raft_listen != NULL &&
+          !node_tls_loopback(s->cfg.raft_listen)) ||
+         (s->cfg.http_addr != NULL && !node_tls_loopback(s->cfg.http_addr)));
     if (s->cfg.tls_cert == NULL) {
         return 0;
     }

@@ -1,8 +1,9 @@
 /* fuzz_http: arbitrary bytes as one HTTP connection to the node's listener
  * (http/http.c over libmicrohttpd, on a uv loop), through
- * http_add_connection on one end of a socketpair, the same hand-over a TLS
- * terminator will use. The routes answer like the node's: text, and a
- * Prometheus exposition whose label value is the request path (escaping).
+ * http_add_connection on one end of a socketpair, the same hand-over the
+ * TLS terminator (http_tls.c) makes after its handshake. The routes answer
+ * like the node's: text, and a Prometheus exposition whose label value is
+ * the request path (escaping).
  * Whatever the bytes, the listener answers or closes, never crashes, and
  * the connection ends (the peer half-closes after writing).
  *

@@ -6,6 +6,7 @@
 set -u
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
 command -v python3 >/dev/null 2>&1 || { echo "python3 not found: skip"; exit 77; }
+python3 -c 'import yaml' 2>/dev/null || { echo "PyYAML (python3-yaml) not found: skip"; exit 77; }
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONDONTWRITEBYTECODE
 top_srcdir=$srcdir

@@ -4,7 +4,11 @@ only metrics onced exposes.
 
   * deploy/prometheus/alerts.yml: `promtool check rules`, and `promtool
     test rules alerts_test.yml` (each alert fires on series made for it);
-  * deploy/prometheus/prometheus.yml: `promtool check config`;
+  * deploy/prometheus/prometheus.yml: `promtool check config`, in a copy
+    of the directory with the client certificate its tls_config names
+    (once-tls/, made by scripts/make-certs.sh: promtool reads the files),
+    and the job scrapes over HTTPS with a client certificate (the HTTP
+    port of a TLS node, docs/server.md);
   * deploy/grafana/once.json: valid JSON, a dashboard whose every panel has
     targets with a PromQL expression;
   * every once_* metric the alerts and the dashboard use is registered in
@@ -19,6 +23,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+
+import yaml
 
 SRC = os.environ.get("top_srcdir") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -79,6 +86,37 @@ def check_dashboard(path):
     return names_in("\n".join(exprs))
 
 
+def check_scrape_config(prom):
+    """promtool check config, with the files its tls_config names."""
+    with open(os.path.join(prom, "prometheus.yml")) as f:
+        cfg = yaml.safe_load(f)
+    jobs = {j["job_name"]: j for j in cfg.get("scrape_configs", [])}
+    job = jobs.get("once", {})
+    tls = job.get("tls_config", {})
+    check(job.get("scheme") == "https" and tls.get("ca_file")
+          and tls.get("cert_file") and tls.get("key_file")
+          and not tls.get("insecure_skip_verify"),
+          "prometheus.yml: job once scrapes over HTTPS with a client "
+          "certificate and checks the server's", str(job))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("prometheus.yml", "alerts.yml"):
+            shutil.copy(os.path.join(prom, name), tmp)
+        certs = os.path.join(tmp, "certs")
+        script = os.path.join(SRC, "scripts", "make-certs.sh")
+        for args in (["ca", certs], ["client", certs, "prometheus"]):
+            subprocess.run(["sh", script] + args, check=True,
+                           capture_output=True)
+        for key, src in (("ca_file", "ca.pem"), ("cert_file",
+                                                 "prometheus.pem"),
+                         ("key_file", "prometheus.key")):
+            if tls.get(key):
+                dst = os.path.join(tmp, tls[key])
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copy(os.path.join(certs, src), dst)
+        rc, out = promtool(["check", "config", "prometheus.yml"], tmp)
+    check(rc == 0, "promtool check config prometheus.yml", out)
+
+
 def main():
     if shutil.which("promtool") is None:
         print("promtool not found (scripts/deps.sh installs prometheus): "
@@ -89,8 +127,7 @@ def main():
     check(rc == 0, "promtool check rules alerts.yml", out)
     rc, out = promtool(["test", "rules", "alerts_test.yml"], prom)
     check(rc == 0, "promtool test rules alerts_test.yml", out)
-    rc, out = promtool(["check", "config", "prometheus.yml"], prom)
-    check(rc == 0, "promtool check config prometheus.yml", out)
+    check_scrape_config(prom)
     with open(os.path.join(prom, "alerts.yml")) as f:
         alerts = f.read()
     for a in ("OnceLeaderChanges", "OnceNoLeader", "OnceFsyncSlow",

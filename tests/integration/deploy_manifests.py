@@ -6,7 +6,9 @@ failed. What it checks:
   kubernetes/  the kustomization's resources parse; the StatefulSet is
                Parallel with one volume claim template, governed by the
                headless Service, probes /readyz (readiness) and /healthz
-               (liveness, startup) on the named http port, requests and
+               (liveness, startup) on the named http port, over HTTPS
+               when the TLS secret is mounted (onced's HTTP port is then
+               HTTPS), requests and
                limits for cpu and memory, runs as non-root with no
                privilege escalation, a Localhost seccomp profile that
                exists and allows io_uring, the TLS secret mounted where
@@ -92,12 +94,18 @@ def check_statefulset(kdir, sts, services):
     check(len(cs) == 1, "StatefulSet: one container")
     c = cs[0]
     http = port_of(c, "http")
+    # TLS on (a secret volume): the HTTP port is HTTPS, and a probe over
+    # plain HTTP would never pass.
+    scheme = "HTTPS" if any("secret" in v for v in
+                            pod.get("volumes", [])) else "HTTP"
     for probe, path in (("readinessProbe", "/readyz"),
                         ("livenessProbe", "/healthz"),
                         ("startupProbe", "/healthz")):
         g = c.get(probe, {}).get("httpGet", {})
-        check(g.get("path") == path and g.get("port") in ("http", http),
-              "StatefulSet: %s GET %s on the http port" % (probe, path), g)
+        check(g.get("path") == path and g.get("port") in ("http", http)
+              and g.get("scheme", "HTTP") == scheme,
+              "StatefulSet: %s GET %s on the http port over %s"
+              % (probe, path, scheme), g)
     check(http is not None and port_of(c, "raft") and port_of(c, "client"),
           "StatefulSet: ports client, raft and http named")
     res = c.get("resources", {})

@@ -14,7 +14,8 @@ Runs inside its own network and mount namespaces (deploy-statefulset.sh):
     member Service's address, not the pod's), ONCE_BOOTSTRAP=1 as the
     first rollout's template sets it for every pod; preStop is
     deploy/image/prestop.sh, then SIGTERM;
-  * readiness: GET /readyz on POD_IP:9101, as the kubelet's probe.
+  * readiness: GET /readyz on POD_IP:9101 over HTTPS without a client
+    certificate, checking nothing, as the kubelet's probe (scheme: HTTPS).
 
 Steps:
   1. first start: three pods at once (podManagementPolicy Parallel); all
@@ -179,7 +180,8 @@ class Pod:
             return ""
 
     def ready(self):
-        return oh.request(self.http_addr, "/readyz")[0] == 200
+        return oh.request(self.http_addr, "/readyz",
+                          ctx=oh.tls_context(None, verify=False))[0] == 200
 
 
 def wait_ready(t, pods, timeout=60):

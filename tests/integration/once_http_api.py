@@ -14,7 +14,9 @@ way a service in another language would use it.
   * a claim through a follower (forwarded to the leader);
   * 400 (unknown field named, bad JSON, bad request_id, missing key),
     413 (a body over 256 KiB), 415 (no application/json), 404, 405;
-  * a node with TLS: every /v1/ call 403, /healthz still served;
+  * a node with TLS: the port is HTTPS; a call without a client
+    certificate 403, with the admin's certificate ACCEPTED; plain HTTP
+    gets no answer; /healthz served without a certificate;
   * without a quorum (two nodes killed by PID): 504 with applied
     "unknown" for a claim the leader proposed, 503 with Retry-After and
     applied "false" once it stepped down, and the retry of the unknown
@@ -23,6 +25,7 @@ way a service in another language would use it.
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -37,16 +40,19 @@ SCOPE = "httpapi"
 
 
 def call(addr, path, body=None, method=None, ctype="application/json",
-         raw=None, timeout=10):
-    """(HTTP status, headers, parsed JSON or text)."""
+         raw=None, timeout=10, ctx=None):
+    """(HTTP status, headers, parsed JSON or text); @ctx: HTTPS with that
+    ssl.SSLContext."""
     data = raw if raw is not None else (
         json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request("http://%s%s" % (addr, path), data=data,
-                                 method=method)
+    req = urllib.request.Request("%s://%s%s" % (
+        "https" if ctx is not None else "http", addr, path), data=data,
+        method=method)
     if data is not None and ctype is not None:
         req.add_header("Content-Type", ctype)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=timeout,
+                                    context=ctx) as r:
             st, hdrs, text = r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as e:
         st, hdrs, text = e.code, dict(e.headers), e.read()
@@ -57,10 +63,10 @@ def call(addr, path, body=None, method=None, ctype="application/json",
         return st, hdrs, text
 
 
-def claim(addr, key, **kw):
+def claim(addr, key, ctx=None, **kw):
     body = {"scope": SCOPE, "key": key}
     body.update(kw)
-    return call(addr, "/v1/claim", body)
+    return call(addr, "/v1/claim", body, ctx=ctx)
 
 
 def check_nonce(t, via):
@@ -328,9 +334,19 @@ def scenario(t):
     check_tls_node(t, nodes)
 
 
+def tls_ctx(d, who=None):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(os.path.join(d, "ca.pem"))
+    if who is not None:
+        ctx.load_cert_chain(os.path.join(d, who + ".pem"),
+                            os.path.join(d, who + ".key"))
+    return ctx
+
+
 def check_tls_node(t, nodes):
-    """A node with TLS: every /v1/ call 403 (the listener has no client
-    certificates), the health paths still served."""
+    """A node with TLS: the listener is HTTPS; /v1/ needs a certificate
+    with the right (once-https.sh has the rest), the health paths need
+    none."""
     for n in nodes:
         n.stop()
     d = os.path.join(t.work, "certs")
@@ -356,14 +372,28 @@ def check_tls_node(t, nodes):
                    "--tls-cert", os.path.join(d, "ops.pem"),
                    "--tls-key", os.path.join(d, "ops.key")]
     (a,) = c.start_cluster(["a"])
-    st, _, r = claim(a.http_addr, "tls-" + oc.rand_hex(3))
+    st, _, r = claim(a.http_addr, "tls-" + oc.rand_hex(3), ctx=tls_ctx(d))
     t.check(st == 403 and r.get("error") == "PERMISSION_DENIED"
             and r.get("applied") == "false",
-            "TLS node: POST /v1/claim 403, applied false", "%s %r" % (st, r))
-    st, _, r = call(a.http_addr, "/v1/status")
-    t.check(st == 403, "TLS node: GET /v1/status 403", "%s %r" % (st, r))
-    st, _, r = call(a.http_addr, "/healthz")
-    t.check(st == 200, "TLS node: /healthz still 200", "%s %r" % (st, r))
+            "TLS node: POST /v1/claim without a client certificate 403, "
+            "applied false", "%s %r" % (st, r))
+    st, _, r = claim(a.http_addr, "tls-" + oc.rand_hex(3),
+                     ctx=tls_ctx(d, "ops"))
+    t.check(st == 200 and r.get("outcome") == "ACCEPTED",
+            "TLS node: POST /v1/claim with the admin's certificate ACCEPTED",
+            "%s %r" % (st, r))
+    st, _, r = call(a.http_addr, "/v1/status", ctx=tls_ctx(d))
+    t.check(st == 403, "TLS node: GET /v1/status without a certificate 403",
+            "%s %r" % (st, r))
+    try:
+        st, _, r = call(a.http_addr, "/healthz", timeout=5)
+    except OSError as e:
+        st, r = None, str(e)
+    t.check(st is None, "TLS node: plain HTTP gets no answer", "%s %r"
+            % (st, r))
+    st, _, r = call(a.http_addr, "/healthz", ctx=tls_ctx(d))
+    t.check(st == 200, "TLS node: HTTPS /healthz without a certificate 200",
+            "%s %r" % (st, r))
     r = c.claim(SCOPE, "tls-" + oc.rand_hex(3), [a])
     t.check(r.accepted, "TLS node: the client port serves with a "
             "certificate", r.describe())

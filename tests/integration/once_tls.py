@@ -7,7 +7,7 @@ NAME.once.test) and a client "ops"; a second CA "ca2" with a node "rogue"
 and a client "intruder"; an expired node certificate "old" of the first CA.
 
   1. --insecure rules: a non-loopback address without TLS is refused
-     (exit 2, the flag named); with --insecure the node gets past the check
+     (exit 2, the flag named; --http-addr too); with --insecure the node gets past the check
      and says it serves plaintext off loopback;
   2. plaintext 3-node cluster: raw TCP connections to a follower's Raft
      port that send garbage, a huge header length, an AppendEntries entry
@@ -165,6 +165,15 @@ def insecure_rules(t, d):
             in p.stderr,
             "--insecure passes the check and warns (then the bind fails)",
             "rc=%s stderr=%r" % (p.returncode, p.stderr[-400:]))
+    p = subprocess.run([t.onced, "--data-dir", os.path.join(d, "insecure"),
+                        "--raft-addr", "127.0.0.1:8001", "--client-addr",
+                        "127.0.0.1:8002", "--http-addr", "10.255.255.1:8003",
+                        "--bootstrap"], capture_output=True, timeout=30,
+                       env=t.child_env)
+    t.check(p.returncode == 2 and b"--http-addr" in p.stderr and
+            b"without TLS" in p.stderr,
+            "plaintext HTTP on a non-loopback --http-addr is refused (exit 2)",
+            "rc=%s stderr=%r" % (p.returncode, p.stderr[-300:]))
     p = subprocess.run(bad[:-1] + ["--tls-cert", "x"], capture_output=True,
                        timeout=30, env=t.child_env)
     t.check(p.returncode == 2 and b"go together" in p.stderr,

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """oncehttp.py: HTTP helpers for the --http-addr scenarios (standard
-library only): plain GETs and raw requests to a node, and a real
-Prometheus (Debian's /usr/bin/prometheus) started on loopback with its own
-config and data directory, stopped by its PID.
+library only): GETs over HTTP or HTTPS (a node with TLS: tls_context) and
+raw requests to a node, and a real Prometheus (Debian's
+/usr/bin/prometheus) started on loopback with its own config and data
+directory, stopped by its PID.
 """
 
 import http.client
@@ -11,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.parse
@@ -18,13 +20,36 @@ import urllib.parse
 import oncecluster as oc
 
 
-def request(addr, path, method="GET", timeout=5, body=None):
+def tls_context(d, who=None, verify=True):
+    """A TLS 1.3 client context trusting @d/ca.pem (the node's IP SAN
+    checked), presenting @d/@who.pem when @who is given; verify False
+    checks nothing, as a kubelet's HTTPS probe."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    if verify:
+        ctx.load_verify_locations(os.path.join(d, "ca.pem"))
+    else:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if who is not None:
+        ctx.load_cert_chain(os.path.join(d, who + ".pem"),
+                            os.path.join(d, who + ".key"))
+    return ctx
+
+
+def request(addr, path, method="GET", timeout=5, body=None, ctx=None,
+            headers=None):
     """(status, headers dict with lower-case names, body text); status is
-    None when the node could not be reached."""
+    None when the node could not be reached. @ctx: HTTPS with that
+    ssl.SSLContext (tls_context)."""
     host, port = addr.rsplit(":", 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    if ctx is not None:
+        conn = http.client.HTTPSConnection(host, int(port), timeout=timeout,
+                                           context=ctx)
+    else:
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
-        conn.request(method, path, body=body)
+        conn.request(method, path, body=body, headers=headers or {})
         r = conn.getresponse()
         text = r.read().decode("utf-8", "replace")
         return r.status, {k.lower(): v for k, v in r.getheaders()}, text
@@ -56,12 +81,12 @@ def raw(addr, data, timeout=5):
     return out
 
 
-def wait_status(t, addr, path, want, timeout):
+def wait_status(t, addr, path, want, timeout, ctx=None):
     """Poll until GET @path answers @want; the last (status, body)."""
     end = time.time() + timeout
     st, body = None, ""
     while time.time() < end:
-        st, _, body = request(addr, path, timeout=2)
+        st, _, body = request(addr, path, timeout=2, ctx=ctx)
         if st == want:
             break
         time.sleep(0.2)
@@ -75,9 +100,11 @@ def tool(name):
 
 
 class Prometheus:
-    """One prometheus process scraping @targets every second."""
+    """One prometheus process scraping @targets every second (job "once");
+    @tls_jobs: more jobs over HTTPS, each (job name, targets, CA file,
+    client certificate file, its key file)."""
 
-    def __init__(self, t, work, port, targets):
+    def __init__(self, t, work, port, targets, tls_jobs=()):
         self.t = t
         self.port = port
         self.addr = "127.0.0.1:%d" % port
@@ -91,6 +118,13 @@ class Prometheus:
                     "scrape_configs:\n  - job_name: once\n"
                     "    static_configs:\n      - targets: [%s]\n"
                     % ", ".join('"%s"' % a for a in targets))
+            for job, addrs, ca, cert, key in tls_jobs:
+                f.write("  - job_name: %s\n    scheme: https\n"
+                        "    tls_config:\n      ca_file: %s\n"
+                        "      cert_file: %s\n      key_file: %s\n"
+                        "    static_configs:\n      - targets: [%s]\n"
+                        % (job, ca, cert, key,
+                           ", ".join('"%s"' % a for a in addrs)))
         self.proc = None
 
     def start(self, timeout=60):

@@ -725,7 +725,7 @@ static int local_call(const char *body,
     v.deadline_ms = deadline_ms;
     v.body = (const uint8_t *)body;
     v.body_len = strlen(body);
-    rv = rpc_server_call_local(F.srv, &v, local_cb, a);
+    rv = rpc_server_call_local(F.srv, &v, NULL, local_cb, a);
     envelope_view_close(&v);
     return rv;
 }

@@ -9,63 +9,25 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cert_dir.h"
 #include "rpc/tls.h"
 
 Suite *tls_suite(void);
 
-static char dir[64];
-
-static const char *path(const char *name)
-{
-    static char buf[8][128];
-    static unsigned k;
-    char *p = buf[k++ % 8];
-
-    snprintf(p, 128, "%s/%s", dir, name);
-    return p;
-}
-
-static void make(const char *args, const char *ca)
-{
-    /* make check sets top_srcdir; run by hand from build/debug, the
-     * source tree is two levels up. */
-    const char *top = getenv("top_srcdir");
-    char cmd[512];
-
-    if (top == NULL) {
-        top = access("scripts/make-certs.sh", R_OK) == 0 ? "." : "../..";
-    }
-    snprintf(cmd, sizeof cmd, "CA=%s sh %s/scripts/make-certs.sh %s >/dev/null",
-             ca, top, args);
-    ck_assert_msg(system(cmd) == 0, "%s", cmd);
-}
-
 static void setup(void)
 {
-    char args[256];
-
-    snprintf(dir, sizeof dir, "/tmp/once-test-tls.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(args, sizeof args, "ca %s", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "node %s n1 127.0.0.1 n1.once.test", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "client %s ops", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "expired %s old 127.0.0.1", dir);
-    make(args, "ca");
-    snprintf(args, sizeof args, "ca %s ca2", dir);
-    make(args, "ca2");
-    snprintf(args, sizeof args, "client %s intruder", dir);
-    make(args, "ca2");
+    cert_dir_open("tls");
+    cert_dir_make("ca", "ca %s", cert_dir());
+    cert_dir_make("ca", "node %s n1 127.0.0.1 n1.once.test", cert_dir());
+    cert_dir_make("ca", "client %s ops", cert_dir());
+    cert_dir_make("ca", "expired %s old 127.0.0.1", cert_dir());
+    cert_dir_make("ca2", "ca %s ca2", cert_dir());
+    cert_dir_make("ca2", "client %s intruder", cert_dir());
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    (void)system(cmd);
+    cert_dir_close();
 }
 
 static SSL_CTX *server_ctx(const char *cert)
@@ -77,9 +39,9 @@ static SSL_CTX *server_ctx(const char *cert)
 
     snprintf(c, sizeof c, "%s.pem", cert);
     snprintf(k, sizeof k, "%s.key", cert);
-    f.cert = path(c);
-    f.key = path(k);
-    f.ca = path("ca.pem");
+    f.cert = cert_dir_path(c);
+    f.key = cert_dir_path(k);
+    f.ca = cert_dir_path("ca.pem");
     f.peer_ca = NULL;
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, errmsg), 0);
     return ctx;
@@ -93,12 +55,12 @@ static SSL_CTX *client_ctx(const char *ca, const char *cert)
     char errmsg[ERR_MSG_SIZE];
 
     snprintf(a, sizeof a, "%s.pem", ca);
-    f.ca = path(a);
+    f.ca = cert_dir_path(a);
     if (cert != NULL) {
         snprintf(c, sizeof c, "%s.pem", cert);
         snprintf(k, sizeof k, "%s.key", cert);
-        f.cert = path(c);
-        f.key = path(k);
+        f.cert = cert_dir_path(c);
+        f.key = cert_dir_path(k);
     }
     ck_assert_int_eq(tls_ctx_client(&ctx, &f, errmsg), 0);
     return ctx;
@@ -218,6 +180,54 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* The HTTP port's sessions (tls_session_cert_optional): a client without
+ * a certificate is served with no peer; one with a certificate is served
+ * with it; one whose certificate does not verify is still refused. */
+static int optional_handshake(const char *cert, X509 **peer)
+{
+    SSL_CTX *sc = server_ctx("n1"), *cc = client_ctx("ca", cert);
+    struct tls_session s, c;
+    char who = 0, err[ERR_MSG_SIZE];
+    int rv;
+
+    ck_assert_int_eq(tls_session_init(&s, sc, true, NULL, err), 0);
+    tls_session_cert_optional(&s);
+    ck_assert_int_eq(tls_session_init(&c, cc, false, "127.0.0.1", err), 0);
+    rv = handshake(&s, &c, &who);
+    *peer = rv == 0 ? tls_session_peer(&s) : NULL;
+    if (rv == 0) {
+        /* And the orderly end: the client reads the close_notify. */
+        uint8_t b[16];
+
+        tls_session_close_notify(&s);
+        ck_assert_int_eq(pump(&s, &c, err), 0);
+        ck_assert_int_eq(tls_session_read(&c, b, sizeof b, err), TLS_E_CLOSED);
+    } else {
+        ck_assert_int_eq(who, 's');
+    }
+    tls_session_free(&s);
+    tls_session_free(&c);
+    SSL_CTX_free(sc);
+    SSL_CTX_free(cc);
+    return rv;
+}
+
+START_TEST(optional_client_certificate)
+{
+    X509 *peer = NULL;
+    char name[64];
+
+    ck_assert_int_eq(optional_handshake(NULL, &peer), 0);
+    ck_assert_ptr_null(peer);
+    ck_assert_int_eq(optional_handshake("ops", &peer), 0);
+    ck_assert_ptr_nonnull(peer);
+    ck_assert_str_eq(tls_cert_name(peer, name, sizeof name), "ops");
+    X509_free(peer);
+    ck_assert_int_eq(optional_handshake("intruder", &peer), TLS_E_HANDSHAKE);
+    ck_assert_int_eq(optional_handshake("old", &peer), TLS_E_HANDSHAKE);
+}
+END_TEST
+
 START_TEST(plaintext_on_a_tls_port)
 {
     SSL_CTX *sc = server_ctx("n1");
@@ -236,22 +246,23 @@ END_TEST
 
 START_TEST(bad_files_are_refused)
 {
-    struct tls_files f = {path("n1.pem"), path("ops.key"), path("ca.pem"),
-                          NULL};
+    struct tls_files f = {cert_dir_path("n1.pem"), cert_dir_path("ops.key"),
+                          cert_dir_path("ca.pem"), NULL};
     SSL_CTX *ctx = NULL;
     char err[ERR_MSG_SIZE];
     X509_STORE *st = NULL;
 
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, err), TLS_E_CONFIG);
     ck_assert_msg(strstr(err, "key") != NULL, "%s", err);
-    f.key = path("n1.key");
-    f.ca = path("missing.pem");
+    f.key = cert_dir_path("n1.key");
+    f.ca = cert_dir_path("missing.pem");
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, err), TLS_E_CONFIG);
-    f.ca = path("ca.pem");
+    f.ca = cert_dir_path("ca.pem");
     f.cert = NULL;
     ck_assert_int_eq(tls_ctx_server(&ctx, &f, err), TLS_E_CONFIG);
     ck_assert_ptr_null(ctx);
-    ck_assert_int_eq(tls_store_load(&st, path("nope.pem"), err), TLS_E_CONFIG);
+    ck_assert_int_eq(tls_store_load(&st, cert_dir_path("nope.pem"), err),
+                     TLS_E_CONFIG);
     ck_assert_ptr_null(st);
 }
 END_TEST
@@ -264,8 +275,8 @@ START_TEST(verify_against_a_store)
     struct tls_slot slot = {NULL};
     SSL *probe;
 
-    ck_assert_int_eq(tls_store_load(&ca, path("ca.pem"), err), 0);
-    ck_assert_int_eq(tls_store_load(&ca2, path("ca2.pem"), err), 0);
+    ck_assert_int_eq(tls_store_load(&ca, cert_dir_path("ca.pem"), err), 0);
+    ck_assert_int_eq(tls_store_load(&ca2, cert_dir_path("ca2.pem"), err), 0);
     probe = SSL_new(cc);
     ck_assert_int_eq(
         tls_verify_against(ca2, SSL_get_certificate(probe), NULL, err), 0);
@@ -292,6 +303,7 @@ Suite *tls_suite(void)
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_test(tc, handshake_and_records_both_ways);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, optional_client_certificate);
     tcase_add_test(tc, plaintext_on_a_tls_port);
     tcase_add_test(tc, bad_files_are_refused);
     tcase_add_test(tc, verify_against_a_store);

@@ -1,0 +1,549 @@
+/* http/http_tls.c: the HTTP listener's TLS terminator (http.h, "Shape").
+ *
+ * One struct http_tls_conn per accepted connection, with three loop
+ * handles: `tcp` (the client's socket, ciphertext), `plain` (our end of a
+ * socketpair whose other end MHD serves, plaintext) and `timer`. The
+ * session is rpc/tls.h's, over memory BIOs:
+ *
+ *   tcp read   -> tls_session_feed; handshake records back to tcp; once the
+ *                 handshake is done, the socketpair is made and handed to
+ *                 MHD with the client's certificate, and every plaintext
+ *                 byte goes on to `plain`;
+ *   plain read -> tls_session_seal -> tcp (MHD's answers).
+ *
+ * Bounds: each direction's queued writes are counted; over
+ * HTTP_TLS_QUEUE_MAX the side that fills them is not read until the queue
+ * is under half of it again, so a connection holds at most that plus one
+ * read (TLS_FEED_MAX) each way. The timer is the handshake deadline first
+ * (h->handshake_ms), then a check every idle timeout that an answer
+ * waiting for the client moved (a client that reads nothing is closed;
+ * MHD closes idle connections itself, which ends ours through `plain`).
+ *
+ * Ends: the client's EOF or close_notify shuts our end's writing down, so
+ * MHD sees the end of the request stream; MHD closing its end sends the
+ * client a close_notify and closes once every queued byte is written. An
+ * error on either side closes both at once. */
+#include "http/http_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define PLAIN_CHUNK (16u << 10) /* one TLS record of plaintext */
+
+struct http_tls_conn
+{
+    struct http *h;
+    struct http_tls_conn *prev, *next; /* h->tls_conns */
+    uv_tcp_t tcp;
+    uv_pipe_t plain;
+    uv_timer_t timer;
+    unsigned handles; /* initialised, not closed yet */
+    struct tls_session tls;
+    struct sockaddr_in peer;
+    bool tcp_up, timer_up;
+    bool plain_up;     /* the socketpair is MHD's connection */
+    bool shut;         /* plain's writing side shut down (the client ended) */
+    bool closing;      /* handles closing; freed when the last one is */
+    bool tcp_eof;      /* the client ended its side */
+    bool plain_eof;    /* MHD ended its side: closing once written */
+    bool tcp_paused;   /* not reading tcp: plain's queue is full */
+    bool plain_paused; /* not reading plain: tcp's queue is full */
+    size_t tcp_queued, plain_queued;
+    uint64_t tcp_written, tcp_written_seen; /* progress toward the client */
+    uv_shutdown_t shut_req;
+};
+
+/* One queued write, its bytes after it. */
+struct wreq
+{
+    uv_write_t req;
+    struct http_tls_conn *c;
+    bool to_tcp;
+    size_t len;
+    uint8_t data[];
+};
+
+static void conn_close(struct http_tls_conn *c);
+static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+static void on_plain_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+
+static const char *peer_text(const struct http_tls_conn *c,
+                             char *buf,
+                             size_t cap)
+{
+    char ip[INET_ADDRSTRLEN] = "?";
+
+    (void)inet_ntop(AF_INET, &c->peer.sin_addr, ip, sizeof ip);
+    snprintf(buf, cap, "%s:%u", ip, (unsigned)ntohs(c->peer.sin_port));
+    return buf;
+}
+
+/* A refused handshake: counted and said, as the RPC port says its own. */
+static void refuse(struct http_tls_conn *c, const char *why)
+{
+    char peer[64];
+
+    c->h->st.tls_refused++;
+    http_logf(c->h, "warn", "https: TLS refused for %s: %s",
+              peer_text(c, peer, sizeof peer), why);
+    conn_close(c);
+}
+
+/* --- writes --------------------------------------------------------------- */
+
+static void on_written(uv_write_t *req, int status);
+
+static void write_start(struct http_tls_conn *c, struct wreq *w)
+{
+    uv_stream_t *st =
+        w->to_tcp ? (uv_stream_t *)&c->tcp : (uv_stream_t *)&c->plain;
+    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
+
+    w->c = c;
+    w->req.data = w;
+    if (uv_write(&w->req, st, &b, 1, on_written) != 0) {
+        free(w);
+        conn_close(c);
+        return;
+    }
+    if (w->to_tcp) {
+        c->tcp_queued += w->len;
+    } else {
+        c->plain_queued += w->len;
+    }
+}
+
+static struct wreq *wreq_new(size_t cap, bool to_tcp)
+{
+    struct wreq *w = malloc(sizeof *w + cap);
+
+    if (w != NULL) {
+        w->to_tcp = to_tcp;
+        w->len = 0;
+    }
+    return w;
+}
+
+/* What the session has to send (handshake, records, alerts) to the
+ * client. */
+static void flush_tls(struct http_tls_conn *c)
+{
+    size_t n = tls_session_pending(&c->tls);
+    struct wreq *w;
+
+    if (n == 0 || c->closing) {
+        return;
+    }
+    w = wreq_new(n, true);
+    if (w == NULL) {
+        conn_close(c); /* UNTESTED: malloc */
+        return;
+    }
+    w->len = tls_session_take(&c->tls, w->data, n);
+    write_start(c, w);
+}
+
+/* Over a queue's bound: stop reading the side that fills it. */
+static void pause_if_full(struct http_tls_conn *c)
+{
+    if (c->closing) {
+        return;
+    }
+    if (c->plain_queued > HTTP_TLS_QUEUE_MAX && !c->tcp_paused) {
+        c->tcp_paused = true;
+        (void)uv_read_stop((uv_stream_t *)&c->tcp);
+    }
+    if (c->tcp_queued > HTTP_TLS_QUEUE_MAX && c->plain_up && !c->plain_eof &&
+        !c->plain_paused) {
+        c->plain_paused = true;
+        (void)uv_read_stop((uv_stream_t *)&c->plain);
+    }
+}
+
+static void on_buf(uv_handle_t *hd, size_t want, uv_buf_t *buf);
+
+static void resume_if_drained(struct http_tls_conn *c)
+{
+    if (c->tcp_paused && !c->tcp_eof &&
+        c->plain_queued <= HTTP_TLS_QUEUE_MAX / 2) {
+        c->tcp_paused = false;
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_buf, on_tcp_read) != 0) {
+            conn_close(c); /* UNTESTED */
+            return;
+        }
+    }
+    if (c->plain_paused && c->tcp_queued <= HTTP_TLS_QUEUE_MAX / 2) {
+        c->plain_paused = false;
+        if (uv_read_start((uv_stream_t *)&c->plain, on_buf, on_plain_read) !=
+            0) {
+            conn_close(c); /* UNTESTED */
+        }
+    }
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    struct wreq *w = req->data;
+    struct http_tls_conn *c = w->c;
+    bool w_to_tcp = w->to_tcp;
+
+    if (w->to_tcp) {
+        c->tcp_queued -= w->len;
+        c->tcp_written += w->len;
+    } else {
+        c->plain_queued -= w->len;
+    }
+    free(w);
+    if (c->closing) {
+        return; /* cancelled by the close */
+    }
+    if (status != 0) {
+        /* The client went away, or MHD closed its end (its idle timeout:
+         * an answer it could not write because the client reads nothing
+         * ends that way too). */
+        char peer[64];
+
+        http_logf(c->h, "info", "https: %s closed: writing to %s failed: %s",
+                  peer_text(c, peer, sizeof peer),
+                  w_to_tcp ? "the client" : "the HTTP server",
+                  uv_strerror(status));
+        conn_close(c);
+        return;
+    }
+    if (c->plain_eof && c->tcp_queued == 0) {
+        conn_close(c); /* MHD is done and the client has every byte */
+        return;
+    }
+    resume_if_drained(c);
+}
+
+/* --- the plaintext side (MHD) --------------------------------------------- */
+
+static void on_shut(uv_shutdown_t *req, int status)
+{
+    (void)req; /* MHD reads the end of its stream; nothing more to do */
+    (void)status;
+}
+
+/* The client ended its side (EOF or close_notify): so does MHD's stream,
+ * once what is queued for it is written. */
+static void client_ended(struct http_tls_conn *c)
+{
+    /* Nothing after its end is read: bytes past a close_notify would only
+     * pile up in the session. */
+    c->tcp_eof = true;
+    (void)uv_read_stop((uv_stream_t *)&c->tcp);
+    if (!c->shut) {
+        c->shut = true;
+        (void)uv_shutdown(&c->shut_req, (uv_stream_t *)&c->plain, on_shut);
+    }
+}
+
+/* Every plaintext byte the session holds, on to MHD. */
+static void pump_plain(struct http_tls_conn *c)
+{
+    char why[ERR_MSG_SIZE];
+
+    while (!c->closing && !c->tcp_eof) {
+        struct wreq *w = wreq_new(PLAIN_CHUNK, false);
+        int n;
+
+        if (w == NULL) {
+            conn_close(c); /* UNTESTED: malloc */
+            return;
+        }
+        n = tls_session_read(&c->tls, w->data, PLAIN_CHUNK, why);
+        if (n <= 0) {
+            free(w);
+            if (n == TLS_E_CLOSED) {
+                client_ended(c); /* close_notify */
+            } else if (n < 0) {
+                conn_close(c); /* a bad record */
+            }
+            return;
+        }
+        w->len = (size_t)n;
+        write_start(c, w);
+    }
+}
+
+static void on_plain_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    struct http_tls_conn *c = st->data;
+
+    (void)buf;
+    if (n == 0 || c->closing) {
+        return;
+    }
+    if (n < 0) {
+        /* MHD closed (or broke) its end: tell the client, then close
+         * once it has every byte. */
+        c->plain_eof = true;
+        (void)uv_read_stop(st);
+        if (n == UV_EOF && !c->tcp_eof) {
+            tls_session_close_notify(&c->tls);
+            flush_tls(c);
+        }
+        if (!c->closing && c->tcp_queued == 0) {
+            conn_close(c);
+        }
+        return;
+    }
+    if (tls_session_seal(&c->tls, (const uint8_t *)buf->base, (size_t)n) != 0) {
+        conn_close(c); /* UNTESTED: OpenSSL */
+        return;
+    }
+    flush_tls(c);
+    pause_if_full(c);
+}
+
+/* The handshake is done: the socketpair, one end to MHD with the client's
+ * certificate. 0, or -1 (then the caller closes). */
+static int start_plain(struct http_tls_conn *c)
+{
+    /* MHD is told the truth, a local socket: it then does not try TCP
+     * options on it (and log each failure). The client's address is in our
+     * log lines. */
+    struct sockaddr_un local = {.sun_family = AF_UNIX};
+    int sv[2];
+    X509 *cert;
+    int rv;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+                   sv) != 0) {
+        http_logf(c->h, "warn", "https: socketpair: %s", strerror(errno));
+        return -1;
+    }
+    if (uv_pipe_init(c->h->loop, &c->plain, 0) != 0) {
+        close(sv[0]); /* UNTESTED */
+        close(sv[1]);
+        return -1;
+    }
+    c->plain.data = c;
+    c->handles++;
+    c->plain_up = true;
+    if (uv_pipe_open(&c->plain, sv[0]) != 0) {
+        close(sv[0]); /* UNTESTED */
+        close(sv[1]);
+        return -1;
+    }
+    cert = tls_session_peer(&c->tls);
+    rv = http_add_tls_connection(c->h, sv[1], (struct sockaddr *)&local,
+                                 sizeof local, cert);
+    X509_free(cert);
+    if (rv != 0 ||
+        uv_read_start((uv_stream_t *)&c->plain, on_buf, on_plain_read) != 0) {
+        return -1; /* MHD refused it (its limit) and closed its end */
+    }
+    return 0;
+}
+
+/* --- the ciphertext side (the client) ------------------------------------- */
+
+static void on_timer(uv_timer_t *t);
+
+static void handshake_done(struct http_tls_conn *c)
+{
+    unsigned ms = c->h->timeout_s * 1000u;
+
+    c->h->st.tls_accepted++;
+    (void)uv_timer_start(&c->timer, on_timer, ms, ms); /* the write check */
+    if (start_plain(c) != 0) {
+        conn_close(c);
+    }
+}
+
+static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    struct http_tls_conn *c = st->data;
+    char why[ERR_MSG_SIZE];
+    bool was_done = c->tls.done;
+    int rv;
+
+    if (n == 0 || c->closing) {
+        return;
+    }
+    if (n < 0) {
+        if (n != UV_EOF || !c->plain_up) {
+            conn_close(c); /* an error, or gone before it was served */
+            return;
+        }
+        client_ended(c); /* MHD answers what it has, then closes */
+        return;
+    }
+    rv = tls_session_feed(&c->tls, (const uint8_t *)buf->base, (size_t)n, why);
+    flush_tls(c); /* handshake records, or the alert of a refusal */
+    if (rv != 0) {
+        refuse(c, why);
+        return;
+    }
+    if (c->tls.done && !was_done) {
+        handshake_done(c);
+    }
+    if (c->plain_up && !c->closing) {
+        pump_plain(c);
+        flush_tls(c); /* what reading made the session send */
+        pause_if_full(c);
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct http_tls_conn *c = t->data;
+
+    if (c->closing) {
+        return;
+    }
+    if (!c->tls.done) {
+        refuse(c, "the handshake did not finish in time");
+        return;
+    }
+    if (c->tcp_queued > 0 && c->tcp_written == c->tcp_written_seen) {
+        char peer[64];
+
+        http_logf(c->h, "info",
+                  "https: %s read nothing of its answer for %u s: closed",
+                  peer_text(c, peer, sizeof peer), c->h->timeout_s);
+        conn_close(c);
+        return;
+    }
+    c->tcp_written_seen = c->tcp_written;
+}
+
+static void on_buf(uv_handle_t *hd, size_t want, uv_buf_t *buf)
+{
+    struct http_tls_conn *c = hd->data;
+
+    (void)want;
+    /* Each read is consumed inside its callback: one buffer serves all. */
+    buf->base = (char *)c->h->rbuf;
+    buf->len = hd->type == UV_TCP ? sizeof c->h->rbuf : PLAIN_CHUNK;
+}
+
+/* --- open and close ------------------------------------------------------- */
+
+static void on_closed(uv_handle_t *hd)
+{
+    struct http_tls_conn *c = hd->data;
+    struct http *h = c->h;
+
+    if (--c->handles > 0) {
+        return;
+    }
+    tls_session_free(&c->tls);
+    free(c);
+    h->st.tls_open--;
+    http_handle_done(h);
+}
+
+static void conn_close(struct http_tls_conn *c)
+{
+    struct http *h = c->h;
+
+    if (c->closing) {
+        return;
+    }
+    c->closing = true;
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        h->tls_conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    if (c->tcp_up) {
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+    }
+    if (c->timer_up) {
+        uv_close((uv_handle_t *)&c->timer, on_closed);
+    }
+    if (c->plain_up) {
+        uv_close((uv_handle_t *)&c->plain, on_closed);
+    }
+    http_drive(h); /* MHD sees its end's peer gone */
+}
+
+void http_tls_close_all(struct http *h)
+{
+    while (h->tls_conns != NULL) {
+        conn_close(h->tls_conns);
+    }
+}
+
+/* A new connection's handles and session. 0, or -1 with @fd still the
+ * caller's (nothing was made: c->handles 0) or closed (then c->handles >
+ * 0 and the caller closes the connection). */
+static int conn_open(struct http_tls_conn *c, int fd)
+{
+    char why[ERR_MSG_SIZE];
+
+    if (uv_timer_init(c->h->loop, &c->timer) != 0) {
+        return -1; /* UNTESTED */
+    }
+    c->timer.data = c;
+    c->timer_up = true;
+    c->handles++;
+    if (uv_tcp_init(c->h->loop, &c->tcp) != 0) {
+        close(fd); /* UNTESTED */
+        return -1;
+    }
+    c->tcp.data = c;
+    c->tcp_up = true;
+    c->handles++;
+    if (uv_tcp_open(&c->tcp, fd) != 0) {
+        close(fd); /* UNTESTED */
+        return -1;
+    }
+    (void)uv_tcp_nodelay(&c->tcp, 1);
+    if (c->h->tls->ctx == NULL ||
+        tls_session_init(&c->tls, c->h->tls->ctx, true, NULL, why) != 0) {
+        return -1; /* UNTESTED: malloc */
+    }
+    tls_session_cert_optional(&c->tls);
+    if (uv_timer_start(&c->timer, on_timer, c->h->handshake_ms, 0) != 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, on_buf, on_tcp_read) != 0) {
+        return -1; /* UNTESTED */
+    }
+    return 0;
+}
+
+void http_tls_accept(struct http *h, int fd, const struct sockaddr_in *peer)
+{
+    struct http_tls_conn *c;
+
+    if (h->closing || h->st.tls_open >= h->conns_max ||
+        (c = calloc(1, sizeof *c)) == NULL) {
+        h->st.conns_refused++;
+        close(fd);
+        return;
+    }
+    c->h = h;
+    c->peer = *peer;
+    c->next = h->tls_conns;
+    if (c->next != NULL) {
+        c->next->prev = c;
+    }
+    h->tls_conns = c;
+    h->st.tls_open++;
+    h->handles++; /* until on_closed: the listener waits for us */
+    if (conn_open(c, fd) != 0) {
+        if (c->handles == 0) {
+            close(fd); /* UNTESTED: nothing took it */
+            h->tls_conns = c->next;
+            if (c->next != NULL) {
+                c->next->prev = NULL;
+            }
+            free(c);
+            h->st.tls_open--;
+            h->handles--;
+            return;
+        }
+        conn_close(c);
+    }
+}
