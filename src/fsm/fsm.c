@@ -157,6 +157,7 @@ static void clear_records(struct fsm *f)
     f->wheel.n_l1 = 0;
     f->n_records = 0;
     f->bytes = 0;
+    memset(f->vp_bytes, 0, sizeof f->vp_bytes);
     f->snap_rec_bytes = 0;
 }
 
@@ -552,6 +553,11 @@ uint64_t fsm_prune_backlog(const struct fsm *f)
 uint32_t fsm_vp_records(const struct fsm *f, uint32_t v)
 {
     return v < FSM_N_VPS ? f->vps[v].n : 0;
+}
+
+uint64_t fsm_vp_bytes(const struct fsm *f, uint32_t v)
+{
+    return v < FSM_N_VPS ? f->vp_bytes[v] : 0;
 }
 
 uint64_t fsm_memory(const struct fsm *f)

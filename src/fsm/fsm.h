@@ -476,6 +476,11 @@ bool fsm_pending_oldest_ms(struct fsm *f, uint64_t *ms);
 /* Records in virtual partition @v's index (0 for v >= FSM_N_VPS), the
  * pruning backlog included: the per-shard figure of metrics. O(1). */
 uint32_t fsm_vp_records(const struct fsm *f, uint32_t v);
+/* Record bytes of virtual partition @v (0 for v >= FSM_N_VPS): the measure
+ * of fsm_bytes (records, exts, attempts, stored results and errors), but
+ * physical like fsm_vp_records: the pruning backlog included, so the sum
+ * over every vp is fsm_bytes plus the backlog's bytes. O(1). */
+uint64_t fsm_vp_bytes(const struct fsm *f, uint32_t v);
 /* Memory held by the record store: arena pages plus hash tables. */
 uint64_t fsm_memory(const struct fsm *f);
 

@@ -177,13 +177,13 @@ static void accept_new(struct fsm *f,
     memcpy(r->request_id, c->request_id, FSM_REQUEST_ID_LEN);
     memcpy(r->id, c->scope, c->scope_len);
     memcpy(r->id + c->scope_len, c->key, c->key_len);
-    f->bytes += slab_size(size);
+    fsm_bytes_move(f, vp_of(hash), (int64_t)slab_size(size));
     f->snap_rec_bytes += SNAP_REC_FIXED + c->scope_len + c->key_len;
     if (c->kind == FSM_KIND_NONCE) {
         r->life_ms = (uint32_t)(retention(f, c, 0) - f->now);
         fsm_set_state(f, r, FSM_STATE_SEEN);
     } else {
-        struct rec_ext *e = fsm_ensure_ext(f, r);
+        struct rec_ext *e = fsm_ensure_ext(f, vp_of(hash), r);
         r->flags |= REC_F_IDEMPOTENT;
         r->life_ms = 0;
         fsm_set_state(f, r, FSM_STATE_PENDING);
@@ -330,7 +330,7 @@ void fsm_do_claim(struct fsm *f,
         fsm_acct_out(f, r); /* its expiry and size may change */
         o = claim_live(f, index, slot, r, c, lease, res);
         res->outcome = o;
-        fsm_add_attempt(f, r, c, index, o, res->retry);
+        fsm_add_attempt(f, vp_of(hash), r, c, index, o, res->retry);
         fsm_acct_in(f, r);
         fsm_fill_record(f, r, res, false);
         return;
@@ -376,6 +376,7 @@ static bool token_is_owner(const struct rec_ext *e, const struct fsm_token *t)
 }
 
 static void store_bytes(struct fsm *f,
+                        uint32_t v,
                         struct rec *r,
                         uint8_t kind,
                         const uint8_t *p,
@@ -392,18 +393,19 @@ static void store_bytes(struct fsm *f,
         }
         memcpy(copy, p, len);
     }
-    f->bytes -= e->stored_len;
+    fsm_bytes_move(f, v, -(int64_t)e->stored_len);
     f->snap_rec_bytes -= e->stored_len;
     fsm_stored_set(f, r->ext, e, copy);
     e->stored_len = (uint32_t)len;
     e->stored_kind = kind;
-    f->bytes += len;
+    fsm_bytes_move(f, v, (int64_t)len);
     f->snap_rec_bytes += len;
     fsm_acct_in(f, r);
 }
 
 /* Common checks of Complete and Release: NULL if the record is owned by
- * @token and the caller may act on it; otherwise the outcome is set. */
+ * @token and the caller may act on it (*@vp is its vp); otherwise the
+ * outcome is set. */
 static struct rec *owned_record(struct fsm *f,
                                 const uint8_t *scope,
                                 size_t scope_len,
@@ -411,10 +413,12 @@ static struct rec *owned_record(struct fsm *f,
                                 size_t key_len,
                                 const struct fsm_token *token,
                                 const uint64_t *pre,
+                                uint32_t *vp,
                                 struct fsm_result *res)
 {
     const char *why = fsm_check_ident(scope_len, key_len);
     const struct rec *r;
+    uint64_t hash;
     uint32_t h;
 
     if (why != NULL) {
@@ -422,11 +426,12 @@ static struct rec *owned_record(struct fsm *f,
         res->reason = why;
         return NULL;
     }
-    h = find_live(f, scope, scope_len, key, key_len, pre, NULL);
+    h = find_live(f, scope, scope_len, key, key_len, pre, &hash);
     if (h == 0) {
         res->outcome = FSM_NOT_FOUND;
         return NULL;
     }
+    *vp = vp_of(hash);
     r = rec_at(f, h);
     if (rec_kind(r) != FSM_KIND_IDEMPOTENT) {
         res->outcome = FSM_CONFLICT;
@@ -449,6 +454,7 @@ void fsm_do_complete(struct fsm *f,
                      struct fsm_result *res)
 {
     struct rec *r;
+    uint32_t v;
 
     if (c->result_len > FSM_RESULT_MAX) {
         res->outcome = FSM_INVALID_ARGUMENT;
@@ -456,7 +462,7 @@ void fsm_do_complete(struct fsm *f,
         return;
     }
     r = owned_record(f, c->scope, c->scope_len, c->key, c->key_len,
-                     &c->owner_token, pre, res);
+                     &c->owner_token, pre, &v, res);
     if (r == NULL) {
         return;
     }
@@ -469,7 +475,7 @@ void fsm_do_complete(struct fsm *f,
                 res->reason = "the cluster's max_bytes is reached";
                 break;
             }
-            store_bytes(f, r, 1, c->result, c->result_len);
+            store_bytes(f, v, r, 1, c->result, c->result_len);
             fsm_set_state(f, r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
             break;
@@ -491,6 +497,7 @@ void fsm_do_release(struct fsm *f,
                     struct fsm_result *res)
 {
     struct rec *r;
+    uint32_t v;
 
     if (c->error_len > FSM_ERROR_MAX) {
         res->outcome = FSM_INVALID_ARGUMENT;
@@ -498,7 +505,7 @@ void fsm_do_release(struct fsm *f,
         return;
     }
     r = owned_record(f, c->scope, c->scope_len, c->key, c->key_len,
-                     &c->owner_token, pre, res);
+                     &c->owner_token, pre, &v, res);
     if (r == NULL) {
         return;
     }
@@ -509,7 +516,7 @@ void fsm_do_release(struct fsm *f,
                 res->outcome = FSM_RESOURCE_EXHAUSTED;
                 res->reason = "the cluster's max_bytes is reached";
             } else if (c->terminal) {
-                store_bytes(f, r, 2, c->error, c->error_len);
+                store_bytes(f, v, r, 2, c->error, c->error_len);
                 fsm_set_state(f, r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;
             } else {

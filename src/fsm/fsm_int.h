@@ -241,6 +241,9 @@ struct fsm
     uint64_t n_records;
     uint64_t bytes;
     uint64_t snap_rec_bytes;
+    /* bytes split by vp (the same physical measure, backlog included):
+     * the sum over vps is f->bytes. Changed only by fsm_bytes_move. */
+    uint64_t vp_bytes[FSM_N_VPS];
     struct tick_cost backlog;
     struct tick_map ticks; /* counted records' costs by expiry tick */
 
@@ -328,6 +331,16 @@ static inline struct table *fsm_vp_mut(struct fsm *f, uint32_t v)
     return &f->vps[v];
 }
 
+/* The one place the record bytes change: add @delta (negative: remove)
+ * to f->bytes and to vp @v's share, so that the shares always sum to
+ * f->bytes. Every allocation or free of record storage calls it with the
+ * record's vp. */
+static inline void fsm_bytes_move(struct fsm *f, uint32_t v, int64_t delta)
+{
+    f->bytes += (uint64_t)delta;
+    f->vp_bytes[v] += (uint64_t)delta;
+}
+
 /* Counted figures: what answers and snapshots see. */
 static inline uint64_t fsm_live_n(const struct fsm *f)
 {
@@ -396,12 +409,14 @@ void fsm_rec_free(struct fsm *f, uint32_t h);
 bool fsm_bytes_fit(const struct fsm *f, uint64_t n);
 /* Take a live record out of its table; the wheel frees it later. */
 void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h);
-struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r);
+/* The ext of @r (in vp @v), allocated if it has none. */
+struct rec_ext *fsm_ensure_ext(struct fsm *f, uint32_t v, struct rec *r);
 /* Give ext @e (handle @eh) the result/error buffer @p (malloc'd, now the
  * fsm's; NULL: none), freeing the one it had. */
 void fsm_stored_set(struct fsm *f, uint32_t eh, struct rec_ext *e, uint8_t *p);
-/* Keep a later claim of @r as evidence (bounded by max_bytes). */
+/* Keep a later claim of @r (in vp @v) as evidence (bounded by max_bytes). */
 void fsm_add_attempt(struct fsm *f,
+                     uint32_t v,
                      struct rec *r,
                      const struct fsm_claim *c,
                      uint64_t index,

@@ -337,6 +337,7 @@ static void set_err(char *errmsg, const char *what, size_t off)
 static int read_ext(struct fsm *g,
                     struct rbuf *rb,
                     const uint8_t *base,
+                    uint32_t v,
                     struct rec *r,
                     char *errmsg)
 {
@@ -386,7 +387,7 @@ static int read_ext(struct fsm *g,
         memcpy(copy, p, e->stored_len);
         fsm_stored_set(g, r->ext, e, copy);
     }
-    g->bytes += fsm_ext_bytes(e);
+    fsm_bytes_move(g, v, (int64_t)fsm_ext_bytes(e));
     e->attempts_total = r_u32(rb);
     n_att = r_u8(rb);
     if (n_att > 1 + FSM_ATTEMPTS_LAST || n_att > e->attempts_total) {
@@ -429,7 +430,7 @@ static int read_ext(struct fsm *g,
         a->retry = retry;
         a->execution_id_len = len;
         memcpy(a->execution_id, p, len);
-        g->bytes += slab_size(ATTEMPT_HDR_SIZE + len);
+        fsm_bytes_move(g, v, (int64_t)slab_size(ATTEMPT_HDR_SIZE + len));
         if (i == 0) {
             e->att_first = h;
         } else {
@@ -506,11 +507,11 @@ static int read_record(struct fsm *g,
     r->life_ms = idem ? 0 : (uint32_t)(expires - first_time);
     memcpy(r->request_id, req, FSM_REQUEST_ID_LEN);
     memcpy(r->id, id, (size_t)scope_len + key_len);
-    g->bytes += slab_size(rec_size(scope_len, key_len));
+    fsm_bytes_move(g, v, (int64_t)slab_size(rec_size(scope_len, key_len)));
     /* From here the record is linked into the wheel so that a failure
      * below frees it with the rest of @g. */
     if (has_ext) {
-        rv = read_ext(g, rb, base, r, errmsg);
+        rv = read_ext(g, rb, base, v, r, errmsg);
         if (idem && rv == 0) {
             ((struct rec_ext *)slab_mut(&g->slab, r->ext))->expires_ms =
                 expires;
