@@ -154,13 +154,16 @@ static void accept_new(struct fsm *f,
     uint32_t h;
 
     if (c->kind == FSM_KIND_IDEMPOTENT) {
-        need += slab_size(sizeof(struct rec_ext));
+        need += slab_size(sizeof(struct rec_ext)) + REC_RESERVE;
         lease_expires = f->now + lease;
     }
     if (over_capacity(f, need)) {
         res->outcome = FSM_RESOURCE_EXHAUSTED;
         res->reason = "the cluster's max_records or max_bytes is reached";
         return;
+    }
+    if (fsm_quota_refuses(f, c->scope, c->scope_len, need, res)) {
+        return; /* the scope's quota is full; other scopes are not */
     }
     h = slab_alloc(&f->slab, size);
     if (h == 0) {
@@ -292,6 +295,15 @@ static enum fsm_outcome claim_live(struct fsm *f,
     if (o != 0) {
         return o; /* a signed request outside its window never takes over */
     }
+    if (rec_state(r) == FSM_STATE_RELEASED &&
+        (!fsm_bytes_fit(f, REC_RESERVE) ||
+         !fsm_quota_rec_fits(f, r, REC_RESERVE))) {
+        /* Owning it again reserves room for its result, as a new claim. */
+        res->reason =
+            "max_bytes (the cluster's or the scope's quota's) is "
+            "reached";
+        return FSM_RESOURCE_EXHAUSTED;
+    }
     takeover(f, index, slot, r, c, lease);
     return FSM_ACCEPTED;
 }
@@ -375,6 +387,8 @@ static bool token_is_owner(const struct rec_ext *e, const struct fsm_token *t)
            e->owner_slot == t->slot;
 }
 
+/* Store @r's result or error; the caller has taken @r's share out of the
+ * counters (fsm_acct_out) and puts it back after. */
 static void store_bytes(struct fsm *f,
                         uint32_t v,
                         struct rec *r,
@@ -385,7 +399,6 @@ static void store_bytes(struct fsm *f,
     struct rec_ext *e = ext_mut(f, r);
     uint8_t *copy = NULL;
 
-    fsm_acct_out(f, r);
     if (len > 0) {
         copy = malloc(len);
         if (copy == NULL) {
@@ -400,7 +413,6 @@ static void store_bytes(struct fsm *f,
     e->stored_kind = kind;
     fsm_bytes_move(f, v, (int64_t)len);
     f->snap_rec_bytes += len;
-    fsm_acct_in(f, r);
 }
 
 /* Common checks of Complete and Release: NULL if the record is owned by
@@ -466,15 +478,12 @@ void fsm_do_complete(struct fsm *f,
     if (r == NULL) {
         return;
     }
+    fsm_acct_out(f, r); /* its state and size may change */
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
-            if (!fsm_bytes_fit(f, c->result_len)) {
-                /* The record stays PENDING: the owner can retry with a
-                 * smaller result, or release, once space is free. */
-                res->outcome = FSM_RESOURCE_EXHAUSTED;
-                res->reason = "the cluster's max_bytes is reached";
-                break;
-            }
+            /* Never refused for space: the claim reserved room for the
+             * largest result (REC_RESERVE), which the result now takes
+             * (docs/state-machine.md, "Memory"). */
             store_bytes(f, v, r, 1, c->result, c->result_len);
             fsm_set_state(f, r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
@@ -488,6 +497,7 @@ void fsm_do_complete(struct fsm *f,
             res->reason = "the owner already released the record";
             break;
     }
+    fsm_acct_in(f, r);
     fsm_fill_record(f, r, res, false);
 }
 
@@ -509,13 +519,11 @@ void fsm_do_release(struct fsm *f,
     if (r == NULL) {
         return;
     }
+    fsm_acct_out(f, r); /* its state and size may change */
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
         case FSM_STATE_RELEASED:
-            if (c->terminal && !fsm_bytes_fit(f, c->error_len)) {
-                res->outcome = FSM_RESOURCE_EXHAUSTED;
-                res->reason = "the cluster's max_bytes is reached";
-            } else if (c->terminal) {
+            if (c->terminal) { /* never refused for space, as Complete */
                 store_bytes(f, v, r, 2, c->error, c->error_len);
                 fsm_set_state(f, r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;
@@ -534,6 +542,7 @@ void fsm_do_release(struct fsm *f,
             res->reason = "a completed record cannot be released";
             break;
     }
+    fsm_acct_in(f, r);
     fsm_fill_record(f, r, res, false);
 }
 

@@ -188,6 +188,24 @@ struct wheel
     uint32_t l1[WHEEL_L1_SIZE];
 };
 
+/* A quota (fsm_quota.c): the replicated pattern and limits, and the
+ * derived usage of the records charged to it, counted like the cluster's
+ * figures (fsm_acct.c): a record counts while its tick has not passed, and
+ * ticks[] holds the counted cost by expiry tick so passing a tick uncounts
+ * it in O(1). Usage is rebuilt from the records at restore and whenever
+ * the set of quotas changes. */
+struct quota
+{
+    char pattern[FSM_PATTERN_MAX + 1]; /* NUL-terminated */
+    uint8_t len;                       /* strlen(pattern) */
+    bool prefix;                       /* pattern ends in '*' */
+    uint64_t max_records;              /* 0: no limit */
+    uint64_t max_bytes;                /* 0: no limit */
+    uint64_t n;                        /* counted records */
+    uint64_t bytes;                    /* their bytes */
+    struct tick_map ticks;
+};
+
 struct fsm
 {
     struct slab slab;
@@ -227,6 +245,12 @@ struct fsm
     uint64_t restore_lift;  /* the fence is dropped when now > this */
     char reason_buf[96];    /* the fence's refusal text (results borrow it) */
 
+    /* Quotas, sorted by pattern bytes (the snapshot's canonical order);
+     * quota_reason holds the refusal text results borrow. */
+    size_t n_quotas;
+    struct quota quotas[FSM_QUOTAS_MAX];
+    char quota_reason[FSM_PATTERN_MAX + 64];
+
     size_t n_members;
     struct fsm_member members[FSM_MEMBERS_MAX];
     size_t n_retired;
@@ -250,7 +274,8 @@ struct fsm
     /* PENDING records (in the tables, the pruning backlog included) by
      * the tick of their first claim (fsm_pending.c): n_pending of them;
      * pending_min is at most the oldest tick, exact unless pending_dirty.
-     * Derived: not in snapshots, never read by apply. */
+     * Derived: not in snapshots. Apply reads only n_pending, which is exact
+     * (their reservations, fsm_live_bytes), never the ages. */
     struct tick_map pending;
     uint64_t n_pending;
     uint64_t pending_min;
@@ -347,9 +372,18 @@ static inline uint64_t fsm_live_n(const struct fsm *f)
     return f->n_records - f->backlog.n;
 }
 
+/* What a PENDING record holds of max_bytes (and of its quota's) beyond
+ * its storage: room for the largest result or error, so that its owner's
+ * Complete or terminal Release is never refused for space
+ * (docs/state-machine.md, "Memory"). Part of the record's counted cost
+ * (fsm_rec_cost) while it is PENDING; never allocated. */
+#define REC_RESERVE ((uint64_t)FSM_RESULT_MAX)
+
+/* Counted bytes: storage plus the PENDING records' reservations (n_pending
+ * is exact, the backlog included), minus the backlog's share of both. */
 static inline uint64_t fsm_live_bytes(const struct fsm *f)
 {
-    return f->bytes - f->backlog.bytes;
+    return f->bytes + f->n_pending * REC_RESERVE - f->backlog.bytes;
 }
 
 static inline uint64_t fsm_live_snap(const struct fsm *f)
@@ -373,6 +407,50 @@ void fsm_ticks_add(struct tick_map *m,
                    int sign);
 const struct tick_cost *fsm_ticks_get(const struct tick_map *m, uint64_t tick);
 void fsm_ticks_close(struct tick_map *m);
+/* Take every entry of a tick before @to out of @m (whose entries are all
+ * at or after @from), adding their sum to *@taken. */
+void fsm_ticks_pass(struct tick_map *m,
+                    uint64_t from,
+                    uint64_t to,
+                    struct tick_cost *taken);
+/* What record @r costs in the counters, and its expiry tick. */
+void fsm_rec_cost(const struct fsm *f,
+                  const struct rec *r,
+                  struct tick_cost *c);
+
+/* fsm_quota.c: quotas. */
+/* The quota @r's scope is charged to, or NULL. */
+struct quota *fsm_quota_of(struct fsm *f,
+                           const uint8_t *scope,
+                           size_t scope_len);
+/* Add @sign (+1 or -1) times the counted cost @c of a record of @q. */
+void fsm_quota_charge(struct quota *q, const struct tick_cost *c, int sign);
+/* A new record of @scope needing @need bytes: false, or true with the
+ * RESOURCE_EXHAUSTED outcome and a reason naming the quota in @res. */
+bool fsm_quota_refuses(struct fsm *f,
+                       const uint8_t *scope,
+                       size_t scope_len,
+                       uint64_t need,
+                       struct fsm_result *res);
+/* Would @n more bytes of record @r stay within its quota? For a record
+ * whose share is out of the counters (between fsm_acct_out and _in, where
+ * every caller is): its own current cost is added to the quota's usage. */
+bool fsm_quota_rec_fits(struct fsm *f, const struct rec *r, uint64_t n);
+/* Log time reached tick @to (from @from): uncount every quota's records
+ * of the ticks passed. */
+void fsm_quota_pass(struct fsm *f, uint64_t from, uint64_t to);
+/* Insert a validated quota in pattern order (restore): 0, or -1 if there
+ * are FSM_QUOTAS_MAX already or @p is not after the last one. */
+int fsm_quota_append(struct fsm *f,
+                     const uint8_t *p,
+                     size_t len,
+                     uint64_t max_records,
+                     uint64_t max_bytes);
+/* Free the quotas' tick maps and drop them (clear). */
+void fsm_quota_clear(struct fsm *f);
+void fsm_do_quota_set(struct fsm *f,
+                      const struct fsm_quota_set *q,
+                      struct fsm_result *res);
 
 /* fsm_pending.c: the PENDING idempotent records by the tick of their first
  * claim, for the pending count and the oldest one's age (observers only:

@@ -189,10 +189,11 @@ void fsm_add_attempt(struct fsm *f,
     if (r->ext == 0) {
         need += slab_size(sizeof *e);
     }
-    if (!fsm_bytes_fit(f, need)) {
-        /* Past max_bytes replays still answer, but their evidence is only
-         * counted (where the record already has attempt storage): memory
-         * stays bounded under a replay flood. */
+    if (!fsm_bytes_fit(f, need) || !fsm_quota_rec_fits(f, r, need)) {
+        /* Past max_bytes (the cluster's or the scope's quota's) replays
+         * still answer, but their evidence is only counted (where the
+         * record already has attempt storage): memory stays bounded under
+         * a replay flood. */
         if (r->ext != 0) {
             e = slab_mut(&f->slab, r->ext);
             if (e->attempts_total < UINT32_MAX) {

@@ -17,6 +17,7 @@ Suite *pending_suite(void);
 Suite *fence_suite(void);
 Suite *backup_file_suite(void);
 Suite *bytes_suite(void);
+Suite *quota_suite(void);
 
 int main(void)
 {
@@ -37,6 +38,7 @@ int main(void)
     srunner_add_suite(sr, fence_suite());
     srunner_add_suite(sr, backup_file_suite());
     srunner_add_suite(sr, bytes_suite());
+    srunner_add_suite(sr, quota_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -10,8 +10,10 @@
  * - skew_fence: a max_window raise after a max_skew cut still fences the ts
  *   values accepted under the old, larger skew: a replay after the record's
  *   retention is STALE.
- * - resbytes: a Complete result or a terminal Release error that would cross
- *   max_bytes is RESOURCE_EXHAUSTED and the record stays as it was.
+ * - resbytes: a Complete result or a terminal Release error is never
+ *   refused for space (each PENDING record reserved room for the largest
+ *   one), fsm_bytes stays within max_bytes, and new claims are what is
+ *   refused.
  * - attbytes: past max_bytes replays keep answering REPLAYED and attempts
  *   are only counted (where the record already has attempt storage), never
  *   stored, so fsm_bytes stays within max_bytes.
@@ -417,29 +419,17 @@ static size_t fill_idempotent(struct fh *h,
     return n_acc;
 }
 
-/* Assert that fill_key[i] of @h is PENDING with nothing stored. */
-static void assert_pending(struct fh *h, size_t i, struct fh_res *r)
-{
-    fh_lookup_read(h, "s", fill_key[i], r);
-    fh_assert_outcome(r, FSM_FOUND);
-    ck_assert_msg(r->state == FSM_STATE_PENDING, "%s: state %s", fill_key[i],
-                  fsm_state_name(r->state));
-    ck_assert_uint_eq(r->result_len, 0);
-    ck_assert_uint_eq(r->stored_error_len, 0);
-}
-
 START_TEST(resbytes_complete_over_max_bytes)
 {
-    const uint64_t max_bytes = 64u << 10;
+    const uint64_t max_bytes = 1u << 20;
     struct fh h, twin;
     struct fsm_token *tok = calloc(N_FILL, sizeof *tok);
     struct fsm_cmd *cmds = calloc(N_FILL, sizeof *cmds);
     struct lres *out = calloc(N_FILL, sizeof *out);
     uint8_t *result = malloc(FSM_RESULT_MAX);
     struct fh_res *r = fh_res_array(1);
-    struct fsm_cmd cmd;
+    struct fsm_claim c;
     size_t n_acc, n_twin;
-    uint64_t full, left;
 
     ck_assert_ptr_nonnull(tok);
     ck_assert_ptr_nonnull(cmds);
@@ -451,57 +441,33 @@ START_TEST(resbytes_complete_over_max_bytes)
     n_acc = fill_idempotent(&h, max_bytes, N_FILL, tok);
     n_twin = fill_idempotent(&twin, max_bytes, N_FILL, tok);
     ck_assert_uint_eq(n_acc, n_twin);
-    full = fsm_bytes(h.f);
+    /* Each accepted claim reserved room for a 64 KiB result. */
+    ck_assert_uint_ge(fsm_bytes(h.f), n_acc * (uint64_t)FSM_RESULT_MAX);
 
-    /* Every owner completes with a 64 KiB result: all refused, nothing
-     * stored (the twin applies an empty batch instead). */
+    /* Every owner completes with a 64 KiB result: all stored, within
+     * max_bytes, whatever filled the table. */
     for (size_t i = 0; i < n_acc; i++) {
         cmds[i] =
             fh_cmd_complete("s", fill_key[i], tok[i], result, FSM_RESULT_MAX);
     }
     apply_light(&h, FH_T0 + 1, cmds, n_acc, out);
-    fh_tick(&twin, FH_T0 + 1);
+    apply_light(&twin, FH_T0 + 1, cmds, n_acc, out);
     for (size_t i = 0; i < n_acc; i++) {
-        ck_assert_msg(out[i].outcome == FSM_RESOURCE_EXHAUSTED,
-                      "complete %zu: %s", i, fsm_outcome_name(out[i].outcome));
-        ck_assert_msg(out[i].has_record && out[i].state == FSM_STATE_PENDING,
-                      "complete %zu: state %s", i,
-                      fsm_state_name(out[i].state));
-        assert_pending(&h, i, r);
+        ck_assert_msg(out[i].outcome == FSM_COMPLETED, "complete %zu: %s", i,
+                      fsm_outcome_name(out[i].outcome));
+        fh_lookup_read(&h, "s", fill_key[i], r);
+        ck_assert_int_eq(r->state, FSM_STATE_COMPLETED);
+        ck_assert_uint_eq(r->result_len, FSM_RESULT_MAX);
+        ck_assert(memcmp(r->result, result, FSM_RESULT_MAX) == 0);
     }
-    ck_assert_uint_eq(fsm_bytes(h.f), full);
-    assert_same_state(&h, &twin, "after refused Completes");
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
+    assert_same_state(&h, &twin, "after the Completes");
 
-    /* The limit is exact: one byte over is refused, the rest fits. */
-    left = max_bytes - full;
-    ck_assert_uint_lt(left, FSM_RESULT_MAX);
-    cmd = fh_cmd_complete("s", fill_key[0], tok[0], result, left + 1);
-    fh_assert_is(fh_do(&h, FH_T0 + 2, &cmd, r), FSM_RESOURCE_EXHAUSTED);
-    ck_assert_int_eq(r->state, FSM_STATE_PENDING);
-    assert_pending(&h, 0, r);
-    ck_assert_uint_eq(fsm_bytes(h.f), full);
-    cmd = fh_cmd_complete("s", fill_key[0], tok[0], result, left);
-    fh_assert_is(fh_do(&h, FH_T0 + 3, &cmd, r), FSM_COMPLETED);
-    ck_assert(!r->retry);
-    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
-    fh_lookup_read(&h, "s", fill_key[0], r);
-    fh_assert_outcome(r, FSM_FOUND);
-    ck_assert_int_eq(r->state, FSM_STATE_COMPLETED);
-    ck_assert_uint_eq(r->result_len, left);
-    ck_assert(memcmp(r->result, result, left) == 0);
-
-    /* Full: the next owner cannot store a byte, but an empty result fits. */
-    cmd = fh_cmd_complete("s", fill_key[1], tok[1], result, 1);
-    fh_assert_is(fh_do(&h, FH_T0 + 4, &cmd, r), FSM_RESOURCE_EXHAUSTED);
-    assert_pending(&h, 1, r);
-    cmd = fh_cmd_complete("s", fill_key[1], tok[1], result, 0);
-    fh_assert_is(fh_do(&h, FH_T0 + 5, &cmd, r), FSM_COMPLETED);
-    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
-
-    /* A refused owner can still release (nothing stored). */
-    cmd = fh_cmd_release("s", fill_key[2], tok[2], false, result, 10);
-    fh_assert_is(fh_do(&h, FH_T0 + 6, &cmd, r), FSM_RELEASED);
-    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
+    /* New records are what is refused. */
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", "one-more", 99999);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 2, &c, r), FSM_RESOURCE_EXHAUSTED);
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
 
     free(tok);
     free(cmds);
@@ -515,85 +481,59 @@ END_TEST
 
 START_TEST(resbytes_release_over_max_bytes)
 {
-    const uint64_t max_bytes = 4096;
-    struct fh h, twin;
+    const uint64_t max_bytes = 1u << 20;
+    struct fh h;
     struct fsm_token tok[64];
     struct fsm_cmd cmds[64];
     struct lres out[64];
     uint8_t error[FSM_ERROR_MAX];
     struct fh_res *r = fh_res_array(1);
+    struct fsm_claim c;
     struct fsm_cmd cmd;
-    size_t n_acc, n_twin;
-    uint64_t full, left;
+    size_t n_acc;
+    uint64_t full;
 
     for (size_t i = 0; i < sizeof error; i++) {
         error[i] = (uint8_t)(i * 13 + 1);
     }
     n_acc = fill_idempotent(&h, max_bytes, 64, tok);
-    n_twin = fill_idempotent(&twin, max_bytes, 64, tok);
-    ck_assert_uint_eq(n_acc, n_twin);
     ck_assert_uint_ge(n_acc, 4);
     full = fsm_bytes(h.f);
-    left = max_bytes - full;
-    ck_assert_uint_lt(left, FSM_ERROR_MAX);
 
-    /* Every owner fails terminally with a 1 KiB error: all refused. */
+    /* A non-terminal release gives the reservation back; taking the
+     * record over again needs it, and gets it while there is room. */
+    cmd = fh_cmd_release("s", fill_key[0], tok[0], false, NULL, 0);
+    fh_assert_is(fh_do(&h, FH_T0 + 1, &cmd, r), FSM_RELEASED);
+    ck_assert_uint_lt(fsm_bytes(h.f), full);
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", fill_key[0], 7777);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 2, &c, r), FSM_ACCEPTED);
+    tok[0] = r->owner_token;
+    ck_assert_uint_ge(fsm_bytes(h.f), full); /* plus the attempt kept */
+
+    /* Every owner fails terminally with a 1 KiB error: all stored. */
     for (size_t i = 0; i < n_acc; i++) {
         cmds[i] = fh_cmd_release("s", fill_key[i], tok[i], true, error,
                                  FSM_ERROR_MAX);
     }
-    apply_light(&h, FH_T0 + 1, cmds, n_acc, out);
-    fh_tick(&twin, FH_T0 + 1);
+    apply_light(&h, FH_T0 + 3, cmds, n_acc, out);
     for (size_t i = 0; i < n_acc; i++) {
-        ck_assert_msg(out[i].outcome == FSM_RESOURCE_EXHAUSTED,
-                      "release %zu: %s", i, fsm_outcome_name(out[i].outcome));
-        ck_assert_int_eq(out[i].state, FSM_STATE_PENDING);
-        assert_pending(&h, i, r);
+        ck_assert_msg(out[i].outcome == FSM_FAILED, "release %zu: %s", i,
+                      fsm_outcome_name(out[i].outcome));
+        fh_lookup_read(&h, "s", fill_key[i], r);
+        ck_assert_int_eq(r->state, FSM_STATE_FAILED);
+        ck_assert_uint_eq(r->stored_error_len, FSM_ERROR_MAX);
     }
-    ck_assert_uint_eq(fsm_bytes(h.f), full);
-    assert_same_state(&h, &twin, "after refused Releases");
-
-    /* One byte over the limit: refused, the record stays PENDING. */
-    cmd = fh_cmd_release("s", fill_key[0], tok[0], true, error, left + 1);
-    fh_assert_is(fh_do(&h, FH_T0 + 2, &cmd, r), FSM_RESOURCE_EXHAUSTED);
-    ck_assert_int_eq(r->state, FSM_STATE_PENDING);
-    assert_pending(&h, 0, r);
-    ck_assert_uint_eq(fsm_bytes(h.f), full);
-
-    /* A RELEASED record stays RELEASED when the terminal error is too big;
-     * a non-terminal release stores nothing and is never refused. */
-    cmd = fh_cmd_release("s", fill_key[1], tok[1], false, error, FSM_ERROR_MAX);
-    fh_assert_is(fh_do(&h, FH_T0 + 3, &cmd, r), FSM_RELEASED);
-    ck_assert_uint_eq(fsm_bytes(h.f), full);
-    cmd = fh_cmd_release("s", fill_key[1], tok[1], true, error, left + 1);
-    fh_assert_is(fh_do(&h, FH_T0 + 4, &cmd, r), FSM_RESOURCE_EXHAUSTED);
-    ck_assert_int_eq(r->state, FSM_STATE_RELEASED);
-    fh_lookup_read(&h, "s", fill_key[1], r);
-    ck_assert_int_eq(r->state, FSM_STATE_RELEASED);
-    ck_assert_uint_eq(r->stored_error_len, 0);
-    ck_assert_uint_eq(fsm_bytes(h.f), full);
-
-    /* Exactly what is left fits. */
-    cmd = fh_cmd_release("s", fill_key[0], tok[0], true, error, left);
-    fh_assert_is(fh_do(&h, FH_T0 + 5, &cmd, r), FSM_FAILED);
-    ck_assert(!r->retry);
-    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
-    fh_lookup_read(&h, "s", fill_key[0], r);
-    ck_assert_int_eq(r->state, FSM_STATE_FAILED);
-    ck_assert_uint_eq(r->stored_error_len, left);
-    ck_assert(memcmp(r->stored_error, error, left) == 0);
-
-    /* Full: a one-byte error is refused, an empty one fits. */
-    cmd = fh_cmd_release("s", fill_key[2], tok[2], true, error, 1);
-    fh_assert_is(fh_do(&h, FH_T0 + 6, &cmd, r), FSM_RESOURCE_EXHAUSTED);
-    assert_pending(&h, 2, r);
-    cmd = fh_cmd_release("s", fill_key[2], tok[2], true, error, 0);
-    fh_assert_is(fh_do(&h, FH_T0 + 7, &cmd, r), FSM_FAILED);
-    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
+    /* The 1 KiB errors took less than the reservations they replace: room
+     * for new claims again. */
+    ck_assert_uint_lt(fsm_bytes(h.f), full);
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", "after-failures", 8888);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 4, &c, r), FSM_ACCEPTED);
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
 
     free(r);
     fh_close(&h);
-    fh_close(&twin);
 }
 END_TEST
 
