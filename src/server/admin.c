@@ -315,7 +315,8 @@ static size_t fill_members(struct server *s,
     return i;
 }
 
-/* A restored cluster's fence, and the backups this node serves. */
+/* A restored cluster's fence, the backups this node serves, and the log
+ * schema in force and supported. */
 static void status_fence(struct server *s, Once__Rpc__StatusResponse *st)
 {
     static struct fsm_fence_info fi;
@@ -329,6 +330,8 @@ static void status_fence(struct server *s, Once__Rpc__StatusResponse *st)
         st->restore_stale_ts_ms = fi.stale_ts_ms;
     }
     st->backups_open = backups_open(&s->backups);
+    st->schema = fsm_schema_version(s->rep.fsm);
+    st->schema_max = admin_schema_max();
 }
 
 /* The status of this node into @st (the static arrays hold what it points
