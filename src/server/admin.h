@@ -93,10 +93,8 @@ void admin_schema_upgrade(struct server *s,
                           struct rpc_call *call,
                           const ProtobufCMessage *msg,
                           const struct service_in *in);
-/* The highest log schema this node applies, as Status reports it:
- * FSM_SCHEMA_VERSION, or in debug builds a lower ONCE_TEST_SCHEMA_MAX
- * (1..9) from the environment, for tests of a cluster whose voters do not
- * all support the newest schema. */
+/* The highest log schema this node applies, as Status reports it
+ * (replica_schema_max: a debug build's test hook may lower it). */
 uint32_t admin_schema_max(void);
 
 /* Before the Raft layer closes: the waiting membership operation is

@@ -114,7 +114,7 @@ static void short_of(struct upgrade *up,
 {
     size_t len = strlen(up->why);
 
-    snprintf(up->why + len, sizeof up->why - len, "%s%" PRIu64 " (%s): %s",
+    snprintf(up->why + len, sizeof up->why - len, "%s%016" PRIx64 " (%s): %s",
              len > 0 ? "; " : "", id, addr, what);
 }
 
@@ -288,15 +288,5 @@ void admin_schema_upgrade(struct server *s,
 
 uint32_t admin_schema_max(void)
 {
-#ifndef NDEBUG
-    /* Debug builds only: a node may claim a lower schema_max, so tests can
-     * run a cluster whose voters do not all support the newest schema
-     * (docs/server.md, "Quotas and the log schema"). */
-    const char *v = getenv("ONCE_TEST_SCHEMA_MAX");
-    if (v != NULL && v[0] >= '1' && v[0] <= '9' && v[1] == '\0' &&
-        (uint32_t)(v[0] - '0') < FSM_SCHEMA_VERSION) {
-        return (uint32_t)(v[0] - '0');
-    }
-#endif
-    return FSM_SCHEMA_VERSION;
+    return replica_schema_max();
 }
