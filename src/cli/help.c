@@ -223,9 +223,10 @@ static const char help_quota_set[] =
     "naming the quota; its existing records still complete and answer, and\n"
     "other scopes are unaffected. 0 (or leaving an option out) means no\n"
     "limit on that dimension; give at least one. Bytes count as max_bytes\n"
-    "does (a PENDING idempotent record holds 64 KiB for its result). At\n"
-    "most 64 quotas. Needs log schema 2 (oncectl schema upgrade). Fields:\n"
-    "outcome OK, or FAILED_PRECONDITION with reason (exit 1).\n";
+    "does (a PENDING or RELEASED idempotent record holds 64 KiB for its\n"
+    "result). At most 64 quotas. Needs log schema 2 (oncectl schema\n"
+    "upgrade). Fields: outcome OK, or FAILED_PRECONDITION with reason\n"
+    "(exit 1).\n";
 
 static const char help_quota_remove[] =
     "usage: oncectl quota remove PATTERN\n"

@@ -136,7 +136,7 @@ void fsm_rec_cost(const struct fsm *f, const struct rec *r, struct tick_cost *c)
     c->n = 1;
     c->bytes = slab_size(rec_size(r->scope_len, r->key_len));
     c->snap = fsm_rec_snap_size(f, r);
-    if (rec_state(r) == FSM_STATE_PENDING) {
+    if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {
         c->bytes += REC_RESERVE;
     }
     if (e != NULL) {

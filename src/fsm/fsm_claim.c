@@ -295,15 +295,6 @@ static enum fsm_outcome claim_live(struct fsm *f,
     if (o != 0) {
         return o; /* a signed request outside its window never takes over */
     }
-    if (rec_state(r) == FSM_STATE_RELEASED &&
-        (!fsm_bytes_fit(f, REC_RESERVE) ||
-         !fsm_quota_rec_fits(f, r, REC_RESERVE))) {
-        /* Owning it again reserves room for its result, as a new claim. */
-        res->reason =
-            "max_bytes (the cluster's or the scope's quota's) is "
-            "reached";
-        return FSM_RESOURCE_EXHAUSTED;
-    }
     takeover(f, index, slot, r, c, lease);
     return FSM_ACCEPTED;
 }

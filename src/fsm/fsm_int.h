@@ -274,10 +274,12 @@ struct fsm
     /* PENDING records (in the tables, the pruning backlog included) by
      * the tick of their first claim (fsm_pending.c): n_pending of them;
      * pending_min is at most the oldest tick, exact unless pending_dirty.
-     * Derived: not in snapshots. Apply reads only n_pending, which is exact
-     * (their reservations, fsm_live_bytes), never the ages. */
+     * Derived: not in snapshots, never read by apply. n_reserved counts
+     * the records holding a result reservation (rec_reserves), exactly,
+     * the backlog included: apply reads it (fsm_live_bytes). */
     struct tick_map pending;
     uint64_t n_pending;
+    uint64_t n_reserved;
     uint64_t pending_min;
     bool pending_dirty;
 
@@ -372,18 +374,26 @@ static inline uint64_t fsm_live_n(const struct fsm *f)
     return f->n_records - f->backlog.n;
 }
 
-/* What a PENDING record holds of max_bytes (and of its quota's) beyond
- * its storage: room for the largest result or error, so that its owner's
- * Complete or terminal Release is never refused for space
- * (docs/state-machine.md, "Memory"). Part of the record's counted cost
- * (fsm_rec_cost) while it is PENDING; never allocated. */
+/* What a PENDING or RELEASED IDEMPOTENT record holds of max_bytes (and of
+ * its quota's) beyond its storage: room for the largest result or error,
+ * so that a Complete or terminal Release is never refused for space
+ * (docs/state-machine.md, "Memory"); a RELEASED record keeps it, since its
+ * owner may still fail it and a takeover may complete it. Part of the
+ * record's counted cost (fsm_rec_cost) while it holds it; never allocated. */
 #define REC_RESERVE ((uint64_t)FSM_RESULT_MAX)
 
-/* Counted bytes: storage plus the PENDING records' reservations (n_pending
- * is exact, the backlog included), minus the backlog's share of both. */
+static inline bool rec_reserves(const struct rec *r)
+{
+    enum fsm_state st = rec_state(r);
+
+    return st == FSM_STATE_PENDING || st == FSM_STATE_RELEASED;
+}
+
+/* Counted bytes: storage plus the reservations (n_reserved is exact, the
+ * backlog included), minus the backlog's share of both. */
 static inline uint64_t fsm_live_bytes(const struct fsm *f)
 {
-    return f->bytes + f->n_pending * REC_RESERVE - f->backlog.bytes;
+    return f->bytes + f->n_reserved * REC_RESERVE - f->backlog.bytes;
 }
 
 static inline uint64_t fsm_live_snap(const struct fsm *f)

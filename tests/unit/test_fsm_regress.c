@@ -500,16 +500,20 @@ START_TEST(resbytes_release_over_max_bytes)
     ck_assert_uint_ge(n_acc, 4);
     full = fsm_bytes(h.f);
 
-    /* A non-terminal release gives the reservation back; taking the
-     * record over again needs it, and gets it while there is room. */
+    /* A non-terminal release keeps the reservation (the owner may still
+     * fail it, a taker complete it); the takeover needs no new room. */
     cmd = fh_cmd_release("s", fill_key[0], tok[0], false, NULL, 0);
     fh_assert_is(fh_do(&h, FH_T0 + 1, &cmd, r), FSM_RELEASED);
-    ck_assert_uint_lt(fsm_bytes(h.f), full);
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", "no-room", 7776);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 1, &c, r), FSM_RESOURCE_EXHAUSTED);
     fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", fill_key[0], 7777);
     c.ttl_ms = MS_HOUR;
     fh_assert_is(fh_do_claim(&h, FH_T0 + 2, &c, r), FSM_ACCEPTED);
     tok[0] = r->owner_token;
     ck_assert_uint_ge(fsm_bytes(h.f), full); /* plus the attempt kept */
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
 
     /* Every owner fails terminally with a 1 KiB error: all stored. */
     for (size_t i = 0; i < n_acc; i++) {
