@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc32c.h"
 #include "fsm/fsm.h"
 #include "fsm_helpers.h"
 
@@ -316,6 +317,66 @@ START_TEST(test_quota_replay_vs_restore)
 }
 END_TEST
 
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = (uint8_t)(v >> (8 * i));
+    }
+}
+
+/* @buf with its trailing CRC-32C recomputed: restore refuses it (@what). */
+static void refused(uint8_t *buf, size_t len, const char *what)
+{
+    struct fsm *g = fsm_new();
+    char msg[ERR_MSG_SIZE];
+    int rv;
+
+    ck_assert_ptr_nonnull(g);
+    put_u32(buf + len - 4, crc32c(0, buf, len - 4));
+    rv = fsm_restore(g, buf, len, msg);
+    ck_assert_msg(rv == FSM_E_MALFORMED, "%s: restore returned %d (%s)", what,
+                  rv, msg);
+    ck_assert_uint_eq(fsm_n_quotas(g), 0);
+    fsm_free(g);
+}
+
+/* Quotas live in the snapshot (format 3): a frozen view writes them as the
+ * freeze saw them; restore refuses them in a state whose schema does not
+ * apply QuotaSet, or under another format. */
+START_TEST(test_quota_snapshot_and_view)
+{
+    struct fh h;
+    struct fh_res r;
+    struct fsm_frozen *z;
+    uint8_t *snap, *view;
+    size_t len;
+
+    fh_init_booted(&h, _i, NULL, FH_T0);
+    fh_assert_is(quota(&h, "a*", 2, 0, false, &r), FSM_OK);
+    fh_assert_is(quota(&h, "b", 0, 100000, false, &r), FSM_OK);
+    claim(&h, T1, FSM_KIND_NONCE, "a1", "k", DAY, NULL, &r);
+    snap = fh_snapshot(h.f, &len);
+    ck_assert_uint_eq(snap[8], 3); /* the format */
+    ck_assert_int_eq(fsm_freeze(h.f, &z), 0);
+    fh_assert_is(quota(&h, "a*", 0, 0, true, &r), FSM_OK);
+    fh_assert_is(quota(&h, "c", 1, 0, false, &r), FSM_OK);
+    ck_assert_uint_eq(fsm_frozen_size(z), len);
+    view = malloc(len);
+    ck_assert_ptr_nonnull(view);
+    fsm_frozen_write(z, view, len);
+    ck_assert(memcmp(view, snap, len) == 0);
+    fsm_release(h.f, z);
+    put_u32(view + 12, 1); /* schema 1 */
+    refused(view, len, "quotas under schema 1");
+    memcpy(view, snap, len);
+    put_u32(view + 8, 2); /* format 2: a fence expected instead */
+    refused(view, len, "quotas read as format 2");
+    free(view);
+    free(snap);
+    fh_close(&h);
+}
+END_TEST
+
 Suite *quota_suite(void)
 {
     Suite *s = suite_create("fsm-quota");
@@ -328,6 +389,7 @@ Suite *quota_suite(void)
     tcase_add_loop_test(tc, test_quota_expiry_frees, 0, 2);
     tcase_add_loop_test(tc, test_quota_needs_schema_2, 0, 2);
     tcase_add_loop_test(tc, test_quota_replay_vs_restore, 0, 2);
+    tcase_add_loop_test(tc, test_quota_snapshot_and_view, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
