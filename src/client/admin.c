@@ -316,6 +316,126 @@ int once_snapshot_take(once_client *c,
 }
 
 /* ------------------------------------------------------------------------
+ * Backups
+ * ---------------------------------------------------------------------- */
+
+struct backup_args
+{
+    enum rpc_method method;
+    uint64_t id;
+    uint64_t offset;
+    uint32_t max_bytes;
+};
+
+static int pack_backup(struct op *op, const void *arg)
+{
+    const struct backup_args *a = arg;
+
+    return client_pack_backup(a->method, a->id, a->offset, a->max_bytes,
+                              &op->body, &op->body_len);
+}
+
+/* The common start of the backup and quota calls: ONCE_STATUS_OK to go
+ * on, else r->status. */
+static int admin_begin(once_client *c,
+                       uint32_t timeout_ms,
+                       struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    if (!client_check_timeout(timeout_ms, err)) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+    }
+    return ONCE_STATUS_OK;
+}
+
+int once_backup_open(once_client *c,
+                     uint32_t timeout_ms,
+                     uint64_t *backup_id,
+                     struct once_result *r)
+{
+    struct client_outputs o = {0};
+    int rv;
+
+    if (backup_id != NULL) {
+        *backup_id = 0;
+    }
+    rv = admin_begin(c, timeout_ms, r);
+    if (rv != ONCE_STATUS_OK) {
+        return rv;
+    }
+    o.u64_a = backup_id;
+    /* A write: a lost answer leaves a backup the leader removes when it
+     * times out, never a second one opened by a blind retry. */
+    return admin_call(c, RPC_METHOD_BACKUP_OPEN, true, NULL, NULL, &o,
+                      timeout_ms, r);
+}
+
+int once_backup_read(once_client *c,
+                     uint64_t backup_id,
+                     uint64_t offset,
+                     uint8_t *buf,
+                     size_t cap,
+                     uint32_t timeout_ms,
+                     bool *ready,
+                     uint64_t *total,
+                     size_t *n,
+                     struct once_result *r)
+{
+    struct backup_args a = {RPC_METHOD_BACKUP_READ, backup_id, offset, 0};
+    struct client_outputs o = {0};
+    int rv;
+
+    rv = admin_begin(c, timeout_ms, r);
+    if (rv != ONCE_STATUS_OK) {
+        return rv;
+    }
+    if (backup_id == 0 || buf == NULL || cap == 0 ||
+        cap > ONCE_BACKUP_READ_MAX || ready == NULL || total == NULL ||
+        n == NULL) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                                 "backup read: id, buffer (1..256 KiB) and "
+                                 "outputs are required");
+    }
+    a.max_bytes = (uint32_t)cap;
+    o.buf = buf;
+    o.buf_cap = cap;
+    o.buf_n = n;
+    o.ready = ready;
+    o.u64_a = total;
+    *ready = false;
+    *total = 0;
+    *n = 0;
+    return admin_call(c, RPC_METHOD_BACKUP_READ, false, pack_backup, &a, &o,
+                      timeout_ms, r);
+}
+
+int once_backup_close(once_client *c,
+                      uint64_t backup_id,
+                      uint32_t timeout_ms,
+                      struct once_result *r)
+{
+    struct backup_args a = {RPC_METHOD_BACKUP_CLOSE, backup_id, 0, 0};
+    int rv = admin_begin(c, timeout_ms, r);
+
+    if (rv != ONCE_STATUS_OK) {
+        return rv;
+    }
+    if (backup_id == 0) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                                 "backup id: must not be 0");
+    }
+    return admin_call(c, RPC_METHOD_BACKUP_CLOSE, true, pack_backup, &a, NULL,
+                      timeout_ms, r);
+}
+
+/* ------------------------------------------------------------------------
  * Quotas and the log schema
  * ---------------------------------------------------------------------- */
 
@@ -335,25 +455,6 @@ static int pack_quota(struct op *op, const void *arg)
     return client_pack_quota_set(a->pattern, a->len, a->max_records,
                                  a->max_bytes, a->remove, &op->body,
                                  &op->body_len);
-}
-
-/* The checks every admin call starts with; ONCE_STATUS_OK to go on. */
-static int admin_begin(once_client *c,
-                       uint32_t timeout_ms,
-                       struct once_result *r)
-{
-    char err[ERR_MSG_SIZE];
-
-    if (r == NULL) {
-        return ONCE_STATUS_INVALID_ARGUMENT;
-    }
-    if (!client_sync_begin(c, r)) {
-        return r->status;
-    }
-    if (!client_check_timeout(timeout_ms, err)) {
-        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
-    }
-    return ONCE_STATUS_OK;
 }
 
 static int quota_call(once_client *c,
@@ -444,123 +545,4 @@ int once_schema_upgrade(once_client *c,
     o.schema = schema;
     return admin_call(c, RPC_METHOD_SCHEMA_UPGRADE, true, pack_upgrade, &target,
                       &o, timeout_ms, r);
-}
-
-/* ------------------------------------------------------------------------
- * Backups
- * ---------------------------------------------------------------------- */
-
-struct backup_args
-{
-    enum rpc_method method;
-    uint64_t id;
-    uint64_t offset;
-    uint32_t max_bytes;
-};
-
-static int pack_backup(struct op *op, const void *arg)
-{
-    const struct backup_args *a = arg;
-
-    return client_pack_backup(a->method, a->id, a->offset, a->max_bytes,
-                              &op->body, &op->body_len);
-}
-
-/* The common start of the three calls: 0 to go on, else r->status. */
-static int backup_begin(once_client *c,
-                        uint32_t timeout_ms,
-                        struct once_result *r)
-{
-    char err[ERR_MSG_SIZE];
-
-    if (r == NULL) {
-        return ONCE_STATUS_INVALID_ARGUMENT;
-    }
-    if (!client_sync_begin(c, r)) {
-        return r->status;
-    }
-    if (!client_check_timeout(timeout_ms, err)) {
-        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
-    }
-    return ONCE_STATUS_OK;
-}
-
-int once_backup_open(once_client *c,
-                     uint32_t timeout_ms,
-                     uint64_t *backup_id,
-                     struct once_result *r)
-{
-    struct client_outputs o = {0};
-    int rv;
-
-    if (backup_id != NULL) {
-        *backup_id = 0;
-    }
-    rv = backup_begin(c, timeout_ms, r);
-    if (rv != ONCE_STATUS_OK) {
-        return rv;
-    }
-    o.u64_a = backup_id;
-    /* A write: a lost answer leaves a backup the leader removes when it
-     * times out, never a second one opened by a blind retry. */
-    return admin_call(c, RPC_METHOD_BACKUP_OPEN, true, NULL, NULL, &o,
-                      timeout_ms, r);
-}
-
-int once_backup_read(once_client *c,
-                     uint64_t backup_id,
-                     uint64_t offset,
-                     uint8_t *buf,
-                     size_t cap,
-                     uint32_t timeout_ms,
-                     bool *ready,
-                     uint64_t *total,
-                     size_t *n,
-                     struct once_result *r)
-{
-    struct backup_args a = {RPC_METHOD_BACKUP_READ, backup_id, offset, 0};
-    struct client_outputs o = {0};
-    int rv;
-
-    rv = backup_begin(c, timeout_ms, r);
-    if (rv != ONCE_STATUS_OK) {
-        return rv;
-    }
-    if (backup_id == 0 || buf == NULL || cap == 0 ||
-        cap > ONCE_BACKUP_READ_MAX || ready == NULL || total == NULL ||
-        n == NULL) {
-        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
-                                 "backup read: id, buffer (1..256 KiB) and "
-                                 "outputs are required");
-    }
-    a.max_bytes = (uint32_t)cap;
-    o.buf = buf;
-    o.buf_cap = cap;
-    o.buf_n = n;
-    o.ready = ready;
-    o.u64_a = total;
-    *ready = false;
-    *total = 0;
-    *n = 0;
-    return admin_call(c, RPC_METHOD_BACKUP_READ, false, pack_backup, &a, &o,
-                      timeout_ms, r);
-}
-
-int once_backup_close(once_client *c,
-                      uint64_t backup_id,
-                      uint32_t timeout_ms,
-                      struct once_result *r)
-{
-    struct backup_args a = {RPC_METHOD_BACKUP_CLOSE, backup_id, 0, 0};
-    int rv = backup_begin(c, timeout_ms, r);
-
-    if (rv != ONCE_STATUS_OK) {
-        return rv;
-    }
-    if (backup_id == 0) {
-        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
-                                 "backup id: must not be 0");
-    }
-    return admin_call(c, RPC_METHOD_BACKUP_CLOSE, true, pack_backup, &a, NULL,
-                      timeout_ms, r);
 }

@@ -478,7 +478,9 @@ bool fsm_is_retired(const struct fsm *f, uint64_t id);
 size_t fsm_n_retired(const struct fsm *f);
 /* Counted records and their bytes as counted against max_bytes: every
  * record whose expiry tick (1.024 s) has not passed, so expired ones of the
- * current tick included, those waiting in the pruning backlog not. */
+ * current tick included, those waiting in the pruning backlog not. The
+ * bytes include each PENDING or RELEASED record's result reservation
+ * (FSM_RESULT_MAX; docs/state-machine.md, "Memory"). */
 uint64_t fsm_n_records(const struct fsm *f);
 uint64_t fsm_bytes(const struct fsm *f);
 /* Records past their expiry tick, not counted any more, that budgeted
@@ -494,10 +496,11 @@ bool fsm_pending_oldest_ms(struct fsm *f, uint64_t *ms);
 /* Records in virtual partition @v's index (0 for v >= FSM_N_VPS), the
  * pruning backlog included: the per-shard figure of metrics. O(1). */
 uint32_t fsm_vp_records(const struct fsm *f, uint32_t v);
-/* Record bytes of virtual partition @v (0 for v >= FSM_N_VPS): the measure
- * of fsm_bytes (records, exts, attempts, stored results and errors), but
- * physical like fsm_vp_records: the pruning backlog included, so the sum
- * over every vp is fsm_bytes plus the backlog's bytes. O(1). */
+/* Record bytes of virtual partition @v (0 for v >= FSM_N_VPS): the storage
+ * fsm_bytes counts (records, exts, attempts, stored results and errors),
+ * without the result reservations of PENDING/RELEASED records (they are
+ * counted, never allocated), and physical like fsm_vp_records: the pruning
+ * backlog included. O(1). */
 uint64_t fsm_vp_bytes(const struct fsm *f, uint32_t v);
 /* Memory held by the record store: arena pages plus hash tables. */
 uint64_t fsm_memory(const struct fsm *f);

@@ -265,8 +265,9 @@ struct fsm
     uint64_t n_records;
     uint64_t bytes;
     uint64_t snap_rec_bytes;
-    /* bytes split by vp (the same physical measure, backlog included):
-     * the sum over vps is f->bytes. Changed only by fsm_bytes_move. */
+    /* bytes split by vp (the same physical measure of storage, backlog
+     * included, reservations not): the sum over vps is f->bytes. Changed
+     * only by fsm_bytes_move. */
     uint64_t vp_bytes[FSM_N_VPS];
     struct tick_cost backlog;
     struct tick_map ticks; /* counted records' costs by expiry tick */

@@ -55,19 +55,15 @@ static void reply_config(struct rpc_call *call,
                          enum fsm_outcome outcome,
                          const char *reason)
 {
-    Once__Rpc__ConfigResult cr = ONCE__RPC__CONFIG_RESULT__INIT;
+    Once__Rpc__ConfigResult cr;
     Once__Rpc__MembersAddResponse add = ONCE__RPC__MEMBERS_ADD_RESPONSE__INIT;
     Once__Rpc__MembersRemoveResponse rm =
         ONCE__RPC__MEMBERS_REMOVE_RESPONSE__INIT;
     Once__Rpc__MembersAssignResponse as =
         ONCE__RPC__MEMBERS_ASSIGN_RESPONSE__INIT;
-    char text[257];
+    struct convert_config_buf text;
 
-    cr.outcome = (Once__Rpc__Outcome)outcome;
-    if (reason != NULL) {
-        snprintf(text, sizeof text, "%s", reason);
-        cr.reason = text;
-    }
+    convert_config_out(outcome, reason, &cr, &text);
     switch (method) {
         case RPC_METHOD_MEMBERS_ADD:
             add.result = &cr;

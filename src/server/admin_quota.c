@@ -21,6 +21,7 @@
 
 #include "once_rpc.pb-c.h"
 #include "server/admin.h"
+#include "server/convert.h"
 #include "server/log.h"
 #include "server/reply.h"
 #include "server/server.h"
@@ -85,16 +86,12 @@ static void reply_upgrade(struct rpc_call *call,
                           const char *reason,
                           uint32_t schema)
 {
-    Once__Rpc__ConfigResult cr = ONCE__RPC__CONFIG_RESULT__INIT;
+    Once__Rpc__ConfigResult cr;
     Once__Rpc__SchemaUpgradeResponse sr =
         ONCE__RPC__SCHEMA_UPGRADE_RESPONSE__INIT;
-    char text[257];
+    struct convert_config_buf text;
 
-    cr.outcome = (Once__Rpc__Outcome)outcome;
-    if (reason != NULL) {
-        snprintf(text, sizeof text, "%s", reason);
-        cr.reason = text;
-    }
+    convert_config_out(outcome, reason, &cr, &text);
     sr.result = &cr;
     sr.schema = schema;
     reply_msg(call, &sr.base);

@@ -91,8 +91,8 @@ static void result_cb(struct replica_req *req,
     Once__Rpc__LookupResponse lookup = ONCE__RPC__LOOKUP_RESPONSE__INIT;
     Once__Rpc__ForgetResponse forget = ONCE__RPC__FORGET_RESPONSE__INIT;
     Once__Rpc__QuotaSetResponse quota = ONCE__RPC__QUOTA_SET_RESPONSE__INIT;
-    Once__Rpc__ConfigResult cr = ONCE__RPC__CONFIG_RESULT__INIT;
-    char reason[257];
+    Once__Rpc__ConfigResult cr;
+    struct convert_config_buf reason;
     const ProtobufCMessage *msg = NULL;
 
     if (op->call == NULL) {
@@ -125,11 +125,7 @@ static void result_cb(struct replica_req *req,
             msg = &lookup.base;
             break;
         case RPC_METHOD_QUOTA_SET:
-            cr.outcome = (Once__Rpc__Outcome)res->outcome;
-            if (res->reason != NULL) {
-                snprintf(reason, sizeof reason, "%s", res->reason);
-                cr.reason = reason;
-            }
+            convert_config_out(res->outcome, res->reason, &cr, &reason);
             quota.result = &cr;
             msg = &quota.base;
             break;
