@@ -682,6 +682,7 @@ void admin_shutdown(struct admin *a)
                     "node shutting down", NULL);
         a->snap_op->call = NULL;
     }
+    admin_upgrade_shutdown();
     /* Their replica callbacks still come (and free them). */
     for (struct digest_op *op = a->digest_ops; op != NULL; op = op->next) {
         if (op->call != NULL) {

@@ -93,6 +93,8 @@ void admin_schema_upgrade(struct server *s,
                           struct rpc_call *call,
                           const ProtobufCMessage *msg,
                           const struct service_in *in);
+/* Answer a running SchemaUpgrade at shutdown (admin_shutdown calls it). */
+void admin_upgrade_shutdown(void);
 /* The highest log schema this node applies, as Status reports it
  * (replica_schema_max: a debug build's test hook may lower it). */
 uint32_t admin_schema_max(void);

@@ -13,7 +13,9 @@
  * schema_max >= target; else FAILED_PRECONDITION names the voters that do
  * not, or could not be asked. One upgrade at a time per node. The op owns
  * its channels; each is closed once its call has answered (the channel
- * frees itself after its handles close). */
+ * frees itself after its handles close). At shutdown the call is answered
+ * (UNAVAILABLE while still asking, UNKNOWN once SetSchema was proposed)
+ * and the op is freed by the last callback still due. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +81,8 @@ struct upgrade
     struct replica_req req;
 };
 
-static bool upgrade_busy;
+/* The upgrade running on this node, or NULL: one at a time. */
+static struct upgrade *running;
 
 static void reply_upgrade(struct rpc_call *call,
                           enum fsm_outcome outcome,
@@ -99,7 +102,7 @@ static void reply_upgrade(struct rpc_call *call,
 
 static void upgrade_free(struct upgrade *up)
 {
-    upgrade_busy = false;
+    running = NULL;
     free(up);
 }
 
@@ -121,7 +124,9 @@ static void set_schema_cb(struct replica_req *req,
 {
     struct upgrade *up = req->data;
 
-    if (status != 0 || res == NULL) {
+    if (up->call == NULL) {
+        /* answered at shutdown */
+    } else if (status != 0 || res == NULL) {
         reply_replica_error(up->s, up->call,
                             status != 0 ? status : REPLICA_E_INTERNAL, NULL);
     } else {
@@ -181,7 +186,12 @@ static void ask_cb(void *arg, int rv, bool sent, struct envelope_view *ans)
     }
     rpc_channel_close(a->ch); /* freed once its handles have closed */
     a->ch = NULL;
-    if (--up->n_waiting == 0) {
+    if (--up->n_waiting > 0) {
+        return;
+    }
+    if (up->call == NULL) {
+        upgrade_free(up); /* answered at shutdown: nothing is proposed */
+    } else {
         upgrade_decide(up);
     }
 }
@@ -266,7 +276,7 @@ void admin_schema_upgrade(struct server *s,
                       "the leader's binary does not know that schema", now);
         return;
     }
-    if (upgrade_busy) {
+    if (running != NULL) {
         reply_upgrade(call, FSM_FAILED_PRECONDITION,
                       "another schema upgrade is running", now);
         return;
@@ -276,11 +286,38 @@ void admin_schema_upgrade(struct server *s,
         reply_replica_error(s, call, REPLICA_E_NOMEM, NULL);
         return;
     }
-    upgrade_busy = true;
+    running = up;
     up->s = s;
     up->call = call;
     up->target = target;
     upgrade_start(up);
+}
+
+void admin_upgrade_shutdown(void)
+{
+    struct upgrade *up = running;
+
+    if (up == NULL || up->call == NULL) {
+        return;
+    }
+    if (up->n_waiting > 0) {
+        /* Still asking: nothing was proposed. The channels' callbacks
+         * (RPC_E_CLOSED) free the op once the last one has run. */
+        reply_error(up->call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
+                    "node shutting down during the schema upgrade", NULL);
+        up->call = NULL;
+        for (size_t i = 0; i < up->n_asks; i++) {
+            if (up->asks[i].ch != NULL) {
+                rpc_channel_close(up->asks[i].ch);
+            }
+        }
+        return;
+    }
+    /* SetSchema was proposed: its replica callback still comes (and frees
+     * the op); whether it applied is not known. */
+    reply_error(up->call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN,
+                "node shutting down during the schema upgrade", NULL);
+    up->call = NULL;
 }
 
 uint32_t admin_schema_max(void)
