@@ -151,18 +151,32 @@ START_TEST(test_quota_bytes_and_refusals)
     struct fh_res r;
     char pat[16];
 
+    static uint8_t result[FSM_RESULT_MAX];
+    struct fsm_token tok[3];
+    char key[8];
+
     fh_init_booted(&h, _i, NULL, FH_T0);
     fh_assert_is(quota(&h, "big", 0, 200000, false, &r), FSM_OK);
-    fh_assert_is(claim(&h, T1, FSM_KIND_IDEMPOTENT, "big", "1", DAY, NULL, &r),
-                 FSM_ACCEPTED);
-    fh_assert_is(claim(&h, T1, FSM_KIND_IDEMPOTENT, "big", "2", DAY, NULL, &r),
-                 FSM_ACCEPTED);
-    fh_assert_is(claim(&h, T1, FSM_KIND_IDEMPOTENT, "big", "3", DAY, NULL, &r),
-                 FSM_ACCEPTED);
+    for (int i = 0; i < 3; i++) { /* each reserves 64 KiB for its result */
+        snprintf(key, sizeof key, "%d", i + 1);
+        fh_assert_is(
+            claim(&h, T1, FSM_KIND_IDEMPOTENT, "big", key, DAY, &tok[i], &r),
+            FSM_ACCEPTED);
+    }
     fh_assert_is(claim(&h, T1, FSM_KIND_IDEMPOTENT, "big", "4", DAY, NULL, &r),
                  FSM_RESOURCE_EXHAUSTED);
     ck_assert_str_eq(r.reason, "the quota big's max_bytes is reached");
     ck_assert_uint_le(info(h.f, 0).bytes, 200000);
+    /* The full quota never refuses its records' completes, largest results
+     * included, and stays within its limit. */
+    memset(result, 'x', sizeof result);
+    for (int i = 0; i < 3; i++) {
+        struct fsm_cmd cmd;
+        snprintf(key, sizeof key, "%d", i + 1);
+        cmd = fh_cmd_complete("big", key, tok[i], result, sizeof result);
+        fh_assert_is(fh_do(&h, T1, &cmd, NULL), FSM_COMPLETED);
+        ck_assert_uint_le(info(h.f, 0).bytes, 200000);
+    }
     /* Raising the limit applies at once. */
     fh_assert_is(quota(&h, "big", 0, 400000, false, &r), FSM_OK);
     fh_assert_is(claim(&h, T1, FSM_KIND_IDEMPOTENT, "big", "4", DAY, NULL, &r),
