@@ -4,7 +4,8 @@
 
   a. a fresh cluster runs this binary's schema: status shows schema 2 and
      schema_max 2; `schema upgrade` answers OK (already in force).
-  b. `quota set tenant-a* --max-records 5`: tenant A's 6th new key is
+  b. a bad pattern and a quota without limits are INVALID_ARGUMENT;
+     `quota set tenant-a* --max-records 5`: tenant A's 6th new key is
      RESOURCE_EXHAUSTED naming the quota, while tenant B still claims; A's
      existing records still complete; `quota list` shows A's usage (5).
   c. after A's records expire, A claims again; `quota remove`, then a
@@ -51,6 +52,14 @@ def quotas(t, c, via):
 
 
 def enforce(t, c, A, B, C):
+    r = c.ctl(["quota", "set", "a*b", "--max-records", "5"], via=[A])
+    t.check(r.rc == oc.RC_USAGE and "'*' only at its end" in str(r.obj),
+            "b: a pattern with an inner '*' -> INVALID_ARGUMENT, exit 2",
+            r.describe())
+    r = c.ctl(["quota", "set", "tenant-a*"], via=[B])
+    t.check(r.rc == oc.RC_USAGE and "max_records or max_bytes" in str(r.obj),
+            "b: a quota without limits -> INVALID_ARGUMENT, exit 2",
+            r.describe())
     r = c.ctl(["quota", "set", "tenant-a*", "--max-records", "5"], via=[A])
     t.require(r.is_outcome("OK"), "b: quota set tenant-a* --max-records 5",
               r.describe())
