@@ -123,6 +123,7 @@ void fsm_ticks_add(struct tick_map *m,
     e->n += sign > 0 ? c->n : -c->n;
     e->bytes += sign > 0 ? c->bytes : -c->bytes;
     e->snap += sign > 0 ? c->snap : -c->snap;
+    e->n_res += sign > 0 ? c->n_res : -c->n_res;
     if (e->n == 0) {
         ticks_delete(m, i);
     }
@@ -136,8 +137,10 @@ void fsm_rec_cost(const struct fsm *f, const struct rec *r, struct tick_cost *c)
     c->n = 1;
     c->bytes = slab_size(rec_size(r->scope_len, r->key_len));
     c->snap = fsm_rec_snap_size(f, r);
+    c->n_res = 0;
     if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {
         c->bytes += REC_RESERVE;
+        c->n_res = 1;
     }
     if (e != NULL) {
         c->bytes += fsm_ext_bytes(e);
@@ -177,6 +180,7 @@ void fsm_acct_in(struct fsm *f, const struct rec *r)
         f->backlog.n += c.n;
         f->backlog.bytes += c.bytes;
         f->backlog.snap += c.snap;
+        f->backlog.n_res += c.n_res;
     }
 }
 
@@ -192,6 +196,7 @@ void fsm_acct_out(struct fsm *f, const struct rec *r)
         f->backlog.n -= c.n;
         f->backlog.bytes -= c.bytes;
         f->backlog.snap -= c.snap;
+        f->backlog.n_res -= c.n_res;
     }
 }
 
@@ -200,6 +205,7 @@ static void take(struct tick_cost *sum, const struct tick_cost *e)
     sum->n += e->n;
     sum->bytes += e->bytes;
     sum->snap += e->snap;
+    sum->n_res += e->n_res;
 }
 
 void fsm_ticks_pass(struct tick_map *m,

@@ -154,7 +154,8 @@ static void accept_new(struct fsm *f,
     uint32_t h;
 
     if (c->kind == FSM_KIND_IDEMPOTENT) {
-        need += slab_size(sizeof(struct rec_ext)) + REC_RESERVE;
+        need += slab_size(sizeof(struct rec_ext)) +
+                (fsm_reserves(f) ? REC_RESERVE : 0);
         lease_expires = f->now + lease;
     }
     if (over_capacity(f, need)) {
@@ -472,9 +473,15 @@ void fsm_do_complete(struct fsm *f,
     fsm_acct_out(f, r); /* its state and size may change */
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
-            /* Never refused for space: the claim reserved room for the
-             * largest result (REC_RESERVE), which the result now takes
-             * (docs/state-machine.md, "Memory"). */
+            /* From schema 2 never refused for space: the claim reserved
+             * room for the largest result (REC_RESERVE), which the result
+             * now takes (docs/state-machine.md, "Memory"). Schema 1 keeps
+             * its refusal: the record stays PENDING. */
+            if (!fsm_reserves(f) && !fsm_bytes_fit(f, c->result_len)) {
+                res->outcome = FSM_RESOURCE_EXHAUSTED;
+                res->reason = "the cluster's max_bytes is reached";
+                break;
+            }
             store_bytes(f, v, r, 1, c->result, c->result_len);
             fsm_set_state(f, r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
@@ -514,7 +521,11 @@ void fsm_do_release(struct fsm *f,
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
         case FSM_STATE_RELEASED:
-            if (c->terminal) { /* never refused for space, as Complete */
+            if (c->terminal && !fsm_reserves(f) &&
+                !fsm_bytes_fit(f, c->error_len)) {
+                res->outcome = FSM_RESOURCE_EXHAUSTED; /* schema 1 only */
+                res->reason = "the cluster's max_bytes is reached";
+            } else if (c->terminal) { /* never refused for space, as Complete */
                 store_bytes(f, v, r, 2, c->error, c->error_len);
                 fsm_set_state(f, r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;

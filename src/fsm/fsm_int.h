@@ -166,6 +166,7 @@ struct tick_cost
     uint64_t n;
     uint64_t bytes;
     uint64_t snap;
+    uint64_t n_res; /* of the n, those holding a result reservation */
 };
 
 struct tick_map
@@ -390,11 +391,28 @@ static inline bool rec_reserves(const struct rec *r)
     return st == FSM_STATE_PENDING || st == FSM_STATE_RELEASED;
 }
 
+/* Result reservations count against max_bytes from log schema 2 on
+ * (FSM_SCHEMA_QUOTAS); under schema 1 apply decides as a schema-1 binary
+ * does, without them, so that the replicas of a cluster in a rolling
+ * upgrade never decide a claim, a Complete or a Release differently. The
+ * counters always include them (so SetSchema changes no stored sum, only
+ * this rule): fsm_live_bytes subtracts them under schema 1. */
+static inline bool fsm_reserves(const struct fsm *f)
+{
+    return f->schema_version >= FSM_SCHEMA_QUOTAS;
+}
+
 /* Counted bytes: storage plus the reservations (n_reserved is exact, the
- * backlog included), minus the backlog's share of both. */
+ * backlog included), minus the backlog's share of both; under schema 1
+ * without the counted records' reservations. */
 static inline uint64_t fsm_live_bytes(const struct fsm *f)
 {
-    return f->bytes + f->n_reserved * REC_RESERVE - f->backlog.bytes;
+    uint64_t b = f->bytes + f->n_reserved * REC_RESERVE - f->backlog.bytes;
+
+    if (!fsm_reserves(f)) {
+        b -= (f->n_reserved - f->backlog.n_res) * REC_RESERVE;
+    }
+    return b;
 }
 
 static inline uint64_t fsm_live_snap(const struct fsm *f)

@@ -37,7 +37,7 @@ static bool counts(const struct rec *r)
 
 void fsm_pending_in(struct fsm *f, const struct rec *r)
 {
-    struct tick_cost one = {0, 1, 0, 0};
+    struct tick_cost one = {0, 1, 0, 0, 0};
     uint64_t t;
 
     if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {
@@ -57,7 +57,7 @@ void fsm_pending_in(struct fsm *f, const struct rec *r)
 
 void fsm_pending_out(struct fsm *f, const struct rec *r)
 {
-    struct tick_cost one = {0, 1, 0, 0};
+    struct tick_cost one = {0, 1, 0, 0, 0};
     uint64_t t;
 
     if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {

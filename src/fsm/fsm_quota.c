@@ -141,7 +141,7 @@ void fsm_quota_pass(struct fsm *f, uint64_t from, uint64_t to)
 {
     for (size_t i = 0; i < f->n_quotas; i++) {
         struct quota *q = &f->quotas[i];
-        struct tick_cost gone = {0, 0, 0, 0};
+        struct tick_cost gone = {0, 0, 0, 0, 0};
 
         fsm_ticks_pass(&q->ticks, from, to, &gone);
         q->n -= gone.n;

@@ -379,12 +379,19 @@ END_TEST
 /* Boot @h with max_bytes @max_bytes and claim IDEMPOTENT keys fill_key[0..n)
  * in one batch (ttl 1 h) until max_bytes refuses them. Stores the owner
  * tokens in @tok and returns how many were accepted (a prefix). */
+/* The log schema fill_idempotent bootstraps at: the schema-1 tests below
+ * keep the refusals a schema-1 binary makes (no result reservations). */
+static uint32_t fill_schema = FSM_SCHEMA_VERSION;
+
 static size_t fill_idempotent(struct fh *h,
                               uint64_t max_bytes,
                               size_t n,
                               struct fsm_token *tok)
 {
     struct fsm_settings s;
+    struct fsm_bootstrap b;
+    struct fsm_cmd boot;
+    struct fh_res br;
     struct fsm_claim *cl = calloc(n, sizeof *cl);
     struct fsm_cmd *cmds = calloc(n, sizeof *cmds);
     struct lres *out = calloc(n, sizeof *out);
@@ -396,7 +403,12 @@ static size_t fill_idempotent(struct fh *h,
     fill_keys_init();
     fh_settings(&s);
     s.max_bytes = max_bytes;
-    fh_init_booted(h, FH_DIRECT, &s, FH_T0);
+    fh_init(h, FH_DIRECT);
+    fh_bootstrap_cmd(&b, &s);
+    boot = fh_cmd_bootstrap(&b);
+    ck_assert_int_eq(fh_apply_schema(h, fill_schema, FH_T0, &boot, 1, &br), 0);
+    fh_assert_outcome(&br, FSM_OK);
+    ck_assert_uint_eq(fsm_schema_version(h->f), fill_schema);
     for (size_t i = 0; i < n; i++) {
         fh_claim(&cl[i], FSM_KIND_IDEMPOTENT, "s", fill_key[i], 100 + i);
         cl[i].ttl_ms = MS_HOUR;
@@ -538,6 +550,193 @@ START_TEST(resbytes_release_over_max_bytes)
 
     free(r);
     fh_close(&h);
+}
+END_TEST
+
+static void assert_pending(struct fh *h, size_t i, struct fh_res *r)
+{
+    fh_lookup_read(h, "s", fill_key[i], r);
+    fh_assert_outcome(r, FSM_FOUND);
+    ck_assert_msg(r->state == FSM_STATE_PENDING, "%s: state %s", fill_key[i],
+                  fsm_state_name(r->state));
+    ck_assert_uint_eq(r->result_len, 0);
+    ck_assert_uint_eq(r->stored_error_len, 0);
+}
+
+/* Under log schema 1 (a cluster not yet upgraded) apply decides as a
+ * schema-1 binary does: no result reservation, so a Complete or a terminal
+ * Release that does not fit max_bytes is refused. The two tests as they
+ * were before schema 2, on a schema-1 state. */
+START_TEST(resbytes_complete_over_max_bytes_schema1)
+{
+    const uint64_t max_bytes = 64u << 10;
+    struct fh h, twin;
+    struct fsm_token *tok = calloc(N_FILL, sizeof *tok);
+    struct fsm_cmd *cmds = calloc(N_FILL, sizeof *cmds);
+    struct lres *out = calloc(N_FILL, sizeof *out);
+    uint8_t *result = malloc(FSM_RESULT_MAX);
+    struct fh_res *r = fh_res_array(1);
+    struct fsm_cmd cmd;
+    size_t n_acc, n_twin;
+    uint64_t full, left;
+
+    ck_assert_ptr_nonnull(tok);
+    ck_assert_ptr_nonnull(cmds);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(result);
+    for (size_t i = 0; i < FSM_RESULT_MAX; i++) {
+        result[i] = (uint8_t)(i * 7 + 3);
+    }
+    fill_schema = 1;
+    n_acc = fill_idempotent(&h, max_bytes, N_FILL, tok);
+    n_twin = fill_idempotent(&twin, max_bytes, N_FILL, tok);
+    fill_schema = FSM_SCHEMA_VERSION;
+    ck_assert_uint_eq(n_acc, n_twin);
+    full = fsm_bytes(h.f);
+
+    /* Every owner completes with a 64 KiB result: all refused, nothing
+     * stored (the twin applies an empty batch instead). */
+    for (size_t i = 0; i < n_acc; i++) {
+        cmds[i] =
+            fh_cmd_complete("s", fill_key[i], tok[i], result, FSM_RESULT_MAX);
+    }
+    apply_light(&h, FH_T0 + 1, cmds, n_acc, out);
+    fh_tick(&twin, FH_T0 + 1);
+    for (size_t i = 0; i < n_acc; i++) {
+        ck_assert_msg(out[i].outcome == FSM_RESOURCE_EXHAUSTED,
+                      "complete %zu: %s", i, fsm_outcome_name(out[i].outcome));
+        ck_assert_msg(out[i].has_record && out[i].state == FSM_STATE_PENDING,
+                      "complete %zu: state %s", i,
+                      fsm_state_name(out[i].state));
+        assert_pending(&h, i, r);
+    }
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+    assert_same_state(&h, &twin, "after refused Completes");
+
+    /* The limit is exact: one byte over is refused, the rest fits. */
+    left = max_bytes - full;
+    ck_assert_uint_lt(left, FSM_RESULT_MAX);
+    cmd = fh_cmd_complete("s", fill_key[0], tok[0], result, left + 1);
+    fh_assert_is(fh_do(&h, FH_T0 + 2, &cmd, r), FSM_RESOURCE_EXHAUSTED);
+    ck_assert_int_eq(r->state, FSM_STATE_PENDING);
+    assert_pending(&h, 0, r);
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+    cmd = fh_cmd_complete("s", fill_key[0], tok[0], result, left);
+    fh_assert_is(fh_do(&h, FH_T0 + 3, &cmd, r), FSM_COMPLETED);
+    ck_assert(!r->retry);
+    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
+    fh_lookup_read(&h, "s", fill_key[0], r);
+    fh_assert_outcome(r, FSM_FOUND);
+    ck_assert_int_eq(r->state, FSM_STATE_COMPLETED);
+    ck_assert_uint_eq(r->result_len, left);
+    ck_assert(memcmp(r->result, result, left) == 0);
+
+    /* Full: the next owner cannot store a byte, but an empty result fits. */
+    cmd = fh_cmd_complete("s", fill_key[1], tok[1], result, 1);
+    fh_assert_is(fh_do(&h, FH_T0 + 4, &cmd, r), FSM_RESOURCE_EXHAUSTED);
+    assert_pending(&h, 1, r);
+    cmd = fh_cmd_complete("s", fill_key[1], tok[1], result, 0);
+    fh_assert_is(fh_do(&h, FH_T0 + 5, &cmd, r), FSM_COMPLETED);
+    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
+
+    /* A refused owner can still release (nothing stored). */
+    cmd = fh_cmd_release("s", fill_key[2], tok[2], false, result, 10);
+    fh_assert_is(fh_do(&h, FH_T0 + 6, &cmd, r), FSM_RELEASED);
+    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
+
+    free(tok);
+    free(cmds);
+    free(out);
+    free(result);
+    free(r);
+    fh_close(&h);
+    fh_close(&twin);
+}
+END_TEST
+
+START_TEST(resbytes_release_over_max_bytes_schema1)
+{
+    const uint64_t max_bytes = 4096;
+    struct fh h, twin;
+    struct fsm_token tok[64];
+    struct fsm_cmd cmds[64];
+    struct lres out[64];
+    uint8_t error[FSM_ERROR_MAX];
+    struct fh_res *r = fh_res_array(1);
+    struct fsm_cmd cmd;
+    size_t n_acc, n_twin;
+    uint64_t full, left;
+
+    for (size_t i = 0; i < sizeof error; i++) {
+        error[i] = (uint8_t)(i * 13 + 1);
+    }
+    fill_schema = 1;
+    n_acc = fill_idempotent(&h, max_bytes, 64, tok);
+    n_twin = fill_idempotent(&twin, max_bytes, 64, tok);
+    fill_schema = FSM_SCHEMA_VERSION;
+    ck_assert_uint_eq(n_acc, n_twin);
+    ck_assert_uint_ge(n_acc, 4);
+    full = fsm_bytes(h.f);
+    left = max_bytes - full;
+    ck_assert_uint_lt(left, FSM_ERROR_MAX);
+
+    /* Every owner fails terminally with a 1 KiB error: all refused. */
+    for (size_t i = 0; i < n_acc; i++) {
+        cmds[i] = fh_cmd_release("s", fill_key[i], tok[i], true, error,
+                                 FSM_ERROR_MAX);
+    }
+    apply_light(&h, FH_T0 + 1, cmds, n_acc, out);
+    fh_tick(&twin, FH_T0 + 1);
+    for (size_t i = 0; i < n_acc; i++) {
+        ck_assert_msg(out[i].outcome == FSM_RESOURCE_EXHAUSTED,
+                      "release %zu: %s", i, fsm_outcome_name(out[i].outcome));
+        ck_assert_int_eq(out[i].state, FSM_STATE_PENDING);
+        assert_pending(&h, i, r);
+    }
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+    assert_same_state(&h, &twin, "after refused Releases");
+
+    /* One byte over the limit: refused, the record stays PENDING. */
+    cmd = fh_cmd_release("s", fill_key[0], tok[0], true, error, left + 1);
+    fh_assert_is(fh_do(&h, FH_T0 + 2, &cmd, r), FSM_RESOURCE_EXHAUSTED);
+    ck_assert_int_eq(r->state, FSM_STATE_PENDING);
+    assert_pending(&h, 0, r);
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+
+    /* A RELEASED record stays RELEASED when the terminal error is too big;
+     * a non-terminal release stores nothing and is never refused. */
+    cmd = fh_cmd_release("s", fill_key[1], tok[1], false, error, FSM_ERROR_MAX);
+    fh_assert_is(fh_do(&h, FH_T0 + 3, &cmd, r), FSM_RELEASED);
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+    cmd = fh_cmd_release("s", fill_key[1], tok[1], true, error, left + 1);
+    fh_assert_is(fh_do(&h, FH_T0 + 4, &cmd, r), FSM_RESOURCE_EXHAUSTED);
+    ck_assert_int_eq(r->state, FSM_STATE_RELEASED);
+    fh_lookup_read(&h, "s", fill_key[1], r);
+    ck_assert_int_eq(r->state, FSM_STATE_RELEASED);
+    ck_assert_uint_eq(r->stored_error_len, 0);
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+
+    /* Exactly what is left fits. */
+    cmd = fh_cmd_release("s", fill_key[0], tok[0], true, error, left);
+    fh_assert_is(fh_do(&h, FH_T0 + 5, &cmd, r), FSM_FAILED);
+    ck_assert(!r->retry);
+    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
+    fh_lookup_read(&h, "s", fill_key[0], r);
+    ck_assert_int_eq(r->state, FSM_STATE_FAILED);
+    ck_assert_uint_eq(r->stored_error_len, left);
+    ck_assert(memcmp(r->stored_error, error, left) == 0);
+
+    /* Full: a one-byte error is refused, an empty one fits. */
+    cmd = fh_cmd_release("s", fill_key[2], tok[2], true, error, 1);
+    fh_assert_is(fh_do(&h, FH_T0 + 6, &cmd, r), FSM_RESOURCE_EXHAUSTED);
+    assert_pending(&h, 2, r);
+    cmd = fh_cmd_release("s", fill_key[2], tok[2], true, error, 0);
+    fh_assert_is(fh_do(&h, FH_T0 + 7, &cmd, r), FSM_FAILED);
+    ck_assert_uint_eq(fsm_bytes(h.f), max_bytes);
+
+    free(r);
+    fh_close(&h);
+    fh_close(&twin);
 }
 END_TEST
 
@@ -1383,6 +1582,8 @@ Suite *regress_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, resbytes_complete_over_max_bytes);
     tcase_add_test(tc, resbytes_release_over_max_bytes);
+    tcase_add_test(tc, resbytes_complete_over_max_bytes_schema1);
+    tcase_add_test(tc, resbytes_release_over_max_bytes_schema1);
     tcase_add_test(tc, attbytes_replay_flood);
     tcase_add_test(tc, attbytes_counted_when_full);
     suite_add_tcase(s, tc);
