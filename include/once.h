@@ -413,6 +413,10 @@ struct once_status_info
     uint64_t restore_stale_ts_ms;
     /* Backups the node is serving (Admin.BackupOpen). */
     unsigned backups_open;
+    /* The log schema in force (0 before the bootstrap) and the highest the
+     * node's binary applies (oncectl schema upgrade). */
+    uint32_t schema;
+    uint32_t schema_max;
 };
 
 /* Admin answers: r->status as above; the configuration outcome (ONCE_OK or
@@ -476,6 +480,48 @@ int once_transfer(once_client *c,
                   uint32_t timeout_ms,
                   uint64_t *new_leader,
                   struct once_result *r);
+/* Quotas (docs/state-machine.md, "Quotas"): at most ONCE_QUOTAS_MAX
+ * patterns, each an exact scope or a prefix then '*' (1..129 bytes). */
+#define ONCE_QUOTAS_MAX  64
+#define ONCE_PATTERN_MAX 129
+struct once_quota
+{
+    char pattern[ONCE_PATTERN_MAX + 1];
+    uint64_t max_records; /* 0: no limit */
+    uint64_t max_bytes;   /* 0: no limit */
+    uint64_t records;     /* usage, as of the leader's applied state */
+    uint64_t bytes;
+};
+/* Set @pattern's quota (not both limits 0), or remove it. r->outcome:
+ * ONCE_OK, or a refusal with r->reason (ONCE_FAILED_PRECONDITION: schema
+ * 2 not in force, or 64 quotas already; ONCE_INVALID_ARGUMENT;
+ * ONCE_NOT_FOUND: no such quota to remove). */
+int once_quota_set(once_client *c,
+                   const char *pattern,
+                   uint64_t max_records,
+                   uint64_t max_bytes,
+                   uint32_t timeout_ms,
+                   struct once_result *r);
+int once_quota_remove(once_client *c,
+                      const char *pattern,
+                      uint32_t timeout_ms,
+                      struct once_result *r);
+/* The quotas, sorted by pattern, with their usage. */
+int once_quota_list(once_client *c,
+                    uint32_t timeout_ms,
+                    struct once_quota *out, /* ONCE_QUOTAS_MAX */
+                    size_t *n_out,
+                    struct once_result *r);
+/* Raise the log schema in force to @target (0: the leader's newest): the
+ * leader proposes it only when every voter reports supporting it, else
+ * ONCE_FAILED_PRECONDITION naming those that do not. *@schema (may be
+ * NULL): the schema in force after the call. */
+int once_schema_upgrade(once_client *c,
+                        uint32_t target,
+                        uint32_t timeout_ms,
+                        uint32_t *schema,
+                        struct once_result *r);
+
 /* Take a snapshot on the leader now. */
 int once_snapshot_take(once_client *c,
                        uint32_t timeout_ms,

@@ -15,7 +15,8 @@
  * bytes the view held by then), and the two steps of a restore
  * (fsm_restore_build, then fsm_restore_commit over a full instance). The
  * steady state also shows the longest single apply while pruning's
- * backlog (FSM_PRUNE_BUDGET visits per batch) is freed during the refill. */
+ * backlog (FSM_PRUNE_BUDGET visits per batch) is freed during the refill,
+ * and what setting and removing a quota costs (each walks every record). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -510,6 +511,8 @@ struct figs
     double prune_s;
     double wall2, cpu2, refill_max; /* the refill */
     uint64_t backlog_left, memory2;
+    double quota_set_s, quota_remove_s; /* each walks every record */
+    uint64_t quota_records;             /* the quota's usage after its set */
 };
 
 /* Fill @f with --records claims and measure it. Returns 0, or 1 when a
@@ -603,6 +606,45 @@ static int restore(const uint8_t *snap, struct figs *r)
  * uncounts them all and starts freeing them, FSM_PRUNE_BUDGET per batch),
  * then apply as many new claims, which finish the freeing and reuse the
  * memory, as a long-running node does. */
+/* One QuotaSet of "b*" (every record's scope) at log time @t, timed. */
+static double quota_cmd(struct fsm *f, uint64_t *index, uint64_t t, bool rm)
+{
+    struct fsm_cmd c;
+    struct counts n = {0};
+    double t0;
+    int rv;
+
+    memset(&c, 0, sizeof c);
+    c.type = FSM_CMD_QUOTA_SET;
+    c.u.quota.pattern = (const uint8_t *)"b*";
+    c.u.quota.pattern_len = 2;
+    c.u.quota.max_records = rm ? 0 : UINT64_MAX;
+    c.u.quota.remove = rm;
+    t0 = now_s(CLOCK_MONOTONIC);
+    rv = fsm_apply_cmds(f, (*index)++, FSM_SCHEMA_VERSION, t, &c, 1, count_cb,
+                        &n);
+    t0 = now_s(CLOCK_MONOTONIC) - t0;
+    if (rv != 0 || n.other != 1 || n.first_other != FSM_OK) {
+        die("quota set", rv);
+    }
+    return t0;
+}
+
+/* Setting and removing a quota rebuild every quota's usage: a walk over
+ * all the records (docs/state-machine.md, "Quotas"). */
+static void bench_quota(struct fsm *f, uint64_t *index, struct figs *r)
+{
+    struct fsm_quota_info q;
+    uint64_t t = T0 + r->n_batches + 1000;
+
+    r->quota_set_s = quota_cmd(f, index, t, false);
+    if (!fsm_quota(f, 0, &q)) {
+        die("quota list", 0);
+    }
+    r->quota_records = q.records;
+    r->quota_remove_s = quota_cmd(f, index, t, true);
+}
+
 static void refill(struct fsm *f,
                    const struct opts *o,
                    uint64_t *index,
@@ -660,7 +702,9 @@ static void print_json(const struct opts *o, const struct figs *r)
            ",\"during_apply_max_s\":%.6f"
            ",\"frozen_extra_bytes\":%" PRIu64
            ",\"frozen_identical\":%s"
-           ",\"refill_apply_max_s\":%.6f,\"backlog_left\":%" PRIu64 "}\n",
+           ",\"refill_apply_max_s\":%.6f,\"backlog_left\":%" PRIu64
+           ",\"quota_set_s\":%.6f,\"quota_remove_s\":%.6f"
+           ",\"quota_records\":%" PRIu64 "}\n",
            o->records, o->batch, r->n_batches, r->wall, r->cpu,
            (double)o->records / r->wall, (double)o->records / r->cpu,
            r->n_records, r->memory, r->bytes,
@@ -675,7 +719,8 @@ static void print_json(const struct opts *o, const struct figs *r)
            r->views.commit_s, r->views.freeze_max_s, r->views.release_max_s,
            r->views.frozen_write_s, o->during, r->views.during_apply_max_s,
            r->views.extra_bytes, r->views.frozen_same ? "true" : "false",
-           r->refill_max, r->backlog_left);
+           r->refill_max, r->backlog_left, r->quota_set_s, r->quota_remove_s,
+           r->quota_records);
 }
 
 static void print_text(const struct opts *o, const struct figs *r)
@@ -744,6 +789,11 @@ static void print_text(const struct opts *o, const struct figs *r)
         r->refill_max, r->backlog_left);
     printf("    fsm_memory after   %12" PRIu64 " bytes (pages reused)\n",
            r->memory2);
+    printf("  quotas (each change walks every record)\n");
+    printf("    quota set \"b*\"     %10.3f s   (%" PRIu64
+           " records charged)\n",
+           r->quota_set_s, r->quota_records);
+    printf("    quota remove       %10.3f s\n", r->quota_remove_s);
 }
 
 int main(int argc, char **argv)
@@ -774,6 +824,7 @@ int main(int argc, char **argv)
     }
     bench_views(f, &o, snap, figs.snap_len, 2 * o.records, T0 + figs.n_batches,
                 &index, &figs.views);
+    bench_quota(f, &index, &figs);
     refill(f, &o, &index, &figs);
     if (o.json) {
         print_json(&o, &figs);

@@ -44,6 +44,10 @@ enum field {
     F_FORCE,
     F_TIMEOUT,
     F_FILE,
+    F_PATTERN,
+    F_MAX_RECORDS,
+    F_MAX_BYTES,
+    F_TO,
     F_COUNT,
 };
 
@@ -301,7 +305,19 @@ static const struct field_def fields[F_COUNT] = {
                    "a duration of 1ms..1h " DURATION},
     [F_FILE] = {"file", parse_path, ADDR(file), 0, HAS(has_file), 1,
                 CLI_PATH_MAX, -1, "a path of 1..4095 bytes"},
+    [F_PATTERN] = {"pattern", parse_bytes, BYTES(pattern), LEN(pattern_len),
+                   HAS(has_pattern), 1, ONCE_PATTERN_MAX, -1,
+                   "a scope, or a prefix then '*' (1..129 bytes)"},
+    [F_MAX_RECORDS] = {"max_records", parse_u64, U64(max_records), 0,
+                       HAS(has_max_records), 0, UINT64_MAX, -1,
+                       "a decimal integer (0: no limit)"},
+    [F_MAX_BYTES] = {"max_bytes", parse_u64, U64(max_bytes), 0,
+                     HAS(has_max_bytes), 0, UINT64_MAX, -1,
+                     "a decimal integer of bytes (0: no limit)"},
+    [F_TO] = {"to", parse_u64, U64(schema_to), 0, HAS(has_schema_to), 0,
+              UINT32_MAX, -1, "a schema version (a decimal integer)"},
 };
+_Static_assert(F_COUNT <= 32, "struct cli_req.seen has one bit per field");
 
 #define POS_MAX 3
 
@@ -348,7 +364,38 @@ static const struct cmd_def cmds[] = {
     {CLI_SNAPSHOT_BACKUP, "snapshot backup", {F_FILE, -1, -1}, 1, 0},
     {CLI_SNAPSHOT_VERIFY, "snapshot verify", {F_FILE, -1, -1}, 1, 0},
     {CLI_SESSION, "session", {-1, -1, -1}, 0, 0},
+    {CLI_QUOTA_SET,
+     "quota set",
+     {F_PATTERN, -1, -1},
+     1,
+     BIT(F_MAX_RECORDS) | BIT(F_MAX_BYTES)},
+    {CLI_QUOTA_REMOVE, "quota remove", {F_PATTERN, -1, -1}, 1, 0},
+    {CLI_QUOTA_LIST, "quota list", {-1, -1, -1}, 0, 0},
+    {CLI_SCHEMA_UPGRADE, "schema upgrade", {-1, -1, -1}, 0, BIT(F_TO)},
 };
+
+/* The words that take a subcommand, and what follows each. */
+static const struct
+{
+    const char *word;
+    const char *subs;
+} groups[] = {
+    {"members", " (list, add, remove, assign, transfer)"},
+    {"snapshot", " (take, backup, verify)"},
+    {"quota", " (set, remove, list)"},
+    {"schema", " (upgrade)"},
+};
+
+/* The group word @w names, as a static string, or NULL. */
+static const char *group_of(const char *w)
+{
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        if (strcmp(w, groups[i].word) == 0) {
+            return groups[i].word;
+        }
+    }
+    return NULL;
+}
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
 
 static const struct cmd_def *cmd_def(enum cli_cmd cmd)
@@ -676,11 +723,6 @@ static enum global_opt global_by_name(const char *name, size_t n)
     return G_NONE;
 }
 
-static bool is_group(const char *w)
-{
-    return strcmp(w, "members") == 0 || strcmp(w, "snapshot") == 0;
-}
-
 /* --help anywhere before `--`: find the command it is about, without
  * judging the rest of the line. */
 static void scan_help(int argc,
@@ -720,8 +762,8 @@ static void scan_help(int argc,
             snprintf(name, sizeof name, "%s %.40s", group, a);
             cmd = cli_cmd_from_name(name);
             words = false;
-        } else if (is_group(a)) {
-            group = strcmp(a, "members") == 0 ? "members" : "snapshot";
+        } else if (group_of(a) != NULL) {
+            group = group_of(a);
         } else {
             cmd = cli_cmd_from_name(a);
             words = false;
@@ -862,9 +904,12 @@ static int argv_option(int argc,
 
 static const char *subcommands(const char *group)
 {
-    return strcmp(group, "members") == 0
-               ? " (list, add, remove, assign, transfer)"
-               : " (take, backup, verify)";
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
+        if (strcmp(group, groups[i].word) == 0) {
+            return groups[i].subs;
+        }
+    }
+    return "";
 }
 
 /* A word that is not an option: the command, its subcommand after the
@@ -888,8 +933,8 @@ static int argv_word(const char *a,
                            subcommands(*group));
                 return -EINVAL;
             }
-        } else if (is_group(a)) {
-            *group = strcmp(a, "members") == 0 ? "members" : "snapshot";
+        } else if (group_of(a) != NULL) {
+            *group = group_of(a);
         } else {
             q->cmd = cli_cmd_from_name(a);
             if (q->cmd == 0) {

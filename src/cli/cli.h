@@ -70,6 +70,10 @@ enum cli_cmd {
     CLI_SNAPSHOT_BACKUP,
     CLI_SNAPSHOT_VERIFY,
     CLI_SESSION,
+    CLI_QUOTA_SET,
+    CLI_QUOTA_REMOVE,
+    CLI_QUOTA_LIST,
+    CLI_SCHEMA_UPGRADE,
 };
 
 /* One parsed command: everything a command line or a session line can
@@ -136,6 +140,15 @@ struct cli_req
     enum once_role role;
     bool has_file; /* snapshot backup / verify */
     char file[CLI_PATH_MAX + 1];
+    bool has_pattern; /* quota set / remove */
+    uint8_t pattern[ONCE_PATTERN_MAX];
+    size_t pattern_len;
+    bool has_max_records;
+    uint64_t max_records;
+    bool has_max_bytes;
+    uint64_t max_bytes;
+    bool has_schema_to; /* schema upgrade --to */
+    uint64_t schema_to;
 };
 
 /* ------------------------------------------------------------------------
@@ -156,7 +169,7 @@ struct cli_global
     const char *tls_cert;
     const char *tls_key;
     bool help;              /* --help / -h seen */
-    const char *help_group; /* "members"/"snapshot" without subcommand */
+    const char *help_group; /* a group word without subcommand (args.c) */
 };
 
 #define CLI_CLUSTER_DEFAULT "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"

@@ -259,6 +259,86 @@ static int run_transfer(const struct cli_ctx *x,
     return code;
 }
 
+static int run_quota_change(const struct cli_ctx *x,
+                            const struct cli_req *q,
+                            uint32_t t,
+                            json_t **out)
+{
+    char pattern[ONCE_PATTERN_MAX + 1];
+    struct once_result r;
+    int code;
+
+    memcpy(pattern, q->pattern, q->pattern_len);
+    pattern[q->pattern_len] = '\0';
+    once_result_init(&r);
+    if (q->cmd == CLI_QUOTA_REMOVE) {
+        once_quota_remove(x->client, pattern, t, &r);
+    } else {
+        once_quota_set(x->client, pattern,
+                       q->has_max_records ? q->max_records : 0,
+                       q->has_max_bytes ? q->max_bytes : 0, t, &r);
+    }
+    *out = cli_json_admin(&r);
+    code = cli_exit_code(q->cmd, false, &r);
+    once_result_clear(&r);
+    return code;
+}
+
+static int run_quota_list(const struct cli_ctx *x, uint32_t t, json_t **out)
+{
+    struct once_quota *qs = calloc(ONCE_QUOTAS_MAX, sizeof *qs);
+    struct once_result r;
+    size_t n = 0;
+    int code;
+
+    if (qs == NULL) {
+        fputs("oncectl: out of memory\n", stderr);
+        abort();
+    }
+    once_result_init(&r);
+    once_quota_list(x->client, t, qs, &n, &r);
+    *out = cli_json_admin(&r);
+    if (r.status == ONCE_STATUS_OK) {
+        json_t *arr = cli_must(json_array());
+        for (size_t i = 0; i < n && i < ONCE_QUOTAS_MAX; i++) {
+            json_t *o = cli_must(json_object());
+            cli_set(o, "pattern", cli_must(json_string(qs[i].pattern)));
+            cli_set(o, "max_records", cli_juint(qs[i].max_records));
+            cli_set(o, "max_bytes", cli_juint(qs[i].max_bytes));
+            cli_set(o, "records", cli_juint(qs[i].records));
+            cli_set(o, "bytes", cli_juint(qs[i].bytes));
+            json_array_append_new(arr, o);
+        }
+        cli_set(*out, "quotas", arr);
+    }
+    code = cli_exit_code(CLI_QUOTA_LIST, false, &r);
+    once_result_clear(&r);
+    free(qs);
+    return code;
+}
+
+static int run_schema_upgrade(const struct cli_ctx *x,
+                              const struct cli_req *q,
+                              uint32_t t,
+                              json_t **out)
+{
+    struct once_result r;
+    uint32_t schema = 0;
+    int code;
+
+    once_result_init(&r);
+    once_schema_upgrade(x->client,
+                        q->has_schema_to ? (uint32_t)q->schema_to : 0, t,
+                        &schema, &r);
+    *out = cli_json_admin(&r);
+    if (r.status == ONCE_STATUS_OK) {
+        cli_set(*out, "schema", cli_juint(schema));
+    }
+    code = cli_exit_code(CLI_SCHEMA_UPGRADE, false, &r);
+    once_result_clear(&r);
+    return code;
+}
+
 static int run_snapshot_take(const struct cli_ctx *x, uint32_t t, json_t **out)
 {
     struct once_result r;
@@ -416,6 +496,16 @@ int cli_run(const struct cli_ctx *x, const struct cli_req *q, json_t **out)
             break;
         case CLI_SNAPSHOT_VERIFY:
             code = cli_run_verify(q, out);
+            break;
+        case CLI_QUOTA_SET:
+        case CLI_QUOTA_REMOVE:
+            code = run_quota_change(x, q, t, out);
+            break;
+        case CLI_QUOTA_LIST:
+            code = run_quota_list(x, t, out);
+            break;
+        case CLI_SCHEMA_UPGRADE:
+            code = run_schema_upgrade(x, q, t, out);
             break;
         case CLI_SESSION:
         default:

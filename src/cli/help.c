@@ -212,6 +212,48 @@ static const char help_snapshot_verify[] =
     "it goes wrong) and reason, exit 1. An unreadable FILE is the error\n"
     "FAILED_PRECONDITION, exit 3.\n";
 
+static const char help_quota_set[] =
+    "usage: oncectl quota set PATTERN [--max-records N] [--max-bytes B]\n"
+    "\n"
+    "Admin: limit the records of the scopes PATTERN names (an exact scope,\n"
+    "or a prefix then '*', as in the access file). A record counts against\n"
+    "one quota: its scope's exact pattern if there is one, else the longest\n"
+    "matching prefix; scopes with none are bound by the cluster's limits\n"
+    "only. Over its quota a scope's new records are RESOURCE_EXHAUSTED,\n"
+    "naming the quota; its existing records still complete and answer, and\n"
+    "other scopes are unaffected. 0 (or leaving an option out) means no\n"
+    "limit on that dimension; give at least one. Bytes count as max_bytes\n"
+    "does (a PENDING or RELEASED idempotent record holds 64 KiB for its\n"
+    "result). At most 64 quotas. Needs log schema 2 (oncectl schema\n"
+    "upgrade). Fields: outcome OK, or FAILED_PRECONDITION with reason\n"
+    "(exit 1).\n";
+
+static const char help_quota_remove[] =
+    "usage: oncectl quota remove PATTERN\n"
+    "\n"
+    "Admin: drop PATTERN's quota; its scopes fall to the next matching\n"
+    "pattern, or to the cluster's limits. Fields: outcome OK, or NOT_FOUND\n"
+    "(no such quota, exit 1).\n";
+
+static const char help_quota_list[] =
+    "usage: oncectl quota list\n"
+    "\n"
+    "Admin: every quota, sorted by pattern, with its usage as of the\n"
+    "leader's applied state (not a barrier read: a change an instant old\n"
+    "may not show). Fields: outcome OK, quotas [{pattern, max_records,\n"
+    "max_bytes, records, bytes}]. Exit 0.\n";
+
+static const char help_schema_upgrade[] =
+    "usage: oncectl schema upgrade [--to N]\n"
+    "\n"
+    "Admin: raise the log schema in force to N (default: the leader's\n"
+    "newest). The leader asks every voter for its status and proposes the\n"
+    "change only when each one's binary supports N; otherwise nothing\n"
+    "changes and the answer is FAILED_PRECONDITION naming the voters that\n"
+    "do not (or could not be asked), exit 1. Already in force: OK. Upgrade\n"
+    "every binary first (a rolling restart), then run this once. Fields:\n"
+    "outcome, reason, schema (in force after the call).\n";
+
 static const char help_session[] =
     "usage: oncectl session\n"
     "\n"
@@ -283,6 +325,11 @@ static const char help_overview[] =
     "  snapshot take                 snapshot on the leader now\n"
     "  snapshot backup FILE          a consistent backup from the leader\n"
     "  snapshot verify FILE          check a backup file (offline)\n"
+    "  quota set PATTERN [--max-records N] [--max-bytes B]\n"
+    "                                admin: limit a scope pattern's records\n"
+    "  quota remove PATTERN          admin: drop a quota\n"
+    "  quota list                    admin: quotas and their usage\n"
+    "  schema upgrade [--to N]       admin: raise the log schema in force\n"
     "  session                       JSON lines in, JSON lines out\n"
     "\n"
     "Output: one readable line per answer on stdout (OUTCOME key=value ...;\n"
@@ -303,7 +350,7 @@ static const char help_overview[] =
     "  0  ACCEPTED, or the command's success: COMPLETED (complete),\n"
     "     RELEASED or with --terminal FAILED (release), FOUND (lookup),\n"
     "     FORGOTTEN (forget), OK (status, members, transfer, leave,\n"
-    "     snapshot take)\n"
+    "     snapshot take, quota, schema upgrade)\n"
     "  1  a definite non-accept outcome: REPLAYED, DUPLICATE, IN_PROGRESS,\n"
     "     CONFLICT, STALE, FUTURE, FAILED, NOT_OWNER, NOT_FOUND, or an admin\n"
     "     command's FAILED_PRECONDITION\n"
@@ -335,6 +382,10 @@ static const char *const help_of[] = {
     [CLI_SNAPSHOT_BACKUP] = help_snapshot_backup,
     [CLI_SNAPSHOT_VERIFY] = help_snapshot_verify,
     [CLI_SESSION] = help_session,
+    [CLI_QUOTA_SET] = help_quota_set,
+    [CLI_QUOTA_REMOVE] = help_quota_remove,
+    [CLI_QUOTA_LIST] = help_quota_list,
+    [CLI_SCHEMA_UPGRADE] = help_schema_upgrade,
 };
 
 const char *cli_help_overview(void)

@@ -345,6 +345,8 @@ json_t *cli_json_status(const struct once_status_info *s)
                     json_string(text_format_id(s->state_digest, d)));
         }
     }
+    cli_set(o, "schema", cli_juint(s->schema));
+    cli_set(o, "schema_max", cli_juint(s->schema_max));
     cli_set(o, "config_index", cli_juint(s->config_index));
     v = cli_must(json_array());
     for (size_t i = 0; i < s->n_config_voters && i < ONCE_MEMBERS_MAX; i++) {
@@ -398,6 +400,11 @@ int cli_exit_code(enum cli_cmd cmd, bool terminal, const struct once_result *r)
             break;
         case CLI_FORGET:
             want = ONCE_FORGOTTEN;
+            break;
+        case CLI_QUOTA_SET:
+        case CLI_QUOTA_REMOVE:
+        case CLI_SCHEMA_UPGRADE:
+            want = ONCE_OK;
             break;
         default:
             /* Admin: the configuration outcome when there is one; calls
@@ -564,6 +571,18 @@ void cli_print_text(FILE *out, FILE *errout, enum cli_cmd cmd, json_t *o)
         json_array_foreach(arr, i, a)
         {
             fprintf(out, "  attempt %s", str_or(a, "outcome", "?"));
+            print_pairs(out, a);
+            fputc('\n', out);
+        }
+    }
+    arr = json_object_get(o, "quotas");
+    if (arr != NULL) {
+        size_t i;
+        json_t *a;
+
+        json_array_foreach(arr, i, a)
+        {
+            fputs("  quota", out);
             print_pairs(out, a);
             fputc('\n', out);
         }

@@ -45,20 +45,21 @@ static void print_help(const struct cli_global *g, const struct cli_req *q)
     if (q->cmd != 0) {
         fputs(cli_help_command(q->cmd), stdout);
     } else if (g->help_group != NULL) {
-        static const enum cli_cmd members[] = {
-            CLI_MEMBERS_LIST, CLI_MEMBERS_ADD, CLI_MEMBERS_REMOVE,
-            CLI_MEMBERS_ASSIGN, CLI_TRANSFER};
-        static const enum cli_cmd snapshot[] = {
-            CLI_SNAPSHOT_TAKE, CLI_SNAPSHOT_BACKUP, CLI_SNAPSHOT_VERIFY};
-        bool m = strcmp(g->help_group, "members") == 0;
-        size_t n = m ? sizeof members / sizeof members[0]
-                     : sizeof snapshot / sizeof snapshot[0];
+        /* Every command of the group: their names start with its word. */
+        size_t len = strlen(g->help_group);
+        bool first = true;
 
-        for (size_t i = 0; i < n; i++) {
-            if (i > 0) {
+        for (int c = CLI_CLAIM; c <= CLI_SCHEMA_UPGRADE; c++) {
+            const char *name = cli_cmd_name((enum cli_cmd)c);
+            if (strncmp(name, g->help_group, len) != 0 || name[len] != ' ' ||
+                cli_help_command((enum cli_cmd)c) == NULL) {
+                continue;
+            }
+            if (!first) {
                 fputc('\n', stdout);
             }
-            fputs(cli_help_command(m ? members[i] : snapshot[i]), stdout);
+            first = false;
+            fputs(cli_help_command((enum cli_cmd)c), stdout);
         }
     } else {
         fputs(cli_help_overview(), stdout);

@@ -335,10 +335,11 @@ static int pack_backup(struct op *op, const void *arg)
                               &op->body, &op->body_len);
 }
 
-/* The common start of the three calls: 0 to go on, else r->status. */
-static int backup_begin(once_client *c,
-                        uint32_t timeout_ms,
-                        struct once_result *r)
+/* The common start of the backup and quota calls: ONCE_STATUS_OK to go
+ * on, else r->status. */
+static int admin_begin(once_client *c,
+                       uint32_t timeout_ms,
+                       struct once_result *r)
 {
     char err[ERR_MSG_SIZE];
 
@@ -365,7 +366,7 @@ int once_backup_open(once_client *c,
     if (backup_id != NULL) {
         *backup_id = 0;
     }
-    rv = backup_begin(c, timeout_ms, r);
+    rv = admin_begin(c, timeout_ms, r);
     if (rv != ONCE_STATUS_OK) {
         return rv;
     }
@@ -391,7 +392,7 @@ int once_backup_read(once_client *c,
     struct client_outputs o = {0};
     int rv;
 
-    rv = backup_begin(c, timeout_ms, r);
+    rv = admin_begin(c, timeout_ms, r);
     if (rv != ONCE_STATUS_OK) {
         return rv;
     }
@@ -421,7 +422,7 @@ int once_backup_close(once_client *c,
                       struct once_result *r)
 {
     struct backup_args a = {RPC_METHOD_BACKUP_CLOSE, backup_id, 0, 0};
-    int rv = backup_begin(c, timeout_ms, r);
+    int rv = admin_begin(c, timeout_ms, r);
 
     if (rv != ONCE_STATUS_OK) {
         return rv;
@@ -432,4 +433,116 @@ int once_backup_close(once_client *c,
     }
     return admin_call(c, RPC_METHOD_BACKUP_CLOSE, true, pack_backup, &a, NULL,
                       timeout_ms, r);
+}
+
+/* ------------------------------------------------------------------------
+ * Quotas and the log schema
+ * ---------------------------------------------------------------------- */
+
+struct quota_args
+{
+    const char *pattern;
+    size_t len;
+    uint64_t max_records;
+    uint64_t max_bytes;
+    bool remove;
+};
+
+static int pack_quota(struct op *op, const void *arg)
+{
+    const struct quota_args *a = arg;
+
+    return client_pack_quota_set(a->pattern, a->len, a->max_records,
+                                 a->max_bytes, a->remove, &op->body,
+                                 &op->body_len);
+}
+
+static int quota_call(once_client *c,
+                      struct quota_args *a,
+                      uint32_t timeout_ms,
+                      struct once_result *r)
+{
+    int rv = admin_begin(c, timeout_ms, r);
+
+    if (rv != ONCE_STATUS_OK) {
+        return rv;
+    }
+    a->len = a->pattern != NULL ? strnlen(a->pattern, ONCE_PATTERN_MAX + 1) : 0;
+    if (a->len < 1 || a->len > ONCE_PATTERN_MAX) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                                 "pattern: must be 1..129 bytes");
+    }
+    return admin_call(c, RPC_METHOD_QUOTA_SET, true, pack_quota, a, NULL,
+                      timeout_ms, r);
+}
+
+int once_quota_set(once_client *c,
+                   const char *pattern,
+                   uint64_t max_records,
+                   uint64_t max_bytes,
+                   uint32_t timeout_ms,
+                   struct once_result *r)
+{
+    struct quota_args a = {pattern, 0, max_records, max_bytes, false};
+
+    return quota_call(c, &a, timeout_ms, r);
+}
+
+int once_quota_remove(once_client *c,
+                      const char *pattern,
+                      uint32_t timeout_ms,
+                      struct once_result *r)
+{
+    struct quota_args a = {pattern, 0, 0, 0, true};
+
+    return quota_call(c, &a, timeout_ms, r);
+}
+
+int once_quota_list(once_client *c,
+                    uint32_t timeout_ms,
+                    struct once_quota *out,
+                    size_t *n_out,
+                    struct once_result *r)
+{
+    struct client_outputs o = {0};
+    int rv = admin_begin(c, timeout_ms, r);
+
+    if (rv != ONCE_STATUS_OK) {
+        return rv;
+    }
+    if (out == NULL || n_out == NULL) {
+        return client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                                 "out, n_out: NULL");
+    }
+    *n_out = 0;
+    o.quotas = out;
+    o.n_quotas = n_out;
+    return admin_call(c, RPC_METHOD_QUOTA_LIST, false, NULL, NULL, &o,
+                      timeout_ms, r);
+}
+
+static int pack_upgrade(struct op *op, const void *arg)
+{
+    return client_pack_schema_upgrade(*(const uint32_t *)arg, &op->body,
+                                      &op->body_len);
+}
+
+int once_schema_upgrade(once_client *c,
+                        uint32_t target,
+                        uint32_t timeout_ms,
+                        uint32_t *schema,
+                        struct once_result *r)
+{
+    struct client_outputs o = {0};
+    int rv = admin_begin(c, timeout_ms, r);
+
+    if (schema != NULL) {
+        *schema = 0;
+    }
+    if (rv != ONCE_STATUS_OK) {
+        return rv;
+    }
+    o.schema = schema;
+    return admin_call(c, RPC_METHOD_SCHEMA_UPGRADE, true, pack_upgrade, &target,
+                      &o, timeout_ms, r);
 }

@@ -135,6 +135,15 @@ int client_pack_id(enum rpc_method method,
                    bool force,
                    uint8_t **out,
                    size_t *out_len);
+/* QuotaSet (@pattern of @len bytes) and SchemaUpgrade. */
+int client_pack_quota_set(const char *pattern,
+                          size_t len,
+                          uint64_t max_records,
+                          uint64_t max_bytes,
+                          bool remove,
+                          uint8_t **out,
+                          size_t *out_len);
+int client_pack_schema_upgrade(uint32_t target, uint8_t **out, size_t *out_len);
 /* Status with state_digest set (without it the request is empty). */
 int client_pack_status(bool state_digest, uint8_t **out, size_t *out_len);
 /* Status, MembersList, SnapshotTake: empty requests (NULL, 0). */
@@ -160,6 +169,9 @@ struct client_outputs
     struct once_status_info *status;
     struct once_member *members; /* ONCE_MEMBERS_MAX */
     size_t *n_members;
+    struct once_quota *quotas; /* ONCE_QUOTAS_MAX */
+    size_t *n_quotas;
+    uint32_t *schema; /* SchemaUpgrade */
     uint64_t *u64_a;
     uint64_t *u64_b;
     /* BackupRead: where the data goes (@buf_cap bytes) and its facts. */

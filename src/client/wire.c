@@ -480,6 +480,32 @@ int client_pack_status(bool state_digest, uint8_t **out, size_t *out_len)
     return pack(&m.base, out, out_len);
 }
 
+int client_pack_quota_set(const char *pattern,
+                          size_t len,
+                          uint64_t max_records,
+                          uint64_t max_bytes,
+                          bool remove,
+                          uint8_t **out,
+                          size_t *out_len)
+{
+    Once__Rpc__QuotaSetRequest m = ONCE__RPC__QUOTA_SET_REQUEST__INIT;
+
+    m.pattern.data = (uint8_t *)pattern;
+    m.pattern.len = len;
+    m.max_records = max_records;
+    m.max_bytes = max_bytes;
+    m.remove = remove;
+    return pack(&m.base, out, out_len);
+}
+
+int client_pack_schema_upgrade(uint32_t target, uint8_t **out, size_t *out_len)
+{
+    Once__Rpc__SchemaUpgradeRequest m = ONCE__RPC__SCHEMA_UPGRADE_REQUEST__INIT;
+
+    m.target = target;
+    return pack(&m.base, out, out_len);
+}
+
 int client_pack_backup(enum rpc_method method,
                        uint64_t backup_id,
                        uint64_t offset,
@@ -815,6 +841,8 @@ static int read_status(const Once__Rpc__StatusResponse *s,
     out->replay_window_until_ms = s->replay_window_until_ms;
     out->restore_stale_ts_ms = s->restore_stale_ts_ms;
     out->backups_open = s->backups_open;
+    out->schema = s->schema;
+    out->schema_max = s->schema_max;
     out->n_config_voters = s->n_config_voters;
     for (size_t i = 0; i < s->n_config_voters; i++) {
         out->config_voters[i] = s->config_voters[i];
@@ -839,6 +867,35 @@ static int read_config(const Once__Rpc__ConfigResult *c,
     }
     r->outcome = (enum once_outcome)c->outcome;
     copy_string(r->reason, c->reason);
+    return 0;
+}
+
+static int read_quotas(const Once__Rpc__QuotaListResponse *m,
+                       const struct client_outputs *out,
+                       char *err)
+{
+    if (m->n_quotas > ONCE_QUOTAS_MAX) {
+        err_printf(err, "quotas: %zu, at most %d", m->n_quotas,
+                   ONCE_QUOTAS_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < m->n_quotas; i++) {
+        const Once__Rpc__Quota *q = m->quotas[i];
+        if (!check_string("quota.pattern", q->pattern, ONCE_PATTERN_MAX, err)) {
+            return -1;
+        }
+        if (out == NULL || out->quotas == NULL) {
+            continue;
+        }
+        copy_string(out->quotas[i].pattern, q->pattern);
+        out->quotas[i].max_records = q->max_records;
+        out->quotas[i].max_bytes = q->max_bytes;
+        out->quotas[i].records = q->records;
+        out->quotas[i].bytes = q->bytes;
+    }
+    if (out != NULL && out->n_quotas != NULL) {
+        *out->n_quotas = m->n_quotas;
+    }
     return 0;
 }
 
@@ -978,6 +1035,24 @@ int client_read_body(enum rpc_method method,
         case RPC_METHOD_BACKUP_CLOSE:
             r->outcome = ONCE_OK;
             return 0;
+        case RPC_METHOD_QUOTA_SET:
+            return read_config(
+                ((const Once__Rpc__QuotaSetResponse *)body)->result, r, err);
+        case RPC_METHOD_QUOTA_LIST:
+            if (read_quotas((const Once__Rpc__QuotaListResponse *)body, out,
+                            err) != 0) {
+                return -1;
+            }
+            r->outcome = ONCE_OK;
+            return 0;
+        case RPC_METHOD_SCHEMA_UPGRADE: {
+            const Once__Rpc__SchemaUpgradeResponse *u =
+                (const Once__Rpc__SchemaUpgradeResponse *)body;
+            if (out != NULL && out->schema != NULL) {
+                *out->schema = u->schema;
+            }
+            return read_config(u->result, r, err);
+        }
         case RPC_METHOD_UNSPECIFIED:
             break;
     }

@@ -328,6 +328,20 @@ void command_decode(struct command_decoder *d,
             out->type = FSM_CMD_SET_SCHEMA;
             out->u.schema_version = m->set_schema->version;
             return;
+        case ONCE__LOG__COMMAND__CMD_QUOTA_SET: {
+            const Once__Log__QuotaSet *q = m->quota_set;
+            /* The pattern's syntax is checked at apply, on both paths. */
+            if (q->pattern.len < 1 || q->pattern.len > FSM_PATTERN_MAX) {
+                INVALID(out, "quota pattern must be 1..129 bytes");
+            }
+            out->type = FSM_CMD_QUOTA_SET;
+            out->u.quota.pattern = q->pattern.data;
+            out->u.quota.pattern_len = q->pattern.len;
+            out->u.quota.max_records = q->max_records;
+            out->u.quota.max_bytes = q->max_bytes;
+            out->u.quota.remove = q->remove;
+            return;
+        }
         default:
             INVALID(out, "empty or unknown command");
     }
@@ -413,6 +427,7 @@ struct encoding
         Once__Log__SetMember set_member;
         Once__Log__RetireMember retire;
         Once__Log__SetSchema schema;
+        Once__Log__QuotaSet quota;
     } u;
     Once__Log__OwnerToken token;
     Once__Log__Settings settings;
@@ -553,7 +568,7 @@ static int encode_set_member(const struct fsm_member *s, struct encoding *e)
     return 0;
 }
 
-/* The kinds without a size to check: they cannot fail. */
+/* The kinds without a size to check here: they cannot fail. */
 static void encode_small(const struct fsm_cmd *c, struct encoding *e)
 {
     switch (c->type) {
@@ -569,6 +584,16 @@ static void encode_small(const struct fsm_cmd *c, struct encoding *e)
             e->u.retire.id = c->u.retire_id;
             e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_RETIRE_MEMBER;
             e->cmd.retire_member = &e->u.retire;
+            break;
+        case FSM_CMD_QUOTA_SET:
+            once__log__quota_set__init(&e->u.quota);
+            e->u.quota.pattern =
+                bin(c->u.quota.pattern, c->u.quota.pattern_len);
+            e->u.quota.max_records = c->u.quota.max_records;
+            e->u.quota.max_bytes = c->u.quota.max_bytes;
+            e->u.quota.remove = c->u.quota.remove;
+            e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_QUOTA_SET;
+            e->cmd.quota_set = &e->u.quota;
             break;
         default: /* FSM_CMD_SET_SCHEMA */
             once__log__set_schema__init(&e->u.schema);
@@ -608,6 +633,13 @@ int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
         case FSM_CMD_SET_SETTINGS:
         case FSM_CMD_RETIRE_MEMBER:
         case FSM_CMD_SET_SCHEMA:
+            encode_small(cmd, &e);
+            rv = 0;
+            break;
+        case FSM_CMD_QUOTA_SET:
+            if (cmd->u.quota.pattern_len > FSM_PATTERN_MAX) {
+                return FSM_E_TOOBIG;
+            }
             encode_small(cmd, &e);
             rv = 0;
             break;

@@ -6,6 +6,7 @@
  *   fsm_wheel.c   the timer wheel and pruning;
  *   fsm_claim.c   Claim, Complete, Release, Lookup, Forget;
  *   fsm_config.c  Bootstrap, settings, members, retired ids;
+ *   fsm_quota.c   per scope pattern quotas (QuotaSet, usage);
  *   snapshot.c    the canonical snapshot and restore.
  *
  * Layout: records are slab objects (fsm_int.h) indexed per virtual partition
@@ -157,6 +158,7 @@ static void clear_records(struct fsm *f)
     f->wheel.n_l1 = 0;
     f->n_records = 0;
     f->bytes = 0;
+    memset(f->vp_bytes, 0, sizeof f->vp_bytes);
     f->snap_rec_bytes = 0;
 }
 
@@ -169,6 +171,7 @@ void fsm_free(struct fsm *f)
         fsm_release(f, f->frozen);
     }
     clear_records(f);
+    fsm_quota_clear(f);
     if (f->hash_ready) {
         hash_keyed_close(&f->hash);
     }
@@ -306,6 +309,9 @@ static int apply_one(struct fsm *f,
                 f->schema_version = cmd->u.schema_version;
                 res->outcome = FSM_OK;
             }
+            break;
+        case FSM_CMD_QUOTA_SET:
+            fsm_do_quota_set(f, &cmd->u.quota, res);
             break;
         default:
             res->outcome = FSM_INVALID_ARGUMENT;
@@ -552,6 +558,11 @@ uint64_t fsm_prune_backlog(const struct fsm *f)
 uint32_t fsm_vp_records(const struct fsm *f, uint32_t v)
 {
     return v < FSM_N_VPS ? f->vps[v].n : 0;
+}
+
+uint64_t fsm_vp_bytes(const struct fsm *f, uint32_t v)
+{
+    return v < FSM_N_VPS ? f->vp_bytes[v] : 0;
 }
 
 uint64_t fsm_memory(const struct fsm *f)

@@ -26,8 +26,10 @@
 
 #include "common/err.h"
 
-/* Highest log/snapshot schema this code applies. */
-#define FSM_SCHEMA_VERSION 1
+/* Highest log/snapshot schema this code applies. 2 added QuotaSet. */
+#define FSM_SCHEMA_VERSION 2
+/* The first schema that applies QuotaSet. */
+#define FSM_SCHEMA_QUOTAS 2
 
 #define FSM_SCOPE_MAX        128
 #define FSM_KEY_MAX          256
@@ -42,7 +44,10 @@
 /* Attempts kept per record: the first, the last FSM_ATTEMPTS_LAST, a count. */
 #define FSM_ATTEMPTS_LAST 4
 #define FSM_MEMBERS_MAX   64
-#define FSM_RETIRED_MAX   65536
+/* Quotas: at most 64 patterns, each an exact scope or a prefix then '*'. */
+#define FSM_QUOTAS_MAX  64
+#define FSM_PATTERN_MAX (FSM_SCOPE_MAX + 1)
+#define FSM_RETIRED_MAX 65536
 /* Virtual partitions = shards: vp = top 12 bits of the keyed hash. */
 #define FSM_VP_BITS 12
 #define FSM_N_VPS   (1u << FSM_VP_BITS)
@@ -122,6 +127,7 @@ enum fsm_cmd_type {
     FSM_CMD_SET_MEMBER,
     FSM_CMD_RETIRE_MEMBER,
     FSM_CMD_SET_SCHEMA,
+    FSM_CMD_QUOTA_SET,
 };
 
 /* Owner token of an IDEMPOTENT record: unique per accepted claim. */
@@ -225,6 +231,17 @@ struct fsm_bootstrap
     struct fsm_member members[FSM_MEMBERS_MAX];
 };
 
+/* QuotaSet: set @pattern's limits (0: none on that dimension; not both
+ * 0), or remove its quota. */
+struct fsm_quota_set
+{
+    const uint8_t *pattern; /* borrowed */
+    size_t pattern_len;
+    uint64_t max_records;
+    uint64_t max_bytes;
+    bool remove;
+};
+
 struct fsm_cmd
 {
     enum fsm_cmd_type type;
@@ -239,6 +256,7 @@ struct fsm_cmd
         struct fsm_member member;
         uint64_t retire_id;
         uint32_t schema_version;
+        struct fsm_quota_set quota;
     } u;
 };
 
@@ -460,7 +478,9 @@ bool fsm_is_retired(const struct fsm *f, uint64_t id);
 size_t fsm_n_retired(const struct fsm *f);
 /* Counted records and their bytes as counted against max_bytes: every
  * record whose expiry tick (1.024 s) has not passed, so expired ones of the
- * current tick included, those waiting in the pruning backlog not. */
+ * current tick included, those waiting in the pruning backlog not. The
+ * bytes include each PENDING or RELEASED record's result reservation
+ * (FSM_RESULT_MAX; docs/state-machine.md, "Memory"). */
 uint64_t fsm_n_records(const struct fsm *f);
 uint64_t fsm_bytes(const struct fsm *f);
 /* Records past their expiry tick, not counted any more, that budgeted
@@ -476,8 +496,37 @@ bool fsm_pending_oldest_ms(struct fsm *f, uint64_t *ms);
 /* Records in virtual partition @v's index (0 for v >= FSM_N_VPS), the
  * pruning backlog included: the per-shard figure of metrics. O(1). */
 uint32_t fsm_vp_records(const struct fsm *f, uint32_t v);
+/* Record bytes of virtual partition @v (0 for v >= FSM_N_VPS): the storage
+ * fsm_bytes counts (records, exts, attempts, stored results and errors),
+ * without the result reservations of PENDING/RELEASED records (they are
+ * counted, never allocated), and physical like fsm_vp_records: the pruning
+ * backlog included. O(1). */
+uint64_t fsm_vp_bytes(const struct fsm *f, uint32_t v);
 /* Memory held by the record store: arena pages plus hash tables. */
 uint64_t fsm_memory(const struct fsm *f);
+
+/* Quotas (docs/state-machine.md, "Quotas"): per scope pattern limits on
+ * counted records and bytes, replicated, in the snapshot. A record is
+ * charged to one quota: its scope's exact pattern if there is one, else
+ * the longest matching prefix pattern; scopes matching none are bound by
+ * the cluster's limits only. Usage counts like fsm_n_records/fsm_bytes
+ * (a record counts while its expiry tick has not passed), so it does not
+ * depend on pruning. */
+struct fsm_quota_info
+{
+    char pattern[FSM_PATTERN_MAX + 1]; /* NUL-terminated */
+    uint64_t max_records;              /* 0: no limit */
+    uint64_t max_bytes;                /* 0: no limit */
+    uint64_t records;                  /* counted usage */
+    uint64_t bytes;
+};
+/* Number of quotas, and quota @i (0..n-1, sorted by pattern bytes) into
+ * @out; false if @i is out of range. */
+size_t fsm_n_quotas(const struct fsm *f);
+bool fsm_quota(const struct fsm *f, size_t i, struct fsm_quota_info *out);
+/* NULL if @p (@len bytes) is a valid pattern: 1..128 scope bytes, or 0..128
+ * then a final '*', no other '*', no control characters; else why not. */
+const char *fsm_pattern_check(const uint8_t *p, size_t len);
 
 /* Names for logs, JSON and tests. */
 const char *fsm_outcome_name(enum fsm_outcome o);

@@ -13,7 +13,9 @@
  * ticks[] maps each tick with counted records to their total: an open
  * addressing table (linear probing, backward-shift deletion), kept at most
  * half full. Entries are added and changed by fsm_acct_in/out around every
- * change of a record, and taken out as log time passes their tick. */
+ * change of a record, and taken out as log time passes their tick. Each
+ * quota (fsm_quota.c) keeps the same kind of map for the records charged
+ * to it, changed at the same points. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,15 +123,13 @@ void fsm_ticks_add(struct tick_map *m,
     e->n += sign > 0 ? c->n : -c->n;
     e->bytes += sign > 0 ? c->bytes : -c->bytes;
     e->snap += sign > 0 ? c->snap : -c->snap;
+    e->n_res += sign > 0 ? c->n_res : -c->n_res;
     if (e->n == 0) {
         ticks_delete(m, i);
     }
 }
 
-/* What record @r costs in the counters. */
-static void rec_cost(const struct fsm *f,
-                     const struct rec *r,
-                     struct tick_cost *c)
+void fsm_rec_cost(const struct fsm *f, const struct rec *r, struct tick_cost *c)
 {
     const struct rec_ext *e = ext_of(f, r);
 
@@ -137,6 +137,11 @@ static void rec_cost(const struct fsm *f,
     c->n = 1;
     c->bytes = slab_size(rec_size(r->scope_len, r->key_len));
     c->snap = fsm_rec_snap_size(f, r);
+    c->n_res = 0;
+    if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {
+        c->bytes += REC_RESERVE;
+        c->n_res = 1;
+    }
     if (e != NULL) {
         c->bytes += fsm_ext_bytes(e);
         for (size_t i = 0; i < ext_n_attempts(e); i++) {
@@ -146,17 +151,36 @@ static void rec_cost(const struct fsm *f,
     }
 }
 
+/* A counted record's share of its quota, if it has one. */
+static void quota_acct(struct fsm *f,
+                       const struct rec *r,
+                       const struct tick_cost *c,
+                       int sign)
+{
+    struct quota *q;
+
+    if (f->n_quotas == 0) {
+        return;
+    }
+    q = fsm_quota_of(f, r->id, r->scope_len);
+    if (q != NULL) {
+        fsm_quota_charge(q, c, sign);
+    }
+}
+
 void fsm_acct_in(struct fsm *f, const struct rec *r)
 {
     struct tick_cost c;
 
-    rec_cost(f, r, &c);
+    fsm_rec_cost(f, r, &c);
     if (c.tick >= f->wheel.passed) {
         fsm_ticks_add(&f->ticks, c.tick, &c, 1);
+        quota_acct(f, r, &c, 1);
     } else {
         f->backlog.n += c.n;
         f->backlog.bytes += c.bytes;
         f->backlog.snap += c.snap;
+        f->backlog.n_res += c.n_res;
     }
 }
 
@@ -164,40 +188,39 @@ void fsm_acct_out(struct fsm *f, const struct rec *r)
 {
     struct tick_cost c;
 
-    rec_cost(f, r, &c);
+    fsm_rec_cost(f, r, &c);
     if (c.tick >= f->wheel.passed) {
         fsm_ticks_add(&f->ticks, c.tick, &c, -1);
+        quota_acct(f, r, &c, -1);
     } else {
         f->backlog.n -= c.n;
         f->backlog.bytes -= c.bytes;
         f->backlog.snap -= c.snap;
+        f->backlog.n_res -= c.n_res;
     }
 }
 
-static void take(struct fsm *f, struct tick_cost *e)
+static void take(struct tick_cost *sum, const struct tick_cost *e)
 {
-    f->backlog.n += e->n;
-    f->backlog.bytes += e->bytes;
-    f->backlog.snap += e->snap;
+    sum->n += e->n;
+    sum->bytes += e->bytes;
+    sum->snap += e->snap;
+    sum->n_res += e->n_res;
 }
 
-void fsm_acct_pass(struct fsm *f, uint64_t to)
+void fsm_ticks_pass(struct tick_map *m,
+                    uint64_t from,
+                    uint64_t to,
+                    struct tick_cost *taken)
 {
-    struct tick_map *m = &f->ticks;
-    uint64_t from = f->wheel.passed;
-
-    if (to <= from) {
-        return;
-    }
-    f->wheel.passed = to;
-    if (m->n == 0) {
+    if (to <= from || m->n == 0) {
         return;
     }
     if (to - from <= m->cap) {
         for (uint64_t t = from; t < to && m->n > 0; t++) {
             uint32_t i = ticks_slot(m, t);
             if (m->e[i].n != 0) {
-                take(f, &m->e[i]);
+                take(taken, &m->e[i]);
                 ticks_delete(m, i);
             }
         }
@@ -205,7 +228,7 @@ void fsm_acct_pass(struct fsm *f, uint64_t to)
         /* A jump longer than the table: sweep it once instead. */
         for (uint32_t i = 0; i < m->cap; i++) {
             if (m->e[i].n != 0 && m->e[i].tick < to) {
-                take(f, &m->e[i]);
+                take(taken, &m->e[i]);
                 m->e[i].n = 0;
                 m->n--;
             }
@@ -215,4 +238,16 @@ void fsm_acct_pass(struct fsm *f, uint64_t to)
     if (m->cap > TICKS_MIN_CAP && m->n * 8 < m->cap) {
         ticks_resize(m, m->cap / 2);
     }
+}
+
+void fsm_acct_pass(struct fsm *f, uint64_t to)
+{
+    uint64_t from = f->wheel.passed;
+
+    if (to <= from) {
+        return;
+    }
+    f->wheel.passed = to;
+    fsm_ticks_pass(&f->ticks, from, to, &f->backlog);
+    fsm_quota_pass(f, from, to);
 }

@@ -154,13 +154,17 @@ static void accept_new(struct fsm *f,
     uint32_t h;
 
     if (c->kind == FSM_KIND_IDEMPOTENT) {
-        need += slab_size(sizeof(struct rec_ext));
+        need += slab_size(sizeof(struct rec_ext)) +
+                (fsm_reserves(f) ? REC_RESERVE : 0);
         lease_expires = f->now + lease;
     }
     if (over_capacity(f, need)) {
         res->outcome = FSM_RESOURCE_EXHAUSTED;
         res->reason = "the cluster's max_records or max_bytes is reached";
         return;
+    }
+    if (fsm_quota_refuses(f, c->scope, c->scope_len, need, res)) {
+        return; /* the scope's quota is full; other scopes are not */
     }
     h = slab_alloc(&f->slab, size);
     if (h == 0) {
@@ -177,13 +181,13 @@ static void accept_new(struct fsm *f,
     memcpy(r->request_id, c->request_id, FSM_REQUEST_ID_LEN);
     memcpy(r->id, c->scope, c->scope_len);
     memcpy(r->id + c->scope_len, c->key, c->key_len);
-    f->bytes += slab_size(size);
+    fsm_bytes_move(f, vp_of(hash), (int64_t)slab_size(size));
     f->snap_rec_bytes += SNAP_REC_FIXED + c->scope_len + c->key_len;
     if (c->kind == FSM_KIND_NONCE) {
         r->life_ms = (uint32_t)(retention(f, c, 0) - f->now);
         fsm_set_state(f, r, FSM_STATE_SEEN);
     } else {
-        struct rec_ext *e = fsm_ensure_ext(f, r);
+        struct rec_ext *e = fsm_ensure_ext(f, vp_of(hash), r);
         r->flags |= REC_F_IDEMPOTENT;
         r->life_ms = 0;
         fsm_set_state(f, r, FSM_STATE_PENDING);
@@ -330,7 +334,7 @@ void fsm_do_claim(struct fsm *f,
         fsm_acct_out(f, r); /* its expiry and size may change */
         o = claim_live(f, index, slot, r, c, lease, res);
         res->outcome = o;
-        fsm_add_attempt(f, r, c, index, o, res->retry);
+        fsm_add_attempt(f, vp_of(hash), r, c, index, o, res->retry);
         fsm_acct_in(f, r);
         fsm_fill_record(f, r, res, false);
         return;
@@ -375,7 +379,10 @@ static bool token_is_owner(const struct rec_ext *e, const struct fsm_token *t)
            e->owner_slot == t->slot;
 }
 
+/* Store @r's result or error; the caller has taken @r's share out of the
+ * counters (fsm_acct_out) and puts it back after. */
 static void store_bytes(struct fsm *f,
+                        uint32_t v,
                         struct rec *r,
                         uint8_t kind,
                         const uint8_t *p,
@@ -384,7 +391,6 @@ static void store_bytes(struct fsm *f,
     struct rec_ext *e = ext_mut(f, r);
     uint8_t *copy = NULL;
 
-    fsm_acct_out(f, r);
     if (len > 0) {
         copy = malloc(len);
         if (copy == NULL) {
@@ -392,18 +398,18 @@ static void store_bytes(struct fsm *f,
         }
         memcpy(copy, p, len);
     }
-    f->bytes -= e->stored_len;
+    fsm_bytes_move(f, v, -(int64_t)e->stored_len);
     f->snap_rec_bytes -= e->stored_len;
     fsm_stored_set(f, r->ext, e, copy);
     e->stored_len = (uint32_t)len;
     e->stored_kind = kind;
-    f->bytes += len;
+    fsm_bytes_move(f, v, (int64_t)len);
     f->snap_rec_bytes += len;
-    fsm_acct_in(f, r);
 }
 
 /* Common checks of Complete and Release: NULL if the record is owned by
- * @token and the caller may act on it; otherwise the outcome is set. */
+ * @token and the caller may act on it (*@vp is its vp); otherwise the
+ * outcome is set. */
 static struct rec *owned_record(struct fsm *f,
                                 const uint8_t *scope,
                                 size_t scope_len,
@@ -411,10 +417,12 @@ static struct rec *owned_record(struct fsm *f,
                                 size_t key_len,
                                 const struct fsm_token *token,
                                 const uint64_t *pre,
+                                uint32_t *vp,
                                 struct fsm_result *res)
 {
     const char *why = fsm_check_ident(scope_len, key_len);
     const struct rec *r;
+    uint64_t hash;
     uint32_t h;
 
     if (why != NULL) {
@@ -422,11 +430,12 @@ static struct rec *owned_record(struct fsm *f,
         res->reason = why;
         return NULL;
     }
-    h = find_live(f, scope, scope_len, key, key_len, pre, NULL);
+    h = find_live(f, scope, scope_len, key, key_len, pre, &hash);
     if (h == 0) {
         res->outcome = FSM_NOT_FOUND;
         return NULL;
     }
+    *vp = vp_of(hash);
     r = rec_at(f, h);
     if (rec_kind(r) != FSM_KIND_IDEMPOTENT) {
         res->outcome = FSM_CONFLICT;
@@ -449,6 +458,7 @@ void fsm_do_complete(struct fsm *f,
                      struct fsm_result *res)
 {
     struct rec *r;
+    uint32_t v;
 
     if (c->result_len > FSM_RESULT_MAX) {
         res->outcome = FSM_INVALID_ARGUMENT;
@@ -456,20 +466,23 @@ void fsm_do_complete(struct fsm *f,
         return;
     }
     r = owned_record(f, c->scope, c->scope_len, c->key, c->key_len,
-                     &c->owner_token, pre, res);
+                     &c->owner_token, pre, &v, res);
     if (r == NULL) {
         return;
     }
+    fsm_acct_out(f, r); /* its state and size may change */
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
-            if (!fsm_bytes_fit(f, c->result_len)) {
-                /* The record stays PENDING: the owner can retry with a
-                 * smaller result, or release, once space is free. */
+            /* From schema 2 never refused for space: the claim reserved
+             * room for the largest result (REC_RESERVE), which the result
+             * now takes (docs/state-machine.md, "Memory"). Schema 1 keeps
+             * its refusal: the record stays PENDING. */
+            if (!fsm_reserves(f) && !fsm_bytes_fit(f, c->result_len)) {
                 res->outcome = FSM_RESOURCE_EXHAUSTED;
                 res->reason = "the cluster's max_bytes is reached";
                 break;
             }
-            store_bytes(f, r, 1, c->result, c->result_len);
+            store_bytes(f, v, r, 1, c->result, c->result_len);
             fsm_set_state(f, r, FSM_STATE_COMPLETED);
             res->outcome = FSM_COMPLETED;
             break;
@@ -482,6 +495,7 @@ void fsm_do_complete(struct fsm *f,
             res->reason = "the owner already released the record";
             break;
     }
+    fsm_acct_in(f, r);
     fsm_fill_record(f, r, res, false);
 }
 
@@ -491,6 +505,7 @@ void fsm_do_release(struct fsm *f,
                     struct fsm_result *res)
 {
     struct rec *r;
+    uint32_t v;
 
     if (c->error_len > FSM_ERROR_MAX) {
         res->outcome = FSM_INVALID_ARGUMENT;
@@ -498,18 +513,20 @@ void fsm_do_release(struct fsm *f,
         return;
     }
     r = owned_record(f, c->scope, c->scope_len, c->key, c->key_len,
-                     &c->owner_token, pre, res);
+                     &c->owner_token, pre, &v, res);
     if (r == NULL) {
         return;
     }
+    fsm_acct_out(f, r); /* its state and size may change */
     switch (rec_state(r)) {
         case FSM_STATE_PENDING:
         case FSM_STATE_RELEASED:
-            if (c->terminal && !fsm_bytes_fit(f, c->error_len)) {
-                res->outcome = FSM_RESOURCE_EXHAUSTED;
+            if (c->terminal && !fsm_reserves(f) &&
+                !fsm_bytes_fit(f, c->error_len)) {
+                res->outcome = FSM_RESOURCE_EXHAUSTED; /* schema 1 only */
                 res->reason = "the cluster's max_bytes is reached";
-            } else if (c->terminal) {
-                store_bytes(f, r, 2, c->error, c->error_len);
+            } else if (c->terminal) { /* never refused for space, as Complete */
+                store_bytes(f, v, r, 2, c->error, c->error_len);
                 fsm_set_state(f, r, FSM_STATE_FAILED);
                 res->outcome = FSM_FAILED;
             } else {
@@ -527,6 +544,7 @@ void fsm_do_release(struct fsm *f,
             res->reason = "a completed record cannot be released";
             break;
     }
+    fsm_acct_in(f, r);
     fsm_fill_record(f, r, res, false);
 }
 

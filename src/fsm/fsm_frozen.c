@@ -71,6 +71,10 @@ int fsm_freeze(struct fsm *f, struct fsm_frozen **out)
     shell->stored = NULL;
     memset(&shell->ticks, 0, sizeof shell->ticks);
     memset(&shell->pending, 0, sizeof shell->pending); /* the owner's */
+    for (size_t i = 0; i < shell->n_quotas; i++) {
+        /* Only the patterns and limits are the view's (snapshots). */
+        memset(&shell->quotas[i].ticks, 0, sizeof shell->quotas[i].ticks);
+    }
     for (size_t v = 0; v < FSM_N_VPS; v++) {
         f->vp_frozen[v] = f->vps[v].cap != 0;
     }

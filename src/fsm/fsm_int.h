@@ -166,6 +166,7 @@ struct tick_cost
     uint64_t n;
     uint64_t bytes;
     uint64_t snap;
+    uint64_t n_res; /* of the n, those holding a result reservation */
 };
 
 struct tick_map
@@ -186,6 +187,24 @@ struct wheel
     uint64_t n_l1;
     uint32_t l0[WHEEL_L0_SIZE];
     uint32_t l1[WHEEL_L1_SIZE];
+};
+
+/* A quota (fsm_quota.c): the replicated pattern and limits, and the
+ * derived usage of the records charged to it, counted like the cluster's
+ * figures (fsm_acct.c): a record counts while its tick has not passed, and
+ * ticks[] holds the counted cost by expiry tick so passing a tick uncounts
+ * it in O(1). Usage is rebuilt from the records at restore and whenever
+ * the set of quotas changes. */
+struct quota
+{
+    char pattern[FSM_PATTERN_MAX + 1]; /* NUL-terminated */
+    uint8_t len;                       /* strlen(pattern) */
+    bool prefix;                       /* pattern ends in '*' */
+    uint64_t max_records;              /* 0: no limit */
+    uint64_t max_bytes;                /* 0: no limit */
+    uint64_t n;                        /* counted records */
+    uint64_t bytes;                    /* their bytes */
+    struct tick_map ticks;
 };
 
 struct fsm
@@ -227,6 +246,12 @@ struct fsm
     uint64_t restore_lift;  /* the fence is dropped when now > this */
     char reason_buf[96];    /* the fence's refusal text (results borrow it) */
 
+    /* Quotas, sorted by pattern bytes (the snapshot's canonical order);
+     * quota_reason holds the refusal text results borrow. */
+    size_t n_quotas;
+    struct quota quotas[FSM_QUOTAS_MAX];
+    char quota_reason[FSM_PATTERN_MAX + 64];
+
     size_t n_members;
     struct fsm_member members[FSM_MEMBERS_MAX];
     size_t n_retired;
@@ -241,15 +266,22 @@ struct fsm
     uint64_t n_records;
     uint64_t bytes;
     uint64_t snap_rec_bytes;
+    /* bytes split by vp (the same physical measure of storage, backlog
+     * included, reservations not): the sum over vps is f->bytes. Changed
+     * only by fsm_bytes_move. */
+    uint64_t vp_bytes[FSM_N_VPS];
     struct tick_cost backlog;
     struct tick_map ticks; /* counted records' costs by expiry tick */
 
     /* PENDING records (in the tables, the pruning backlog included) by
      * the tick of their first claim (fsm_pending.c): n_pending of them;
      * pending_min is at most the oldest tick, exact unless pending_dirty.
-     * Derived: not in snapshots, never read by apply. */
+     * Derived: not in snapshots, never read by apply. n_reserved counts
+     * the records holding a result reservation (rec_reserves), exactly,
+     * the backlog included: apply reads it (fsm_live_bytes). */
     struct tick_map pending;
     uint64_t n_pending;
+    uint64_t n_reserved;
     uint64_t pending_min;
     bool pending_dirty;
 
@@ -328,15 +360,59 @@ static inline struct table *fsm_vp_mut(struct fsm *f, uint32_t v)
     return &f->vps[v];
 }
 
+/* The one place the record bytes change: add @delta (negative: remove)
+ * to f->bytes and to vp @v's share, so that the shares always sum to
+ * f->bytes. Every allocation or free of record storage calls it with the
+ * record's vp. */
+static inline void fsm_bytes_move(struct fsm *f, uint32_t v, int64_t delta)
+{
+    f->bytes += (uint64_t)delta;
+    f->vp_bytes[v] += (uint64_t)delta;
+}
+
 /* Counted figures: what answers and snapshots see. */
 static inline uint64_t fsm_live_n(const struct fsm *f)
 {
     return f->n_records - f->backlog.n;
 }
 
+/* What a PENDING or RELEASED IDEMPOTENT record holds of max_bytes (and of
+ * its quota's) beyond its storage: room for the largest result or error,
+ * so that a Complete or terminal Release is never refused for space
+ * (docs/state-machine.md, "Memory"); a RELEASED record keeps it, since its
+ * owner may still fail it and a takeover may complete it. Part of the
+ * record's counted cost (fsm_rec_cost) while it holds it; never allocated. */
+#define REC_RESERVE ((uint64_t)FSM_RESULT_MAX)
+
+static inline bool rec_reserves(const struct rec *r)
+{
+    enum fsm_state st = rec_state(r);
+
+    return st == FSM_STATE_PENDING || st == FSM_STATE_RELEASED;
+}
+
+/* Result reservations count against max_bytes from log schema 2 on
+ * (FSM_SCHEMA_QUOTAS); under schema 1 apply decides as a schema-1 binary
+ * does, without them, so that the replicas of a cluster in a rolling
+ * upgrade never decide a claim, a Complete or a Release differently. The
+ * counters always include them (so SetSchema changes no stored sum, only
+ * this rule): fsm_live_bytes subtracts them under schema 1. */
+static inline bool fsm_reserves(const struct fsm *f)
+{
+    return f->schema_version >= FSM_SCHEMA_QUOTAS;
+}
+
+/* Counted bytes: storage plus the reservations (n_reserved is exact, the
+ * backlog included), minus the backlog's share of both; under schema 1
+ * without the counted records' reservations. */
 static inline uint64_t fsm_live_bytes(const struct fsm *f)
 {
-    return f->bytes - f->backlog.bytes;
+    uint64_t b = f->bytes + f->n_reserved * REC_RESERVE - f->backlog.bytes;
+
+    if (!fsm_reserves(f)) {
+        b -= (f->n_reserved - f->backlog.n_res) * REC_RESERVE;
+    }
+    return b;
 }
 
 static inline uint64_t fsm_live_snap(const struct fsm *f)
@@ -360,6 +436,50 @@ void fsm_ticks_add(struct tick_map *m,
                    int sign);
 const struct tick_cost *fsm_ticks_get(const struct tick_map *m, uint64_t tick);
 void fsm_ticks_close(struct tick_map *m);
+/* Take every entry of a tick before @to out of @m (whose entries are all
+ * at or after @from), adding their sum to *@taken. */
+void fsm_ticks_pass(struct tick_map *m,
+                    uint64_t from,
+                    uint64_t to,
+                    struct tick_cost *taken);
+/* What record @r costs in the counters, and its expiry tick. */
+void fsm_rec_cost(const struct fsm *f,
+                  const struct rec *r,
+                  struct tick_cost *c);
+
+/* fsm_quota.c: quotas. */
+/* The quota @r's scope is charged to, or NULL. */
+struct quota *fsm_quota_of(struct fsm *f,
+                           const uint8_t *scope,
+                           size_t scope_len);
+/* Add @sign (+1 or -1) times the counted cost @c of a record of @q. */
+void fsm_quota_charge(struct quota *q, const struct tick_cost *c, int sign);
+/* A new record of @scope needing @need bytes: false, or true with the
+ * RESOURCE_EXHAUSTED outcome and a reason naming the quota in @res. */
+bool fsm_quota_refuses(struct fsm *f,
+                       const uint8_t *scope,
+                       size_t scope_len,
+                       uint64_t need,
+                       struct fsm_result *res);
+/* Would @n more bytes of record @r stay within its quota? For a record
+ * whose share is out of the counters (between fsm_acct_out and _in, where
+ * every caller is): its own current cost is added to the quota's usage. */
+bool fsm_quota_rec_fits(struct fsm *f, const struct rec *r, uint64_t n);
+/* Log time reached tick @to (from @from): uncount every quota's records
+ * of the ticks passed. */
+void fsm_quota_pass(struct fsm *f, uint64_t from, uint64_t to);
+/* Insert a validated quota in pattern order (restore): 0, or -1 if there
+ * are FSM_QUOTAS_MAX already or @p is not after the last one. */
+int fsm_quota_append(struct fsm *f,
+                     const uint8_t *p,
+                     size_t len,
+                     uint64_t max_records,
+                     uint64_t max_bytes);
+/* Free the quotas' tick maps and drop them (clear). */
+void fsm_quota_clear(struct fsm *f);
+void fsm_do_quota_set(struct fsm *f,
+                      const struct fsm_quota_set *q,
+                      struct fsm_result *res);
 
 /* fsm_pending.c: the PENDING idempotent records by the tick of their first
  * claim, for the pending count and the oldest one's age (observers only:
@@ -396,12 +516,14 @@ void fsm_rec_free(struct fsm *f, uint32_t h);
 bool fsm_bytes_fit(const struct fsm *f, uint64_t n);
 /* Take a live record out of its table; the wheel frees it later. */
 void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h);
-struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r);
+/* The ext of @r (in vp @v), allocated if it has none. */
+struct rec_ext *fsm_ensure_ext(struct fsm *f, uint32_t v, struct rec *r);
 /* Give ext @e (handle @eh) the result/error buffer @p (malloc'd, now the
  * fsm's; NULL: none), freeing the one it had. */
 void fsm_stored_set(struct fsm *f, uint32_t eh, struct rec_ext *e, uint8_t *p);
-/* Keep a later claim of @r as evidence (bounded by max_bytes). */
+/* Keep a later claim of @r (in vp @v) as evidence (bounded by max_bytes). */
 void fsm_add_attempt(struct fsm *f,
+                     uint32_t v,
                      struct rec *r,
                      const struct fsm_claim *c,
                      uint64_t index,

@@ -17,7 +17,11 @@
  * oldest record leaves, the next query looks for the new oldest: tick by
  * tick up from the old one while that is shorter than the map, else one
  * pass over the map's slots. Queries come from metrics scrapes, not from
- * apply. */
+ * apply.
+ *
+ * The same hooks count n_reserved, the records holding a result
+ * reservation (PENDING or RELEASED, fsm_int.h rec_reserves): exact, and
+ * read by apply through fsm_live_bytes. */
 #include "fsm/fsm_int.h"
 
 static uint64_t start_tick(const struct rec *r)
@@ -33,9 +37,12 @@ static bool counts(const struct rec *r)
 
 void fsm_pending_in(struct fsm *f, const struct rec *r)
 {
-    struct tick_cost one = {0, 1, 0, 0};
+    struct tick_cost one = {0, 1, 0, 0, 0};
     uint64_t t;
 
+    if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {
+        f->n_reserved++;
+    }
     if (!counts(r)) {
         return;
     }
@@ -50,9 +57,12 @@ void fsm_pending_in(struct fsm *f, const struct rec *r)
 
 void fsm_pending_out(struct fsm *f, const struct rec *r)
 {
-    struct tick_cost one = {0, 1, 0, 0};
+    struct tick_cost one = {0, 1, 0, 0, 0};
     uint64_t t;
 
+    if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {
+        f->n_reserved--;
+    }
     if (!counts(r)) {
         return;
     }

@@ -119,13 +119,14 @@ void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h)
     fsm_acct_out(f, r);
     fsm_pending_out(f, r);
     f->snap_rec_bytes -= fsm_rec_snap_size(f, r);
-    f->bytes -= slab_size(rec_size(r->scope_len, r->key_len));
-    f->bytes -= free_ext(f, r);
+    fsm_bytes_move(f, vp_of(hash),
+                   -(int64_t)slab_size(rec_size(r->scope_len, r->key_len)));
+    fsm_bytes_move(f, vp_of(hash), -(int64_t)free_ext(f, r));
     f->n_records--;
     r->flags |= REC_F_DETACHED;
 }
 
-struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r)
+struct rec_ext *fsm_ensure_ext(struct fsm *f, uint32_t v, struct rec *r)
 {
     struct rec_ext *e;
 
@@ -138,7 +139,7 @@ struct rec_ext *fsm_ensure_ext(struct fsm *f, struct rec *r)
     }
     e = slab_mut(&f->slab, r->ext);
     memset(e, 0, sizeof *e);
-    f->bytes += fsm_ext_bytes(e);
+    fsm_bytes_move(f, v, (int64_t)fsm_ext_bytes(e));
     f->snap_rec_bytes += SNAP_EXT_FIXED;
     return e;
 }
@@ -172,6 +173,7 @@ void fsm_stored_set(struct fsm *f, uint32_t eh, struct rec_ext *e, uint8_t *p)
 }
 
 void fsm_add_attempt(struct fsm *f,
+                     uint32_t v,
                      struct rec *r,
                      const struct fsm_claim *c,
                      uint64_t index,
@@ -187,10 +189,11 @@ void fsm_add_attempt(struct fsm *f,
     if (r->ext == 0) {
         need += slab_size(sizeof *e);
     }
-    if (!fsm_bytes_fit(f, need)) {
-        /* Past max_bytes replays still answer, but their evidence is only
-         * counted (where the record already has attempt storage): memory
-         * stays bounded under a replay flood. */
+    if (!fsm_bytes_fit(f, need) || !fsm_quota_rec_fits(f, r, need)) {
+        /* Past max_bytes (the cluster's or the scope's quota's) replays
+         * still answer, but their evidence is only counted (where the
+         * record already has attempt storage): memory stays bounded under
+         * a replay flood. */
         if (r->ext != 0) {
             e = slab_mut(&f->slab, r->ext);
             if (e->attempts_total < UINT32_MAX) {
@@ -199,7 +202,7 @@ void fsm_add_attempt(struct fsm *f,
         }
         return;
     }
-    e = fsm_ensure_ext(f, r);
+    e = fsm_ensure_ext(f, v, r);
     h = slab_alloc(&f->slab, size);
     if (h == 0) {
         fsm_panic("out of memory (attempt)");
@@ -214,7 +217,7 @@ void fsm_add_attempt(struct fsm *f,
     if (c->execution_id_len > 0) {
         memcpy(a->execution_id, c->execution_id, c->execution_id_len);
     }
-    f->bytes += slab_size(size);
+    fsm_bytes_move(f, v, (int64_t)slab_size(size));
     f->snap_rec_bytes += SNAP_ATT_FIXED + c->execution_id_len;
     if (e->attempts_total < UINT32_MAX) {
         e->attempts_total++;
@@ -228,7 +231,7 @@ void fsm_add_attempt(struct fsm *f,
         uint32_t old = e->att_last[e->att_head];
         const struct rec_attempt *o = slab_ptr(&f->slab, old);
         size_t osize = attempt_size(o);
-        f->bytes -= slab_size(osize);
+        fsm_bytes_move(f, v, -(int64_t)slab_size(osize));
         f->snap_rec_bytes -= SNAP_ATT_FIXED + o->execution_id_len;
         slab_free(&f->slab, old, osize);
         e->att_last[e->att_head] = h;

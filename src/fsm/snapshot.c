@@ -10,8 +10,11 @@
  *   cluster_id[16] hash_key[16] u32 group_id settings(6 x u64)
  *   u8 fence_active u64 fence_ts u64 fence_prev_window u64 fence_until
  *   u64 ts_hwm
- *   [format 2 only: u8 1 source_cluster_id[16] u64 source_index
+ *   [format 2: u8 1 source_cluster_id[16] u64 source_index
  *    u64 restore_time u64 restore_ts u64 restore_until u64 restore_lift]
+ *   [format 3: u8 fence (0 or 1) [the fence's fields as in format 2]
+ *    u32 n_quotas { u8 len pattern u64 max_records u64 max_bytes }
+ *    (1..64 quotas, strictly ascending by pattern bytes)]
  *   u32 n_members { u64 id u8 role u8 len raft_addr u8 len client_addr }
  *   u32 n_retired { u64 id } (ascending)
  *   u64 n_records
@@ -24,11 +27,13 @@
  *    u32 stored_len stored u32 attempts_total u8 n_att
  *    { req[16] u64 index u64 time u8 outcome u8 retry u8 len exec } ]
  *
- * Format 2 is written exactly when the state carries a restore fence
- * (fsm_fence.c), format 1 otherwise: the format is a function of the state,
- * so the encoding stays canonical, and a node of the previous version keeps
- * reading every snapshot of a cluster that was never restored (it refuses
- * a fenced one: FSM_E_SCHEMA, so it can never drop the fence).
+ * Format 3 is written exactly when the state has quotas (fsm_quota.c),
+ * else format 2 exactly when it carries a restore fence (fsm_fence.c),
+ * format 1 otherwise: the format is a function of the state, so the
+ * encoding stays canonical, and a node of a previous version keeps reading
+ * every snapshot of a cluster that uses neither (it refuses the others:
+ * FSM_E_SCHEMA, so it can never drop a fence or a quota). Quota usage is
+ * not written: restore charges each record as it reads it.
  *
  * Restore parses into a fresh instance and swaps it in only when every byte
  * checked out, so a bad snapshot leaves the running state untouched. */
@@ -40,7 +45,7 @@
 #include "fsm/fsm_int.h"
 
 #define SNAP_MAGIC   "ONCESNAP"
-#define SNAP_FORMAT  2u /* newest known; 1 is still read and written */
+#define SNAP_FORMAT  3u /* newest known; 1 and 2 are still read and written */
 #define FENCE_FIXED  (1 + FSM_CLUSTER_ID_LEN + 5 * 8)
 #define SNAP_HDR_MIN 8
 
@@ -91,10 +96,22 @@ static inline void w_u64(struct wbuf *w, uint64_t v)
 #define SNAP_PREFETCH 16
 #define HEAD_FIXED    (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 8 + 4)
 
+/* The format of @f's snapshot: a function of the state (see above). */
+static uint32_t snap_format(const struct fsm *f)
+{
+    return f->n_quotas > 0 ? 3u : f->restore_fence ? 2u : 1u;
+}
+
 size_t fsm_snapshot_size(const struct fsm *f)
 {
     size_t n = HEAD_FIXED + (f->restore_fence ? FENCE_FIXED : 0);
 
+    if (f->n_quotas > 0) {
+        n += (f->restore_fence ? 0 : 1) + 4;
+        for (size_t i = 0; i < f->n_quotas; i++) {
+            n += 1 + f->quotas[i].len + 8 + 8;
+        }
+    }
     for (size_t i = 0; i < f->n_members; i++) {
         n += 8 + 1 + 1 + strlen(f->members[i].raft_addr) + 1 +
              strlen(f->members[i].client_addr);
@@ -150,6 +167,18 @@ static void write_record(const struct fsm *f,
     }
 }
 
+static void write_quotas(const struct fsm *f, struct wbuf *w)
+{
+    w_u32(w, (uint32_t)f->n_quotas);
+    for (size_t i = 0; i < f->n_quotas; i++) {
+        const struct quota *q = &f->quotas[i];
+        w_u8(w, q->len);
+        w_bytes(w, q->pattern, q->len);
+        w_u64(w, q->max_records);
+        w_u64(w, q->max_bytes);
+    }
+}
+
 void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
 {
     struct wbuf w = {buf};
@@ -158,7 +187,7 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
     size_t order_cap = 0;
 
     w_bytes(&w, SNAP_MAGIC, 8);
-    w_u32(&w, f->restore_fence ? 2u : 1u);
+    w_u32(&w, snap_format(f));
     w_u32(&w, f->schema_version);
     w_u64(&w, f->last_index);
     w_u64(&w, f->now);
@@ -185,6 +214,11 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
         w_u64(&w, f->restore_ts);
         w_u64(&w, f->restore_until);
         w_u64(&w, f->restore_lift);
+    } else if (f->n_quotas > 0) {
+        w_u8(&w, 0); /* format 3: no fence */
+    }
+    if (f->n_quotas > 0) {
+        write_quotas(f, &w);
     }
     w_u32(&w, (uint32_t)f->n_members);
     for (size_t i = 0; i < f->n_members; i++) {
@@ -337,6 +371,7 @@ static void set_err(char *errmsg, const char *what, size_t off)
 static int read_ext(struct fsm *g,
                     struct rbuf *rb,
                     const uint8_t *base,
+                    uint32_t v,
                     struct rec *r,
                     char *errmsg)
 {
@@ -386,7 +421,7 @@ static int read_ext(struct fsm *g,
         memcpy(copy, p, e->stored_len);
         fsm_stored_set(g, r->ext, e, copy);
     }
-    g->bytes += fsm_ext_bytes(e);
+    fsm_bytes_move(g, v, (int64_t)fsm_ext_bytes(e));
     e->attempts_total = r_u32(rb);
     n_att = r_u8(rb);
     if (n_att > 1 + FSM_ATTEMPTS_LAST || n_att > e->attempts_total) {
@@ -429,7 +464,7 @@ static int read_ext(struct fsm *g,
         a->retry = retry;
         a->execution_id_len = len;
         memcpy(a->execution_id, p, len);
-        g->bytes += slab_size(ATTEMPT_HDR_SIZE + len);
+        fsm_bytes_move(g, v, (int64_t)slab_size(ATTEMPT_HDR_SIZE + len));
         if (i == 0) {
             e->att_first = h;
         } else {
@@ -506,11 +541,11 @@ static int read_record(struct fsm *g,
     r->life_ms = idem ? 0 : (uint32_t)(expires - first_time);
     memcpy(r->request_id, req, FSM_REQUEST_ID_LEN);
     memcpy(r->id, id, (size_t)scope_len + key_len);
-    g->bytes += slab_size(rec_size(scope_len, key_len));
+    fsm_bytes_move(g, v, (int64_t)slab_size(rec_size(scope_len, key_len)));
     /* From here the record is linked into the wheel so that a failure
      * below frees it with the rest of @g. */
     if (has_ext) {
-        rv = read_ext(g, rb, base, r, errmsg);
+        rv = read_ext(g, rb, base, v, r, errmsg);
         if (idem && rv == 0) {
             ((struct rec_ext *)slab_mut(&g->slab, r->ext))->expires_ms =
                 expires;
@@ -566,13 +601,14 @@ static bool all_zero(const uint8_t *p, size_t n)
     return true;
 }
 
-/* Format 2's restore fence: present, consistent, not yet due to lift. */
+/* The restore fence of format 2 (or 3 with its flag set), its flag @on
+ * already read: present, consistent, not yet due to lift. */
 static int read_restore_fence(struct fsm *g,
                               struct rbuf *rb,
                               const uint8_t *base,
+                              uint8_t on,
                               char *errmsg)
 {
-    uint8_t on = r_u8(rb);
     const uint8_t *p = r_bytes(rb, FSM_CLUSTER_ID_LEN);
 
     if (p != NULL) {
@@ -595,8 +631,36 @@ static int read_restore_fence(struct fsm *g,
     return 0;
 }
 
+/* Format 3's quotas: 1..64 valid patterns in strictly ascending order,
+ * limits not both 0, in a state whose schema applies QuotaSet. Their usage
+ * is charged as the records are read. */
+static int read_quotas(struct fsm *g,
+                       struct rbuf *rb,
+                       const uint8_t *base,
+                       char *errmsg)
+{
+    uint32_t n = r_u32(rb);
+
+    if (rb->bad || n < 1 || n > FSM_QUOTAS_MAX ||
+        g->schema_version < FSM_SCHEMA_QUOTAS) {
+        BAD("bad quota list");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t len = r_u8(rb);
+        const uint8_t *p = r_bytes(rb, len);
+        uint64_t max_records = r_u64(rb), max_bytes = r_u64(rb);
+
+        if (rb->bad || p == NULL || fsm_pattern_check(p, len) != NULL ||
+            (max_records == 0 && max_bytes == 0) ||
+            fsm_quota_append(g, p, len, max_records, max_bytes) != 0) {
+            BAD("bad quota");
+        }
+    }
+    return 0;
+}
+
 /* The fixed fields: format, schema, indexes, cluster identity, settings,
- * fence. Keys the hash when the state is bootstrapped. */
+ * fence, quotas. Keys the hash when the state is bootstrapped. */
 static int read_fixed(struct fsm *g,
                       struct rbuf *rb,
                       const uint8_t *base,
@@ -651,8 +715,14 @@ static int read_fixed(struct fsm *g,
     if (g->fence_active && g->now > g->fence_until) {
         BAD("a fence that should have lifted");
     }
-    if (format == 2) {
-        int rv = read_restore_fence(g, rb, base, errmsg);
+    if (format >= 2) {
+        uint8_t on = r_u8(rb);
+        int rv = format == 2 || on != 0
+                     ? read_restore_fence(g, rb, base, on, errmsg)
+                     : 0;
+        if (rv == 0 && format == 3) {
+            rv = read_quotas(g, rb, base, errmsg);
+        }
         if (rv != 0) {
             return rv;
         }

@@ -321,10 +321,10 @@ static void propose_batch(struct replica *rep)
                         rep->clock.mono_ms(rep->clock.arg),
                         fsm_settings(rep->fsm)->max_skew_ms);
     /* The schema in force; before the Bootstrap command applied there is
-     * none yet, and the Bootstrap batch sets this code's. */
+     * none yet, and the Bootstrap batch sets this code's newest. */
     schema = fsm_schema_version(rep->fsm);
     if (schema == 0) {
-        schema = FSM_SCHEMA_VERSION;
+        schema = replica_schema_max();
     }
     rv = command_encode_batch_with(schema, stamp, rep->fl_cmds, rep->fl_lens, n,
                                    entry_buf, &buf, &batch_len);
@@ -581,4 +581,21 @@ int replica_snapshot(struct replica *rep,
     rep->snap_wanted = true;
     dispatch(rep);
     return 0;
+}
+
+uint32_t replica_schema_max(void)
+{
+#ifndef NDEBUG
+    /* Debug builds only (docs/server.md, "Quotas and the log schema"): a
+     * node may act as a binary whose newest schema is lower, so tests can
+     * run a cluster that bootstraps at an older schema, or whose voters do
+     * not all support the newest one. */
+    const char *v = getenv("ONCE_TEST_SCHEMA_MAX");
+
+    if (v != NULL && v[0] >= '1' && v[0] <= '9' && v[1] == '\0' &&
+        (uint32_t)(v[0] - '0') < FSM_SCHEMA_VERSION) {
+        return (uint32_t)(v[0] - '0');
+    }
+#endif
+    return FSM_SCHEMA_VERSION;
 }

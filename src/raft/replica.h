@@ -372,6 +372,11 @@ void replica_close(struct replica *rep);
  * drivers that call raft directly. */
 void replica_poll(struct replica *rep);
 
+/* The newest log schema this node applies and bootstraps at:
+ * FSM_SCHEMA_VERSION, or in debug builds a lower ONCE_TEST_SCHEMA_MAX
+ * (1..9) from the environment (a test hook; never in release builds). */
+uint32_t replica_schema_max(void);
+
 /* Propose @cmd (borrowed) in the next batch. Returns 0 (then @cb reports
  * the outcome) or a REPLICA_E_* error, not applied (no callback). */
 int replica_submit(struct replica *rep,

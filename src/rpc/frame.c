@@ -37,6 +37,9 @@ SAME(RPC_METHOD_SNAPSHOT_TAKE, ONCE__RPC__METHOD__METHOD_SNAPSHOT_TAKE);
 SAME(RPC_METHOD_BACKUP_OPEN, ONCE__RPC__METHOD__METHOD_BACKUP_OPEN);
 SAME(RPC_METHOD_BACKUP_READ, ONCE__RPC__METHOD__METHOD_BACKUP_READ);
 SAME(RPC_METHOD_BACKUP_CLOSE, ONCE__RPC__METHOD__METHOD_BACKUP_CLOSE);
+SAME(RPC_METHOD_QUOTA_SET, ONCE__RPC__METHOD__METHOD_QUOTA_SET);
+SAME(RPC_METHOD_QUOTA_LIST, ONCE__RPC__METHOD__METHOD_QUOTA_LIST);
+SAME(RPC_METHOD_SCHEMA_UPGRADE, ONCE__RPC__METHOD__METHOD_SCHEMA_UPGRADE);
 SAME(RPC_REQUEST, ONCE__RPC__DIRECTION__DIRECTION_REQUEST);
 SAME(RPC_RESPONSE, ONCE__RPC__DIRECTION__DIRECTION_RESPONSE);
 SAME(RPC_STATUS_OK, ONCE__RPC__STATUS__STATUS_OK);
@@ -645,6 +648,12 @@ const ProtobufCMessageDescriptor *envelope_body_descriptor(
              once__rpc__backup_read_response__descriptor);
         BODY(BACKUP_CLOSE, once__rpc__backup_close_request__descriptor,
              once__rpc__backup_close_response__descriptor);
+        BODY(QUOTA_SET, once__rpc__quota_set_request__descriptor,
+             once__rpc__quota_set_response__descriptor);
+        BODY(QUOTA_LIST, once__rpc__quota_list_request__descriptor,
+             once__rpc__quota_list_response__descriptor);
+        BODY(SCHEMA_UPGRADE, once__rpc__schema_upgrade_request__descriptor,
+             once__rpc__schema_upgrade_response__descriptor);
         case RPC_METHOD_UNSPECIFIED:
             break;
     }
@@ -691,6 +700,7 @@ const char *rpc_method_name(enum rpc_method m)
         "LOOKUP",        "FORGET",         "STATUS",         "MEMBERS_LIST",
         "MEMBERS_ADD",   "MEMBERS_REMOVE", "MEMBERS_ASSIGN", "TRANSFER",
         "SNAPSHOT_TAKE", "BACKUP_OPEN",    "BACKUP_READ",    "BACKUP_CLOSE",
+        "QUOTA_SET",     "QUOTA_LIST",     "SCHEMA_UPGRADE",
     };
 
     return method_known(m) ? names[m] : "unknown";

@@ -67,10 +67,13 @@ enum rpc_method {
     RPC_METHOD_BACKUP_OPEN,
     RPC_METHOD_BACKUP_READ,
     RPC_METHOD_BACKUP_CLOSE,
+    RPC_METHOD_QUOTA_SET,
+    RPC_METHOD_QUOTA_LIST,
+    RPC_METHOD_SCHEMA_UPGRADE,
 };
 /* Envelope.caller_cert: the DER of one certificate. */
 #define RPC_CALLER_CERT_MAX (16u << 10)
-#define RPC_METHOD_LAST     RPC_METHOD_BACKUP_CLOSE
+#define RPC_METHOD_LAST     RPC_METHOD_SCHEMA_UPGRADE
 
 enum rpc_direction {
     RPC_REQUEST = 1,

@@ -55,19 +55,15 @@ static void reply_config(struct rpc_call *call,
                          enum fsm_outcome outcome,
                          const char *reason)
 {
-    Once__Rpc__ConfigResult cr = ONCE__RPC__CONFIG_RESULT__INIT;
+    Once__Rpc__ConfigResult cr;
     Once__Rpc__MembersAddResponse add = ONCE__RPC__MEMBERS_ADD_RESPONSE__INIT;
     Once__Rpc__MembersRemoveResponse rm =
         ONCE__RPC__MEMBERS_REMOVE_RESPONSE__INIT;
     Once__Rpc__MembersAssignResponse as =
         ONCE__RPC__MEMBERS_ASSIGN_RESPONSE__INIT;
-    char text[257];
+    struct convert_config_buf text;
 
-    cr.outcome = (Once__Rpc__Outcome)outcome;
-    if (reason != NULL) {
-        snprintf(text, sizeof text, "%s", reason);
-        cr.reason = text;
-    }
+    convert_config_out(outcome, reason, &cr, &text);
     switch (method) {
         case RPC_METHOD_MEMBERS_ADD:
             add.result = &cr;
@@ -315,7 +311,8 @@ static size_t fill_members(struct server *s,
     return i;
 }
 
-/* A restored cluster's fence, and the backups this node serves. */
+/* A restored cluster's fence, the backups this node serves, and the log
+ * schema in force and supported. */
 static void status_fence(struct server *s, Once__Rpc__StatusResponse *st)
 {
     static struct fsm_fence_info fi;
@@ -329,6 +326,8 @@ static void status_fence(struct server *s, Once__Rpc__StatusResponse *st)
         st->restore_stale_ts_ms = fi.stale_ts_ms;
     }
     st->backups_open = backups_open(&s->backups);
+    st->schema = fsm_schema_version(s->rep.fsm);
+    st->schema_max = admin_schema_max();
 }
 
 /* The status of this node into @st (the static arrays hold what it points
@@ -683,6 +682,7 @@ void admin_shutdown(struct admin *a)
                     "node shutting down", NULL);
         a->snap_op->call = NULL;
     }
+    admin_upgrade_shutdown();
     /* Their replica callbacks still come (and free them). */
     for (struct digest_op *op = a->digest_ops; op != NULL; op = op->next) {
         if (op->call != NULL) {

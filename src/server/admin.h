@@ -83,6 +83,22 @@ void admin_snapshot_take(struct server *s,
                          const ProtobufCMessage *msg,
                          const struct service_in *in);
 
+/* admin_quota.c: QuotaList and SchemaUpgrade on the ready leader (QuotaSet
+ * is a command: service.c). */
+void admin_quota_list(struct server *s,
+                      struct rpc_call *call,
+                      const ProtobufCMessage *msg,
+                      const struct service_in *in);
+void admin_schema_upgrade(struct server *s,
+                          struct rpc_call *call,
+                          const ProtobufCMessage *msg,
+                          const struct service_in *in);
+/* Answer a running SchemaUpgrade at shutdown (admin_shutdown calls it). */
+void admin_upgrade_shutdown(void);
+/* The highest log schema this node applies, as Status reports it
+ * (replica_schema_max: a debug build's test hook may lower it). */
+uint32_t admin_schema_max(void);
+
 /* Before the Raft layer closes: the waiting membership operation is
  * answered UNKNOWN (it may still commit), the snapshot UNAVAILABLE. */
 void admin_shutdown(struct admin *a);

@@ -43,6 +43,10 @@ static const struct right rights[] = {
     {RPC_METHOD_BACKUP_OPEN, "snapshot backup", R_ADMIN, false},
     {RPC_METHOD_BACKUP_READ, "snapshot backup", R_ADMIN, false},
     {RPC_METHOD_BACKUP_CLOSE, "snapshot backup", R_ADMIN, false},
+    /* Quotas name every tenant's scopes and their usage: admin only. */
+    {RPC_METHOD_QUOTA_SET, "quota set", R_ADMIN, false},
+    {RPC_METHOD_QUOTA_LIST, "quota list", R_ADMIN, false},
+    {RPC_METHOD_SCHEMA_UPGRADE, "schema upgrade", R_ADMIN, false},
 };
 
 /* Not a method: GET /metrics on the HTTP port with TLS. */

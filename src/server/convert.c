@@ -604,3 +604,16 @@ void convert_release_out(const struct fsm_release *c,
     out->request_id.data = (uint8_t *)request_id;
     out->request_id.len = FSM_REQUEST_ID_LEN;
 }
+
+void convert_config_out(enum fsm_outcome outcome,
+                        const char *reason,
+                        Once__Rpc__ConfigResult *out,
+                        struct convert_config_buf *b)
+{
+    once__rpc__config_result__init(out);
+    out->outcome = (Once__Rpc__Outcome)outcome;
+    if (reason != NULL) {
+        snprintf(b->reason, sizeof b->reason, "%s", reason);
+        out->reason = b->reason;
+    }
+}

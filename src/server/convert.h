@@ -76,6 +76,17 @@ void convert_member_out(const struct fsm_member *m,
                         bool reachable,
                         Once__Rpc__Member *out);
 
+/* A configuration answer (a ConfigResult: outcome and reason, the reason
+ * cut to the wire's 256 bytes). @b holds what @out points at. */
+struct convert_config_buf
+{
+    char reason[257];
+};
+void convert_config_out(enum fsm_outcome outcome,
+                        const char *reason,
+                        Once__Rpc__ConfigResult *out,
+                        struct convert_config_buf *b);
+
 /* Storage for one converted result (no allocation). */
 struct convert_result_buf
 {

@@ -310,6 +310,8 @@ json_t *httpapi_json_status(const Once__Rpc__StatusResponse *st)
         set(o, "state_digest",
             json_string(text_format_id(st->state_digest, d)));
     }
+    set(o, "schema", json_value_uint(st->schema));
+    set(o, "schema_max", json_value_uint(st->schema_max));
     set(o, "config_index", json_value_uint(st->config_index));
     v = json_array();
     for (size_t i = 0; v != NULL && i < st->n_config_voters; i++) {

@@ -73,7 +73,8 @@ struct metrics
         *leader_known, *leader_commit, *ready, *log_bytes;
     struct prom_series *leader_changes, *config_changes, *voters, *members;
     struct prom_series *snaps, *snap_installs, *snap_bytes;
-    struct prom_series *records, *record_bytes, *backlog, *shard_records;
+    struct prom_series *records, *record_bytes, *backlog, *shard_records,
+        *shard_bytes;
     struct prom_series *pending, *pending_age;
     struct prom_series *forwarded, *forward_errors;
     struct prom_series *conns, *conns_accepted, *conns_refused, *frames_bad,

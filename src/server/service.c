@@ -90,6 +90,9 @@ static void result_cb(struct replica_req *req,
     Once__Rpc__ReleaseResponse release = ONCE__RPC__RELEASE_RESPONSE__INIT;
     Once__Rpc__LookupResponse lookup = ONCE__RPC__LOOKUP_RESPONSE__INIT;
     Once__Rpc__ForgetResponse forget = ONCE__RPC__FORGET_RESPONSE__INIT;
+    Once__Rpc__QuotaSetResponse quota = ONCE__RPC__QUOTA_SET_RESPONSE__INIT;
+    Once__Rpc__ConfigResult cr;
+    struct convert_config_buf reason;
     const ProtobufCMessage *msg = NULL;
 
     if (op->call == NULL) {
@@ -120,6 +123,11 @@ static void result_cb(struct replica_req *req,
         case RPC_METHOD_LOOKUP:
             lookup.result = &b.res;
             msg = &lookup.base;
+            break;
+        case RPC_METHOD_QUOTA_SET:
+            convert_config_out(res->outcome, res->reason, &cr, &reason);
+            quota.result = &cr;
+            msg = &quota.base;
             break;
         default:
             forget.result = &b.res;
@@ -241,6 +249,29 @@ static int check_forget(const ProtobufCMessage *msg,
     return convert_ident_in(&r->scope, &r->key, FSM_CMD_FORGET, &in->cmd, why);
 }
 
+/* The pattern's syntax is the state machine's to check (fsm_pattern_check,
+ * also on the leader's apply); here only what the command can carry. */
+static int check_quota_set(const ProtobufCMessage *msg,
+                           struct service_in *in,
+                           char *why)
+{
+    const Once__Rpc__QuotaSetRequest *r = (const void *)msg;
+    const char *bad = fsm_pattern_check(r->pattern.data, r->pattern.len);
+
+    if (bad != NULL) {
+        err_printf(why, "pattern: %s", bad);
+        return -EINVAL;
+    }
+    memset(&in->cmd, 0, sizeof in->cmd);
+    in->cmd.type = FSM_CMD_QUOTA_SET;
+    in->cmd.u.quota.pattern = r->pattern.data;
+    in->cmd.u.quota.pattern_len = r->pattern.len;
+    in->cmd.u.quota.max_records = r->max_records;
+    in->cmd.u.quota.max_bytes = r->max_bytes;
+    in->cmd.u.quota.remove = r->remove;
+    return 0;
+}
+
 static int check_members_add(const ProtobufCMessage *msg,
                              struct service_in *in,
                              char *why)
@@ -338,6 +369,11 @@ static const struct service_method methods[] = {
      admin_backup_read},
     {RPC_METHOD_BACKUP_CLOSE, ON_LEADER | SERVICE_ADMIN, check_backup_close,
      admin_backup_close},
+    {RPC_METHOD_QUOTA_SET, ON_LEADER | SERVICE_ADMIN, check_quota_set,
+     serve_record},
+    {RPC_METHOD_QUOTA_LIST, ON_LEADER | SERVICE_ADMIN, NULL, admin_quota_list},
+    {RPC_METHOD_SCHEMA_UPGRADE, ON_LEADER | SERVICE_ADMIN, NULL,
+     admin_schema_upgrade},
 };
 
 static const struct service_method *method_of(enum rpc_method m)

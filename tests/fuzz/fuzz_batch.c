@@ -20,7 +20,8 @@
  *   - snapshot -> restore -> snapshot gives identical bytes;
  *   - both instances' snapshots are identical after every batch;
  *   - a command that adds a record never takes fsm_n_records over
- *     max_records (nor fsm_bytes over max_bytes);
+ *     max_records, and no command takes fsm_bytes up past max_bytes;
+ *   - no command but QuotaSet takes a quota's usage up past its limits;
  *   - results are well-formed (enums in range, lengths within limits).
  * A batch that returns FSM_E_SCHEMA stops the input (the node would stop).
  *
@@ -55,6 +56,8 @@ struct sink
     uint64_t bytes;     /* last seen */
     uint64_t digest;
     size_t n;
+    size_t n_quotas;                         /* last seen */
+    struct fsm_quota_info q[FSM_QUOTAS_MAX]; /* last seen usage */
 };
 
 static uint64_t fnv(uint64_t h, const void *p, size_t len)
@@ -74,7 +77,7 @@ static uint64_t fnv_u(uint64_t h, uint64_t v)
 
 static void check_result(const struct fsm_result *r)
 {
-    CHECK(r->cmd >= FSM_CMD_INVALID && r->cmd <= FSM_CMD_SET_SCHEMA);
+    CHECK(r->cmd >= FSM_CMD_INVALID && r->cmd <= FSM_CMD_QUOTA_SET);
     CHECK(r->outcome >= FSM_ACCEPTED && r->outcome <= FSM_FAILED_PRECONDITION);
     if (r->outcome == FSM_INVALID_ARGUMENT) {
         CHECK(r->reason != NULL);
@@ -162,6 +165,30 @@ static uint64_t digest(uint64_t h, const struct fsm_result *r)
     return h;
 }
 
+/* Usage grows past a quota's limit only when the quotas themselves change
+ * (a new pattern charges what its scopes already hold). */
+static void check_quotas(struct sink *s, const struct fsm_result *r)
+{
+    size_t n = fsm_n_quotas(s->f);
+
+    CHECK(n <= FSM_QUOTAS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        struct fsm_quota_info q;
+
+        CHECK(fsm_quota(s->f, i, &q));
+        if (r->cmd != FSM_CMD_QUOTA_SET && n == s->n_quotas) {
+            if (q.records > s->q[i].records && q.max_records != 0) {
+                CHECK(q.records <= q.max_records);
+            }
+            if (q.bytes > s->q[i].bytes && q.max_bytes != 0) {
+                CHECK(q.bytes <= q.max_bytes);
+            }
+        }
+        s->q[i] = q;
+    }
+    s->n_quotas = n;
+}
+
 static void emit_cb(void *arg, size_t i, const struct fsm_result *r)
 {
     struct sink *s = arg;
@@ -179,6 +206,12 @@ static void emit_cb(void *arg, size_t i, const struct fsm_result *r)
         CHECK(n <= st->max_records);
         CHECK(bytes <= st->max_bytes);
     }
+    /* Bytes grow only within max_bytes: a Complete or terminal Release
+     * stores into the room its claim reserved, never past the limit. */
+    if (bytes > s->bytes) {
+        CHECK(bytes <= st->max_bytes);
+    }
+    check_quotas(s, r);
     s->n_records = n;
     s->bytes = bytes;
     s->digest = digest(s->digest, r);

@@ -806,6 +806,64 @@ static void seed_lowered_limits(struct seed *s, const char *dir)
     seed_write(s, dir, "21-lowered-limits");
 }
 
+static struct fsm_cmd quota(const char *pattern,
+                            uint64_t max_records,
+                            uint64_t max_bytes,
+                            bool remove)
+{
+    struct fsm_cmd c;
+
+    memset(&c, 0, sizeof c);
+    c.type = FSM_CMD_QUOTA_SET;
+    c.u.quota.pattern = (const uint8_t *)pattern;
+    c.u.quota.pattern_len = strlen(pattern);
+    c.u.quota.max_records = max_records;
+    c.u.quota.max_bytes = max_bytes;
+    c.u.quota.remove = remove;
+    return c;
+}
+
+/* 22: quotas (schema 2): a prefix pattern on records, an exact one on
+ * bytes, claims over both, a complete over the quota, refused patterns, a
+ * remove (twice); then expiry frees the quota. */
+static void seed_quotas(struct seed *s, const char *dir)
+{
+    struct fsm_cmd c;
+    char key[32];
+
+    seed_begin(s, BOOT_DEFAULTS);
+    c = quota("o*", 3, 0, false); /* slot 0 */
+    add(s, &c);
+    c = quota("orders", 0, 150000, false);
+    add(s, &c);
+    c = quota("a*b", 1, 0, false);
+    add(s, &c);
+    c = quota("z", 0, 0, false);
+    add(s, &c);
+    for (unsigned i = 0; i < 5; i++) { /* slots 4..8: two refused */
+        snprintf(key, sizeof key, "q-%u", i);
+        c = claim("ops", key, i, FSM_KIND_NONCE, 5000);
+        add(s, &c);
+    }
+    for (unsigned i = 0; i < 3; i++) { /* slots 9..11: one refused */
+        snprintf(key, sizeof key, "i-%u", i);
+        c = claim(g_scope, key, 10 + i, FSM_KIND_IDEMPOTENT, 5000);
+        add(s, &c);
+    }
+    c = complete("i-0", tok(2, 9), "done");
+    add(s, &c);
+    end_batch(s);
+    s->time += 10000;
+    c = quota("orders", 0, 0, true);
+    add(s, &c);
+    c = quota("orders", 0, 0, true);
+    add(s, &c);
+    c = claim("ops", "after", 20, FSM_KIND_NONCE, 5000);
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "22-quotas");
+}
+
 /* Every seed, in the order of their file names. */
 static void (*const seeds[])(struct seed *, const char *) = {
     seed_empty_batch,
@@ -829,6 +887,7 @@ static void (*const seeds[])(struct seed *, const char *) = {
     seed_time,
     seed_conflicts,
     seed_lowered_limits,
+    seed_quotas,
 };
 
 int main(int argc, char **argv)

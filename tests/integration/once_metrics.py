@@ -40,7 +40,8 @@ FAMILIES = (
     "once_raft_leader_changes_total", "once_membership_changes_total",
     "once_raft_log_bytes", "once_snapshots_total",
     "once_snapshot_duration_seconds", "once_snapshot_bytes", "once_records",
-    "once_record_bytes", "once_shard_records", "once_forwarded_calls_total",
+    "once_record_bytes", "once_shard_records", "once_shard_bytes",
+    "once_forwarded_calls_total",
     "once_connections", "once_rejected_frames_total",
     "once_permission_denied_total", "once_ready", "once_idempotent_pending",
     "once_idempotent_pending_oldest_age_seconds",
@@ -154,6 +155,17 @@ def check_prometheus(t, prom, nodes):
     res, ok = prom.wait("min(once_idempotent_pending_oldest_age_seconds)",
                         lambda r: 0 < total(r) < 600)
     t.check(ok, "prometheus: the oldest pending has an age", str(res))
+    # Nothing expired yet (no pruning backlog): the shard summaries add up
+    # to the node's record count, and to its bytes less the 64 KiB result
+    # reservation of each PENDING idempotent record, exactly.
+    for expr in ("max(abs(once_shard_records_sum - once_records))",
+                 "max(abs(once_record_bytes - once_shard_bytes_sum"
+                 " - 65536 * once_idempotent_pending))"):
+        res, ok = prom.wait(expr, lambda r: r and total(r) == 0)
+        t.check(ok, "prometheus: %s == 0" % expr, str(res))
+    res, ok = prom.wait("min(once_shard_bytes_sum)",
+                        lambda r: total(r) > 0)
+    t.check(ok, "prometheus: every node counts shard bytes", str(res))
     res, ok = prom.wait("sum(once_forwarded_calls_total)",
                         lambda r: total(r) >= 1)
     t.check(ok, "prometheus: followers forwarded calls", str(res))

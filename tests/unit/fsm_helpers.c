@@ -270,6 +270,23 @@ struct fsm_cmd fh_cmd_schema(uint32_t version)
     return cmd;
 }
 
+struct fsm_cmd fh_cmd_quota(const char *pattern,
+                            uint64_t max_records,
+                            uint64_t max_bytes,
+                            bool remove)
+{
+    struct fsm_cmd cmd;
+
+    memset(&cmd, 0, sizeof(cmd));
+    cmd.type = FSM_CMD_QUOTA_SET;
+    cmd.u.quota.pattern = (const uint8_t *)pattern;
+    cmd.u.quota.pattern_len = strlen(pattern);
+    cmd.u.quota.max_records = max_records;
+    cmd.u.quota.max_bytes = max_bytes;
+    cmd.u.quota.remove = remove;
+    return cmd;
+}
+
 struct fsm_cmd fh_cmd_invalid(void)
 {
     struct fsm_cmd cmd;

@@ -160,6 +160,11 @@ struct fsm_cmd fh_cmd_member(uint64_t id,
                              enum fsm_role role);
 struct fsm_cmd fh_cmd_retire(uint64_t id);
 struct fsm_cmd fh_cmd_schema(uint32_t version);
+/* QuotaSet of the C string @pattern (borrowed). */
+struct fsm_cmd fh_cmd_quota(const char *pattern,
+                            uint64_t max_records,
+                            uint64_t max_bytes,
+                            bool remove);
 /* A command that did not decode (FSM_CMD_INVALID). On the protobuf path it
  * is sent as bytes that do not decode as a Command. */
 struct fsm_cmd fh_cmd_invalid(void);

@@ -16,6 +16,8 @@ Suite *log_time_suite(void);
 Suite *pending_suite(void);
 Suite *fence_suite(void);
 Suite *backup_file_suite(void);
+Suite *bytes_suite(void);
+Suite *quota_suite(void);
 
 int main(void)
 {
@@ -35,6 +37,8 @@ int main(void)
     srunner_add_suite(sr, pending_suite());
     srunner_add_suite(sr, fence_suite());
     srunner_add_suite(sr, backup_file_suite());
+    srunner_add_suite(sr, bytes_suite());
+    srunner_add_suite(sr, quota_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -67,7 +67,8 @@ static const enum rpc_method admin_only[] = {
     RPC_METHOD_FORGET,         RPC_METHOD_MEMBERS_REMOVE,
     RPC_METHOD_MEMBERS_ASSIGN, RPC_METHOD_SNAPSHOT_TAKE,
     RPC_METHOD_BACKUP_OPEN,    RPC_METHOD_BACKUP_READ,
-    RPC_METHOD_BACKUP_CLOSE};
+    RPC_METHOD_BACKUP_CLOSE,   RPC_METHOD_QUOTA_SET,
+    RPC_METHOD_QUOTA_LIST,     RPC_METHOD_SCHEMA_UPGRADE};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 START_TEST(tenant_within_its_scopes_only)

@@ -220,6 +220,22 @@ START_TEST(admin_commands)
     ck_assert_uint_eq(q->member_id, 0x12);
     OK("snapshot", "take");
     ck_assert_int_eq(q->cmd, CLI_SNAPSHOT_TAKE);
+    OK("quota", "set", "tenant-a*", "--max-records", "5", "--max-bytes=4096");
+    ck_assert_int_eq(q->cmd, CLI_QUOTA_SET);
+    ck_assert_uint_eq(q->pattern_len, 9);
+    ck_assert(memcmp(q->pattern, "tenant-a*", 9) == 0);
+    ck_assert_uint_eq(q->max_records, 5);
+    ck_assert_uint_eq(q->max_bytes, 4096);
+    BAD("--max-records: bad value", "quota", "set", "a", "--max-records", "-1");
+    BAD("missing PATTERN", "quota", "set");
+    OK("quota", "remove", "tenant-a*");
+    ck_assert_int_eq(q->cmd, CLI_QUOTA_REMOVE);
+    OK("quota", "list");
+    ck_assert_int_eq(q->cmd, CLI_QUOTA_LIST);
+    BAD("quota: unknown subcommand", "quota", "show");
+    OK("schema", "upgrade", "--to", "2");
+    ck_assert_int_eq(q->cmd, CLI_SCHEMA_UPGRADE);
+    ck_assert_uint_eq(q->schema_to, 2);
     OK("snapshot", "backup", "/tmp/x.backup");
     ck_assert_int_eq(q->cmd, CLI_SNAPSHOT_BACKUP);
     ck_assert_str_eq(q->file, "/tmp/x.backup");
@@ -260,7 +276,8 @@ static const enum cli_cmd all_cmds[] = {
     CLI_MEMBERS_LIST,   CLI_MEMBERS_ADD,     CLI_MEMBERS_REMOVE,
     CLI_MEMBERS_ASSIGN, CLI_TRANSFER,        CLI_LEAVE,
     CLI_SNAPSHOT_TAKE,  CLI_SNAPSHOT_BACKUP, CLI_SNAPSHOT_VERIFY,
-    CLI_SESSION};
+    CLI_SESSION,        CLI_QUOTA_SET,       CLI_QUOTA_REMOVE,
+    CLI_QUOTA_LIST,     CLI_SCHEMA_UPGRADE};
 #define N_ALL_CMDS (sizeof all_cmds / sizeof all_cmds[0])
 
 START_TEST(help_is_complete)

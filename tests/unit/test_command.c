@@ -262,6 +262,13 @@ static bool cmd_eq(const struct fsm_cmd *a, const struct fsm_cmd *b)
             return a->u.retire_id == b->u.retire_id;
         case FSM_CMD_SET_SCHEMA:
             return a->u.schema_version == b->u.schema_version;
+        case FSM_CMD_QUOTA_SET: {
+            const struct fsm_quota_set *x = &a->u.quota, *y = &b->u.quota;
+            return bytes_eq(x->pattern, x->pattern_len, y->pattern,
+                            y->pattern_len) &&
+                   x->max_records == y->max_records &&
+                   x->max_bytes == y->max_bytes && x->remove == y->remove;
+        }
         case FSM_CMD_INVALID:
             break;
     }
@@ -527,6 +534,18 @@ START_TEST(roundtrip_config)
     check_roundtrip(&c, "set schema");
     c.u.schema_version = FSM_SCHEMA_VERSION + 1;
     check_roundtrip(&c, "set schema newer (decodes; the fsm refuses)");
+
+    memset(&c, 0, sizeof c);
+    c.type = FSM_CMD_QUOTA_SET;
+    c.u.quota.pattern = (const uint8_t *)"tenant-a*";
+    c.u.quota.pattern_len = 9;
+    c.u.quota.max_records = 5;
+    c.u.quota.max_bytes = UINT64_MAX;
+    check_roundtrip(&c, "quota set");
+    c.u.quota.remove = true;
+    c.u.quota.max_records = 0;
+    c.u.quota.max_bytes = 0;
+    check_roundtrip(&c, "quota remove");
 }
 END_TEST
 

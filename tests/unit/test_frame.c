@@ -513,7 +513,7 @@ END_TEST
 
 START_TEST(refuses_bad_enums)
 {
-    const int bad_methods[] = {-1, 16, 17, 1000, INT32_MAX, INT32_MIN};
+    const int bad_methods[] = {-1, 19, 20, 1000, INT32_MAX, INT32_MIN};
     const int bad_status[] = {1, 5, 6, 10, 13, 15, 99, 102, -3};
     Once__Rpc__Envelope e;
 
@@ -899,7 +899,10 @@ START_TEST(names)
     ck_assert_str_eq(rpc_method_name(RPC_METHOD_SNAPSHOT_TAKE),
                      "SNAPSHOT_TAKE");
     ck_assert_str_eq(rpc_method_name(RPC_METHOD_BACKUP_CLOSE), "BACKUP_CLOSE");
-    ck_assert_str_eq(rpc_method_name((enum rpc_method)16), "unknown");
+    ck_assert_str_eq(rpc_method_name(RPC_METHOD_QUOTA_SET), "QUOTA_SET");
+    ck_assert_str_eq(rpc_method_name(RPC_METHOD_SCHEMA_UPGRADE),
+                     "SCHEMA_UPGRADE");
+    ck_assert_str_eq(rpc_method_name((enum rpc_method)19), "unknown");
     ck_assert_str_eq(rpc_status_name(RPC_STATUS_UNAVAILABLE), "UNAVAILABLE");
     ck_assert_str_eq(rpc_status_name((enum rpc_status)1), "unknown");
     ck_assert_str_eq(rpc_applied_name(RPC_APPLIED_FALSE), "false");

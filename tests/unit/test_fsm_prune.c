@@ -64,6 +64,9 @@ static void booted(struct fh *h, uint64_t max_records)
 
     fh_settings(&s);
     s.max_records = max_records;
+    /* Room for every PENDING record's result reservation: max_records
+     * binds, never max_bytes. */
+    s.max_bytes = 16ull << 30;
     fh_init_booted(h, FH_DIRECT, &s, FH_T0);
 }
 
@@ -163,6 +166,7 @@ START_TEST(restored_mid_backlog_agrees)
     /* Below what the tables hold with the backlog, above what counts. */
     fh_settings(&set);
     set.max_records = 6000;
+    set.max_bytes = 16ull << 30;
     cmds[0] = fh_cmd_settings(&set);
     fh_assert_is(fh_do(&a, t, &cmds[0], NULL), FSM_OK);
 

@@ -10,8 +10,10 @@
  * - skew_fence: a max_window raise after a max_skew cut still fences the ts
  *   values accepted under the old, larger skew: a replay after the record's
  *   retention is STALE.
- * - resbytes: a Complete result or a terminal Release error that would cross
- *   max_bytes is RESOURCE_EXHAUSTED and the record stays as it was.
+ * - resbytes: a Complete result or a terminal Release error is never
+ *   refused for space (each PENDING record reserved room for the largest
+ *   one), fsm_bytes stays within max_bytes, and new claims are what is
+ *   refused.
  * - attbytes: past max_bytes replays keep answering REPLAYED and attempts
  *   are only counted (where the record already has attempt storage), never
  *   stored, so fsm_bytes stays within max_bytes.
@@ -377,12 +379,19 @@ END_TEST
 /* Boot @h with max_bytes @max_bytes and claim IDEMPOTENT keys fill_key[0..n)
  * in one batch (ttl 1 h) until max_bytes refuses them. Stores the owner
  * tokens in @tok and returns how many were accepted (a prefix). */
+/* The log schema fill_idempotent bootstraps at: the schema-1 tests below
+ * keep the refusals a schema-1 binary makes (no result reservations). */
+static uint32_t fill_schema = FSM_SCHEMA_VERSION;
+
 static size_t fill_idempotent(struct fh *h,
                               uint64_t max_bytes,
                               size_t n,
                               struct fsm_token *tok)
 {
     struct fsm_settings s;
+    struct fsm_bootstrap b;
+    struct fsm_cmd boot;
+    struct fh_res br;
     struct fsm_claim *cl = calloc(n, sizeof *cl);
     struct fsm_cmd *cmds = calloc(n, sizeof *cmds);
     struct lres *out = calloc(n, sizeof *out);
@@ -394,7 +403,12 @@ static size_t fill_idempotent(struct fh *h,
     fill_keys_init();
     fh_settings(&s);
     s.max_bytes = max_bytes;
-    fh_init_booted(h, FH_DIRECT, &s, FH_T0);
+    fh_init(h, FH_DIRECT);
+    fh_bootstrap_cmd(&b, &s);
+    boot = fh_cmd_bootstrap(&b);
+    ck_assert_int_eq(fh_apply_schema(h, fill_schema, FH_T0, &boot, 1, &br), 0);
+    fh_assert_outcome(&br, FSM_OK);
+    ck_assert_uint_eq(fsm_schema_version(h->f), fill_schema);
     for (size_t i = 0; i < n; i++) {
         fh_claim(&cl[i], FSM_KIND_IDEMPOTENT, "s", fill_key[i], 100 + i);
         cl[i].ttl_ms = MS_HOUR;
@@ -417,7 +431,128 @@ static size_t fill_idempotent(struct fh *h,
     return n_acc;
 }
 
-/* Assert that fill_key[i] of @h is PENDING with nothing stored. */
+START_TEST(resbytes_complete_over_max_bytes)
+{
+    const uint64_t max_bytes = 1u << 20;
+    struct fh h, twin;
+    struct fsm_token *tok = calloc(N_FILL, sizeof *tok);
+    struct fsm_cmd *cmds = calloc(N_FILL, sizeof *cmds);
+    struct lres *out = calloc(N_FILL, sizeof *out);
+    uint8_t *result = malloc(FSM_RESULT_MAX);
+    struct fh_res *r = fh_res_array(1);
+    struct fsm_claim c;
+    size_t n_acc, n_twin;
+
+    ck_assert_ptr_nonnull(tok);
+    ck_assert_ptr_nonnull(cmds);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(result);
+    for (size_t i = 0; i < FSM_RESULT_MAX; i++) {
+        result[i] = (uint8_t)(i * 7 + 3);
+    }
+    n_acc = fill_idempotent(&h, max_bytes, N_FILL, tok);
+    n_twin = fill_idempotent(&twin, max_bytes, N_FILL, tok);
+    ck_assert_uint_eq(n_acc, n_twin);
+    /* Each accepted claim reserved room for a 64 KiB result. */
+    ck_assert_uint_ge(fsm_bytes(h.f), n_acc * (uint64_t)FSM_RESULT_MAX);
+
+    /* Every owner completes with a 64 KiB result: all stored, within
+     * max_bytes, whatever filled the table. */
+    for (size_t i = 0; i < n_acc; i++) {
+        cmds[i] =
+            fh_cmd_complete("s", fill_key[i], tok[i], result, FSM_RESULT_MAX);
+    }
+    apply_light(&h, FH_T0 + 1, cmds, n_acc, out);
+    apply_light(&twin, FH_T0 + 1, cmds, n_acc, out);
+    for (size_t i = 0; i < n_acc; i++) {
+        ck_assert_msg(out[i].outcome == FSM_COMPLETED, "complete %zu: %s", i,
+                      fsm_outcome_name(out[i].outcome));
+        fh_lookup_read(&h, "s", fill_key[i], r);
+        ck_assert_int_eq(r->state, FSM_STATE_COMPLETED);
+        ck_assert_uint_eq(r->result_len, FSM_RESULT_MAX);
+        ck_assert(memcmp(r->result, result, FSM_RESULT_MAX) == 0);
+    }
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
+    assert_same_state(&h, &twin, "after the Completes");
+
+    /* New records are what is refused. */
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", "one-more", 99999);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 2, &c, r), FSM_RESOURCE_EXHAUSTED);
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
+
+    free(tok);
+    free(cmds);
+    free(out);
+    free(result);
+    free(r);
+    fh_close(&h);
+    fh_close(&twin);
+}
+END_TEST
+
+START_TEST(resbytes_release_over_max_bytes)
+{
+    const uint64_t max_bytes = 1u << 20;
+    struct fh h;
+    struct fsm_token tok[64];
+    struct fsm_cmd cmds[64];
+    struct lres out[64];
+    uint8_t error[FSM_ERROR_MAX];
+    struct fh_res *r = fh_res_array(1);
+    struct fsm_claim c;
+    struct fsm_cmd cmd;
+    size_t n_acc;
+    uint64_t full;
+
+    for (size_t i = 0; i < sizeof error; i++) {
+        error[i] = (uint8_t)(i * 13 + 1);
+    }
+    n_acc = fill_idempotent(&h, max_bytes, 64, tok);
+    ck_assert_uint_ge(n_acc, 4);
+    full = fsm_bytes(h.f);
+
+    /* A non-terminal release keeps the reservation (the owner may still
+     * fail it, a taker complete it); the takeover needs no new room. */
+    cmd = fh_cmd_release("s", fill_key[0], tok[0], false, NULL, 0);
+    fh_assert_is(fh_do(&h, FH_T0 + 1, &cmd, r), FSM_RELEASED);
+    ck_assert_uint_eq(fsm_bytes(h.f), full);
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", "no-room", 7776);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 1, &c, r), FSM_RESOURCE_EXHAUSTED);
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", fill_key[0], 7777);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 2, &c, r), FSM_ACCEPTED);
+    tok[0] = r->owner_token;
+    ck_assert_uint_ge(fsm_bytes(h.f), full); /* plus the attempt kept */
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
+
+    /* Every owner fails terminally with a 1 KiB error: all stored. */
+    for (size_t i = 0; i < n_acc; i++) {
+        cmds[i] = fh_cmd_release("s", fill_key[i], tok[i], true, error,
+                                 FSM_ERROR_MAX);
+    }
+    apply_light(&h, FH_T0 + 3, cmds, n_acc, out);
+    for (size_t i = 0; i < n_acc; i++) {
+        ck_assert_msg(out[i].outcome == FSM_FAILED, "release %zu: %s", i,
+                      fsm_outcome_name(out[i].outcome));
+        fh_lookup_read(&h, "s", fill_key[i], r);
+        ck_assert_int_eq(r->state, FSM_STATE_FAILED);
+        ck_assert_uint_eq(r->stored_error_len, FSM_ERROR_MAX);
+    }
+    /* The 1 KiB errors took less than the reservations they replace: room
+     * for new claims again. */
+    ck_assert_uint_lt(fsm_bytes(h.f), full);
+    fh_claim(&c, FSM_KIND_IDEMPOTENT, "s", "after-failures", 8888);
+    c.ttl_ms = MS_HOUR;
+    fh_assert_is(fh_do_claim(&h, FH_T0 + 4, &c, r), FSM_ACCEPTED);
+    ck_assert_uint_le(fsm_bytes(h.f), max_bytes);
+
+    free(r);
+    fh_close(&h);
+}
+END_TEST
+
 static void assert_pending(struct fh *h, size_t i, struct fh_res *r)
 {
     fh_lookup_read(h, "s", fill_key[i], r);
@@ -428,7 +563,11 @@ static void assert_pending(struct fh *h, size_t i, struct fh_res *r)
     ck_assert_uint_eq(r->stored_error_len, 0);
 }
 
-START_TEST(resbytes_complete_over_max_bytes)
+/* Under log schema 1 (a cluster not yet upgraded) apply decides as a
+ * schema-1 binary does: no result reservation, so a Complete or a terminal
+ * Release that does not fit max_bytes is refused. The two tests as they
+ * were before schema 2, on a schema-1 state. */
+START_TEST(resbytes_complete_over_max_bytes_schema1)
 {
     const uint64_t max_bytes = 64u << 10;
     struct fh h, twin;
@@ -448,8 +587,10 @@ START_TEST(resbytes_complete_over_max_bytes)
     for (size_t i = 0; i < FSM_RESULT_MAX; i++) {
         result[i] = (uint8_t)(i * 7 + 3);
     }
+    fill_schema = 1;
     n_acc = fill_idempotent(&h, max_bytes, N_FILL, tok);
     n_twin = fill_idempotent(&twin, max_bytes, N_FILL, tok);
+    fill_schema = FSM_SCHEMA_VERSION;
     ck_assert_uint_eq(n_acc, n_twin);
     full = fsm_bytes(h.f);
 
@@ -513,7 +654,7 @@ START_TEST(resbytes_complete_over_max_bytes)
 }
 END_TEST
 
-START_TEST(resbytes_release_over_max_bytes)
+START_TEST(resbytes_release_over_max_bytes_schema1)
 {
     const uint64_t max_bytes = 4096;
     struct fh h, twin;
@@ -529,8 +670,10 @@ START_TEST(resbytes_release_over_max_bytes)
     for (size_t i = 0; i < sizeof error; i++) {
         error[i] = (uint8_t)(i * 13 + 1);
     }
+    fill_schema = 1;
     n_acc = fill_idempotent(&h, max_bytes, 64, tok);
     n_twin = fill_idempotent(&twin, max_bytes, 64, tok);
+    fill_schema = FSM_SCHEMA_VERSION;
     ck_assert_uint_eq(n_acc, n_twin);
     ck_assert_uint_ge(n_acc, 4);
     full = fsm_bytes(h.f);
@@ -1439,6 +1582,8 @@ Suite *regress_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, resbytes_complete_over_max_bytes);
     tcase_add_test(tc, resbytes_release_over_max_bytes);
+    tcase_add_test(tc, resbytes_complete_over_max_bytes_schema1);
+    tcase_add_test(tc, resbytes_release_over_max_bytes_schema1);
     tcase_add_test(tc, attbytes_replay_flood);
     tcase_add_test(tc, attbytes_counted_when_full);
     suite_add_tcase(s, tc);

@@ -1288,10 +1288,11 @@ START_TEST(newer_version_refused)
         fsm_free(u);
     }
 
-    /* Format 2 (a restore fence) is known; 3 is the first unknown one. A
-     * format-1 state read as format 2 lacks the fence: malformed. */
+    /* Formats 2 (a restore fence) and 3 (quotas) are known; 4 is the first
+     * unknown one. A format-1 state read as format 2 or 3 lacks their
+     * fields: malformed. */
     ck_assert_uint_eq(format, 1);
-    put_u32(buf + SNAP_FORMAT_OFF, 3);
+    put_u32(buf + SNAP_FORMAT_OFF, 4);
     fix_crc(buf, len);
     restore_refused(t, buf, len, before, before_len, W_SCHEMA, "newer format",
                     SNAP_FORMAT_OFF);
@@ -1299,6 +1300,11 @@ START_TEST(newer_version_refused)
     fix_crc(buf, len);
     restore_refused(t, buf, len, before, before_len, W_MALFORMED,
                     "format 2 without a fence", SNAP_FORMAT_OFF);
+    put_u32(buf + SNAP_FORMAT_OFF, 3);
+    fix_crc(buf, len);
+    restore_refused(t, buf, len, before, before_len, W_MALFORMED,
+                    "format 3 without its fence flag and quotas",
+                    SNAP_FORMAT_OFF);
     put_u32(buf + SNAP_FORMAT_OFF, UINT32_MAX);
     fix_crc(buf, len);
     restore_refused(t, buf, len, before, before_len, W_SCHEMA, "format 2^32-1",
