@@ -59,9 +59,9 @@ void node_anchor_load(struct server *s)
     }
 }
 
-/* The pool thread: a rename may wait on the filesystem's journal (behind
- * the store's snapshot writeback, for seconds: bench/scale saw a restarted
- * follower's loop stop 21 s while it wrote the anchor from the tick). */
+/* The pool thread: a rename may wait on the filesystem's journal behind
+ * other writes (the store's snapshot writeback among them), and the loop
+ * does no filesystem waits. */
 static void write_work(uv_work_t *w)
 {
     struct server *s = w->data;
