@@ -15,10 +15,11 @@
  * boot, so it means the same across process restarts on one boot and
  * nothing after a reboot or on another host. The node writes the pair with
  * the kernel's boot id (/proc/sys/kernel/random/boot_id) to DIR/ltime-anchor
- * at most once a second and when it stops; at start it seeds ltime with it
- * if the boot id is this boot's and M is not in the future. Any older pair
- * is as good as a new one (est counts the elapsed time itself), so the file
- * is not fsync'ed: a crash may leave an older pair, or none, never a wrong
+ * at most once a second (from the thread pool); at start it seeds ltime
+ * with it if the boot id is this boot's and M is not in the future. Any
+ * older pair is as good as a new one (est counts the elapsed time itself),
+ * so the file is not fsync'ed nor written at the stop: a crash may leave
+ * an older pair, or none, never a wrong
  * one. After a reboot, on a new host or with no file, a restarted node is
  * back to the wall clock (ltime.h), which is why a cluster's clocks should
  * still be kept by NTP.
@@ -29,9 +30,11 @@
  * it; L, M: decimal ms without leading zeros). Anything else is
  * refused whole, with a reason, and the node starts without a seed.
  *
- * Pure functions over a directory path; blocking I/O of a few bytes (the
- * node calls anchor_write from its tick: no fsync, so it waits for no
- * disk). Not thread-safe against another process in the same directory. */
+ * Pure functions over a directory path; blocking I/O of a few bytes, but a
+ * rename may wait on the filesystem's journal behind other writes (seconds,
+ * behind a snapshot's writeback), so the node never calls anchor_write on
+ * its loop. Not thread-safe against another process in the same
+ * directory. */
 #ifndef ONCE_RAFT_ANCHOR_H_
 #define ONCE_RAFT_ANCHOR_H_
 

@@ -455,7 +455,7 @@ static void tick_cb(uv_timer_t *t)
     admin_tick(s);
     node_tls_tick(s, uv_now(&s->loop));
     notify_tick(&s->notify, s, uv_now(&s->loop));
-    node_anchor_tick(s, uv_now(&s->loop), false);
+    node_anchor_tick(s, uv_now(&s->loop));
 }
 
 /* --- stop ------------------------------------------------------------------
@@ -490,7 +490,6 @@ void node_stop(struct server *s, const char *why, int exit_code)
     log_kv(exit_code == 0 ? LOG_INFO : LOG_WARN, "stopping", "reason=%s",
            log_quote(why, (char[128]){0}, 128));
     notify_stopping(&s->notify);
-    node_anchor_tick(s, uv_now(&s->loop), true);
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
     join_stop(&s->join);

@@ -2,7 +2,10 @@
  *
  * At start, before replica_start, this boot's pair seeds the replica's
  * ltime; from the tick the newest pair is written at most once every
- * ANCHOR_EVERY_MS, and once more when the node stops. Nothing here can stop
+ * ANCHOR_EVERY_MS, on the thread pool, one write at a time: never a
+ * filesystem wait on the loop. Nothing is written at the stop: any pair
+ * kept earlier in this boot is as good as the last one (anchor.h), and
+ * the stop should not wait on the filesystem either. Nothing here can stop
  * the node: without a boot id or a readable file a restarted node is where
  * it was before anchors existed (the wall clock until a batch arrives), and
  * a write that fails is logged once and tried again next period. */
@@ -56,22 +59,23 @@ void node_anchor_load(struct server *s)
     }
 }
 
-void node_anchor_tick(struct server *s, uint64_t now_ms, bool force)
+/* The pool thread: a rename may wait on the filesystem's journal (behind
+ * the store's snapshot writeback, for seconds: bench/scale saw a restarted
+ * follower's loop stop 21 s while it wrote the anchor from the tick). */
+static void write_work(uv_work_t *w)
 {
-    struct anchor a;
-    char why[256], q[300];
+    struct server *s = w->data;
 
-    if (s->anchor.boot_id[0] == '\0' ||
-        (!force && now_ms - s->anchor_at_ms < ANCHOR_EVERY_MS)) {
-        return;
-    }
-    memcpy(a.boot_id, s->anchor.boot_id, sizeof a.boot_id);
-    if (!replica_ltime_last(&s->rep, &a.log_ms, &a.mono_ms) ||
-        (a.log_ms == s->anchor.log_ms && a.mono_ms == s->anchor.mono_ms)) {
-        return;
-    }
-    s->anchor_at_ms = now_ms;
-    if (anchor_write(s->cfg.data_dir, &a, why, sizeof why) != 0) {
+    s->anchor_rv = anchor_write(s->cfg.data_dir, &s->anchor_next, s->anchor_why,
+                                sizeof s->anchor_why);
+}
+
+static void written(struct server *s, int rv, const char *why)
+{
+    char q[300];
+
+    s->anchor_busy = false;
+    if (rv != 0) {
         if (!s->anchor_failed) {
             log_kv(LOG_WARN, "cannot write the log-time anchor", "error=%s",
                    log_quote(why, q, sizeof q));
@@ -80,6 +84,35 @@ void node_anchor_tick(struct server *s, uint64_t now_ms, bool force)
         return;
     }
     s->anchor_failed = false;
-    s->anchor.log_ms = a.log_ms;
-    s->anchor.mono_ms = a.mono_ms;
+    s->anchor.log_ms = s->anchor_next.log_ms;
+    s->anchor.mono_ms = s->anchor_next.mono_ms;
+}
+
+static void write_done(uv_work_t *w, int status)
+{
+    struct server *s = w->data;
+
+    written(s, status == 0 ? s->anchor_rv : -1,
+            status == 0 ? s->anchor_why : uv_strerror(status));
+}
+
+void node_anchor_tick(struct server *s, uint64_t now_ms)
+{
+    struct anchor a;
+
+    if (s->anchor.boot_id[0] == '\0' || s->anchor_busy ||
+        now_ms - s->anchor_at_ms < ANCHOR_EVERY_MS) {
+        return;
+    }
+    memcpy(a.boot_id, s->anchor.boot_id, sizeof a.boot_id);
+    if (!replica_ltime_last(&s->rep, &a.log_ms, &a.mono_ms) ||
+        (a.log_ms == s->anchor.log_ms && a.mono_ms == s->anchor.mono_ms)) {
+        return;
+    }
+    s->anchor_at_ms = now_ms;
+    s->anchor_next = a;
+    s->anchor_work.data = s;
+    if (uv_queue_work(&s->loop, &s->anchor_work, write_work, write_done) == 0) {
+        s->anchor_busy = true;
+    }
 }

@@ -175,6 +175,13 @@ struct server
     struct anchor anchor;
     uint64_t anchor_at_ms;
     bool anchor_failed; /* the last write failed (logged once) */
+    /* The write in flight on the pool (anchor_busy): its pair, and what
+     * anchor_write answered (read by the loop after the work's end). */
+    bool anchor_busy;
+    uv_work_t anchor_work;
+    struct anchor anchor_next;
+    int anchor_rv;
+    char anchor_why[256];
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */
@@ -188,8 +195,8 @@ int node_restore(struct server *s);
 void node_sync_ids(struct server *s);
 /* node_anchor.c: seed the replica's log time from this boot's anchor file
  * (before replica_start); write the newest pair (from the tick, at most
- * once a second; @force from node_stop). */
+ * once a second, on the thread pool). */
 void node_anchor_load(struct server *s);
-void node_anchor_tick(struct server *s, uint64_t now_ms, bool force);
+void node_anchor_tick(struct server *s, uint64_t now_ms);
 
 #endif /* ONCE_SERVER_SERVER_H_ */
