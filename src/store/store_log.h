@@ -46,9 +46,8 @@ struct store_log_options
     /* uring only: never O_DIRECT (buffered write + linked fsync even where
      * the file system has O_DIRECT). For tests and measurements. */
     bool no_direct;
-    /* Write snapshot files without pacing their writeback and without
-     * the idle I/O class (store_snapshot.c). For measurements of what
-     * those buy. */
+    /* Write snapshot files without pacing their writeback
+     * (store_snapshot.c). For measurements of what it buys. */
     bool no_snapshot_pacing;
     /* Notices worth an operator's attention (a torn tail cut at load, a
      * failed segment preparation). May be NULL. Loop thread. */

@@ -21,10 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#include <linux/ioprio.h>
 
 #include "common/crc32c.h"
 #include "store/store_format.h"
@@ -53,29 +50,6 @@ static void flush_step(int fd, uint64_t step_end)
                               SYNC_FILE_RANGE_WAIT_BEFORE |
                                   SYNC_FILE_RANGE_WRITE |
                                   SYNC_FILE_RANGE_WAIT_AFTER);
-    }
-}
-
-/* The thread pool's thread writes a taken snapshot's file in the idle I/O
- * class (the block layer's schedulers that have classes, mq-deadline and
- * bfq, serve the log's writes first; mq-deadline's prio_aging_expire
- * still bounds how long the snapshot's writes wait), then goes back to
- * the class it had: the thread serves other work afterwards. Both calls
- * need no privilege; a refusal only costs the priority. ioprio is per
- * thread (who 0 = the calling thread). */
-static int io_idle_begin(void)
-{
-    int old = (int)syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
-
-    (void)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0,
-                  IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0));
-    return old;
-}
-
-static void io_idle_end(int old)
-{
-    if (old >= 0) {
-        (void)syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, old);
     }
 }
 
@@ -519,10 +493,12 @@ static void prewrite_work(uv_work_t *w)
     struct op *op = w->data;
     const struct slog *sl = op->u.put.sl;
     const char *what;
-    int prio = sl->o.no_snapshot_pacing ? -1 : io_idle_begin();
+    /* In the thread's own I/O class: the idle class, tried once, waited
+     * for mq-deadline's prio_aging_expire (10 s) at each writeback step
+     * behind the other nodes' log writes, and while a put is in flight
+     * raft 0.15 ignores AppendEntries: a restarted follower became a
+     * candidate and served nothing for 16-22 s (bench/scale, 2026-12-02). */
     int err = store_write_tmp_snap(sl, op->u.put.snap, &what);
-
-    io_idle_end(prio);
 
     op->u.put.work_rv = 0;
     if (err == -ENOMEM) {
