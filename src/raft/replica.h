@@ -91,6 +91,12 @@ struct replica_config
      * before it sends it again (0: raft's 30 s). A lost InstallSnapshot
      * otherwise leaves a follower that far behind for that long. */
     unsigned install_snapshot_timeout_ms;
+    /* The CPU nice value (0..19) of the thread that encodes a snapshot off
+     * the loop (adapter.c); 0: the node's own. Every replica of a cluster
+     * reaches its snapshot threshold at about the same index, so on a host
+     * that runs several nodes (tests, benchmarks) their encoders otherwise
+     * take the cores from every loop at once. */
+    unsigned snapshot_nice;
 };
 
 /* --- pipeline requests -----------------------------------------------------
@@ -225,6 +231,7 @@ struct replica_stats
     uint64_t snapshot_last_bytes;
     uint64_t snapshot_last_ms;   /* freeze to finalize */
     uint64_t snapshot_extra_max; /* most bytes a frozen view held */
+    int snapshot_last_nice;      /* the nice value it was encoded at */
 };
 
 /* The adapter's snapshot state (fsm v3: snapshot freezes on the loop,
@@ -242,6 +249,7 @@ struct replica_snap
     raft_index index;
     uint64_t digest; /* the applied-entry digest at the freeze */
     uint64_t t0_ms;
+    int encoded_nice; /* written by the encoder (snapshot_async) */
 
     struct fsm *prepared;      /* owned; NULL if none */
     const void *prepared_base; /* the snapshot buffer it was built from */

@@ -101,6 +101,9 @@ static const char usage_text[] =
     "                          that lag. auto (default): 1/8 of the\n"
     "                          snapshot (4 MiB..64 MiB); N: N entries\n"
     "                          (1..1073741824)\n"
+    "  --snapshot-nice N       CPU nice value of the thread that encodes a\n"
+    "                          snapshot off the event loop (default 10;\n"
+    "                          0..19, 0: the node's own priority)\n"
     "\n"
     "Cluster settings (replicated; used only when this node proposes the\n"
     "cluster's bootstrap, i.e. with --bootstrap; later changes go through\n"
@@ -171,6 +174,7 @@ void server_config_default(struct server_config *c)
     c->raft.election_ms = 1000;
     c->raft.heartbeat_ms = 100;
     c->raft.snapshot_threshold = 0; /* auto: raft/snap_policy.h */
+    c->raft.snapshot_nice = 10;
     c->raft.snapshot_trailing = 0;
     c->raft.max_catch_up_rounds = 10;
     c->raft.max_catch_up_round_ms = 5000;
@@ -375,6 +379,7 @@ static const char *const value_flags[] = {
     "--heartbeat",
     "--snapshot-threshold",
     "--snapshot-trailing",
+    "--snapshot-nice",
     "--max-window",
     "--max-skew",
     "--max-ttl",
@@ -479,6 +484,11 @@ static int apply_flag(struct server_config *c, const char *k, const char *v)
         } else {
             *dst = (unsigned)n;
         }
+    } else if (strcmp(k, "--snapshot-nice") == 0) {
+        if (!text_parse_u64(v, 19, &n)) {
+            return bad(k, "bad value \"%s\": want an integer 0..19", v);
+        }
+        c->raft.snapshot_nice = (unsigned)n;
     } else if (strcmp(k, "--max-window") == 0) {
         c->settings_given = true;
         return parse_dur(k, v, 1, FSM_MAX_WINDOW_CEIL,

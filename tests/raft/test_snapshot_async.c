@@ -10,7 +10,8 @@
  *   - finalize is called exactly once, releasing the view;
  *   - an InstallSnapshot is restored from the state built beside the
  *     store's put (rio's install_work), and the new member has every key;
- *   - closing while a view is live frees everything (ASan checks). */
+ *   - closing while a view is live frees everything (ASan checks);
+ *   - the encoding runs at the configured nice value (snapshot_nice). */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,7 @@ START_TEST(apply_goes_on_while_snapshot_encodes)
     ck_assert_int_ge(li, 0);
     l = (unsigned)li;
     rep = &C.s[l].rep;
+    rep->config.snapshot_nice = 7; /* encoded on a thread at nice 7 */
     k = claim_until_view(l, 0);
     frozen_at = rep->snap.index;
     ck_assert_uint_eq(rep->stats.snapshots_taken, 0);
@@ -89,6 +91,7 @@ START_TEST(apply_goes_on_while_snapshot_encodes)
     ck_assert_uint_eq(rep->stats.snapshot_last_index, frozen_at);
     ck_assert_uint_ge(cl_raft(&C, l)->log.snapshot.last_index, frozen_at);
     ck_assert_uint_gt(rep->stats.snapshot_last_bytes, 0);
+    ck_assert_int_eq(rep->stats.snapshot_last_nice, 7);
     ck_assert(cl_wait_applied(&C, raft_last_index(cl_raft(&C, l)), 10000));
     ck_assert_msg(cl_same_applied(&C), "%s", C.violation_msg);
     ck_assert_msg(!C.violation, "%s", C.violation_msg);
