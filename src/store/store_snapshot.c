@@ -493,11 +493,10 @@ static void prewrite_work(uv_work_t *w)
     struct op *op = w->data;
     const struct slog *sl = op->u.put.sl;
     const char *what;
-    /* In the thread's own I/O class: the idle class, tried once, waited
-     * for mq-deadline's prio_aging_expire (10 s) at each writeback step
-     * behind the other nodes' log writes, and while a put is in flight
-     * raft 0.15 ignores AppendEntries: a restarted follower became a
-     * candidate and served nothing for 16-22 s (bench/scale, 2026-12-02). */
+    /* In the thread's own I/O class, not the idle class: mq-deadline
+     * holds idle writes up to prio_aging_expire (10 s) behind other
+     * writes, at each writeback step, and raft 0.15 ignores AppendEntries
+     * while a put is in flight (docs/store.md). */
     int err = store_write_tmp_snap(sl, op->u.put.snap, &what);
 
     op->u.put.work_rv = 0;
