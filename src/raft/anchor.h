@@ -15,7 +15,8 @@
  * boot, so it means the same across process restarts on one boot and
  * nothing after a reboot or on another host. The node writes the pair with
  * the kernel's boot id (/proc/sys/kernel/random/boot_id) to DIR/ltime-anchor
- * at most once a second (from the thread pool); at start it seeds ltime
+ * as soon as it has one, then once a minute (from the thread pool); at
+ * start it seeds ltime
  * with it if the boot id is this boot's and M is not in the future. Any
  * older pair is as good as a new one (est counts the elapsed time itself),
  * so the file is not fsync'ed nor written at the stop: a crash may leave

@@ -1,30 +1,30 @@
 /* server/node_anchor.c: the node's log-time anchor file (raft/anchor.h).
  *
  * At start, before replica_start, this boot's pair seeds the replica's
- * ltime; from the tick the newest pair is written at most once every
- * ANCHOR_EVERY_MS, on the thread pool, one write at a time: never a
- * filesystem wait on the loop. Nothing is written at the stop: any pair
- * kept earlier in this boot is as good as the last one (anchor.h), and
- * the stop should not wait on the filesystem either. Nothing here can stop
- * the node: without a boot id or a readable file a restarted node is where
- * it was before anchors existed (the wall clock until a batch arrives), and
- * a write that fails is logged once and tried again next period. */
+ * ltime; from the tick the newest pair is written as soon as there is
+ * one, then at most once every ANCHOR_EVERY_MS, on the thread pool, one write
+ * at a time: never a filesystem wait on the loop. Nothing is written at the
+ * stop: any pair kept earlier in this boot is as good as the last one
+ * (anchor.h), and the stop should not wait on the filesystem either. Nothing
+ * here can stop the node: without a boot id or a readable file a restarted node
+ * is where it was before anchors existed (the wall clock until a batch
+ * arrives), and a write that fails is logged once and tried again next period.
+ */
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 
 #include "raft/anchor.h"
 #include "server/log.h"
 #include "server/server.h"
 
-#define ANCHOR_EVERY_MS 1000
+/* Any pair of this boot seeds as well as the last one (anchor.h): the
+ * first is written as soon as there is one, later ones only refresh it. */
+#define ANCHOR_EVERY_MS 60000
 
-static uint64_t mono_now_ms(void)
+/* The replica's own monotonic clock: the pair's M must be on it. */
+static uint64_t mono_now_ms(const struct server *s)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return s->rep.clock.mono_ms(s->rep.clock.arg);
 }
 
 void node_anchor_load(struct server *s)
@@ -42,8 +42,8 @@ void node_anchor_load(struct server *s)
                "error=%s", log_quote(why, q, sizeof q));
         return;
     }
-    rv = anchor_load(s->cfg.data_dir, s->anchor.boot_id, mono_now_ms(), &a, why,
-                     sizeof why);
+    rv = anchor_load(s->cfg.data_dir, s->anchor.boot_id, mono_now_ms(s), &a,
+                     why, sizeof why);
     if (rv < 0) {
         log_kv(LOG_INFO, "log-time anchor not used", "reason=%s",
                log_quote(why, q, sizeof q));
@@ -55,7 +55,7 @@ void node_anchor_load(struct server *s)
         s->anchor.mono_ms = a.mono_ms;
         log_kv(LOG_INFO, "log-time anchor loaded",
                "log_time_ms=%" PRIu64 " age_ms=%" PRIu64, a.log_ms,
-               mono_now_ms() - a.mono_ms);
+               mono_now_ms(s) - a.mono_ms);
     }
 }
 
@@ -70,12 +70,14 @@ static void write_work(uv_work_t *w)
                                 sizeof s->anchor_why);
 }
 
-static void written(struct server *s, int rv, const char *why)
+static void write_done(uv_work_t *w, int status)
 {
+    struct server *s = w->data;
+    const char *why = status == 0 ? s->anchor_why : uv_strerror(status);
     char q[300];
 
     s->anchor_busy = false;
-    if (rv != 0) {
+    if (status != 0 || s->anchor_rv != 0) {
         if (!s->anchor_failed) {
             log_kv(LOG_WARN, "cannot write the log-time anchor", "error=%s",
                    log_quote(why, q, sizeof q));
@@ -88,20 +90,12 @@ static void written(struct server *s, int rv, const char *why)
     s->anchor.mono_ms = s->anchor_next.mono_ms;
 }
 
-static void write_done(uv_work_t *w, int status)
-{
-    struct server *s = w->data;
-
-    written(s, status == 0 ? s->anchor_rv : -1,
-            status == 0 ? s->anchor_why : uv_strerror(status));
-}
-
 void node_anchor_tick(struct server *s, uint64_t now_ms)
 {
     struct anchor a;
 
     if (s->anchor.boot_id[0] == '\0' || s->anchor_busy ||
-        now_ms - s->anchor_at_ms < ANCHOR_EVERY_MS) {
+        (s->anchor_at_ms != 0 && now_ms - s->anchor_at_ms < ANCHOR_EVERY_MS)) {
         return;
     }
     memcpy(a.boot_id, s->anchor.boot_id, sizeof a.boot_id);

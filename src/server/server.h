@@ -171,7 +171,7 @@ struct server
 
     /* The log-time anchor (node_anchor.c, raft/anchor.h): this boot's id
      * ("" if unknown: no anchor) and the pair last written, at loop time
-     * anchor_at_ms. */
+     * anchor_at_ms (0: none written yet). */
     struct anchor anchor;
     uint64_t anchor_at_ms;
     bool anchor_failed; /* the last write failed (logged once) */
@@ -194,8 +194,8 @@ int node_restore(struct server *s);
 /* Learn the cluster id once the bootstrap applied (node.c). */
 void node_sync_ids(struct server *s);
 /* node_anchor.c: seed the replica's log time from this boot's anchor file
- * (before replica_start); write the newest pair (from the tick, at most
- * once a second, on the thread pool). */
+ * (before replica_start); write the newest pair (from the tick, the first
+ * at once and then at most once a minute, on the thread pool). */
 void node_anchor_load(struct server *s);
 void node_anchor_tick(struct server *s, uint64_t now_ms);
 

@@ -24,7 +24,6 @@ certificate of the same CA and no identity.
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -32,30 +31,12 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oncecluster as oc  # noqa: E402
 
-ACCESS = {"identities": [
-    {"match": "dns:*.once.test", "role": "member"},
-    {"match": "dns:ops", "role": "admin"},
-    {"match": "uri:spiffe://test/tenant-a", "role": "client",
-     "scopes": ["tenant-a", "tenant-a/*"]},
-    {"match": "uri:spiffe://test/tenant-b", "role": "client",
-     "scopes": ["tenant-b"]},
-    {"match": "cn:prom", "role": "monitor"},
-]}
+ACCESS = oc.tenant_access()
 
 
 def make_certs(d):
-    script = os.path.join(os.environ.get("top_srcdir", "."), "scripts",
-                          "make-certs.sh")
-    steps = [["ca", d], ["client", d, "ops"], ["client", d, "prom"],
-             ["client", d, "nobody"],
-             ["client", d, "tenant-a", "spiffe://test/tenant-a"],
-             ["client", d, "tenant-b", "spiffe://test/tenant-b"],
-             ["node", d, "x", "127.0.0.1", "x.evil.test"]]
-    for n in ("a", "b", "c"):
-        steps.append(["node", d, n, "127.0.0.1", n + ".once.test"])
-    for args in steps:
-        subprocess.run(["sh", script] + args, check=True,
-                       capture_output=True)
+    oc.make_certs(d, oc.TENANT_CERTS +
+                  [("node", "x", "127.0.0.1", "x.evil.test")])
 
 
 def ctl_as(c, d, who, args, via, timeout="3s"):

@@ -53,33 +53,12 @@ import oncecluster as oc  # noqa: E402
 import oncehttp as oh  # noqa: E402
 
 BASE = 9600
-ACCESS = {"identities": [
-    {"match": "dns:*.once.test", "role": "member"},
-    {"match": "dns:ops", "role": "admin"},
-    {"match": "uri:spiffe://test/tenant-a", "role": "client",
-     "scopes": ["tenant-a", "tenant-a/*"]},
-    {"match": "uri:spiffe://test/tenant-b", "role": "client",
-     "scopes": ["tenant-b"]},
-    {"match": "cn:prom", "role": "monitor"},
-]}
+ACCESS = oc.tenant_access()
 
 
 def make_certs(d):
-    script = os.path.join(os.environ.get("top_srcdir", "."), "scripts",
-                          "make-certs.sh")
-    steps = [["ca", d], ["client", d, "ops"], ["client", d, "prom"],
-             ["client", d, "nobody"],
-             ["client", d, "tenant-a", "spiffe://test/tenant-a"],
-             ["client", d, "tenant-b", "spiffe://test/tenant-b"]]
-    for n in ("a", "b", "c"):
-        steps.append(["node", d, n, "127.0.0.1", n + ".once.test"])
-    for args in steps:
-        subprocess.run(["sh", script] + args, check=True,
-                       capture_output=True)
-    env = dict(os.environ, CA="ca2")
-    for args in (["ca", d, "ca2"], ["client", d, "intruder"]):
-        subprocess.run(["sh", script] + args, check=True,
-                       capture_output=True, env=env)
+    oc.make_certs(d, oc.TENANT_CERTS)
+    oc.make_certs(d, [("ca", "ca2"), ("client", "intruder")], ca="ca2")
 
 
 def ctx(d, who=None):

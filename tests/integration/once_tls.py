@@ -55,25 +55,15 @@ RAFT_AE, RAFT_RV, RAFT_IS = 1, 3, 5
 
 
 def make_certs(t, d):
-    script = os.path.join(os.environ.get("top_srcdir", "."), "scripts",
-                          "make-certs.sh")
-    steps = [["ca", d], ["client", d, "ops"], ["expired", d, "old",
-                                                 "127.0.0.1"]]
-    for n in ("a", "b", "c"):
-        steps.append(["node", d, n, "127.0.0.1", n + ".once.test"])
-    for args in steps:
-        subprocess.run(["sh", script] + args, check=True,
-                       capture_output=True)
-    env = dict(os.environ, CA="ca2")
-    for args in (["ca", d, "ca2"], ["node", d, "rogue", "127.0.0.1"],
-                 ["client", d, "intruder"]):
-        subprocess.run(["sh", script] + args, check=True,
-                       capture_output=True, env=env)
-    env = dict(os.environ, CA="pca")  # a peer CA of its own (step 8)
-    for args in (["ca", d, "pca"],
-                 ["node", d, "p", "127.0.0.1", "p.once.test"]):
-        subprocess.run(["sh", script] + args, check=True,
-                       capture_output=True, env=env)
+    oc.make_certs(d, [("ca",), ("client", "ops"),
+                      ("expired", "old", "127.0.0.1")] +
+                  [("node", n, "127.0.0.1", n + ".once.test")
+                   for n in ("a", "b", "c")])
+    oc.make_certs(d, [("ca", "ca2"), ("node", "rogue", "127.0.0.1"),
+                      ("client", "intruder")], ca="ca2")
+    # a peer CA of its own (step 8)
+    oc.make_certs(d, [("ca", "pca"), ("node", "p", "127.0.0.1", "p.once.test")],
+                  ca="pca")
     t.check(True, "certificates made with scripts/make-certs.sh")
 
 

@@ -108,6 +108,43 @@ def rand_hex(nbytes):
     return os.urandom(nbytes).hex()
 
 
+# --- certificates (scripts/make-certs.sh) ---------------------------------
+
+def make_certs(d, steps, ca=None):
+    """Run scripts/make-certs.sh in directory @d once per step: (command,
+    args...), e.g. ("client", "ops"); with @ca the certificates are signed
+    by that CA of @d (the script's CA variable) instead of ca.pem."""
+    script = os.path.join(os.environ.get("top_srcdir", "."), "scripts",
+                          "make-certs.sh")
+    env = dict(os.environ, CA=ca) if ca else None
+    for cmd, *args in steps:
+        subprocess.run(["sh", script, cmd, d] + list(args), check=True,
+                       capture_output=True, env=env)
+
+
+# Three members a, b, c (a.once.test ...), an admin "ops", a monitor
+# "prom", a caller with no role "nobody" and two tenants: what the tests
+# of roles and scopes share (TENANT_ACCESS gives the roles).
+TENANT_CERTS = [("ca",), ("client", "ops"), ("client", "prom"),
+                ("client", "nobody"),
+                ("client", "tenant-a", "spiffe://test/tenant-a"),
+                ("client", "tenant-b", "spiffe://test/tenant-b")] + [
+    ("node", n, "127.0.0.1", n + ".once.test") for n in ("a", "b", "c")]
+
+
+def tenant_access():
+    """A fresh access file (a dict) for TENANT_CERTS."""
+    return {"identities": [
+        {"match": "dns:*.once.test", "role": "member"},
+        {"match": "dns:ops", "role": "admin"},
+        {"match": "uri:spiffe://test/tenant-a", "role": "client",
+         "scopes": ["tenant-a", "tenant-a/*"]},
+        {"match": "uri:spiffe://test/tenant-b", "role": "client",
+         "scopes": ["tenant-b"]},
+        {"match": "cn:prom", "role": "monitor"},
+    ]}
+
+
 def ephemeral_range():
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
