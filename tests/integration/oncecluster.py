@@ -36,6 +36,7 @@ timings (defaults 400ms / 75ms); ONCE_TEST_STORAGE=uring|pwrite|uv gives
 every node that --storage (default: onced's own choice); TMPDIR.
 """
 
+import fcntl
 import json
 import os
 import queue
@@ -55,14 +56,26 @@ EXIT_PASS, EXIT_FAIL, EXIT_SKIP, EXIT_HARD = 0, 1, 77, 99
 # Node slots per cluster: client port base+slot, raft port base+50+slot,
 # HTTP port (Cluster(http=True)) base+100+slot.
 SLOTS = 50
-# Port bases are tried at base + k * BASE_STEP (k = 0..) until every port of
-# the span is free; distinct tests have distinct bases < BASE_STEP apart, so
-# their alternatives never collide either. Everything stays below the
-# kernel's ephemeral range (checked), where outgoing connections (the nodes
-# connect to each other all the time) could take a port between our check
-# and the node's bind.
-BASE_STEP = 1000
+# Ports are reserved, not just found free. make check runs tests side by
+# side, and a test's nominal base is only where the search starts: spans of
+# different tests overlap (an http=True span is 150 ports), and a "free"
+# check races with the other test's bind (CI once lost once-https to
+# once-notify's node on 9701 that way). So every span is covered by
+# SLOTS-aligned blocks, each reserved by flock(2) on a file in
+# PORT_LOCK_DIR, held until this process exits (the kernel drops the locks
+# of a killed test too); a span is used only when all its blocks are locked
+# by us and all its ports bind. Candidates go up from the nominal base in
+# SLOTS steps and wrap within [PORT_LO, PORT_HI). raft_load.py's `ports`
+# (the shell-driven raft tests) stays above PORT_HI, and everything stays
+# below the kernel's ephemeral range (checked), where outgoing connections
+# (the nodes connect to each other all the time) could take a port between
+# our check and the node's bind.
 PORT_SPAN = 2 * SLOTS
+PORT_LO, PORT_HI = 6000, 20000
+PORT_LOCK_DIR = os.environ.get("ONCE_TEST_PORT_LOCKS",
+                               os.path.join(tempfile.gettempdir(),
+                                            "once-test-ports"))
+_port_locks = []  # fds of the blocks this process holds (never closed)
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                    "runtime error:", "ERROR: UndefinedBehaviorSanitizer")
@@ -172,15 +185,51 @@ def ports_free(first, n):
             s.close()
 
 
+def _lock_block(first):
+    """Reserve the SLOTS ports from @first: an fd holding the block's
+    flock, or None when another process holds it."""
+    os.makedirs(PORT_LOCK_DIR, exist_ok=True)
+    try:
+        os.chmod(PORT_LOCK_DIR, 0o1777)  # shared by every user's tests
+    except OSError:
+        pass
+    path = os.path.join(PORT_LOCK_DIR, "%d" % first)
+    # Read-only: flock needs no write access, so any user can take a
+    # block whose file another user created.
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def pick_base(base, span=PORT_SPAN):
+    """The first base from @base whose @span ports this process now holds
+    (see PORT_LO above) and which all bind."""
     lo, _ = ephemeral_range()
-    b = base
-    while b + span < min(lo, 32768):
-        if ports_free(b, span):
+    hi = min(PORT_HI, lo)
+    first = max(PORT_LO, base - base % SLOTS)
+    blocks = (span + SLOTS - 1) // SLOTS
+    n = (hi - PORT_LO) // SLOTS
+    for k in range(n):
+        b = PORT_LO + ((first - PORT_LO) // SLOTS + k) % n * SLOTS
+        if b + blocks * SLOTS > hi:
+            continue
+        fds = []
+        for j in range(blocks):
+            fd = _lock_block(b + j * SLOTS)
+            if fd is None:
+                break
+            fds.append(fd)
+        if len(fds) == blocks and ports_free(b, span):
+            _port_locks.extend(fds)
             return b
-        b += BASE_STEP
-    raise HardError("no free port span of %d from base %d below %d"
-                    % (span, base, lo))
+        for fd in fds:
+            os.close(fd)
+    raise HardError("no free port span of %d in [%d, %d) (locks in %s)"
+                    % (span, PORT_LO, hi, PORT_LOCK_DIR))
 
 
 def binaries():

@@ -220,8 +220,10 @@ def cmd_ports(args):
     # between our check and the node's bind.
     n = args.n
     lo, hi = ephemeral_range()
-    if lo - 10000 > 4 * n:
-        first, span = 10000, lo - 10000 - n
+    # Above 20000: oncecluster.py reserves (flock) its clusters' ports
+    # in [6000, 20000), and these tests run beside those.
+    if lo - 20000 > 4 * n:
+        first, span = 20000, lo - 20000 - n
     else:
         first, span = hi + 1, 65535 - hi - n
     base0 = (os.getppid() * 37) % span
