@@ -249,6 +249,12 @@ struct replica_snap
     raft_index index;
     uint64_t digest; /* the applied-entry digest at the freeze */
     uint64_t t0_ms;
+    /* Where the time from freeze to finalize went (CLOCK_MONOTONIC ns, the
+     * real clock whatever rep->clock is: read on the pool thread too, and
+     * only logged): the freeze, the encoder's start and end. The encoder
+     * writes its two before the work's completion, which the loop reads
+     * after. */
+    uint64_t freeze_ns, encode_begin_ns, encode_end_ns;
     int encoded_nice; /* written by the encoder (snapshot_async) */
 
     struct fsm *prepared;      /* owned; NULL if none */

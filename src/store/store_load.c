@@ -26,6 +26,10 @@ struct scan
     size_t n_snaps;
     struct raft_entry *entries; /* raft's, handed over by load */
     size_t n_entries, cap_entries;
+    /* The batch the next small entry's data goes into (LOAD_BATCH bytes,
+     * raft_malloc'ed, shared with the entries already in it). */
+    uint8_t *chunk;
+    size_t chunk_used;
     uint64_t first; /* index of entries[0] */
     uint64_t last_term;
 };
@@ -121,14 +125,63 @@ static int list_dir(struct slog *sl, struct scan *sc)
     return 0;
 }
 
+/* Each distinct batch once: the entries of a batch are contiguous. */
 static void free_entries(struct scan *sc)
 {
+    void *batch = NULL;
+
     for (size_t i = 0; i < sc->n_entries; i++) {
-        raft_free(sc->entries[i].buf.base);
+        if (sc->entries[i].batch != batch) {
+            batch = sc->entries[i].batch;
+            raft_free(batch);
+        }
     }
     raft_free(sc->entries);
     sc->entries = NULL;
     sc->n_entries = sc->cap_entries = 0;
+    sc->chunk = NULL;
+    sc->chunk_used = 0;
+}
+
+/* Loaded entries share batches of LOAD_BATCH bytes. raft 0.15 frees an
+ * entry's batch when the entry leaves the log only after scanning every
+ * entry still in the log for another one in the same batch
+ * (isBatchReferenced in its log.c); with a batch per entry, the first
+ * snapshot after a restart, which drops the loaded entries, cost
+ * (entries dropped) x (entries kept) comparisons on the loop: 14-30 s at
+ * 60,000 of each, with the node deaf meanwhile and a candidate after it
+ * (bench/README.md). Shared batches cost one scan per batch. An entry
+ * larger than a quarter batch gets a batch of its own, and closes the
+ * current one, so that every batch's entries stay contiguous (raft's
+ * entryBatchesDestroy, and free_entries above, free a batch where it
+ * changes). */
+#define LOAD_BATCH ((size_t)1 << 20)
+
+static uint8_t *entry_memory(struct scan *sc, size_t len, void **batch)
+{
+    size_t need = (len + 7) & ~(size_t)7;
+    uint8_t *p;
+
+    if (need == 0) {
+        need = 8;
+    }
+    if (need > LOAD_BATCH / 4) {
+        sc->chunk = NULL;
+        p = raft_malloc(need);
+        *batch = p;
+        return p;
+    }
+    if (sc->chunk == NULL || sc->chunk_used + need > LOAD_BATCH) {
+        sc->chunk = raft_malloc(LOAD_BATCH);
+        sc->chunk_used = 0;
+        if (sc->chunk == NULL) {
+            return NULL;
+        }
+    }
+    p = sc->chunk + sc->chunk_used;
+    sc->chunk_used += need;
+    *batch = sc->chunk;
+    return p;
 }
 
 struct load_ctx
@@ -158,12 +211,11 @@ static int push_entry(void *arg, const struct sf_rec *r, size_t off)
     e->term = r->term;
     e->type = (unsigned short)r->type;
     e->buf.len = r->len;
-    e->buf.base = raft_malloc(r->len > 0 ? r->len : 8);
+    e->buf.base = entry_memory(sc, r->len, &e->batch);
     if (e->buf.base == NULL) {
         return RAFT_NOMEM;
     }
     memcpy(e->buf.base, r->buf, r->len);
-    e->batch = e->buf.base; /* raft frees each batch once */
     sc->n_entries++;
     sc->last_term = r->term;
     if (store_reserve_offs(c->sl, 1) != 0) {

@@ -294,8 +294,10 @@ int main(int argc, char **argv)
                    (uint64_t)entries[i].term);
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        raft_free(entries[i].batch);
+    for (size_t i = 0; i < n; i++) { /* a batch's entries are contiguous */
+        if (i == 0 || entries[i].batch != entries[i - 1].batch) {
+            raft_free(entries[i].batch);
+        }
     }
     raft_free(entries);
     if (snap != NULL) {
