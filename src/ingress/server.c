@@ -411,13 +411,14 @@ static struct MHD_Daemon *start_one(struct ingress *g,
     }
     return MHD_start_daemon(
         MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, h, g,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
-        g->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+        /* The logger first: else MHD complains through its own logger. */
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, g, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, g->cfg.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, BACKLOG, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, g, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, g,
-        MHD_OPTION_END);
+        on_completed, g, MHD_OPTION_END);
 }
 
 int ingress_server_start(struct ingress *g, char *msg)

@@ -310,6 +310,19 @@ class Ingress:
     def log_tail(self, n=20):
         return "\n".join(self.log_text().splitlines()[-n:])
 
+    def logged_clock_offset(self):
+        """Seconds between the wall clock of the replica's newest log
+        line (its own CLOCK_REALTIME, libfaketime's if preloaded) and
+        ours now; None if it logged no line."""
+        import calendar
+        import re
+        stamps = re.findall(r"^ts=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.\d+Z",
+                            self.log_text(), re.M)
+        if not stamps:
+            return None
+        t = calendar.timegm(time.strptime(stamps[-1], "%Y-%m-%dT%H:%M:%S"))
+        return t - time.time()
+
     def sanitizer_lines(self):
         return [ln for ln in self.log_text().splitlines()
                 if any(m in ln for m in oc.SANITIZER_MARKS)]
@@ -327,6 +340,12 @@ def stop_ingresses(t, ingresses):
         bad = g.sanitizer_lines()
         t.check(not bad, "ingress %s: no sanitizer report" % g.name,
                 "; ".join(bad[:3]))
+        # libmicrohttpd complains (once per start) when its logger is not
+        # its first option; a misbuilt daemon's options would show here.
+        mhd = [ln for ln in g.log_text().splitlines()
+               if "not the first option" in ln]
+        t.check(not mhd, "ingress %s: no complaint from libmicrohttpd"
+                % g.name, "; ".join(mhd[:2]))
 
 
 def kill_all(ingresses):

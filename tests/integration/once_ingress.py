@@ -271,6 +271,13 @@ def skewed(t, w, delivered):
     w.ing += [ahead, behind]
     ahead.start()
     behind.start()
+    # The skew is real: each replica's own log clock is off by 5 min (a
+    # libfaketime that did not load would leave this test meaningless).
+    for g, want in ((ahead, 300), (behind, -300)):
+        off = g.logged_clock_offset()
+        t.check(off is not None and abs(off - want) < 30,
+                "%s logs with its clock %+d s off (libfaketime took effect)"
+                % (g.name, want), "offset %s" % off)
     mid, h, body = w.message("skew")
     r = il.post(ahead.addr, h, body)
     t.check(r.status == 200 and r.outcome == "accepted",
