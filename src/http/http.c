@@ -817,6 +817,8 @@ int http_start(struct http **out,
         return HTTP_E_NOMEM;
     }
     h->loop = loop;
+    h->refusal_log.burst = RATELIMIT_REFUSALS_BURST;
+    h->refusal_log.window_ms = RATELIMIT_REFUSALS_WINDOW_MS;
     h->lfd = -1;
     memcpy(h->routes, cfg->routes, cfg->n_routes * sizeof *cfg->routes);
     h->n_routes = cfg->n_routes;

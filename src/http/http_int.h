@@ -8,6 +8,7 @@
 #ifndef ONCE_HTTP_HTTP_INT_H_
 #define ONCE_HTTP_HTTP_INT_H_
 
+#include "common/ratelimit.h"
 #include "http/http.h"
 
 #include <microhttpd.h>
@@ -49,6 +50,7 @@ struct http
     /* TLS (http_tls.c); tls NULL: plain HTTP. */
     struct tls_slot *tls;
     unsigned handshake_ms;
+    struct ratelimit refusal_log;    /* refused handshakes: lines per window */
     struct http_tls_conn *tls_conns; /* live, for http_close */
     /* The connection http_add_tls_connection is handing to MHD right now:
      * on_notify takes it for the connection whose socket is adding_fd. */

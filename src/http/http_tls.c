@@ -83,14 +83,21 @@ static const char *peer_text(const struct http_tls_conn *c,
     return buf;
 }
 
-/* A refused handshake: counted and said, as the RPC port says its own. */
+/* A refused handshake: counted, and said under the budget of such lines
+ * (anyone can cause them), as the RPC port says its own. */
 static void refuse(struct http_tls_conn *c, const char *why)
 {
     char peer[64];
+    uint64_t dropped;
 
     c->h->st.tls_refused++;
-    http_logf(c->h, "warn", "https: TLS refused for %s: %s",
-              peer_text(c, peer, sizeof peer), why);
+    if (ratelimit_allow(&c->h->refusal_log, uv_now(c->h->loop), &dropped)) {
+        http_logf(c->h, "warn", "https: TLS refused for %s: %s%s",
+                  peer_text(c, peer, sizeof peer), why,
+                  dropped > 0 ? " (and more refusals not logged: see "
+                                "once_http_tls_refused_total)"
+                              : "");
+    }
     conn_close(c);
 }
 

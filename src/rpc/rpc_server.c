@@ -19,6 +19,7 @@
  * timer, if any, has closed) and holds a reference on its conn (refs), so a
  * conn outlives its calls; a server is freed when its listener and every
  * conn have closed and every call was replied. */
+#include "common/ratelimit.h"
 #include "rpc/conn_int.h"
 
 #include <arpa/inet.h>
@@ -50,6 +51,9 @@ struct rpc_server
     unsigned n_calls;   /* not yet replied by the handler */
     unsigned handles;   /* listener, sweep and memory timers while open */
     struct rpc_server_stats st;
+    /* Refused handshakes are what anyone can cause: logged under a
+     * budget (counted in st.tls_refused all the same). */
+    struct ratelimit refusal_log;
     bool closing;
     void (*close_cb)(void *arg);
     void *close_arg;
@@ -391,10 +395,19 @@ static void server_tls_failed(struct conn *c, int rv, const char *errmsg)
 {
     char peer[64];
 
+    uint64_t dropped;
+
     (void)rv;
     c->srv->st.tls_refused++;
-    srv_logf(c->srv, "warn", "TLS refused for %s: %s",
-             peer_name(c, peer, sizeof peer), errmsg);
+    if (!ratelimit_allow(&c->srv->refusal_log, uv_now(c->srv->loop),
+                         &dropped)) {
+        return;
+    }
+    srv_logf(c->srv, "warn", "TLS refused for %s: %s%s",
+             peer_name(c, peer, sizeof peer), errmsg,
+             dropped > 0 ? " (and more refusals not logged: see "
+                           "once_rpc_tls_refused_total)"
+                         : "");
 }
 
 static const struct conn_side server_side = {
@@ -680,6 +693,8 @@ int rpc_server_start(struct rpc_server **out,
         return RPC_E_NOMEM;
     }
     s->loop = loop;
+    s->refusal_log.burst = RATELIMIT_REFUSALS_BURST;
+    s->refusal_log.window_ms = RATELIMIT_REFUSALS_WINDOW_MS;
     s->lim = cfg->limits;
     s->serve = cfg->serve;
     s->arg = cfg->arg;

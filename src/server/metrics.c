@@ -322,7 +322,13 @@ static void reg_rpc(struct reg *g)
     m->http_tls_refused = one(g, "once_http_tls_refused_total", PROM_COUNTER,
                               "HTTPS connections refused at the handshake: "
                               "not TLS, a certificate that does not verify, "
-                              "or not finished in time.");
+                              "or not finished in time (logged at most 100 "
+                              "times per 10 s).");
+    m->rpc_tls_refused = one(g, "once_rpc_tls_refused_total", PROM_COUNTER,
+                             "Client-port connections refused at the TLS "
+                             "handshake (not TLS, a certificate that does "
+                             "not verify, or too slow; logged at most 100 "
+                             "times per 10 s).");
 }
 
 int metrics_init(struct metrics *m, struct server *s, char *errmsg)
@@ -651,6 +657,7 @@ static void collect(struct metrics *m)
         prom_set(m->conns_refused, (double)rs.conns_refused);
         prom_set(m->frames_bad, (double)rs.frames_malformed);
         prom_set(m->calls_refused, (double)rs.calls_busy);
+        prom_set(m->rpc_tls_refused, (double)rs.tls_refused);
     }
     if (m->http != NULL) {
         struct http_stats hs;

@@ -25,7 +25,9 @@ and no identity; "intruder" a certificate of another CA.
     are dropped; of 80 connections that send nothing those over the
     listener's 64 are closed at once and the rest by the handshake
     deadline; the node keeps serving after each, and
-    once_http_tls_refused_total counts them;
+    once_http_tls_refused_total counts them; a flood of 300 garbage
+    connections is counted whole but logged at most 100 times per 10 s,
+    and the first line after the window says that lines were left out;
   * a client that pipelines 100,000s of /metrics requests and reads
     nothing: the node stops reading it, closes it within 25 s and logs
     it, and keeps serving;
@@ -204,6 +206,41 @@ def check_refusals(t, n, d):
     t.check(before >= 0 and after >= before + 5,
             "once_http_tls_refused_total counts the refused handshakes",
             "before %s after %s" % (before, after))
+
+
+def check_refusal_flood(t, n, d):
+    """Refusals anyone can cause are logged under a budget (100 lines
+    per 10 s), counted whole."""
+    time.sleep(10.5)  # a fresh window: the refusals above used the last
+    before = scrape(n, d).get("once_http_tls_refused_total", -1)
+    lines0 = n.log_text().count("https: TLS refused")
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", n.http_port),
+                                          timeout=5) as s:
+                s.sendall(b"\x00" * 64)
+                s.recv(1)
+        except OSError:
+            pass
+    deadline = time.time() + 10
+    after = before
+    while time.time() < deadline:
+        after = scrape(n, d).get("once_http_tls_refused_total", -1)
+        if after >= before + 300:
+            break
+        time.sleep(0.2)
+    lines = n.log_text().count("https: TLS refused") - lines0
+    t.check(before >= 0 and after >= before + 300,
+            "a flood of 300 refused handshakes is counted whole",
+            "before %s after %s" % (before, after))
+    t.check(1 <= lines <= 100, "and logged at most 100 times in its 10 s",
+            "%d lines" % lines)
+    time.sleep(10.5)
+    t.check(closed_without_answer(n.http_addr, b"\x00" * 64),
+            "one more refusal after the window")
+    time.sleep(0.5)
+    t.check("more refusals not logged" in n.log_text(),
+            "its line says that refusals were left out of the log")
 
 
 def eof_within(s, secs):
@@ -390,6 +427,7 @@ def scenario(t):
     check_metrics_rights(t, F, d)
     check_api_rights(t, d, L, F)
     check_refusals(t, F, d)
+    check_refusal_flood(t, F, d)
     check_stalled_reader(t, F, d)
     check_prometheus(t, c, d, nodes)
     check_reload(t, F, d)

@@ -7,6 +7,7 @@ Suite *crc32c_suite(void);
 Suite *err_suite(void);
 Suite *hash_suite(void);
 Suite *prom_suite(void);
+Suite *ratelimit_suite(void);
 Suite *text_suite(void);
 
 int main(void)
@@ -18,6 +19,7 @@ int main(void)
     srunner_add_suite(sr, err_suite());
     srunner_add_suite(sr, hash_suite());
     srunner_add_suite(sr, prom_suite());
+    srunner_add_suite(sr, ratelimit_suite());
     srunner_add_suite(sr, text_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
