@@ -247,10 +247,11 @@ static const char help_schema_upgrade[] =
     "usage: oncectl schema upgrade [--to N]\n"
     "\n"
     "Admin: raise the log schema in force to N (default: the leader's\n"
-    "newest). The leader asks every voter for its status and proposes the\n"
-    "change only when each one's binary supports N; otherwise nothing\n"
-    "changes and the answer is FAILED_PRECONDITION naming the voters that\n"
-    "do not (or could not be asked), exit 1. Already in force: OK. Upgrade\n"
+    "newest). The leader asks every member (voters, standbys, spares) for\n"
+    "its status and proposes the change only when each one's binary\n"
+    "supports N; otherwise nothing changes and the answer is\n"
+    "FAILED_PRECONDITION naming the members that do not (or could not be\n"
+    "asked), exit 1. Already in force: OK. Upgrade\n"
     "every binary first (a rolling restart), then run this once. Fields:\n"
     "outcome, reason, schema (in force after the call).\n";
 

@@ -7,11 +7,13 @@
  * leader's applied state (as MembersList does: no barrier, so a quota set
  * an instant ago on another node's behalf may not show yet).
  *
- * SchemaUpgrade: the leader asks every voter of the member directory for
- * its Status over a channel of its own (the forwarder's TLS context and
- * limits), and proposes SetSchema{target} only when every one answered
- * schema_max >= target; else FAILED_PRECONDITION names the voters that do
- * not, or could not be asked. One upgrade at a time per node. The op owns
+ * SchemaUpgrade: the leader asks every member of the member directory
+ * (voters, standbys and spares: every one applies the log, and a node that
+ * meets an entry of a newer schema stops) for its Status over a channel of
+ * its own (the forwarder's TLS context and limits), and proposes
+ * SetSchema{target} only when every one answered schema_max >= target;
+ * else FAILED_PRECONDITION names the members that do not, or could not be
+ * asked. One upgrade at a time per node. The op owns
  * its channels; each is closed once its call has answered (the channel
  * frees itself after its handles close). At shutdown the call is answered
  * (UNAVAILABLE while still asking, UNKNOWN once SetSchema was proposed)
@@ -28,7 +30,7 @@
 #include "server/reply.h"
 #include "server/server.h"
 
-#define UPGRADE_ASK_MS 3000 /* each voter's Status, connect included */
+#define UPGRADE_ASK_MS 3000 /* each member's Status, connect included */
 #define UPGRADE_WHY    512
 
 void admin_quota_list(struct server *s,
@@ -77,7 +79,7 @@ struct upgrade
     size_t n_asks;
     size_t n_waiting;
     struct upgrade_ask asks[FSM_MEMBERS_MAX];
-    char why[UPGRADE_WHY]; /* the voters that fall short */
+    char why[UPGRADE_WHY]; /* the members that fall short */
     struct replica_req req;
 };
 
@@ -106,7 +108,7 @@ static void upgrade_free(struct upgrade *up)
     free(up);
 }
 
-/* Note voter @id at @addr as falling short, with @what. */
+/* Note member @id at @addr as falling short, with @what. */
 static void short_of(struct upgrade *up,
                      uint64_t id,
                      const char *addr,
@@ -136,7 +138,7 @@ static void set_schema_cb(struct replica_req *req,
     upgrade_free(up);
 }
 
-/* Every voter answered (or failed): propose, or refuse. */
+/* Every member answered (or failed): propose, or refuse. */
 static void upgrade_decide(struct upgrade *up)
 {
     struct fsm_cmd cmd;
@@ -196,8 +198,8 @@ static void ask_cb(void *arg, int rv, bool sent, struct envelope_view *ans)
     }
 }
 
-/* Ask voter @m for its Status; false (noted in up->why) if it cannot. */
-static bool ask_voter(struct upgrade *up, const struct fsm_member *m)
+/* Ask member @m for its Status; false (noted in up->why) if it cannot. */
+static bool ask_member(struct upgrade *up, const struct fsm_member *m)
 {
     struct server *s = up->s;
     struct upgrade_ask *a = &up->asks[up->n_asks];
@@ -228,7 +230,7 @@ static bool ask_voter(struct upgrade *up, const struct fsm_member *m)
     return true;
 }
 
-/* This node's own answer, and the other voters' questions. */
+/* This node's own answer, and the other members' questions. */
 static void upgrade_start(struct upgrade *up)
 {
     struct server *s = up->s;
@@ -237,9 +239,6 @@ static void upgrade_start(struct upgrade *up)
     for (size_t i = 0; i < fsm_n_members(f); i++) {
         const struct fsm_member *m = fsm_member(f, i);
 
-        if (m->role != FSM_ROLE_VOTER) {
-            continue;
-        }
         if (m->id == s->id) {
             if (admin_schema_max() < up->target) {
                 char what[64];
@@ -249,7 +248,7 @@ static void upgrade_start(struct upgrade *up)
             }
             continue;
         }
-        (void)ask_voter(up, m);
+        (void)ask_member(up, m);
     }
     if (up->n_waiting == 0) {
         upgrade_decide(up);

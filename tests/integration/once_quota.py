@@ -11,11 +11,13 @@
   c. after A's records expire, A claims again; `quota remove`, then a
      second remove is NOT_FOUND.
   d. a cluster bootstrapped by a node acting as a schema-1 binary
-     (ONCE_TEST_SCHEMA_MAX=1, a debug-build hook) with one more such voter:
+     (ONCE_TEST_SCHEMA_MAX=1, a debug-build hook) with one more such voter
+     and such a standby (it applies the log too, so it counts):
      QuotaSet is FAILED_PRECONDITION "schema 2 required"; `schema upgrade`
-     is FAILED_PRECONDITION naming the voters at schema_max 1 and changes
-     nothing; after those two restart as ordinary binaries (the rolling
-     upgrade) it answers OK, schema 2, and QuotaSet applies.
+     is FAILED_PRECONDITION naming the three members at schema_max 1 and
+     changes nothing; after those three restart as ordinary binaries (the
+     rolling upgrade) it answers OK, schema 2, every node applies it, and
+     QuotaSet applies.
 """
 
 import os
@@ -126,14 +128,18 @@ def old_cluster(t):
     C.start(join=[A, B], env=OLD)
     c.wait_answering(C)
     c.wait_role(C.id, "voter", [A, B])
+    D = c.node("D")
+    D.start(join=[A, B], role="standby", env=OLD)
+    c.wait_answering(D)
+    c.wait_role(D.id, "standby", [A, B])
     st = c.status(B)
     t.check(st is not None and st.get("schema") == 1,
             "d: a cluster bootstrapped by a schema-1 node runs schema 1",
             str(st))
-    return c, A, B, C
+    return c, A, B, C, D
 
 
-def upgrade(t, c, A, B, C):
+def upgrade(t, c, A, B, C, D):
     r = c.ctl(["quota", "set", "tenant-a*", "--max-records", "5"], via=[B])
     t.check(r.outcome == "FAILED_PRECONDITION" and r.rc == oc.RC_NO
             and "schema 2 required" in str(r.get("reason", "")),
@@ -141,13 +147,14 @@ def upgrade(t, c, A, B, C):
     r = c.ctl(["schema", "upgrade"], via=[B], timeout="10s")
     reason = str(r.get("reason", ""))
     t.check(r.outcome == "FAILED_PRECONDITION" and r.get("schema") == 1
-            and A.id in reason and C.id in reason and B.id not in reason,
-            "d: schema upgrade names the voters at schema_max 1 (%s, %s)"
-            % (A.id, C.id), r.describe())
+            and A.id in reason and C.id in reason and D.id in reason
+            and B.id not in reason,
+            "d: schema upgrade names the members at schema_max 1 (voters "
+            "%s, %s, standby %s)" % (A.id, C.id, D.id), r.describe())
     st = c.status(B)
     t.check(st is not None and st.get("schema") == 1,
             "d: the refused upgrade changed nothing", str(st))
-    for n in (A, C):  # the rolling upgrade: restart as ordinary binaries
+    for n in (A, C, D):  # the rolling upgrade: as ordinary binaries
         n.stop()
         n.start()
         c.wait_serving([n])
@@ -155,7 +162,7 @@ def upgrade(t, c, A, B, C):
     t.check(r.is_outcome("OK") and r.get("schema") == 2,
             "d: after the restarts schema upgrade -> OK, schema 2",
             r.describe())
-    for n in (A, B, C):
+    for n in (A, B, C, D):
         deadline = time.time() + 10
         st = c.status(n)
         while (st is None or st.get("schema") != 2) and time.time() < deadline:
@@ -172,8 +179,8 @@ def scenario(t):
     c, A, B, C = fresh_cluster(t)
     enforce(t, c, A, B, C)
     expiry_and_remove(t, c, A, B)
-    c2, A2, B2, C2 = old_cluster(t)
-    upgrade(t, c2, A2, B2, C2)
+    c2, A2, B2, C2, D2 = old_cluster(t)
+    upgrade(t, c2, A2, B2, C2, D2)
 
 
 if __name__ == "__main__":
