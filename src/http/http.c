@@ -858,4 +858,5 @@ int http_start(struct http **out,
 void http_stats(const struct http *h, struct http_stats *st)
 {
     *st = h->st;
+    st->tls = h->tls != NULL;
 }

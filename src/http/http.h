@@ -154,6 +154,7 @@ struct http_stats
     uint64_t tls_open;     /* TLS connections, handshaking ones included */
     uint64_t tls_accepted; /* handshakes completed */
     uint64_t tls_refused;  /* not TLS, failed, or not finished in time */
+    bool tls;              /* the listener is HTTPS */
 };
 
 struct http;

@@ -324,6 +324,10 @@ static void reg_rpc(struct reg *g)
                               "not TLS, a certificate that does not verify, "
                               "or not finished in time (logged at most 100 "
                               "times per 10 s).");
+    m->http_conns = one(g, "once_http_connections", PROM_GAUGE,
+                        "Open connections on the HTTP port (with TLS: "
+                        "handshaking ones included), against its limit of "
+                        "64.");
     m->rpc_tls_refused = one(g, "once_rpc_tls_refused_total", PROM_COUNTER,
                              "Client-port connections refused at the TLS "
                              "handshake (not TLS, a certificate that does "
@@ -664,6 +668,9 @@ static void collect(struct metrics *m)
 
         http_stats(m->http, &hs);
         prom_set(m->http_tls_refused, (double)hs.tls_refused);
+        /* A TLS connection is one of tls_open from its accept, and one of
+         * conns_open as well once MHD has it. */
+        prom_set(m->http_conns, (double)(hs.tls ? hs.tls_open : hs.conns_open));
     }
 }
 

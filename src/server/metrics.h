@@ -80,7 +80,7 @@ struct metrics
     struct prom_series *conns, *conns_accepted, *conns_refused, *frames_bad,
         *calls_refused;
     struct prom_series *permission_denied;
-    struct prom_series *http_tls_refused, *rpc_tls_refused;
+    struct prom_series *http_tls_refused, *rpc_tls_refused, *http_conns;
 
     /* what the tick saw last */
     bool seen;

@@ -24,7 +24,8 @@ and no identity; "intruder" a certificate of another CA.
     first flight and a TLS record header claiming 64 KiB followed by junk
     are dropped; of 80 connections that send nothing those over the
     listener's 64 are closed at once and the rest by the handshake
-    deadline; the node keeps serving after each, and
+    deadline; the node keeps serving after each; once_http_connections
+    counts open connections, handshaking ones too; and
     once_http_tls_refused_total counts them; a flood of 300 garbage
     connections is counted whole but logged at most 100 times per 10 s,
     and the first line after the window says that lines were left out;
@@ -206,6 +207,30 @@ def check_refusals(t, n, d):
     t.check(before >= 0 and after >= before + 5,
             "once_http_tls_refused_total counts the refused handshakes",
             "before %s after %s" % (before, after))
+
+
+def check_conns_gauge(t, n, d):
+    """once_http_connections counts the port's open connections, the
+    ones still in their handshake too."""
+    base = scrape(n, d).get("once_http_connections", -1)
+    socks = [socket.create_connection(("127.0.0.1", n.http_port), timeout=5)
+             for _ in range(5)]
+    try:
+        time.sleep(0.3)
+        during = scrape(n, d).get("once_http_connections", -1)
+    finally:
+        for s in socks:
+            s.close()
+    deadline = time.time() + 5
+    after = during
+    while time.time() < deadline:
+        after = scrape(n, d).get("once_http_connections", -1)
+        if after <= base:
+            break
+        time.sleep(0.2)
+    t.check(base >= 1 and during >= base + 5 and after <= base,
+            "once_http_connections counts 5 silent connections while they "
+            "are open", "before %s during %s after %s" % (base, during, after))
 
 
 def check_refusal_flood(t, n, d):
@@ -426,6 +451,7 @@ def scenario(t):
         check_health(t, n, d)
     check_metrics_rights(t, F, d)
     check_api_rights(t, d, L, F)
+    check_conns_gauge(t, F, d)
     check_refusals(t, F, d)
     check_refusal_flood(t, F, d)
     check_stalled_reader(t, F, d)
