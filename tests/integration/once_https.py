@@ -200,9 +200,23 @@ def check_refusals(t, n, d):
         n.http_addr, b"\x16\x03\x01\xff\xff" + b"\x01" * (1 << 17)),
         "a record header claiming 64 KiB, then 128 KiB of junk: dropped")
     check_silent(t, n)
-    st, _, _ = get(n, "/healthz", d)
+    # The 64 refused just now free their slots in the loop iteration that
+    # closes them; a request racing that may be refused as the 65th (CI
+    # saw it under load, the next call a few ms later served): it keeps
+    # serving if it answers within 3 s, each failure said.
+    errs = []
+    deadline = time.time() + 3
+    while True:
+        st, _, body = get(n, "/healthz", d)
+        if st == 200 or time.time() > deadline:
+            break
+        errs.append("%s %s" % (st, body[:80]))
+        time.sleep(0.1)
     t.check(st == 200 and n.alive(), "%s keeps serving after the refusals"
-            % n.name, str(st))
+            % n.name, "%s; earlier: %s" % (st, "; ".join(errs[:5])))
+    if errs:
+        t.info("healthz after the refusals needed %d retries: %s"
+               % (len(errs), "; ".join(errs[:3])))
     after = scrape(n, d).get("once_http_tls_refused_total", -1)
     t.check(before >= 0 and after >= before + 5,
             "once_http_tls_refused_total counts the refused handshakes",
