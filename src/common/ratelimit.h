@@ -17,6 +17,10 @@
 #define RATELIMIT_REFUSALS_BURST     100u
 #define RATELIMIT_REFUSALS_WINDOW_MS 10000u
 
+/* What a line allowed after some were left out adds (then name the
+ * counter that has them all). */
+#define RATELIMIT_DROPPED_NOTE " (and more refusals not logged: see "
+
 struct ratelimit
 {
     unsigned burst;     /* lines per window, > 0 */

@@ -94,8 +94,8 @@ static void refuse(struct http_tls_conn *c, const char *why)
     if (ratelimit_allow(&c->h->refusal_log, uv_now(c->h->loop), &dropped)) {
         http_logf(c->h, "warn", "https: TLS refused for %s: %s%s",
                   peer_text(c, peer, sizeof peer), why,
-                  dropped > 0 ? " (and more refusals not logged: see "
-                                "once_http_tls_refused_total)"
+                  dropped > 0 ? RATELIMIT_DROPPED_NOTE
+                      "once_http_tls_refused_total)"
                               : "");
     }
     conn_close(c);

@@ -405,8 +405,7 @@ static void server_tls_failed(struct conn *c, int rv, const char *errmsg)
     }
     srv_logf(c->srv, "warn", "TLS refused for %s: %s%s",
              peer_name(c, peer, sizeof peer), errmsg,
-             dropped > 0 ? " (and more refusals not logged: see "
-                           "once_rpc_tls_refused_total)"
+             dropped > 0 ? RATELIMIT_DROPPED_NOTE "once_rpc_tls_refused_total)"
                          : "");
 }
 

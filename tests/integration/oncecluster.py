@@ -188,11 +188,12 @@ def ports_free(first, n):
 def _lock_block(first):
     """Reserve the SLOTS ports from @first: an fd holding the block's
     flock, or None when another process holds it."""
-    os.makedirs(PORT_LOCK_DIR, exist_ok=True)
-    try:
-        os.chmod(PORT_LOCK_DIR, 0o1777)  # shared by every user's tests
-    except OSError:
-        pass
+    if not os.path.isdir(PORT_LOCK_DIR):
+        os.makedirs(PORT_LOCK_DIR, exist_ok=True)
+        try:
+            os.chmod(PORT_LOCK_DIR, 0o1777)  # shared by every user's tests
+        except OSError:
+            pass
     path = os.path.join(PORT_LOCK_DIR, "%d" % first)
     # Read-only: flock needs no write access, so any user can take a
     # block whose file another user created.
