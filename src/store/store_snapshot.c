@@ -316,9 +316,9 @@ void store_run_get(struct job *j)
 /* --- the loop side ---------------------------------------------------------
  */
 
-/* What a put at @op removes, in order: the snapshot beyond the newest two,
- * then segments (all, highest first, for an installed snapshot; else those
- * wholly below index - trailing, lowest first, never the last). */
+/* What a put at @op removes, in order: segments (all, highest first, for
+ * an installed snapshot; else those wholly below index - trailing, lowest
+ * first, never the last). */
 static int put_plan(struct slog *sl, struct job *j, const struct op_put *p)
 {
     const struct raft_snapshot *sn = p->snap;
@@ -326,12 +326,8 @@ static int put_plan(struct slog *sl, struct job *j, const struct op_put *p)
     uint64_t keep_from;
     int rv = 0;
 
-    if (sl->snaps[1].index != 0) {
-        store_snap_name(name, sl->snaps[1].term, sl->snaps[1].index);
-        if (strcmp(name, j->u.put.sname) != 0) {
-            rv = store_job_add_unlink(j, name);
-        }
-    }
+    /* The snapshot beyond the newest two goes after the put, off the
+     * queue (store_put_done). */
     if (p->trailing == 0) {
         for (size_t i = sl->n_segs; rv == 0 && i-- > 0;) {
             store_seg_name(name, sl->segs[i].first);
@@ -423,6 +419,57 @@ static struct op *held_op_done(struct slog *sl, struct job *j)
     return op;
 }
 
+/* The old snapshot a put replaced, removed on the loop's thread pool.
+ * Unlinking a file of hundreds of MB takes ext4 a few hundred ms (it frees
+ * every extent), and in the queue every append would wait for it: at 10 M
+ * records that was the longest window without a claim (355 ms, bench/scale).
+ * Nothing waits for it: the new snapshot is durable and the old one is no
+ * longer named in the store's bookkeeping; if the removal fails or the
+ * node stops first, the next load removes every snapshot beyond the
+ * newest two (load_snapshot). The close waits for the work (pool_ops). */
+struct bg_unlink
+{
+    uv_work_t work;
+    struct slog *sl;
+    char name[NAME_LEN];
+};
+
+static void bg_unlink_work(uv_work_t *w)
+{
+    struct bg_unlink *u = w->data;
+
+    (void)unlinkat(u->sl->dirfd, u->name, 0); /* else load removes it */
+}
+
+static void bg_unlink_done(uv_work_t *w, int status)
+{
+    struct bg_unlink *u = w->data;
+    struct slog *sl = u->sl;
+
+    (void)status;
+    free(u);
+    sl->pool_ops--;
+    store_maybe_shutdown(sl);
+}
+
+static void remove_old_snapshot(struct slog *sl, uint64_t term, uint64_t index)
+{
+    struct bg_unlink *u;
+
+    if (index == 0 || sl->closing || (u = calloc(1, sizeof *u)) == NULL) {
+        return; /* the next load removes it */
+    }
+    u->sl = sl;
+    u->work.data = u;
+    store_snap_name(u->name, term, index);
+    if (uv_queue_work(sl->loop, &u->work, bg_unlink_work, bg_unlink_done) !=
+        0) {
+        free(u);
+        return;
+    }
+    sl->pool_ops++;
+}
+
 void store_put_done(struct slog *sl, struct job *j)
 {
     struct op *op = held_op_done(sl, j);
@@ -433,6 +480,10 @@ void store_put_done(struct slog *sl, struct job *j)
     }
     sn = op->u.put.snap;
     if (!(sl->snaps[0].term == sn->term && sl->snaps[0].index == sn->index)) {
+        if (!(sl->snaps[1].term == sn->term &&
+              sl->snaps[1].index == sn->index)) {
+            remove_old_snapshot(sl, sl->snaps[1].term, sl->snaps[1].index);
+        }
         sl->snaps[1] = sl->snaps[0];
     }
     sl->snaps[0].term = sn->term;
