@@ -53,9 +53,11 @@ void snap_policy_decide(struct snap_policy *p, uint64_t bytes)
     p->log_target = log_target;
     trail_target = clamp64(bytes / 100 * SNAP_POLICY_TRAIL_RATIO_PCT,
                            SNAP_POLICY_TRAIL_FLOOR, SNAP_POLICY_TRAIL_CEIL);
+    /* Raft's own count is only the backstop (snap_policy.h): as many
+     * entries as the target holds at the smallest entry. */
     p->threshold = p->fixed_threshold != 0
                        ? p->fixed_threshold
-                       : entries_for(log_target, p->avg_entry);
+                       : entries_for(log_target, SNAP_POLICY_MIN_ENTRY);
     p->trailing = p->fixed_trailing != 0
                       ? p->fixed_trailing
                       : entries_for(trail_target, p->avg_entry);

@@ -15,8 +15,17 @@
  * weighs), so that a follower that lagged for a few seconds catches up from
  * the log instead of receiving the whole state.
  *
- * Bytes become entries through the average size of the entries applied
- * since the last decision (an entry is one batch of claims, 40 B to 1 MiB).
+ * The adapter weighs every applied entry and asks raft for the snapshot
+ * when the bytes are reached (snap_policy_due). Raft's own entry threshold
+ * is only a backstop, set to the entries the byte target holds at the
+ * smallest entry (SNAP_POLICY_MIN_ENTRY), at most SNAP_POLICY_MAX_ENTRIES:
+ * an estimate from the average entry would fire early whenever entries
+ * shrink, and they do at the end of every bulk load (batches of thousands
+ * of claims, then single claims): at 10 M records each replica took a
+ * second 750 MB snapshot seconds after the first. The trailing count has
+ * no such trigger and comes from the average size of the entries applied
+ * since the last decision (an entry is one batch of claims, 40 B to 1 MiB):
+ * the entries it keeps are those just before the snapshot.
  * Each node multiplies its threshold by a factor in [1, 1.25) derived from
  * its id, so that the replicas, which cross the same indexes, do not all
  * snapshot in the same instant.
@@ -40,6 +49,7 @@
 #define SNAP_POLICY_TRAIL_FLOOR     (4u << 20)
 #define SNAP_POLICY_TRAIL_CEIL      (64u << 20)
 #define SNAP_POLICY_MIN_ENTRIES     64u
+#define SNAP_POLICY_MIN_ENTRY       40u /* bytes: one claim, wrapped */
 #define SNAP_POLICY_MAX_ENTRIES     (1u << 22)
 #define SNAP_POLICY_INSTALL_MIN_MS  30000u
 /* Conservative rates on a loaded 2-core machine over loopback. */
@@ -85,10 +95,9 @@ static inline void snap_policy_applied(struct snap_policy *p, uint64_t len)
  * and install timeout for what follows. */
 void snap_policy_decide(struct snap_policy *p, uint64_t bytes);
 
-/* The byte rule says a snapshot is due now. The entry threshold is only an
- * estimate made from the previous window's entry size (the first window's
- * is a guess), so the adapter checks the bytes themselves after each
- * apply and asks raft for the snapshot when they are reached. */
+/* The byte rule says a snapshot is due now: the adapter checks after each
+ * apply and asks raft for the snapshot (raft's entry threshold is only the
+ * backstop). */
 static inline bool snap_policy_due(const struct snap_policy *p)
 {
     return p->fixed_threshold == 0 && p->log_bytes >= p->log_target;

@@ -12,7 +12,9 @@ static void feed(struct snap_policy *p, unsigned n, uint64_t len)
     }
 }
 
-/* An empty table: the floors decide, in entries of the observed size. */
+/* An empty table: the floors decide. Raft's threshold is the backstop
+ * (the target at the smallest entry), the trailing is in entries of the
+ * observed size. */
 START_TEST(empty_table_uses_the_floors)
 {
     struct snap_policy p;
@@ -22,7 +24,8 @@ START_TEST(empty_table_uses_the_floors)
     feed(&p, 1000, 4096);
     snap_policy_decide(&p, 1000);
     ck_assert_uint_eq(p.avg_entry, 4096);
-    ck_assert_uint_eq(p.threshold, SNAP_POLICY_LOG_FLOOR / 4096);
+    ck_assert_uint_eq(p.threshold,
+                      SNAP_POLICY_LOG_FLOOR / SNAP_POLICY_MIN_ENTRY);
     ck_assert_uint_eq(p.trailing, SNAP_POLICY_TRAIL_FLOOR / 4096);
     ck_assert_uint_eq(p.install_timeout_ms, SNAP_POLICY_INSTALL_MIN_MS);
 }
@@ -37,12 +40,12 @@ START_TEST(large_table_scales_then_caps)
     snap_policy_init(&p, 0, 0, 0);
     feed(&p, 10, 1024);
     snap_policy_decide(&p, snap);
-    ck_assert_uint_eq(p.threshold, snap / 100 * 50 / 1024);
+    ck_assert_uint_eq(p.threshold, snap / 100 * 50 / SNAP_POLICY_MIN_ENTRY);
     ck_assert_uint_eq(p.trailing, snap / 100 * 12 / 1024);
 
     feed(&p, 10, 1024);
-    snap_policy_decide(&p, 800ull << 20); /* 10 M records */
-    ck_assert_uint_eq(p.threshold, SNAP_POLICY_LOG_CEIL / 1024);
+    snap_policy_decide(&p, 800ull << 20);                    /* 10 M records */
+    ck_assert_uint_eq(p.threshold, SNAP_POLICY_MAX_ENTRIES); /* clamped */
     ck_assert_uint_eq(p.trailing, SNAP_POLICY_TRAIL_CEIL / 1024);
     /* 800 MiB at 20 MiB/s + 50 MiB/s: 40 s + 16 s. */
     ck_assert_uint_eq(p.install_timeout_ms, 40000 + 16000);
@@ -79,14 +82,43 @@ START_TEST(entry_bounds)
     snap_policy_init(&p, 0, 0, 0);
     feed(&p, 100, 1);
     snap_policy_decide(&p, 0);
-    ck_assert_uint_eq(p.threshold, SNAP_POLICY_MAX_ENTRIES);
+    ck_assert_uint_eq(p.trailing, SNAP_POLICY_MAX_ENTRIES);
     feed(&p, 100, 1u << 20);
     snap_policy_decide(&p, 0);
-    ck_assert_uint_eq(p.threshold, SNAP_POLICY_MIN_ENTRIES);
     ck_assert_uint_eq(p.trailing, SNAP_POLICY_MIN_ENTRIES);
+    /* Large entries do not lower the backstop (they would fire it early
+     * once entries shrink again). */
+    ck_assert_uint_eq(p.threshold,
+                      SNAP_POLICY_LOG_FLOOR / SNAP_POLICY_MIN_ENTRY);
     /* No entry since: the previous average is kept. */
     snap_policy_decide(&p, 0);
     ck_assert_uint_eq(p.avg_entry, 1u << 20);
+}
+END_TEST
+
+/* A bulk load (large entries) then single claims: the byte rule, not an
+ * entry count made from the load's entry size, decides when the next
+ * snapshot is due (at 10 M records every replica took a second 750 MB
+ * snapshot seconds after the load, when the threshold came from the
+ * load's average entry). */
+START_TEST(small_entries_after_a_load_wait_for_the_bytes)
+{
+    struct snap_policy p;
+    uint64_t target;
+    unsigned n = 0;
+
+    snap_policy_init(&p, 0, 0, 0);
+    feed(&p, 5000, 50000); /* batches of ~500 claims */
+    snap_policy_decide(&p, 750ull << 20);
+    target = p.log_target;
+    ck_assert_uint_eq(target, SNAP_POLICY_LOG_CEIL);
+    while (!snap_policy_due(&p)) {
+        snap_policy_applied(&p, 1000); /* a few claims each */
+        n++;
+    }
+    ck_assert_uint_eq(n, (target + 999) / 1000);
+    /* Raft's own count did not fire before the bytes were there. */
+    ck_assert_uint_lt(n, p.threshold);
 }
 END_TEST
 
@@ -138,6 +170,7 @@ Suite *snap_policy_suite(void)
     tcase_add_test(tc, empty_table_uses_the_floors);
     tcase_add_test(tc, large_table_scales_then_caps);
     tcase_add_test(tc, entry_bounds);
+    tcase_add_test(tc, small_entries_after_a_load_wait_for_the_bytes);
     tcase_add_test(tc, due_by_bytes);
     tcase_add_test(tc, fixed_counts_win);
     tcase_add_test(tc, jitter_spreads_nodes);
