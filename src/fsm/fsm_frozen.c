@@ -106,18 +106,27 @@ const struct fsm *fsm_frozen_state(const struct fsm_frozen *z)
 
 void fsm_release(struct fsm *f, struct fsm_frozen *z)
 {
+    fsm_release_with(f, z, free);
+}
+
+void fsm_release_with(struct fsm *f,
+                      struct fsm_frozen *z,
+                      void (*free_fn)(void *))
+{
     assert(f->frozen == z);
     slab_thaw(&f->slab, z->pages, z->n_pages);
     for (size_t v = 0; v < FSM_N_VPS; v++) {
-        if (!f->vp_frozen[v]) {
+        if (!f->vp_frozen[v] && z->shell->vps[v].slots != NULL) {
             /* The owner copied it (or it was empty): the original is the
              * view's alone. */
-            free(z->shell->vps[v].slots);
+            free_fn(z->shell->vps[v].slots);
         }
         f->vp_frozen[v] = false;
     }
     for (size_t i = 0; i < f->n_deferred; i++) {
-        free(f->deferred[i]);
+        if (f->deferred[i] != NULL) {
+            free_fn(f->deferred[i]);
+        }
     }
     free(f->deferred);
     f->deferred = NULL;

@@ -27,6 +27,7 @@
 #include "common/le.h"
 #include "raft/entry.h"
 #include "raft/guard.h"
+#include "raft/heap.h"
 #include "raft/replica.h"
 
 #define SNAP_MAGIC   0x534e4e4fu /* "ONNS" */
@@ -199,6 +200,7 @@ static int adapter_snapshot(struct raft_fsm *rf,
     struct raft *r = rep->raft;
     struct raft_buffer *b;
     struct fsm_frozen *z;
+    uint64_t t0;
     int rv;
 
     rv = guard_g5_check(r);
@@ -210,6 +212,7 @@ static int adapter_snapshot(struct raft_fsm *rf,
     if (b == NULL) {
         return RAFT_NOMEM; /* transient: raft tries again later */
     }
+    t0 = real_mono_ns();
     rv = fsm_freeze(rep->fsm, &z);
     if (rv != 0) {
         raft_free(b);
@@ -227,6 +230,7 @@ static int adapter_snapshot(struct raft_fsm *rf,
      * entry stays in the log. */
     snap_policy_decide(&rep->snap.policy, SNAP_HDR + fsm_frozen_size(z));
     adapter_policy_apply(rep);
+    rep->snap.freeze_loop_ns = real_mono_ns() - t0;
     *bufs = b; /* its base is written by snapshot_async */
     *n_bufs = 1;
     if (rf->snapshot_async == NULL) {
@@ -311,6 +315,11 @@ static void snapshot_release(struct replica *rep, bool encoded)
 {
     uint64_t extra = fsm_frozen_extra_bytes(rep->fsm);
     uint64_t ms = rep->clock.mono_ms(rep->clock.arg) - rep->snap.t0_ms;
+    uint64_t now = real_mono_ns(), rel_ns;
+
+    fsm_release_with(rep->fsm, rep->snap.view, heap_bg_free_later);
+    rep->snap.view = NULL;
+    rel_ns = real_mono_ns() - now;
 
     if (extra > rep->stats.snapshot_extra_max) {
         rep->stats.snapshot_extra_max = extra;
@@ -321,7 +330,7 @@ static void snapshot_release(struct replica *rep, bool encoded)
         rep->stats.snapshot_last_bytes = rep->snap.policy.snapshot_bytes;
         rep->stats.snapshot_last_ms = ms;
         rep->stats.snapshot_last_nice = rep->snap.encoded_nice;
-        uint64_t now = real_mono_ns(), f = rep->snap.freeze_ns;
+        uint64_t f = rep->snap.freeze_ns;
         uint64_t b = rep->snap.encode_begin_ns, e = rep->snap.encode_end_ns;
 
         if (b < f || e < b || now < e) { /* not through timed_encode */
@@ -331,18 +340,19 @@ static void snapshot_release(struct replica *rep, bool encoded)
                      "snapshot at index %llu: %llu bytes in %llu ms off the "
                      "loop at nice %d (%llu ms waiting for a pool thread, "
                      "%llu ms encoding, %llu ms writing; %llu bytes copied "
-                     "meanwhile); next after %u entries, keeping %u",
+                     "meanwhile; on the loop %llu us to freeze, %llu us to "
+                     "release); next after %u entries, keeping %u",
                      (unsigned long long)rep->snap.index,
                      (unsigned long long)rep->snap.policy.snapshot_bytes,
                      (unsigned long long)ms, rep->snap.encoded_nice,
                      (unsigned long long)((b - f) / 1000000u),
                      (unsigned long long)((e - b) / 1000000u),
                      (unsigned long long)((now - e) / 1000000u),
-                     (unsigned long long)extra, rep->snap.policy.threshold,
-                     rep->snap.policy.trailing);
+                     (unsigned long long)extra,
+                     (unsigned long long)(rep->snap.freeze_loop_ns / 1000u),
+                     (unsigned long long)(rel_ns / 1000u),
+                     rep->snap.policy.threshold, rep->snap.policy.trailing);
     }
-    fsm_release(rep->fsm, rep->snap.view);
-    rep->snap.view = NULL;
 }
 
 static int adapter_snapshot_finalize(struct raft_fsm *rf,

@@ -255,7 +255,8 @@ struct replica_snap
      * writes its two before the work's completion, which the loop reads
      * after. */
     uint64_t freeze_ns, encode_begin_ns, encode_end_ns;
-    int encoded_nice; /* written by the encoder (snapshot_async) */
+    uint64_t freeze_loop_ns; /* the loop's time in snapshot() */
+    int encoded_nice;        /* written by the encoder (snapshot_async) */
 
     struct fsm *prepared;      /* owned; NULL if none */
     const void *prepared_base; /* the snapshot buffer it was built from */

@@ -38,6 +38,9 @@ static const double batch_bounds[] = {
 static const double snapshot_bounds[] = {
     0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
 };
+static const double loop_bounds[] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+};
 static const double shard_quantiles[] = {0, 0.5, 0.9, 0.99, 1};
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -258,6 +261,35 @@ static void reg_snapshots(struct reg *g)
     m->snap_installs = one(g, "once_snapshots_installed_total", PROM_COUNTER,
                            "Snapshots received from the leader and "
                            "installed.");
+    m->snap_running = one(g, "once_snapshot_in_progress", PROM_GAUGE,
+                          "1 while a snapshot this node takes is being "
+                          "encoded or written (off the loop).");
+}
+
+/* loopwatch's hook: every loop iteration's busy time. */
+static void observe_loop(void *arg, uint64_t busy_ns)
+{
+    struct metrics *m = arg;
+
+    prom_observe(m->loop_busy, (double)busy_ns / NS_PER_S);
+}
+
+static void reg_loop(struct reg *g)
+{
+    struct metrics *m = g->m;
+
+    m->loop_busy = hist(g, "once_loop_busy_seconds",
+                        "Event loop iterations by the time they kept the "
+                        "loop busy (from one wait for events to the next): "
+                        "the node answers nothing meanwhile.",
+                        loop_bounds, N_OF(loop_bounds));
+    m->loop_busy_max = one(g, "once_loop_busy_max_seconds", PROM_GAUGE,
+                           "The longest busy iteration of the event loop "
+                           "since the node started.");
+    if (m->loop_busy != NULL && m->s->loopwatch.on) {
+        m->s->loopwatch.observe = observe_loop;
+        m->s->loopwatch.observe_arg = m;
+    }
 }
 
 static void reg_state(struct reg *g)
@@ -351,6 +383,7 @@ int metrics_init(struct metrics *m, struct server *s, char *errmsg)
     reg_requests(&g);
     reg_raft(&g);
     reg_snapshots(&g);
+    reg_loop(&g);
     reg_state(&g);
     reg_rpc(&g);
     if (g.failed) {
@@ -362,6 +395,9 @@ int metrics_init(struct metrics *m, struct server *s, char *errmsg)
 
 void metrics_free(struct metrics *m)
 {
+    if (m->s != NULL && m->s->loopwatch.observe_arg == m) {
+        m->s->loopwatch.observe = NULL;
+    }
     prom_free(m->reg);
     m->reg = NULL;
 }
@@ -638,6 +674,8 @@ static void collect_raft(struct metrics *m)
     prom_set(m->snaps, (double)s->rep.stats.snapshots_taken);
     prom_set(m->snap_installs, (double)s->rep.stats.snapshots_restored);
     prom_set(m->snap_bytes, (double)s->rep.snap.policy.snapshot_bytes);
+    prom_set(m->snap_running, s->rep.snap.view != NULL ? 1 : 0);
+    prom_set(m->loop_busy_max, (double)s->loopwatch.max_ns / NS_PER_S);
 }
 
 static void collect(struct metrics *m)

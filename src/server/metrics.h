@@ -67,12 +67,14 @@ struct metrics
     struct prom_series *commit_dur, *batch_size;
     struct prom_series *fsync_dur;
     struct prom_series *snap_dur;
+    struct prom_series *loop_busy; /* loopwatch's iterations */
 
     /* state, set at each scrape */
     struct prom_series *term, *commit, *applied, *last_index, *is_leader,
         *leader_known, *leader_commit, *ready, *log_bytes;
     struct prom_series *leader_changes, *config_changes, *voters, *members;
-    struct prom_series *snaps, *snap_installs, *snap_bytes;
+    struct prom_series *snaps, *snap_installs, *snap_bytes, *snap_running;
+    struct prom_series *loop_busy_max;
     struct prom_series *records, *record_bytes, *backlog, *shard_records,
         *shard_bytes;
     struct prom_series *pending, *pending_age;

@@ -50,6 +50,7 @@
 #include <raft.h>
 
 #include "common/err.h"
+#include "raft/heap.h"
 #include "raft/identity.h"
 #include "server/authz.h"
 #include "server/server.h"
@@ -492,6 +493,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     notify_stopping(&s->notify);
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, NULL);
+    loopwatch_close(&s->loopwatch);
     join_stop(&s->join);
     metrics_close(&s->metrics);
     /* Before the Raft layer closes: answer the admin operations still
@@ -653,6 +655,14 @@ static int step_loop(struct server *s)
         return SERVER_EXIT_FAIL;
     }
     s->up |= SERVER_UP_LOOP;
+    if (heap_bg_start() != 0) {
+        /* Only the loop's time is lost: large frees happen where called. */
+        log_kv(LOG_WARN, "snapshot buffers freed on the event loop", NULL);
+    }
+    if (loopwatch_init(&s->loopwatch, &s->loop) != 0) {
+        /* Only the figure is lost (libuv without idle-time metrics). */
+        log_kv(LOG_WARN, "event loop busy time not measured", NULL);
+    }
     return 0;
 }
 
@@ -1039,6 +1049,9 @@ static int node_unwind(struct server *s, int code)
     }
     node_tls_close(&s->tls);
     if (s->up & SERVER_UP_LOOP) {
+        loopwatch_close(&s->loopwatch); /* a start that failed early */
+        uv_run(&s->loop, UV_RUN_NOWAIT);
+        heap_bg_stop(); /* raft is closed: nothing frees through it */
         rv = uv_loop_close(&s->loop);
         if (rv != 0) {
             log_kv(LOG_WARN, "uv_loop_close", "error=%s", uv_err_name(rv));

@@ -50,6 +50,7 @@
 #include "server/forward.h"
 #include "server/join.h"
 #include "server/log.h"
+#include "server/loopwatch.h"
 #include "server/metrics.h"
 #include "server/node_tls.h"
 #include "server/notify.h"
@@ -137,7 +138,8 @@ struct server
     struct node_tls tls; /* node_tls.c */
     uv_signal_t sigterm, sigint, sighup;
     uv_timer_t tick;
-    unsigned up; /* SERVER_UP_* */
+    struct loopwatch loopwatch; /* loopwatch.c: the loop's busy time */
+    unsigned up;                /* SERVER_UP_* */
 
     bool stopping;
     bool raft_closed;

@@ -45,6 +45,8 @@ FAMILIES = (
     "once_connections", "once_rejected_frames_total",
     "once_permission_denied_total", "once_ready", "once_idempotent_pending",
     "once_idempotent_pending_oldest_age_seconds",
+    "once_snapshot_in_progress", "once_loop_busy_seconds",
+    "once_loop_busy_max_seconds",
 )
 
 
