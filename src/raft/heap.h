@@ -6,8 +6,10 @@
  * receives and restores. libraft frees them with raft_free on the loop
  * thread, and freeing 750 MB (10 M records) is a munmap that took the loop
  * 46 ms here (strace, bench/scale at 10 M). Installed, this heap hands a
- * block of HEAP_BG_MIN bytes or more to a thread of its own, which frees
- * it; smaller blocks are freed at once. Everything else is libc's malloc,
+ * block of HEAP_BG_MIN bytes or more to a thread of its own, which gives
+ * its pages back in 8 MiB madvise steps and then frees it (one munmap of
+ * the whole block holds the process's memory map long enough to stall
+ * the loop's own mmaps); smaller blocks are freed at once. Everything else is libc's malloc,
  * so blocks allocated before the install or freed after the stop stay
  * compatible.
  *

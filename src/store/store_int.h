@@ -264,6 +264,7 @@ struct slog
     bool busy;              /* an op (or batch) is in flight */
     unsigned pool_ops;      /* snapshot files written (put) or read (get) on the
                                loop's thread pool: close waits for them */
+    unsigned pool_gets;     /* of those, gets (each holds a snapshot open) */
     int failed;             /* RAFT_* after an I/O error, else 0 */
     bool in_cb;             /* callbacks running: kick once at the end */
     struct op *batch;       /* in flight: appends, or the one put/get */

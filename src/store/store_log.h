@@ -49,6 +49,9 @@ struct store_log_options
     /* Write snapshot files without pacing their writeback
      * (store_snapshot.c). For measurements of what it buys. */
     bool no_snapshot_pacing;
+    /* Bytes an old snapshot file is cut down by per step before it is
+     * unlinked (store_snapshot.c); 0: 32 MiB. Tests set it small. */
+    size_t unlink_step;
     /* Notices worth an operator's attention (a torn tail cut at load, a
      * failed segment preparation). May be NULL. Loop thread. */
     void (*log)(void *arg, const char *level, const char *msg);

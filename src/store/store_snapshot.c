@@ -423,21 +423,54 @@ static struct op *held_op_done(struct slog *sl, struct job *j)
  * Unlinking a file of hundreds of MB takes ext4 a few hundred ms (it frees
  * every extent), and in the queue every append would wait for it: at 10 M
  * records that was the longest window without a claim (355 ms, bench/scale).
- * Nothing waits for it: the new snapshot is durable and the old one is no
- * longer named in the store's bookkeeping; if the removal fails or the
+ * Off the queue the journal still carries that work, so the file is first
+ * cut down from its end in steps of UNLINK_STEP, with a pause after each,
+ * the way RocksDB's delete scheduler does: the appends' own syncs get the
+ * journal between steps. A file a pool get may still read (one was in
+ * flight at the put) is unlinked whole instead, since a get's open
+ * descriptor keeps an unlinked file readable but not a truncated one.
+ * Nothing waits for the removal: the new snapshot is durable and the old
+ * one is no longer named in the store's bookkeeping; if it fails or the
  * node stops first, the next load removes every snapshot beyond the
  * newest two (load_snapshot). The close waits for the work (pool_ops). */
+#define UNLINK_STEP     ((off_t)32 << 20)
+#define UNLINK_PAUSE_US 10000
+
 struct bg_unlink
 {
     uv_work_t work;
     struct slog *sl;
+    off_t cut; /* step to cut it down by first; 0: a get may read it */
     char name[NAME_LEN];
 };
+
+static void cut_down(int dirfd, const char *name, off_t step)
+{
+    int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
+    struct stat st;
+
+    if (fd < 0) {
+        return;
+    }
+    if (fstat(fd, &st) == 0) {
+        for (off_t size = st.st_size; size > step;) {
+            size -= step;
+            if (ftruncate(fd, size) != 0) {
+                break; /* the unlink does the rest */
+            }
+            usleep(UNLINK_PAUSE_US);
+        }
+    }
+    close(fd);
+}
 
 static void bg_unlink_work(uv_work_t *w)
 {
     struct bg_unlink *u = w->data;
 
+    if (u->cut > 0) {
+        cut_down(u->sl->dirfd, u->name, u->cut);
+    }
     (void)unlinkat(u->sl->dirfd, u->name, 0); /* else load removes it */
 }
 
@@ -461,6 +494,10 @@ static void remove_old_snapshot(struct slog *sl, uint64_t term, uint64_t index)
     }
     u->sl = sl;
     u->work.data = u;
+    if (sl->pool_gets == 0) {
+        u->cut =
+            sl->o.unlink_step != 0 ? (off_t)sl->o.unlink_step : UNLINK_STEP;
+    }
     store_snap_name(u->name, term, index);
     if (uv_queue_work(sl->loop, &u->work, bg_unlink_work, bg_unlink_done) !=
         0) {
@@ -644,6 +681,7 @@ static void get_done(uv_work_t *w, int status)
     int rv = status != 0 ? RAFT_CANCELED : op->u.get.work_rv;
 
     sl->pool_ops--;
+    sl->pool_gets--;
     if (rv != 0) {
         store_snapshot_free(op->u.get.got);
         store_set_failed(
@@ -680,6 +718,7 @@ static bool get_start(struct slog *sl, struct op *op)
         return false;
     }
     sl->pool_ops++;
+    sl->pool_gets++;
     return true;
 }
 

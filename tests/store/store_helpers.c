@@ -17,6 +17,9 @@
 #endif
 
 static bool no_direct;
+/* Old snapshots are cut down in steps this small before their unlink, so
+ * that the tests' small snapshot files take that path (store_snapshot.c). */
+#define SH_UNLINK_STEP 256
 static bool want_direct;
 
 /* Whether TMPDIR's (or /tmp's) file system accepts O_DIRECT, probed in a
@@ -133,6 +136,7 @@ int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
     o.engine = e;
     o.segment_size = seg;
     o.no_direct = no_direct;
+    o.unlink_step = SH_UNLINK_STEP;
     o.log = on_log;
     o.log_arg = h;
     rv = store_log_init(&h->s, &h->loop, dir, &o, err);

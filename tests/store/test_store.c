@@ -353,7 +353,8 @@ START_TEST(get_beside_puts)
     append_chunks(&h, 1, 300, 1);
     ck_assert_int_eq(sh_put(&h, 20, 250, 1, 1000), 0);
     sh_get_start(&h, &g);
-    /* The second put removes snap-250 (only the newest two stay). */
+    /* The second put removes snap-250 (only the newest two stay); while
+     * the get is in flight it is unlinked whole, never cut down first. */
     ck_assert_int_eq(sh_put(&h, 20, 260, 1, 1001), 0);
     ck_assert_int_eq(sh_put(&h, 20, 280, 1, 1002), 0);
     ck_assert_int_eq(sh_append(&h, 301, 5, 1, 0), 0);
