@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "raft/heap.h"
 #include "raft/replica.h"
 
 static struct replica_digest_req *req_of(struct raft_io_async_work *w)
@@ -67,7 +68,9 @@ static void digest_done(struct raft_io_async_work *w, int status)
     struct replica_digest_req *req = req_of(w);
     struct replica *rep = req->rep;
 
-    fsm_release(rep->fsm, req->view);
+    /* What the view alone still used is freed off the loop (heap.h): a
+     * backup holds it for seconds while apply copies slot arrays. */
+    fsm_release_with(rep->fsm, req->view, heap_bg_free_later);
     req->view = NULL;
     rep->digest_running = false;
     if (rep->closing) {

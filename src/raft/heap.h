@@ -9,9 +9,9 @@
  * block of HEAP_BG_MIN bytes or more to a thread of its own, which gives
  * its pages back in 8 MiB madvise steps and then frees it (one munmap of
  * the whole block holds the process's memory map long enough to stall
- * the loop's own mmaps); smaller blocks are freed at once. Everything else is libc's malloc,
- * so blocks allocated before the install or freed after the stop stay
- * compatible.
+ * the loop's own mmaps); smaller blocks are freed at once. Everything
+ * else is libc's malloc, so blocks allocated before the install or freed
+ * after the stop stay compatible.
  *
  * Process-wide (raft_heap_set is): heap_bg_start once before the node's
  * raft is set up, heap_bg_stop after it is closed; the stop frees what is
