@@ -186,7 +186,7 @@ void heap_bg_stop(void)
     pthread_mutex_unlock(&bg.mu);
 }
 
-unsigned long heap_bg_freed(void)
+unsigned long heap_bg_handed(void)
 {
     unsigned long n;
 

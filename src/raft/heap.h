@@ -35,6 +35,6 @@ void heap_bg_stop(void);
 void heap_bg_free_later(void *ptr);
 
 /* Blocks handed to the thread so far (tests, logs). */
-unsigned long heap_bg_freed(void);
+unsigned long heap_bg_handed(void);
 
 #endif

@@ -47,7 +47,10 @@ static void on_end(uv_timer_t *t)
 }
 
 /* A loop that waits @wait_ms in all, with @spin_ms of work in a timer
- * callback after 1 ms. */
+ * callback after 10 ms. The loop's clock is brought up to date first: it
+ * is cached at uv_loop_init, and a timer already due when uv_run starts
+ * would run before loopwatch's first prepare and not be seen (it was, on
+ * a loaded machine, with a 1 ms timer). */
 static void run_loop(struct run *r, uint64_t spin_ms, uint64_t wait_ms)
 {
     uv_loop_t loop;
@@ -61,7 +64,8 @@ static void run_loop(struct run *r, uint64_t spin_ms, uint64_t wait_ms)
     uv_timer_init(&loop, &r->end);
     r->busy.data = r->end.data = r;
     if (spin_ms > 0) {
-        uv_timer_start(&r->busy, on_busy, 1, 0);
+        uv_update_time(&loop);
+        uv_timer_start(&r->busy, on_busy, 10, 0);
     }
     uv_timer_start(&r->end, on_end, wait_ms, 0);
     uv_run(&loop, UV_RUN_DEFAULT);
