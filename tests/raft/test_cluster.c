@@ -43,7 +43,7 @@ END_TEST
 START_TEST(follower_refuses_not_applied)
 {
     struct cl_op a;
-    raft_id id;
+    uint64_t id;
     const char *addr;
     int l;
     unsigned f;
