@@ -286,19 +286,22 @@ struct replica_snap
     char prepared_msg[ERR_MSG_SIZE];
 };
 
+/* Embedded by value (server.h), so defined here; private to src/raft
+ * except the fields marked "read only", which the node reads for its
+ * status and metrics (never writes). */
 struct replica
 {
     struct raft *raft; /* &own_raft in a node; the fixture's in tests */
     struct raft own_raft;
     struct raft_fsm raft_fsm;
-    struct rio rio;
-    struct store *store;
-    struct fsm *fsm;
+    struct rio rio;      /* read only: seen_leader_* (metrics.c) */
+    struct store *store; /* read only */
+    struct fsm *fsm;     /* read only: the applied state */
     raft_id id;
-    struct replica_clock clock;
-    struct replica_hooks hooks;
+    struct replica_clock clock; /* read only */
+    struct replica_hooks hooks; /* read only */
     struct replica_config config;
-    struct replica_stats stats;
+    struct replica_stats stats; /* read only */
     bool started;
     bool closing;
     bool retired;
@@ -308,9 +311,9 @@ struct replica
     void *stop_arg;
 
     /* adapter */
-    raft_index live_from; /* entries above this index are applied live */
-    uint64_t digest;      /* chain over every applied entry */
-    struct replica_snap snap;
+    raft_index live_from;     /* entries above this index are applied live */
+    uint64_t digest;          /* read only: chain over every applied entry */
+    struct replica_snap snap; /* read only: policy's byte counts, view */
 
     /* state digests (digest.c): waiting requests, and whether one holds
      * the view */
