@@ -19,7 +19,7 @@
 #include <stdlib.h>
 
 #include "raft/heap.h"
-#include "raft/replica.h"
+#include "raft/replica_int.h"
 
 static struct replica_digest_req *req_of(struct raft_io_async_work *w)
 {

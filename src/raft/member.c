@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "raft/replica.h"
+#include "raft/replica_int.h"
 
 /* A new voter must be this close to the leader's last index (entries). */
 #define CATCH_UP_LAG 64

@@ -27,7 +27,7 @@
 #include "fsm/command.h"
 #include "raft/entry.h"
 #include "raft/guard.h"
-#include "raft/replica.h"
+#include "raft/replica_int.h"
 
 /* --- queue --------------------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 
 #include "common/err.h"
 #include "raft/guard.h"
+#include "raft/replica_int.h"
 
 const char *replica_strerror(int rv)
 {
@@ -245,6 +246,24 @@ void replica_shutdown(struct replica *rep)
     replica_digest_fail_all(rep);
 }
 
+static void on_raft_closed(struct raft *r)
+{
+    struct replica *rep = r->data;
+
+    if (rep->stop_cb != NULL) {
+        rep->stop_cb(rep->stop_arg);
+    }
+}
+
+void replica_stop(struct replica *rep, void (*cb)(void *arg), void *arg)
+{
+    replica_shutdown(rep);
+    rep->stop_cb = cb;
+    rep->stop_arg = arg;
+    rep->raft->data = rep; /* free in a node: nothing else sets it */
+    raft_close(rep->raft, on_raft_closed);
+}
+
 void replica_close(struct replica *rep)
 {
     replica_shutdown(rep); /* if the caller did not */
@@ -297,7 +316,168 @@ bool replica_ready(const struct replica *rep)
            rep->raft->current_term == rep->term;
 }
 
-void replica_leader(const struct replica *rep, raft_id *id, const char **addr)
+void replica_leader(const struct replica *rep, uint64_t *id, const char **addr)
 {
-    raft_leader((struct raft *)rep->raft, id, addr);
+    raft_id rid = 0;
+
+    raft_leader((struct raft *)rep->raft, &rid, addr);
+    *id = rid;
+}
+
+/* --- bootstrap ------------------------------------------------------------ */
+
+int replica_bootstrap(struct replica *rep, bool *existed, char *errmsg)
+{
+    struct raft_configuration conf;
+    int rv;
+
+    *existed = false;
+    raft_configuration_init(&conf);
+    rv = raft_configuration_add(&conf, rep->id, rep->raft->address, RAFT_VOTER);
+    if (rv == 0) {
+        rv = raft_bootstrap(rep->raft, &conf);
+    }
+    raft_configuration_close(&conf);
+    if (rv == RAFT_CANTBOOTSTRAP) {
+        *existed = true;
+        return 0;
+    }
+    if (rv != 0) {
+        err_printf(errmsg, "%s", raft_errmsg(rep->raft));
+        return REPLICA_E_START;
+    }
+    return 0;
+}
+
+/* --- observers ----------------------------------------------------------- */
+
+bool replica_has_raft(const struct replica *rep)
+{
+    return rep->raft != NULL;
+}
+
+enum replica_role replica_role(const struct replica *rep)
+{
+    if (rep->raft == NULL) {
+        return REPLICA_ROLE_UNAVAILABLE;
+    }
+    switch (raft_state(rep->raft)) {
+        case RAFT_FOLLOWER:
+            return REPLICA_ROLE_FOLLOWER;
+        case RAFT_CANDIDATE:
+            return REPLICA_ROLE_CANDIDATE;
+        case RAFT_LEADER:
+            return REPLICA_ROLE_LEADER;
+        default:
+            return REPLICA_ROLE_UNAVAILABLE;
+    }
+}
+
+uint64_t replica_term(const struct replica *rep)
+{
+    return rep->raft != NULL ? rep->raft->current_term : 0;
+}
+
+uint64_t replica_commit_index(const struct replica *rep)
+{
+    return rep->raft != NULL ? rep->raft->commit_index : 0;
+}
+
+uint64_t replica_last_applied(const struct replica *rep)
+{
+    return rep->raft != NULL ? raft_last_applied(rep->raft) : 0;
+}
+
+uint64_t replica_last_index(const struct replica *rep)
+{
+    return rep->raft != NULL ? raft_last_index(rep->raft) : 0;
+}
+
+uint64_t replica_time_ms(const struct replica *rep)
+{
+    struct raft_io *io = rep->raft != NULL ? rep->raft->io : NULL;
+
+    return io != NULL ? io->time(io) : 0;
+}
+
+const char *replica_errmsg(const struct replica *rep)
+{
+    return rep->raft != NULL ? raft_errmsg(rep->raft) : "";
+}
+
+const char *replica_io_strerror(int status)
+{
+    return raft_strerror(status);
+}
+
+static enum fsm_role role_of_raft(int role)
+{
+    switch (role) {
+        case RAFT_VOTER:
+            return FSM_ROLE_VOTER;
+        case RAFT_STANDBY:
+            return FSM_ROLE_STANDBY;
+        default:
+            return FSM_ROLE_SPARE;
+    }
+}
+
+unsigned replica_conf_n(const struct replica *rep)
+{
+    return rep->raft != NULL ? rep->raft->configuration.n : 0;
+}
+
+void replica_conf_server(const struct replica *rep,
+                         unsigned i,
+                         struct replica_server *out)
+{
+    const struct raft_server *sv = &rep->raft->configuration.servers[i];
+
+    out->id = sv->id;
+    out->address = sv->address;
+    out->role = role_of_raft(sv->role);
+}
+
+uint64_t replica_conf_index(const struct replica *rep)
+{
+    return rep->raft != NULL ? rep->raft->configuration_index : 0;
+}
+
+uint64_t replica_conf_latest_index(const struct replica *rep)
+{
+    const struct raft *r = rep->raft;
+
+    if (r == NULL) {
+        return 0;
+    }
+    return r->configuration_uncommitted_index != 0
+               ? r->configuration_uncommitted_index
+               : r->configuration_index;
+}
+
+bool replica_progress_known(const struct replica *rep)
+{
+    return rep->raft != NULL && raft_state(rep->raft) == RAFT_LEADER &&
+           rep->raft->leader_state.progress != NULL;
+}
+
+bool replica_progress_recent(const struct replica *rep, unsigned i)
+{
+    return replica_progress_known(rep) &&
+           rep->raft->leader_state.progress[i].recent_recv;
+}
+
+uint64_t replica_snapshot_index(const struct replica *rep)
+{
+    const struct raft *r = rep->raft;
+    uint64_t index;
+
+    if (r == NULL) {
+        return 0;
+    }
+    index = r->log.snapshot.last_index;
+    if (r->snapshot.pending.term != 0 && r->snapshot.pending.index > index) {
+        index = r->snapshot.pending.index;
+    }
+    return index;
 }

@@ -1,9 +1,11 @@
-/* raft/replica.h: one member of a Raft group, safe to stand on.
+/* raft/replica.h: one member of a Raft group, safe to stand on: the public
+ * API of the Raft layer (src/raft), the one header above it uses.
  *
  * A replica composes, for one struct raft:
  *   - the raft_io decorator with its I/O guards (rio.h);
- *   - the FSM adapter (adapter.c): raft_fsm v2 over struct fsm; apply never
- *     fails for a business outcome; per-command results reach the leader's
+ *   - the FSM adapter (adapter.c): raft_fsm v3 over struct fsm (snapshots
+ *     frozen on the loop, encoded on raft's thread pool); apply never fails
+ *     for a business outcome; per-command results reach the leader's
  *     callers; snapshots with G5/G6;
  *   - the proposal pipeline (pipeline.c): at most one proposal in flight
  *     (raft_apply, barrier or configuration change), everything arriving
@@ -12,7 +14,26 @@
  *     barrier and the "ready" gate; replicated time stamping (ltime.h);
  *     leadership tracking; lookups ride the next barrier; snapshots on
  *     demand;
- *   - membership operations (member.c): add, remove, assign, transfer.
+ *   - membership operations (member.c): add, remove, assign, transfer;
+ *   - observers (replica.c): role, term, indexes, the configuration as a
+ *     read-only list, the leader's view of its followers, in once's types.
+ *
+ * The layer is closed (docs/design.md, "Layers and allowed includes";
+ * scripts/check-layers): src/server, src/http, src/cli, src/client and
+ * src/ingress neither include <raft.h> nor call raft_* nor name a RAFT_*
+ * constant, a raft_* type or struct raft's fields; they use the functions
+ * below. What the files of src/raft share is replica_int.h. This header
+ * still includes <raft.h>, because struct replica is embedded by value
+ * (server.h) and holds raft's structs: its fields are private to src/raft
+ * except where a comment says "read only".
+ *
+ * A newer libraft (past 0.17.1, where the 0.15 bugs are fixed and struct
+ * raft is no longer public, docs/raft-0.15.md "Upgrading") touches src/raft
+ * only: the guards go (guard.c/.h and their calls in rio.c, adapter.c,
+ * pipeline.c), the observers in replica.c read the new library's accessors
+ * instead of struct raft, the private fields of struct replica follow its
+ * types; every prototype below stays. src/store (which implements raft's
+ * I/O) and src/bench sit below the layer and follow the new raft_io.
  *
  * The same code runs in a node (over raft_uv, replica_init) and in the
  * raft_fixture tests (replica_adopt). Everything runs on the raft loop
@@ -265,28 +286,34 @@ struct replica_snap
     char prepared_msg[ERR_MSG_SIZE];
 };
 
+/* Embedded by value (server.h), so defined here; private to src/raft
+ * except the fields marked "read only", which the node reads for its
+ * status and metrics (never writes). */
 struct replica
 {
     struct raft *raft; /* &own_raft in a node; the fixture's in tests */
     struct raft own_raft;
     struct raft_fsm raft_fsm;
-    struct rio rio;
-    struct store *store;
-    struct fsm *fsm;
+    struct rio rio;      /* read only: seen_leader_* (metrics.c) */
+    struct store *store; /* read only */
+    struct fsm *fsm;     /* read only: the applied state */
     raft_id id;
-    struct replica_clock clock;
-    struct replica_hooks hooks;
+    struct replica_clock clock; /* read only */
+    struct replica_hooks hooks; /* read only */
     struct replica_config config;
-    struct replica_stats stats;
+    struct replica_stats stats; /* read only */
     bool started;
     bool closing;
     bool retired;
     unsigned cb_depth; /* inside one of our callbacks from raft */
+    /* replica_stop: called once raft and its io have closed */
+    void (*stop_cb)(void *arg);
+    void *stop_arg;
 
     /* adapter */
-    raft_index live_from; /* entries above this index are applied live */
-    uint64_t digest;      /* chain over every applied entry */
-    struct replica_snap snap;
+    raft_index live_from;     /* entries above this index are applied live */
+    uint64_t digest;          /* read only: chain over every applied entry */
+    struct replica_snap snap; /* read only: policy's byte counts, view */
 
     /* state digests (digest.c): waiting requests, and whether one holds
      * the view */
@@ -334,11 +361,6 @@ struct replica
     uint64_t config_refreshes;
 };
 
-/* Never a node's id (identity.c does not make it): the spare that a
- * configuration refresh adds and removes again. */
-#define REPLICA_REFRESH_ID   UINT64_MAX
-#define REPLICA_REFRESH_ADDR "127.255.255.254:1"
-
 /* Node use: set up @rep over @inner (an uninitialised-by-raft raft_io such as
  * raft_uv's) and @store, then raft_init its own struct raft with @id and
  * @address. On success @fsm is owned by the replica (freed by
@@ -380,12 +402,40 @@ int replica_start(struct replica *rep, char *errmsg);
  * What raft holds is failed by raft_close ("outcome unknown"). */
 void replica_shutdown(struct replica *rep);
 
-/* After raft_close's callback: free what the replica owns. */
+/* Node use: replica_shutdown, then close raft and its io (files, sockets,
+ * the store) through the loop; @cb(@arg) once they have closed, on the
+ * loop. Call once; then replica_close. */
+void replica_stop(struct replica *rep, void (*cb)(void *arg), void *arg);
+
+/* After replica_stop's callback (or raft_fixture_close): free what the
+ * replica owns. */
 void replica_close(struct replica *rep);
 
-/* Called after every callback into raft (rio's event hook). Exposed for
- * drivers that call raft directly. */
-void replica_poll(struct replica *rep);
+/* Node use, --bootstrap, after replica_init and before replica_start: a
+ * one-voter configuration of this node at its raft address, written to a
+ * pristine data directory. 0 (*@existed false: bootstrapped; true: the
+ * directory already holds a node, nothing written, not an error) or
+ * REPLICA_E_START with @errmsg (ERR_MSG_SIZE bytes) set. */
+int replica_bootstrap(struct replica *rep, bool *existed, char *errmsg);
+
+/* --restore (server/restore.c), before replica_init: a new cluster's first
+ * state written into log store @st (not "uv"), from which replica_start
+ * then loads it like any snapshot. In seed.c, linked by onced only
+ * (libonce_raft_seed, with the log store).
+ *
+ * Whether @st holds nothing yet: 0 and *@pristine, or REPLICA_E_START (the
+ * store's message in st->errmsg). */
+int replica_seed_pristine(struct store *st, bool *pristine);
+/* Write @state (read only) as pristine @st's only content: the adapter's
+ * snapshot of it at @index, term 1, applied-entry digest 0, with a
+ * one-voter configuration of @id at raft address @address. 0,
+ * REPLICA_E_NOMEM (encoding the state) or REPLICA_E_START (the store's
+ * message in st->errmsg). */
+int replica_seed(struct store *st,
+                 uint64_t id,
+                 const char *address,
+                 uint64_t index,
+                 const struct fsm *state);
 
 /* The newest log schema this node applies and bootstraps at:
  * FSM_SCHEMA_VERSION, or in debug builds a lower ONCE_TEST_SCHEMA_MAX
@@ -425,12 +475,6 @@ int replica_view_work(struct replica *rep,
                       struct replica_digest_req *req,
                       replica_view_fn fn,
                       replica_digest_cb cb);
-/* The view may be free again: start a waiting digest (from replica_poll). */
-void replica_digest_poll(struct replica *rep);
-/* rio's install_ready: no digest holds the view. */
-bool replica_digest_idle(void *arg);
-/* Closing: waiting digests get REPLICA_E_SHUTDOWN. */
-void replica_digest_fail_all(struct replica *rep);
 
 /* Start a membership operation (leader only, after G1, one at a time).
  * Returns 0 (then @cb reports) or an error (no callback). */
@@ -438,11 +482,73 @@ int replica_member(struct replica *rep,
                    struct replica_member_req *req,
                    replica_member_cb cb);
 
-/* Observers. */
+/* --- observers ------------------------------------------------------------
+ *
+ * What the Raft layer knows, in once's own types, for the node's status,
+ * metrics, logs and membership checks. Loop thread; each answer is true
+ * for the current loop turn. Before replica_init/replica_adopt
+ * (replica_has_raft false) they answer "unavailable", 0 and empty. */
+
+enum replica_role {
+    REPLICA_ROLE_UNAVAILABLE = 0, /* not started, or closing */
+    REPLICA_ROLE_FOLLOWER,
+    REPLICA_ROLE_CANDIDATE,
+    REPLICA_ROLE_LEADER,
+};
+
+/* A server of the Raft configuration (not the member directory of the
+ * fsm, which also holds client addresses). */
+struct replica_server
+{
+    uint64_t id;
+    const char *address; /* borrowed: valid until the configuration changes */
+    enum fsm_role role;  /* VOTER, STANDBY or SPARE */
+};
+
+/* replica_init or replica_adopt has run (until the memory is reused). */
+bool replica_has_raft(const struct replica *rep);
+enum replica_role replica_role(const struct replica *rep);
 bool replica_is_leader(const struct replica *rep);
 bool replica_ready(const struct replica *rep); /* leader and G1 applied */
 /* The current leader's id and raft address if known (0/NULL if not). */
-void replica_leader(const struct replica *rep, raft_id *id, const char **addr);
+void replica_leader(const struct replica *rep, uint64_t *id, const char **addr);
+uint64_t replica_term(const struct replica *rep);
+uint64_t replica_commit_index(const struct replica *rep);
+uint64_t replica_last_applied(const struct replica *rep);
+uint64_t replica_last_index(const struct replica *rep);
+/* raft's io clock, ms (what raft times elections with). */
+uint64_t replica_time_ms(const struct replica *rep);
+/* The last error message raft set ("" if none). */
+const char *replica_errmsg(const struct replica *rep);
+/* The name of a status code the fatal hook (struct replica_hooks) reports:
+ * raft's, from the store or the decorator. */
+const char *replica_io_strerror(int status);
+
+/* The configuration in force: replica_conf_n servers, in raft's order
+ * (0 before a node was bootstrapped or added). */
+unsigned replica_conf_n(const struct replica *rep);
+/* Server @i < replica_conf_n() into *@out. */
+void replica_conf_server(const struct replica *rep,
+                         unsigned i,
+                         struct replica_server *out);
+/* The index of the committed configuration entry (0: none yet). */
+uint64_t replica_conf_index(const struct replica *rep);
+/* The index of the entry the configuration in force comes from: the
+ * uncommitted one while there is one (raft takes a configuration in force
+ * when it is appended), else the committed one. */
+uint64_t replica_conf_latest_index(const struct replica *rep);
+
+/* The leader's view of its followers: whether this node is the leader and
+ * has one (from its first tick as leader on). */
+bool replica_progress_known(const struct replica *rep);
+/* Leader only: raft heard from configuration server @i within the last
+ * election timeout; false while replica_progress_known() is false. */
+bool replica_progress_recent(const struct replica *rep, unsigned i);
+
+/* The index of the newest snapshot: stored, or still being stored (the
+ * store writes it asynchronously: then only the one in progress has it).
+ * 0: none. */
+uint64_t replica_snapshot_index(const struct replica *rep);
 
 /* Log time across restarts (raft/anchor.h). Seed: before replica_start,
  * a pair (log time @log_ms applied at monotonic @mono_ms) kept from earlier
@@ -452,40 +558,5 @@ void replica_ltime_seed(struct replica *rep, uint64_t log_ms, uint64_t mono_ms);
 bool replica_ltime_last(const struct replica *rep,
                         uint64_t *log_ms,
                         uint64_t *mono_ms);
-
-/* --- internal, shared by adapter.c, pipeline.c, member.c ------------------ */
-void replica_logf(struct replica *rep, const char *level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void replica_fatal(struct replica *rep,
-                   const char *what,
-                   int status,
-                   const char *msg);
-void adapter_setup(struct replica *rep);
-/* raft_init refuses an fsm with snapshot_async over an io of version < 2,
- * which the 0.15 fixture's is: the fixture path grows servers without it
- * and sets it once rio (version 2) is in place; raft reads it per snapshot.
- */
-void adapter_set_async(struct replica *rep, bool on);
-/* Apply the snapshot policy's current decision to raft (after configure). */
-void adapter_policy_apply(struct replica *rep);
-/* The payload of a raft snapshot of state @f (any instance, read only)
- * with applied-entry digest @digest, as the adapter writes and restores
- * it, in a raft_malloc'd buffer at @out: 0 or RAFT_NOMEM. What a restored
- * cluster's first snapshot holds (server/restore.c). */
-int adapter_snapshot_of(const struct fsm *f,
-                        uint64_t digest,
-                        struct raft_buffer *out);
-/* rio's install_work: build the state machine of @snap (pool thread). */
-int adapter_install_work(void *arg, const struct raft_snapshot *snap);
-/* Free what the adapter holds (replica_close, after raft closed). */
-void adapter_close(struct replica *rep);
-/* The adapter reports each command's outcome of entry @index. */
-void pipeline_emit(struct replica *rep,
-                   raft_index index,
-                   size_t i,
-                   const struct fsm_result *res);
-void pipeline_fail_all(struct replica *rep, int status);
-void member_poll(struct replica *rep);
-void member_fail(struct replica *rep, int status, const char *msg);
 
 #endif /* ONCE_RAFT_REPLICA_H_ */

@@ -112,7 +112,7 @@ static void answer_member(struct admin_op *op, int status, const char *msg)
     if (status == 0) {
         if (op->method == RPC_METHOD_TRANSFER) {
             Once__Rpc__TransferResponse tr = ONCE__RPC__TRANSFER_RESPONSE__INIT;
-            raft_id lid = 0;
+            uint64_t lid = 0;
             const char *addr = NULL;
 
             replica_leader(&s->rep, &lid, &addr);
@@ -198,13 +198,9 @@ static void snapshot_cb(struct replica *rep, int status)
     }
     if (op->call != NULL) {
         if (status == 0) {
-            /* Taken: stored, or still being stored (raft_uv writes it
+            /* Taken: stored, or still being stored (the store writes it
              * asynchronously: then only the pending one has the index). */
-            sr.index = rep->raft->log.snapshot.last_index;
-            if (rep->raft->snapshot.pending.term != 0 &&
-                rep->raft->snapshot.pending.index > sr.index) {
-                sr.index = rep->raft->snapshot.pending.index;
-            }
+            sr.index = replica_snapshot_index(rep);
             /* The layer does not keep the snapshot's size: this is the size
              * of a snapshot of the state now, equal to the one taken unless
              * entries applied since (docs/server.md). */
@@ -261,18 +257,18 @@ void admin_snapshot_take(struct server *s,
  * are reported unreachable because this node cannot tell. */
 static bool member_reachable(struct server *s, uint64_t id)
 {
-    struct raft *r = s->rep.raft;
-    raft_id lid = 0;
+    struct replica_server sv;
+    uint64_t lid = 0;
     const char *addr = NULL;
 
     if (id == s->id) {
         return true;
     }
-    if (raft_state(r) == RAFT_LEADER) {
-        for (unsigned i = 0; i < r->configuration.n; i++) {
-            if (r->configuration.servers[i].id == id) {
-                return r->leader_state.progress != NULL &&
-                       r->leader_state.progress[i].recent_recv;
+    if (replica_role(&s->rep) == REPLICA_ROLE_LEADER) {
+        for (unsigned i = 0; i < replica_conf_n(&s->rep); i++) {
+            replica_conf_server(&s->rep, i, &sv);
+            if (sv.id == id) {
+                return replica_progress_recent(&s->rep, i);
             }
         }
         return false;
@@ -281,14 +277,14 @@ static bool member_reachable(struct server *s, uint64_t id)
     return lid != 0 && lid == id;
 }
 
-static Once__Rpc__RaftRole raft_role(struct raft *r)
+static Once__Rpc__RaftRole wire_role(enum replica_role r)
 {
-    switch (raft_state(r)) {
-        case RAFT_FOLLOWER:
+    switch (r) {
+        case REPLICA_ROLE_FOLLOWER:
             return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_FOLLOWER;
-        case RAFT_CANDIDATE:
+        case REPLICA_ROLE_CANDIDATE:
             return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_CANDIDATE;
-        case RAFT_LEADER:
+        case REPLICA_ROLE_LEADER:
             return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_LEADER;
         default:
             return ONCE__RPC__RAFT_ROLE__RAFT_ROLE_UNAVAILABLE;
@@ -338,26 +334,27 @@ static void status_fill(struct server *s, Once__Rpc__StatusResponse *st)
     static Once__Rpc__Member *pp[FSM_MEMBERS_MAX];
     static uint64_t voters[FSM_MEMBERS_MAX];
     static char leader[RPC_ADDR_MAX + 1];
-    struct raft *r = s->rep.raft;
+    const struct replica *rep = &s->rep;
+    struct replica_server sv;
     uint64_t lid = 0;
     const struct fsm *f = s->rep.fsm;
 
-    st->role = raft_role(r);
-    st->term = r->current_term;
-    st->commit_index = r->commit_index;
-    st->applied_index = raft_last_applied(r);
+    st->role = wire_role(replica_role(rep));
+    st->term = replica_term(rep);
+    st->commit_index = replica_commit_index(rep);
+    st->applied_index = replica_last_applied(rep);
     st->applied_digest = s->rep.digest; /* at applied_index: same loop turn */
-    /* The index of the entry r->configuration comes from: the uncommitted
-     * one while there is one (raft.h, "possible scenarios" 3), so that
-     * config_index and config_voters always describe the same entry. */
-    st->config_index = r->configuration_uncommitted_index != 0
-                           ? r->configuration_uncommitted_index
-                           : r->configuration_index;
+    /* The index of the entry the configuration in force comes from: the
+     * uncommitted one while there is one, so that config_index and
+     * config_voters always describe the same entry. */
+    st->config_index = replica_conf_latest_index(rep);
     st->n_config_voters = 0;
     for (unsigned i = 0;
-         i < r->configuration.n && st->n_config_voters < FSM_MEMBERS_MAX; i++) {
-        if (r->configuration.servers[i].role == RAFT_VOTER) {
-            voters[st->n_config_voters++] = r->configuration.servers[i].id;
+         i < replica_conf_n(rep) && st->n_config_voters < FSM_MEMBERS_MAX;
+         i++) {
+        replica_conf_server(rep, i, &sv);
+        if (sv.role == FSM_ROLE_VOTER) {
+            voters[st->n_config_voters++] = sv.id;
         }
     }
     st->config_voters = voters;
@@ -519,11 +516,11 @@ void admin_members_add(struct server *s,
 
 void admin_tick(struct server *s)
 {
-    struct raft *r = s->rep.raft;
+    const struct replica *rep = &s->rep;
     struct admin *a = &s->admin;
     uint64_t now = uv_now(&s->loop);
 
-    if (raft_state(r) != RAFT_LEADER || r->leader_state.progress == NULL) {
+    if (!replica_progress_known(rep)) {
         a->n_seen = 0; /* a new leader starts from raft's own view */
         a->was_leader = false;
         return;
@@ -532,11 +529,14 @@ void admin_tick(struct server *s)
         a->was_leader = true;
         a->leader_since_ms = now;
     }
-    for (unsigned i = 0; i < r->configuration.n; i++) {
-        uint64_t id = r->configuration.servers[i].id;
+    for (unsigned i = 0; i < replica_conf_n(rep); i++) {
+        struct replica_server sv;
+        uint64_t id;
         unsigned j;
 
-        if (!r->leader_state.progress[i].recent_recv) {
+        replica_conf_server(rep, i, &sv);
+        id = sv.id;
+        if (!replica_progress_recent(rep, i)) {
             continue;
         }
         for (j = 0; j < a->n_seen && a->seen[j].id != id; j++) {
@@ -594,14 +594,16 @@ static bool refuse_unsafe(struct server *s,
                           bool force)
 {
     struct safety_voter v[FSM_MEMBERS_MAX];
-    const struct raft_configuration *conf = &s->rep.raft->configuration;
+    struct replica_server sv;
     char why[ERR_MSG_SIZE], idb[IDENTITY_HEX_LEN + 1], q[300];
     enum safety_verdict verdict;
     size_t n = 0;
 
-    for (unsigned i = 0; i < conf->n && n < FSM_MEMBERS_MAX; i++) {
-        if (conf->servers[i].role == RAFT_VOTER) {
-            v[n].id = conf->servers[i].id;
+    for (unsigned i = 0; i < replica_conf_n(&s->rep) && n < FSM_MEMBERS_MAX;
+         i++) {
+        replica_conf_server(&s->rep, i, &sv);
+        if (sv.role == FSM_ROLE_VOTER) {
+            v[n].id = sv.id;
             v[n].reachable = safety_reachable(s, v[n].id);
             n++;
         }

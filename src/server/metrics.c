@@ -14,8 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <raft.h>
-
 #include "http/http.h"
 #include "server/authz.h"
 #include "server/httpapi.h"
@@ -473,19 +471,18 @@ void metrics_synced(struct metrics *m, uint64_t ns)
 void metrics_tick(struct metrics *m)
 {
     struct server *s = m->s;
-    struct raft *r = s->rep.raft;
     const struct replica_stats *st = &s->rep.stats;
-    raft_id lid = 0;
+    uint64_t lid = 0;
     const char *addr = NULL;
 
-    if (m->reg == NULL || r == NULL) {
+    if (m->reg == NULL || !replica_has_raft(&s->rep)) {
         return;
     }
     replica_leader(&s->rep, &lid, &addr);
     if (m->seen && lid != m->last_leader) {
         prom_inc(m->leader_changes);
     }
-    if (m->seen && r->configuration_index != m->last_config_index) {
+    if (m->seen && replica_conf_index(&s->rep) != m->last_config_index) {
         prom_inc(m->config_changes);
     }
     if (st->snapshots_taken != m->last_snapshots) {
@@ -495,20 +492,22 @@ void metrics_tick(struct metrics *m)
     }
     m->seen = true;
     m->last_leader = lid;
-    m->last_config_index = r->configuration_index;
+    m->last_config_index = replica_conf_index(&s->rep);
     m->last_snapshots = st->snapshots_taken;
 }
 
 /* --- readiness ------------------------------------------------------------ */
 
-/* This node's role in the Raft configuration, or -1 if it is not in it. */
+/* This node's role in the Raft configuration (enum fsm_role), or -1 if it
+ * is not in it. */
 static int conf_role(const struct server *s)
 {
-    const struct raft_configuration *c = &s->rep.raft->configuration;
+    struct replica_server sv;
 
-    for (unsigned i = 0; i < c->n; i++) {
-        if (c->servers[i].id == s->id) {
-            return c->servers[i].role;
+    for (unsigned i = 0; i < replica_conf_n(&s->rep); i++) {
+        replica_conf_server(&s->rep, i, &sv);
+        if (sv.id == s->id) {
+            return (int)sv.role;
         }
     }
     return -1;
@@ -517,12 +516,11 @@ static int conf_role(const struct server *s)
 /* The leader's commit index as this node knows it, or false with why not.
  */
 static bool leader_commit(struct server *s,
-                          raft_id lid,
-                          raft_index *out,
+                          uint64_t lid,
+                          uint64_t *out,
                           char *buf,
                           size_t n)
 {
-    struct raft *r = s->rep.raft;
     const struct rio *rio = &s->rep.rio;
     uint64_t now, age;
 
@@ -533,10 +531,10 @@ static bool leader_commit(struct server *s,
                      "applied yet");
             return false;
         }
-        *out = r->commit_index;
+        *out = replica_commit_index(&s->rep);
         return true;
     }
-    now = r->io->time(r->io);
+    now = replica_time_ms(&s->rep);
     age = now >= rio->seen_leader_ms ? now - rio->seen_leader_ms : 0;
     if (rio->seen_leader_id != lid || age > s->cfg.raft.election_ms) {
         snprintf(buf, n,
@@ -550,19 +548,18 @@ static bool leader_commit(struct server *s,
 
 const char *metrics_unready(struct server *s, char *buf, size_t n)
 {
-    struct raft *r = s->rep.raft;
-    raft_id lid = 0;
+    uint64_t lid = 0;
     const char *addr = NULL;
-    raft_index commit = 0, applied;
+    uint64_t commit = 0, applied;
     int role;
 
-    if (s->stopping || s->raft_closed || r == NULL ||
-        raft_state(r) == RAFT_UNAVAILABLE) {
+    if (s->stopping || s->raft_closed || !replica_has_raft(&s->rep) ||
+        replica_role(&s->rep) == REPLICA_ROLE_UNAVAILABLE) {
         snprintf(buf, n, "not running (starting or stopping)");
         return buf;
     }
     role = conf_role(s);
-    if (role != RAFT_VOTER && role != RAFT_STANDBY) {
+    if (role != FSM_ROLE_VOTER && role != FSM_ROLE_STANDBY) {
         snprintf(buf, n, "not a member (%s)",
                  role < 0 ? "not in the Raft configuration"
                           : "a spare still catching up");
@@ -580,7 +577,7 @@ const char *metrics_unready(struct server *s, char *buf, size_t n)
     if (!leader_commit(s, lid, &commit, buf, n)) {
         return buf;
     }
-    applied = raft_last_applied(r);
+    applied = replica_last_applied(&s->rep);
     if (applied + METRICS_READY_LAG < commit) {
         snprintf(buf, n,
                  "applied index %" PRIu64 " is %" PRIu64
@@ -647,26 +644,28 @@ static void collect_pending(struct metrics *m, struct fsm *f)
 static void collect_raft(struct metrics *m)
 {
     struct server *s = m->s;
-    struct raft *r = s->rep.raft;
-    raft_id lid = 0;
+    const struct replica *rep = &s->rep;
+    struct replica_server sv;
+    uint64_t lid = 0;
     const char *addr = NULL;
-    raft_index lc = 0;
+    uint64_t lc = 0;
     unsigned voters = 0;
     char why[160];
 
-    replica_leader(&s->rep, &lid, &addr);
-    prom_set(m->term, (double)r->current_term);
-    prom_set(m->commit, (double)r->commit_index);
-    prom_set(m->applied, (double)raft_last_applied(r));
-    prom_set(m->last_index, (double)raft_last_index(r));
-    prom_set(m->is_leader, raft_state(r) == RAFT_LEADER ? 1 : 0);
+    replica_leader(rep, &lid, &addr);
+    prom_set(m->term, (double)replica_term(rep));
+    prom_set(m->commit, (double)replica_commit_index(rep));
+    prom_set(m->applied, (double)replica_last_applied(rep));
+    prom_set(m->last_index, (double)replica_last_index(rep));
+    prom_set(m->is_leader, replica_role(rep) == REPLICA_ROLE_LEADER ? 1 : 0);
     prom_set(m->leader_known, lid != 0 ? 1 : 0);
     if (lid != 0 && leader_commit(s, lid, &lc, why, sizeof why)) {
         prom_set(m->leader_commit, (double)lc);
     }
     prom_set(m->ready, metrics_unready(s, why, sizeof why) == NULL ? 1 : 0);
-    for (unsigned i = 0; i < r->configuration.n; i++) {
-        voters += r->configuration.servers[i].role == RAFT_VOTER;
+    for (unsigned i = 0; i < replica_conf_n(rep); i++) {
+        replica_conf_server(rep, i, &sv);
+        voters += sv.role == FSM_ROLE_VOTER;
     }
     prom_set(m->voters, voters);
     prom_set(m->members, (double)fsm_n_members(s->rep.fsm));

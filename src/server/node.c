@@ -11,8 +11,8 @@
  *      DIR/log, or raft_uv's own "uv"); the fsm and the replica (guards,
  *      adapter, pipeline) over them; the raft settings;
  *   3. --bootstrap on a pristine directory bootstraps a one-voter
- *      configuration of this node (raft_bootstrap says RAFT_CANTBOOTSTRAP
- *      when the directory already holds a node: logged and ignored);
+ *      configuration of this node (replica_bootstrap says when the
+ *      directory already holds a node: logged and ignored);
  *      replica_start;
  *   4. the metrics registry; signals and the tick; the RPC server on the
  *      client address (service.c); with --http-addr the HTTP listener
@@ -47,7 +47,6 @@
 #include <unistd.h>
 
 #include <openssl/rand.h>
-#include <raft.h>
 
 #include "common/err.h"
 #include "raft/heap.h"
@@ -220,7 +219,7 @@ static void hook_fatal(void *arg, const char *what, int status, const char *msg)
     (void)arg;
     log_kv(LOG_ERROR, "fatal: stopping at once", "what=%s status=%s detail=%s",
            log_quote(what, (char[64]){0}, 64),
-           log_quote(raft_strerror(status), (char[64]){0}, 64),
+           log_quote(replica_io_strerror(status), (char[64]){0}, 64),
            log_quote(msg != NULL ? msg : "", q, sizeof q));
     fflush(stderr);
     _exit(SERVER_EXIT_FAIL);
@@ -325,14 +324,14 @@ static void submit_bootstrap(struct server *s)
 /* --- the tick --------------------------------------------------------------
  */
 
-static const char *state_name(int st)
+static const char *state_name(enum replica_role st)
 {
     switch (st) {
-        case RAFT_LEADER:
+        case REPLICA_ROLE_LEADER:
             return "leader";
-        case RAFT_FOLLOWER:
+        case REPLICA_ROLE_FOLLOWER:
             return "follower";
-        case RAFT_CANDIDATE:
+        case REPLICA_ROLE_CANDIDATE:
             return "candidate";
         default:
             return "unavailable";
@@ -354,29 +353,29 @@ static const char *role_name(enum fsm_role r)
 
 static void log_leadership(struct server *s)
 {
-    struct raft *r = s->rep.raft;
-    int st = raft_state(r);
+    enum replica_role st = replica_role(&s->rep);
+    uint64_t term = replica_term(&s->rep);
     bool ready = replica_ready(&s->rep);
-    raft_id lid = 0;
+    uint64_t lid = 0;
     const char *laddr = NULL;
     char lidb[IDENTITY_HEX_LEN + 1];
 
     replica_leader(&s->rep, &lid, &laddr);
-    if (st == s->last_state && r->current_term == s->last_term &&
-        lid == s->last_leader && ready == s->last_ready) {
+    if (st == s->last_state && term == s->last_term && lid == s->last_leader &&
+        ready == s->last_ready) {
         return;
     }
     log_kv(LOG_INFO,
-           ready               ? "leader ready (term-start barrier applied)"
-           : st == RAFT_LEADER ? "became leader"
-           : lid != 0          ? "following a leader"
-                               : "no known leader",
+           ready ? "leader ready (term-start barrier applied)"
+           : st == REPLICA_ROLE_LEADER ? "became leader"
+           : lid != 0                  ? "following a leader"
+                                       : "no known leader",
            "role=%s term=%llu leader=%s applied=%llu", state_name(st),
-           (unsigned long long)r->current_term,
+           (unsigned long long)term,
            lid != 0 ? identity_format(lid, lidb) : "none",
-           (unsigned long long)raft_last_applied(r));
+           (unsigned long long)replica_last_applied(&s->rep));
     s->last_state = st;
-    s->last_term = r->current_term;
+    s->last_term = term;
     s->last_leader = lid;
     s->last_ready = ready;
 }
@@ -384,7 +383,7 @@ static void log_leadership(struct server *s)
 static void log_membership(struct server *s)
 {
     const struct fsm *f = s->rep.fsm;
-    const struct raft *r = s->rep.raft;
+    unsigned conf_n = replica_conf_n(&s->rep);
     uint64_t sig = 1469598103934665603ull;
     size_t n = fsm_n_members(f), i;
     char list[FSM_MEMBERS_MAX * 26 + 1], idb[IDENTITY_HEX_LEN + 1];
@@ -396,11 +395,11 @@ static void log_membership(struct server *s)
         sig = (sig ^ (uint64_t)m->role) * 1099511628211ull;
     }
     sig ^= n;
-    if (sig == s->last_dir_sig && r->configuration.n == s->last_conf_n) {
+    if (sig == s->last_dir_sig && conf_n == s->last_conf_n) {
         return;
     }
     s->last_dir_sig = sig;
-    s->last_conf_n = r->configuration.n;
+    s->last_conf_n = conf_n;
     list[0] = '\0';
     for (i = 0; i < n && o + 26 < sizeof list; i++) {
         const struct fsm_member *m = fsm_member(f, i);
@@ -409,7 +408,7 @@ static void log_membership(struct server *s)
         o += k > 0 ? (size_t)k : 0;
     }
     log_kv(LOG_INFO, "membership", "directory=%zu raft_servers=%u members=%s",
-           n, r->configuration.n, n > 0 ? list : "none");
+           n, conf_n, n > 0 ? list : "none");
 }
 
 /* Stamp the cluster id into answers (and so into the RPC layer's check of
@@ -462,9 +461,9 @@ static void tick_cb(uv_timer_t *t)
 /* --- stop ------------------------------------------------------------------
  */
 
-static void on_raft_closed(struct raft *r)
+static void on_raft_closed(void *arg)
 {
-    struct server *s = r->data;
+    struct server *s = arg;
 
     s->raft_closed = true;
     log_kv(LOG_INFO, "raft closed", NULL);
@@ -504,9 +503,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     if (s->rpc != NULL) {
         rpc_server_close(s->rpc, on_rpc_closed, s);
     }
-    replica_shutdown(&s->rep);
-    s->rep.raft->data = s;
-    raft_close(s->rep.raft, on_raft_closed);
+    replica_stop(&s->rep, on_raft_closed, s);
 }
 
 /* --access: read the file again; a file that does not parse is refused
@@ -789,11 +786,11 @@ static int step_configure(struct server *s)
 }
 
 /* --bootstrap on a pristine directory: a one-voter configuration of this
- * node; a directory that already holds a node says RAFT_CANTBOOTSTRAP. */
+ * node; a directory that already holds a node ignores it. */
 static int step_bootstrap(struct server *s)
 {
-    struct raft_configuration conf;
-    char q[300];
+    char errmsg[ERR_MSG_SIZE], q[300];
+    bool existed;
     int rv;
 
     if (!s->cfg.bootstrap) {
@@ -802,38 +799,32 @@ static int step_bootstrap(struct server *s)
     if (s->cfg.restore != NULL) {
         return node_restore(s); /* restore.c: a first snapshot, no entry */
     }
-    raft_configuration_init(&conf);
-    rv = raft_configuration_add(&conf, s->id, s->cfg.raft_addr, RAFT_VOTER);
-    if (rv == 0) {
-        rv = raft_bootstrap(s->rep.raft, &conf);
-    }
-    raft_configuration_close(&conf);
-    if (rv == 0) {
+    rv = replica_bootstrap(&s->rep, &existed, errmsg);
+    if (rv == 0 && !existed) {
         log_kv(LOG_INFO, "bootstrapped a new one-voter configuration", NULL);
-    } else if (rv == RAFT_CANTBOOTSTRAP) {
+    } else if (rv == 0) {
         log_kv(LOG_INFO,
                "--bootstrap ignored: the data directory already holds a "
                "node",
                NULL);
     } else {
         log_kv(LOG_ERROR, "raft_bootstrap failed", "error=%s",
-               log_quote(raft_errmsg(s->rep.raft), q, sizeof q));
+               log_quote(errmsg, q, sizeof q));
         return SERVER_EXIT_FAIL;
     }
     return 0;
 }
 
-static void on_raft_closed_early(struct raft *r)
+static void on_raft_closed_early(void *arg)
 {
-    (void)r;
+    (void)arg;
 }
 
 /* Before the handles exist: raft closes its io (files, sockets, the store)
  * through the loop. */
 static void close_raft_early(struct server *s)
 {
-    replica_shutdown(&s->rep);
-    raft_close(s->rep.raft, on_raft_closed_early);
+    replica_stop(&s->rep, on_raft_closed_early, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     s->up &= ~(unsigned)SERVER_UP_RAFT_OPEN;
 }
@@ -888,9 +879,9 @@ static int step_raft_start(struct server *s)
     }
     log_kv(LOG_INFO, "raft started",
            "last_index=%llu applied=%llu raft_servers=%u",
-           (unsigned long long)raft_last_index(s->rep.raft),
-           (unsigned long long)raft_last_applied(s->rep.raft),
-           s->rep.raft->configuration.n);
+           (unsigned long long)replica_last_index(&s->rep),
+           (unsigned long long)replica_last_applied(&s->rep),
+           replica_conf_n(&s->rep));
     return 0;
 }
 
@@ -996,14 +987,14 @@ static int step_join(struct server *s)
     if (s->retire_pending) {
         /* Retired while loading (a snapshot carried it): the tick stops. */
     } else if (s->cfg.n_join > 0) {
-        if (s->rep.raft->configuration.n > 0) {
+        if (replica_conf_n(&s->rep) > 0) {
             log_kv(LOG_INFO,
                    "--join ignored: this node is already in a configuration",
                    NULL);
         } else {
             join_start(&s->join, s);
         }
-    } else if (s->rep.raft->configuration.n == 0) {
+    } else if (replica_conf_n(&s->rep) == 0) {
         log_kv(LOG_WARN,
                "empty configuration: waiting to be added (oncectl members "
                "add ID RAFT_ADDR CLIENT_ADDR on the leader)",

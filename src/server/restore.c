@@ -8,10 +8,11 @@
  * node as the only voter, log time moved to this node's clock, the replay
  * fence set), encoded as the adapter's snapshot at the backup's last index
  * with term 1 and a one-voter configuration, and written as the store's
- * only state (store_log_seed). raft_start then loads it like any snapshot;
- * members that join later receive it (or a later one) by InstallSnapshot,
- * so every replica holds the same fence. New log indexes continue after
- * the backup's, so no owner token of the backup can be issued again.
+ * only state (replica_seed, raft/replica.h). raft_start then loads it like any
+ * snapshot; members that join later receive it (or a later one) by
+ * InstallSnapshot, so every replica holds the same fence. New log indexes
+ * continue after the backup's, so no owner token of the backup can be issued
+ * again.
  *
  * A data directory that already holds a node ignores --restore with a log
  * line, as it ignores --bootstrap: a restart with the same flags must not
@@ -27,12 +28,10 @@
 #include <unistd.h>
 
 #include <openssl/rand.h>
-#include <raft.h>
 
 #include "common/text.h"
 #include "fsm/backup_file.h"
 #include "server/server.h"
-#include "store/store_log.h"
 
 static uint64_t wall_now_ms(void)
 {
@@ -88,8 +87,8 @@ static int load_backup(const char *path,
     return rv;
 }
 
-/* @g as the new cluster's first state: rebased, then encoded. */
-static int rebase(struct server *s, struct fsm *g, struct raft_buffer *buf)
+/* @g as the new cluster's first state. */
+static int rebase(struct server *s, struct fsm *g)
 {
     struct fsm_rebase rb;
     char err[ERR_MSG_SIZE];
@@ -113,32 +112,18 @@ static int rebase(struct server *s, struct fsm *g, struct raft_buffer *buf)
                log_quote(err, (char[300]){0}, 300));
         return -1;
     }
-    if (adapter_snapshot_of(g, 0, buf) != 0) {
-        log_kv(LOG_ERROR, "out of memory encoding the restored state", NULL);
-        return -1;
-    }
     return 0;
 }
 
-/* Write @buf as the store's first snapshot at @index. */
-static int seed(struct server *s, uint64_t index, struct raft_buffer *buf)
+/* Write @g as the store's first snapshot at @index. */
+static int seed(struct server *s, uint64_t index, const struct fsm *g)
 {
-    struct raft_snapshot sn;
-    int rv;
+    int rv = replica_seed(&s->uvio.store, s->id, s->cfg.raft_addr, index, g);
 
-    memset(&sn, 0, sizeof sn);
-    raft_configuration_init(&sn.configuration);
-    rv = raft_configuration_add(&sn.configuration, s->id, s->cfg.raft_addr,
-                                RAFT_VOTER);
-    sn.index = index;
-    sn.term = 1;
-    sn.configuration_index = index;
-    sn.bufs = buf;
-    sn.n_bufs = 1;
-    if (rv == 0) {
-        rv = store_log_seed(&s->uvio.store, &sn);
+    if (rv == REPLICA_E_NOMEM) {
+        log_kv(LOG_ERROR, "out of memory encoding the restored state", NULL);
+        return -1;
     }
-    raft_configuration_close(&sn.configuration);
     if (rv != 0) {
         log_kv(LOG_ERROR, "cannot write the restored state", "error=%s",
                log_quote(s->uvio.store.errmsg, (char[300]){0}, 300));
@@ -168,8 +153,8 @@ static void log_restored(const struct server *s,
 int node_restore(struct server *s)
 {
     struct backup_info info;
-    struct raft_buffer buf = {NULL, 0};
     struct fsm *g = NULL;
+    bool pristine;
     int rv;
 
     if (s->uvio.store.name != NULL && strcmp(s->uvio.store.name, "uv") == 0) {
@@ -179,8 +164,8 @@ int node_restore(struct server *s)
                NULL);
         return 0;
     }
-    rv = store_log_pristine(&s->uvio.store);
-    if (rv == RAFT_CANTBOOTSTRAP) {
+    rv = replica_seed_pristine(&s->uvio.store, &pristine);
+    if (rv == 0 && !pristine) {
         log_kv(LOG_INFO,
                "--restore ignored: the data directory already holds a node",
                NULL);
@@ -194,14 +179,13 @@ int node_restore(struct server *s)
     if (load_backup(s->cfg.restore, &info, &g) != 0) {
         return SERVER_EXIT_FAIL;
     }
-    rv = rebase(s, g, &buf);
+    rv = rebase(s, g);
     if (rv == 0) {
-        rv = seed(s, info.index, &buf);
+        rv = seed(s, info.index, g);
     }
     if (rv == 0) {
         log_restored(s, &info, g);
     }
-    raft_free(buf.base);
     fsm_free(g);
     return rv == 0 ? 0 : SERVER_EXIT_FAIL;
 }

@@ -153,7 +153,7 @@ struct server
     bool ids_have_cluster;
 
     /* What the tick last logged. */
-    int last_state;
+    enum replica_role last_state;
     uint64_t last_term;
     uint64_t last_leader;
     bool last_ready;

@@ -49,7 +49,7 @@ struct service_op
 
 bool service_leader_addr(struct server *s, uint64_t *id, char *buf)
 {
-    raft_id lid = 0;
+    uint64_t lid = 0;
     const char *raddr = NULL;
     const struct fsm *f = s->rep.fsm;
 

@@ -53,7 +53,7 @@ static const char *rv_name(int rv)
 
 raft_id leader_id(void)
 {
-    raft_id id = 0;
+    uint64_t id = 0;
     const char *addr = NULL;
 
     if (g.raft_closed) {

@@ -29,7 +29,7 @@
 
 #include "fixture_store.h"
 #include "fsm/fsm.h"
-#include "raft/replica.h"
+#include "raft/replica_int.h"
 #include "store/store.h"
 
 #define CL_MAX       RAFT_FIXTURE_MAX_SERVERS

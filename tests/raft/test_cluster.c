@@ -43,7 +43,7 @@ END_TEST
 START_TEST(follower_refuses_not_applied)
 {
     struct cl_op a;
-    raft_id id;
+    uint64_t id;
     const char *addr;
     int l;
     unsigned f;
@@ -60,6 +60,70 @@ START_TEST(follower_refuses_not_applied)
 }
 END_TEST
 
+/* The observers of raft/replica.h, all the node above the layer reads
+ * (status, metrics, membership checks), say what struct raft says, in
+ * once's own types. */
+START_TEST(observers_match_raft)
+{
+    struct replica_server sv;
+    int l;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    cl_step_ms(&C, 300); /* heartbeats answered: the leader heard from all */
+    for (unsigned i = 0; i < 3; i++) {
+        const struct replica *rep = &C.s[i].rep;
+        struct raft *r = cl_raft(&C, i);
+        uint64_t lid;
+        const char *laddr;
+
+        ck_assert(replica_has_raft(rep));
+        ck_assert_int_eq(replica_role(rep), i == (unsigned)l
+                                                ? REPLICA_ROLE_LEADER
+                                                : REPLICA_ROLE_FOLLOWER);
+        replica_leader(rep, &lid, &laddr);
+        ck_assert_uint_eq(lid, cl_raft(&C, (unsigned)l)->id);
+        ck_assert_uint_eq(replica_term(rep), r->current_term);
+        ck_assert_uint_eq(replica_commit_index(rep), r->commit_index);
+        ck_assert_uint_eq(replica_last_applied(rep), raft_last_applied(r));
+        ck_assert_uint_eq(replica_last_index(rep), raft_last_index(r));
+        ck_assert_uint_eq(replica_time_ms(rep), r->io->time(r->io));
+        ck_assert_uint_eq(replica_conf_index(rep), r->configuration_index);
+        ck_assert_uint_ne(replica_conf_index(rep), 0);
+        /* No change in flight: the latest entry is the committed one. */
+        ck_assert_uint_eq(replica_conf_latest_index(rep),
+                          r->configuration_index);
+        ck_assert_uint_eq(replica_conf_n(rep), 3);
+        for (unsigned j = 0; j < 3; j++) {
+            replica_conf_server(rep, j, &sv);
+            ck_assert_uint_eq(sv.id, r->configuration.servers[j].id);
+            ck_assert_str_eq(sv.address, r->configuration.servers[j].address);
+            ck_assert_int_eq(sv.role, FSM_ROLE_VOTER);
+            ck_assert(
+                replica_progress_recent(rep, j) ==
+                (i == (unsigned)l && r->leader_state.progress[j].recent_recv));
+        }
+        ck_assert(replica_progress_known(rep) == (i == (unsigned)l));
+    }
+    /* The roles map by name, not by raft's numbers (RAFT_STANDBY is 0). */
+    {
+        struct raft *r = cl_raft(&C, 0);
+        int was = r->configuration.servers[1].role;
+
+        r->configuration.servers[1].role = RAFT_STANDBY;
+        replica_conf_server(&C.s[0].rep, 1, &sv);
+        ck_assert_int_eq(sv.role, FSM_ROLE_STANDBY);
+        r->configuration.servers[1].role = RAFT_SPARE;
+        replica_conf_server(&C.s[0].rep, 1, &sv);
+        ck_assert_int_eq(sv.role, FSM_ROLE_SPARE);
+        r->configuration.servers[1].role = was;
+    }
+    ck_assert_msg(!C.violation, "%s", C.violation_msg);
+    cl_close(&C);
+}
+END_TEST
+
 Suite *cluster_suite(void);
 Suite *cluster_suite(void)
 {
@@ -69,6 +133,7 @@ Suite *cluster_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, claims_on_ready_leader);
     tcase_add_test(tc, follower_refuses_not_applied);
+    tcase_add_test(tc, observers_match_raft);
     suite_add_tcase(s, tc);
     return s;
 }
