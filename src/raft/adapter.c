@@ -1,4 +1,4 @@
-/* raft/adapter.c: struct raft_fsm (version 2) over struct fsm.
+/* raft/adapter.c: struct raft_fsm (version 3) over struct fsm.
  *
  * apply: the entry's index is last_applied + 1 (0.15 does not pass it, and
  * inside apply last_applied is still index - 1, B10). A business outcome is
