@@ -7,11 +7,17 @@
  *   Claim, Complete, Release, Lookup   client within its scopes; admin
  *   Status                             client (no state digest), monitor,
  *                                      member, admin
- *   MembersList                        monitor, admin
+ *   MembersList                        monitor, member, admin
  *   MembersAdd                         member (a joining node), admin
- *   Forget, MembersRemove, MembersAssign, Transfer, SnapshotTake
+ *   Transfer                           member (a node handing leadership
+ *                                      on before it stops), admin
+ *   Forget, MembersRemove, MembersAssign, SnapshotTake,
+ *   BackupOpen/Read/Close, QuotaSet, QuotaList, SchemaUpgrade
  *                                      admin
  *   GET /metrics (the HTTP port)       monitor, admin
+ *
+ * The table itself is `rights[]` in authz.c; this list and docs/server.md
+ * ("Authorization") follow it.
  *
  * Without TLS there are no identities: every caller is admin (the node
  * listens on loopback only then). With TLS a caller whose certificate no

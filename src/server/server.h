@@ -1,33 +1,14 @@
 /* server/server.h: onced, one member of a once cluster (docs/design.md §2, §5,
  * §6; docs/server.md).
  *
- * Pieces, and the state each owns:
- *   main.c     flags (docs/design.md §6) into struct server_config, --help;
- *   node.c     the node's life: named start steps with one unwind path
- *              (data directory and id, raft/identity.h; the Raft layer,
- *              raft/replica.h over raft/uvio.h and the store; --bootstrap;
- *              the RPC server), the FSM bootstrap command, a periodic tick
- *              (leadership and membership lines, cluster id on answers,
- *              retirement), signals and the clean stop. Owns struct server
- *              outside the three parts below;
- *   service.c  the dispatch table of the RPC methods and the record
- *              commands on the ready leader (service.h);
- *   admin.c    Status, membership and snapshots (admin.h): struct admin;
- *   backup.c   backups served by the leader (backup.h): struct backups;
- *   forward.c  a follower's one hop to the leader (forward.h): struct
- *              forwarder;
- *   join.c     --join through Admin.MembersAdd (join.h): struct join;
- *   metrics.c  /metrics, /healthz, /readyz on --http-addr (metrics.h):
- *              struct metrics;
- *   notify.c   sd_notify READY=1 for systemd's Type=notify (notify.h);
- *   restore.c  --restore: a new cluster's first snapshot from a backup;
- *   reply.c    the answers, and the Raft layer's codes on the wire;
- *   convert.c  wire messages <-> fsm values;
- *   node_tls.c TLS of both ports: the contexts made from the flags, the
- *              member hook, the SIGHUP reload of the certificates, the
- *              warning of a node serving plaintext off loopback
- *              (node_tls.h): struct node_tls;
- *   log.c      logfmt lines on stderr.
+ * The files of src/server/ and what each is for are listed in one place,
+ * docs/design.md ("Code map"), which scripts/check-codemap keeps complete.
+ * This header is struct server, the node: node.c owns it (the start steps
+ * with one unwind path, the tick, signals, the clean stop) and each part
+ * keeps its own state in it as the member its comment names (struct admin,
+ * struct backups, struct forwarder, struct join, struct metrics, struct
+ * node_tls, struct notify, struct loopwatch); main.c fills struct
+ * server_config from the flags.
  *
  * Everything runs on one uv loop thread (the Raft layer, the fsm, the RPC
  * server and channels); nothing here is thread-safe. */

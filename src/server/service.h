@@ -8,7 +8,9 @@
  *           (Status); SERVICE_LEADER only on the ready leader with a
  *           bootstrapped fsm, and with SERVICE_FORWARD forwarded there from
  *           any other node (forward.h); SERVICE_ADMIN marks the operator's
- *           methods (the place of an admin-only check, none today);
+ *           methods for the reader only: no code reads it, because who
+ *           may call a method is decided by the rights table (authz.c),
+ *           before the method is served or forwarded;
  *   check   the bounds any node can check before serving or forwarding
  *           (convert.h: those that do not depend on the cluster settings);
  *           it also converts the body into struct service_in;
@@ -32,7 +34,7 @@ enum {
     SERVICE_LOCAL = 1u << 0,   /* answered by the receiving node */
     SERVICE_LEADER = 1u << 1,  /* the ready leader, fsm bootstrapped */
     SERVICE_FORWARD = 1u << 2, /* elsewhere: forwarded to the leader */
-    SERVICE_ADMIN = 1u << 3,   /* an operator's method */
+    SERVICE_ADMIN = 1u << 3,   /* an operator's method (not read: authz.c) */
 };
 
 /* A checked request body, converted; borrows from the body (valid while

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """once_backup.py: backup, verify and restore with the replay fence
-(docs/state-machine.md, "Restored clusters"; README, "Backup and restore").
+(docs/state-machine.md, "Restored clusters"; docs/operations.md, "Backup and restore").
 
   1. Cluster 1 (3 nodes, max_skew 2s): nonces (TTL-only and signed), an
      IDEMPOTENT key completed with a result, one left PENDING, and 20000
