@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "ingress/ingress.h"
-#include "server/log.h"
 
 #define HEADER_MEMORY  (64u << 10)
 #define IDLE_TIMEOUT_S 30u

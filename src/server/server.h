@@ -39,6 +39,7 @@
 
 #include <uv.h>
 
+#include "common/log.h"
 #include "fsm/fsm.h"
 #include "raft/anchor.h"
 #include "raft/replica.h"
@@ -49,7 +50,6 @@
 #include "server/backup.h"
 #include "server/forward.h"
 #include "server/join.h"
-#include "server/log.h"
 #include "server/loopwatch.h"
 #include "server/metrics.h"
 #include "server/node_tls.h"
