@@ -63,7 +63,7 @@
 #include <uv.h>
 
 #include "common/err.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 enum { ERR_HTTP_CODES(ERR_ENUM) }; /* common/err.h */
 

@@ -43,7 +43,7 @@
 #include <uv.h>
 
 #include "raft/rframe.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 #define LINK_QUEUE_MAX (8u << 20)
 

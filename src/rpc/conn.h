@@ -62,7 +62,7 @@
 #include <uv.h>
 
 #include "rpc/frame.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 /* Errors of this layer: RPC_E_ADDR..RPC_E_PROTOCOL (common/err.h). */
 

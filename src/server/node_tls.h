@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 struct server;
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cert_dir.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 Suite *tls_suite(void);
 
