@@ -1,4 +1,4 @@
-/* server/log.c: logfmt lines on stderr (log.h). */
+/* common/log.c: logfmt lines on stderr (log.h). */
 #include "common/log.h"
 
 #include <errno.h>

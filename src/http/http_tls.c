@@ -3,7 +3,7 @@
  * One struct http_tls_conn per accepted connection, with three loop
  * handles: `tcp` (the client's socket, ciphertext), `plain` (our end of a
  * socketpair whose other end MHD serves, plaintext) and `timer`. The
- * session is rpc/tls.h's, over memory BIOs:
+ * session is tls/tls.h's, over memory BIOs:
  *
  *   tcp read   -> tls_session_feed; handshake records back to tcp; once the
  *                 handshake is done, the socketpair is made and handed to

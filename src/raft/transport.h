@@ -7,7 +7,7 @@
  * sizes a peer announces go straight to malloc. Here every connection is a
  * link with two ends:
  *
- *   network  TCP (+ TLS 1.3: rpc/tls.h) to the peer, run by us;
+ *   network  TCP (+ TLS 1.3: tls/tls.h) to the peer, run by us;
  *   raft     one end of a socketpair, given to raft_uv as a uv_pipe_t; we
  *            keep the other end and copy between the two.
  *

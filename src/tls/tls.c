@@ -1,4 +1,4 @@
-/* rpc/tls.c: see tls.h. */
+/* tls/tls.c: see tls.h. */
 #include "tls/tls.h"
 
 #include <limits.h>
