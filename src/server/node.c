@@ -16,7 +16,7 @@
  *      replica_start;
  *   4. the metrics registry; signals and the tick; the RPC server on the
  *      client address (service.c); with --http-addr the HTTP listener
- *      (metrics.c);
+ *      (http_front.c);
  *   5. with --join and an empty Raft configuration, Admin.MembersAdd of
  *      this node on the listed members until one answers (join.c).
  * A failing step logs why; node_unwind then releases exactly what exists
@@ -53,6 +53,7 @@
 #include "raft/heap.h"
 #include "raft/identity.h"
 #include "server/authz.h"
+#include "server/http_front.h"
 #include "server/server.h"
 #include "server/service.h"
 #include "store/store_log.h"
@@ -495,7 +496,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     uv_close((uv_handle_t *)&s->tick, NULL);
     loopwatch_close(&s->loopwatch);
     join_stop(&s->join);
-    metrics_close(&s->metrics);
+    http_front_close(s);
     /* Before the Raft layer closes: answer the admin operations still
      * waiting (outcome unknown) and close every forwarding channel. */
     admin_shutdown(&s->admin);
@@ -969,7 +970,8 @@ static int step_metrics(struct server *s)
     return 0;
 }
 
-/* --http-addr: /metrics, /healthz, /readyz on the loop (metrics.h). */
+/* --http-addr: /metrics, /healthz, /readyz and /v1 on the loop
+ * (http_front.h). */
 static int step_http(struct server *s)
 {
     char errmsg[ERR_MSG_SIZE], q[300];
@@ -977,7 +979,7 @@ static int step_http(struct server *s)
     if (s->cfg.http_addr == NULL) {
         return 0;
     }
-    if (metrics_http_start(&s->metrics, s->cfg.http_addr, errmsg) != 0) {
+    if (http_front_start(s, s->cfg.http_addr, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot serve the HTTP address",
                "http_addr=%s error=%s", s->cfg.http_addr,
                log_quote(errmsg, q, sizeof q));

@@ -17,8 +17,10 @@
  *   forward.c  a follower's one hop to the leader (forward.h): struct
  *              forwarder;
  *   join.c     --join through Admin.MembersAdd (join.h): struct join;
- *   metrics.c  /metrics, /healthz, /readyz on --http-addr (metrics.h):
- *              struct metrics;
+ *   metrics.c  the metrics and the readiness rule (metrics.h): struct
+ *              metrics;
+ *   http_front.c the listener on --http-addr: /metrics, /healthz, /readyz
+ *              and the /v1 JSON API (http_front.h, httpapi.h): s->http;
  *   notify.c   sd_notify READY=1 for systemd's Type=notify (notify.h);
  *   restore.c  --restore: a new cluster's first snapshot from a backup;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
@@ -27,7 +29,7 @@
  *              member hook, the SIGHUP reload of the certificates, the
  *              warning of a node serving plaintext off loopback
  *              (node_tls.h): struct node_tls;
- *   log.c      logfmt lines on stderr.
+ * (logfmt lines on stderr: common/log.h.)
  *
  * Everything runs on one uv loop thread (the Raft layer, the fsm, the RPC
  * server and channels); nothing here is thread-safe. */
@@ -125,6 +127,8 @@ enum {
     SERVER_UP_METRICS = 1u << 7,   /* metrics_init: the registry */
 };
 
+struct http;
+
 struct server
 {
     struct server_config cfg;
@@ -169,6 +173,7 @@ struct server
     struct backups backups; /* backup.c */
     struct join join;       /* join.c */
     struct metrics metrics; /* metrics.c */
+    struct http *http;      /* http_front.c: --http-addr's listener */
     struct notify notify;   /* notify.c */
 
     /* The log-time anchor (node_anchor.c, raft/anchor.h): this boot's id
