@@ -24,6 +24,8 @@
  *   notify.c   sd_notify READY=1 for systemd's Type=notify (notify.h);
  *   restore.c  --restore: a new cluster's first snapshot from a backup;
  *   reply.c    the answers, and the Raft layer's codes on the wire;
+ *   leader.c   where the leader is (its id and client address): the
+ *              answers' hint, the forwarder's target, Status;
  *   convert.c  wire messages <-> fsm values;
  *   node_tls.c TLS of both ports: the contexts made from the flags, the
  *              member hook, the SIGHUP reload of the certificates, the
