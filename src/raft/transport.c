@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/addr.h"
+
 #define ADDR_MAX    256 /* raft addresses, NUL included */
 #define HS_PROTOCOL 1   /* raft_uv_tcp's handshake version */
 #define HS_FIXED    24  /* protocol, id, address length */
@@ -115,25 +117,15 @@ static bool tls_wanted(const struct tls_slot *s)
     return s != NULL && s->ctx != NULL;
 }
 
-/* "IP:PORT" (IPv4 literal, as raft_uv_tcp 0.15 takes) into @sa. */
+/* "IP:PORT" (IPv4 literal, as raft_uv_tcp 0.15 takes) into @sa, and its
+ * IP as text into @ip (INET_ADDRSTRLEN bytes): the name TLS checks. */
 static bool parse_addr(const char *addr, struct sockaddr_in *sa, char *ip)
 {
-    const char *colon = strrchr(addr, ':');
-    size_t n;
-    char *end;
-    unsigned long port;
-
-    if (colon == NULL || (n = (size_t)(colon - addr)) == 0 ||
-        n >= INET_ADDRSTRLEN) {
+    if (!addr_parse_ipv4(addr, ADDR_PORT_STRTOUL, sa)) {
         return false;
     }
-    memcpy(ip, addr, n);
-    ip[n] = '\0';
-    port = strtoul(colon + 1, &end, 10);
-    if (colon[1] == '\0' || *end != '\0' || port == 0 || port > 65535) {
-        return false;
-    }
-    return uv_ip4_addr(ip, (int)port, sa) == 0;
+    /* inet_pton took only the canonical dotted quad: this is its text. */
+    return inet_ntop(AF_INET, &sa->sin_addr, ip, INET_ADDRSTRLEN) != NULL;
 }
 
 /* --- closing ------------------------------------------------------------- */
