@@ -7,6 +7,7 @@ Suite *arena_suite(void);
 Suite *crc32c_suite(void);
 Suite *err_suite(void);
 Suite *hash_suite(void);
+Suite *path_suite(void);
 Suite *prom_suite(void);
 Suite *ratelimit_suite(void);
 Suite *text_suite(void);
@@ -20,6 +21,7 @@ int main(void)
     srunner_add_suite(sr, crc32c_suite());
     srunner_add_suite(sr, err_suite());
     srunner_add_suite(sr, hash_suite());
+    srunner_add_suite(sr, path_suite());
     srunner_add_suite(sr, prom_suite());
     srunner_add_suite(sr, ratelimit_suite());
     srunner_add_suite(sr, text_suite());
