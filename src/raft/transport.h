@@ -25,8 +25,9 @@
  * is dropped.
  *
  * Every link has a handshake deadline (TLS and raft handshake together).
- * Copies are bounded both ways: past LINK_QUEUE_MAX bytes queued towards one
- * end, the other end is not read until half of it drained.
+ * Copies are bounded both ways (tls/splice.h, shared with the HTTPS
+ * terminator): past LINK_QUEUE_MAX bytes queued towards one end, the other
+ * end is not read until half of it drained.
  *
  * Lifetimes: the transport lives inside struct uvio (raft/uvio.h); raft's
  * end of a link is raft's once handed (raft_uv closes and raft_free()s it);
