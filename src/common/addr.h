@@ -1,24 +1,28 @@
 /* common/addr.h: the one parser of IPv4 "IP:PORT" addresses.
  *
- * Every place that takes an address (onced's flags and listeners, the
- * Raft transport, the RPC channels, the member directory, libonce, oncectl,
- * once-bench) parses it here. The IP is what inet_pton(AF_INET) takes:
- * four decimal numbers 0..255 without leading zeros ("127.0.0.1"; libraft
- * 0.15 takes literals only). The port is 1..65535 in every rule (no caller
- * listens on, or connects to, an ephemeral port 0); how it may be written
- * is the rule the caller names, because the callers grew up with different
- * ones and each keeps the set of strings it accepted:
+ * Every place that makes a socket address of one (onced's flags and
+ * listeners, the Raft transport, the RPC channels, the member directory,
+ * libonce, oncectl, once-bench, once-ingress's listeners) parses it here.
+ * (once-ingress checks its flags with a rule of its own first, config.c.)
+ *
+ * The IP is what inet_pton(AF_INET) takes: four decimal numbers 0..255
+ * without leading zeros ("127.0.0.1"; libraft 0.15 takes literals only). The
+ * port is 1..65535 in every rule (no caller listens on, or connects to, an
+ * ephemeral port 0); how it may be written is the rule the caller names,
+ * because the callers grew up with different ones and each keeps the set of
+ * strings it accepted:
  *
  *   ADDR_PORT_DIGITS     1 to 5 decimal digits, leading zeros allowed
  *                        ("07101"): the RPC ports, onced's flags, libonce;
  *   ADDR_PORT_CANONICAL  1 to 5 decimal digits, no leading zero: the
- *                        member directory of the fsm, where an address has
- *                        one spelling so that members compare as strings;
+ *                        member directory of the fsm (addresses kept in the
+ *                        replicated state, one spelling each);
  *   ADDR_PORT_ZEROS      decimal digits only, any number of leading zeros
  *                        ("0000007101"): oncectl and once-bench;
  *   ADDR_PORT_STRTOUL    as strtoul(3) reads it, leading white space and a
  *                        sign included (" 7101", "+7101"): the HTTP
- *                        listener and the Raft transport.
+ *                        listener, the Raft transport, once-ingress's
+ *                        listeners.
  *
  * The IP ends at the last ':'. Lengths: the IP is at most ADDR_IP_MAX
  * characters; a limit on the whole string is the caller's (the buffers it
