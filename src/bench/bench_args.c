@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "common/addr.h"
 #include "common/text.h"
 
 const char bench_usage[] =
@@ -80,23 +81,7 @@ const char bench_usage[] =
 /* An IPv4 literal and a port 1..65535. */
 static bool check_addr(const char *s)
 {
-    char ip[16];
-    const char *colon = strrchr(s, ':');
-    uint64_t port;
-    struct in_addr a;
-    size_t n;
-
-    if (colon == NULL) {
-        return false;
-    }
-    n = (size_t)(colon - s);
-    if (n == 0 || n >= sizeof ip) {
-        return false;
-    }
-    memcpy(ip, s, n);
-    ip[n] = '\0';
-    return inet_pton(AF_INET, ip, &a) == 1 &&
-           text_parse_u64(colon + 1, 65535, &port) && port != 0;
+    return addr_parse_ipv4(s, ADDR_PORT_ZEROS, NULL);
 }
 
 static int parse_cluster(struct bench_cfg *cfg,

@@ -13,6 +13,7 @@
 
 #include <openssl/evp.h>
 
+#include "common/addr.h"
 #include "common/err.h"
 #include "common/text.h"
 
@@ -129,29 +130,10 @@ char *cli_b64_encode(const uint8_t *in, size_t len)
 
 bool cli_check_addr(const char *s)
 {
-    char ip[INET_ADDRSTRLEN];
-    struct in_addr a;
-    const char *colon;
-    uint64_t port;
-    size_t n;
-
     /* IPv4 literals only, as onced and libraft 0.15 take them: a name
      * would be refused later with a vaguer message. */
-    if (s == NULL || strlen(s) > ONCE_ADDR_MAX) {
-        return false;
-    }
-    colon = strchr(s, ':');
-    if (colon == NULL) {
-        return false;
-    }
-    n = (size_t)(colon - s);
-    if (n == 0 || n >= sizeof ip) {
-        return false;
-    }
-    memcpy(ip, s, n);
-    ip[n] = '\0';
-    return inet_pton(AF_INET, ip, &a) == 1 &&
-           text_parse_u64(colon + 1, 65535, &port) && port > 0;
+    return s != NULL && strlen(s) <= ONCE_ADDR_MAX &&
+           addr_parse_ipv4(s, ADDR_PORT_ZEROS, NULL);
 }
 
 int cli_parse_cluster(const char *s,

@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/addr.h"
+
 #define LISTEN_BACKLOG 64
 
 /* One request in progress: MHD's per-request pointer (req_cls). Freed when
@@ -614,28 +616,12 @@ static void on_accept(uv_poll_t *p, int status, int events)
 static int listen_on(const char *addr, int *out, char *errmsg)
 {
     struct sockaddr_in sa;
-    char host[64];
-    const char *colon = strrchr(addr, ':');
-    char *end = NULL;
-    unsigned long port;
     int fd, one = 1;
 
-    if (colon == NULL || (size_t)(colon - addr) >= sizeof host) {
+    if (!addr_parse_ipv4(addr, ADDR_PORT_STRTOUL, &sa)) {
         err_printf(errmsg, "bad address \"%s\": want IPv4 IP:PORT", addr);
         return HTTP_E_ADDR;
     }
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
-    errno = 0;
-    port = strtoul(colon + 1, &end, 10);
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    if (colon[1] == '\0' || *end != '\0' || errno != 0 || port == 0 ||
-        port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        err_printf(errmsg, "bad address \"%s\": want IPv4 IP:PORT", addr);
-        return HTTP_E_ADDR;
-    }
-    sa.sin_port = htons((uint16_t)port);
     fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         err_printf(errmsg, "socket: %s", strerror(errno));

@@ -6,7 +6,7 @@
  *     uv_poll_t on a non-blocking listener) and hands each accepted
  *     connection to libmicrohttpd with MHD_add_connection;
  *   - with a TLS slot (http_config.tls) every accepted connection goes
- *     through the terminator first (http_tls.c, OpenSSL over rpc/tls.h;
+ *     through the terminator first (http_tls.c, OpenSSL over tls/tls.h;
  *     MHD's own TLS is GnuTLS in Debian's build, which once does not use):
  *     it keeps the TCP socket, runs the TLS 1.3 handshake on the loop with
  *     the slot's context (a client certificate is asked for, not
@@ -63,7 +63,7 @@
 #include <uv.h>
 
 #include "common/err.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 enum { ERR_HTTP_CODES(ERR_ENUM) }; /* common/err.h */
 

@@ -3,18 +3,19 @@
  * One struct http_tls_conn per accepted connection, with three loop
  * handles: `tcp` (the client's socket, ciphertext), `plain` (our end of a
  * socketpair whose other end MHD serves, plaintext) and `timer`. The
- * session is rpc/tls.h's, over memory BIOs:
+ * session is tls/tls.h's, over memory BIOs, and the writes both ways go
+ * through tls/splice.h (the Raft transport's too):
  *
  *   tcp read   -> tls_session_feed; handshake records back to tcp; once the
  *                 handshake is done, the socketpair is made and handed to
  *                 MHD with the client's certificate, and every plaintext
  *                 byte goes on to `plain`;
- *   plain read -> tls_session_seal -> tcp (MHD's answers).
+ *   plain read -> tls_splice_to_net: sealed, to tcp (MHD's answers).
  *
- * Bounds: each direction's queued writes are counted; over
- * HTTP_TLS_QUEUE_MAX the side that fills them is not read until the queue
- * is under half of it again, so a connection holds at most that plus one
- * read (TLS_FEED_MAX) each way. The timer is the handshake deadline first
+ * Bounds: the splice's, with HTTP_TLS_QUEUE_MAX: over it the side that
+ * fills a queue is not read until the queue is under half of it again,
+ * so a connection holds at most that plus one read (TLS_FEED_MAX) each
+ * way. The timer is the handshake deadline first
  * (h->handshake_ms), then a check every idle timeout that an answer
  * waiting for the client moved (a client that reads nothing is closed;
  * MHD closes idle connections itself, which ends ours through `plain`).
@@ -33,6 +34,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "tls/splice.h"
+
 #define PLAIN_CHUNK (16u << 10) /* one TLS record of plaintext */
 
 struct http_tls_conn
@@ -44,33 +47,22 @@ struct http_tls_conn
     uv_timer_t timer;
     unsigned handles; /* initialised, not closed yet */
     struct tls_session tls;
+    struct tls_splice sp; /* net: tcp, local: plain */
     struct sockaddr_in peer;
     bool tcp_up, timer_up;
-    bool plain_up;     /* the socketpair is MHD's connection */
-    bool shut;         /* plain's writing side shut down (the client ended) */
-    bool closing;      /* handles closing; freed when the last one is */
-    bool tcp_eof;      /* the client ended its side */
-    bool plain_eof;    /* MHD ended its side: closing once written */
-    bool tcp_paused;   /* not reading tcp: plain's queue is full */
-    bool plain_paused; /* not reading plain: tcp's queue is full */
-    size_t tcp_queued, plain_queued;
-    uint64_t tcp_written, tcp_written_seen; /* progress toward the client */
+    bool plain_up;  /* the socketpair is MHD's connection */
+    bool shut;      /* plain's writing side shut down (the client ended) */
+    bool closing;   /* handles closing; freed when the last one is */
+    bool tcp_eof;   /* the client ended its side */
+    bool plain_eof; /* MHD ended its side: closing once written */
+    uint64_t tcp_written_seen; /* sp.net_written at the last check */
     uv_shutdown_t shut_req;
-};
-
-/* One queued write, its bytes after it. */
-struct wreq
-{
-    uv_write_t req;
-    struct http_tls_conn *c;
-    bool to_tcp;
-    size_t len;
-    uint8_t data[];
 };
 
 static void conn_close(struct http_tls_conn *c);
 static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
 static void on_plain_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+static void on_buf(uv_handle_t *hd, size_t want, uv_buf_t *buf);
 
 static const char *peer_text(const struct http_tls_conn *c,
                              char *buf,
@@ -103,109 +95,19 @@ static void refuse(struct http_tls_conn *c, const char *why)
 
 /* --- writes --------------------------------------------------------------- */
 
-static void on_written(uv_write_t *req, int status);
-
-static void write_start(struct http_tls_conn *c, struct wreq *w)
-{
-    uv_stream_t *st =
-        w->to_tcp ? (uv_stream_t *)&c->tcp : (uv_stream_t *)&c->plain;
-    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
-
-    w->c = c;
-    w->req.data = w;
-    if (uv_write(&w->req, st, &b, 1, on_written) != 0) {
-        free(w);
-        conn_close(c);
-        return;
-    }
-    if (w->to_tcp) {
-        c->tcp_queued += w->len;
-    } else {
-        c->plain_queued += w->len;
-    }
-}
-
-static struct wreq *wreq_new(size_t cap, bool to_tcp)
-{
-    struct wreq *w = malloc(sizeof *w + cap);
-
-    if (w != NULL) {
-        w->to_tcp = to_tcp;
-        w->len = 0;
-    }
-    return w;
-}
-
 /* What the session has to send (handshake, records, alerts) to the
  * client. */
 static void flush_tls(struct http_tls_conn *c)
 {
-    size_t n = tls_session_pending(&c->tls);
-    struct wreq *w;
-
-    if (n == 0 || c->closing) {
-        return;
-    }
-    w = wreq_new(n, true);
-    if (w == NULL) {
-        conn_close(c); /* UNTESTED: malloc */
-        return;
-    }
-    w->len = tls_session_take(&c->tls, w->data, n);
-    write_start(c, w);
-}
-
-/* Over a queue's bound: stop reading the side that fills it. */
-static void pause_if_full(struct http_tls_conn *c)
-{
-    if (c->closing) {
-        return;
-    }
-    if (c->plain_queued > HTTP_TLS_QUEUE_MAX && !c->tcp_paused) {
-        c->tcp_paused = true;
-        (void)uv_read_stop((uv_stream_t *)&c->tcp);
-    }
-    if (c->tcp_queued > HTTP_TLS_QUEUE_MAX && c->plain_up && !c->plain_eof &&
-        !c->plain_paused) {
-        c->plain_paused = true;
-        (void)uv_read_stop((uv_stream_t *)&c->plain);
+    if (!c->closing && tls_splice_flush(&c->sp) != 0) {
+        conn_close(c); /* UNTESTED: malloc, uv_write */
     }
 }
 
-static void on_buf(uv_handle_t *hd, size_t want, uv_buf_t *buf);
-
-static void resume_if_drained(struct http_tls_conn *c)
+static void on_written(struct tls_splice *sp, bool to_tcp, int status)
 {
-    if (c->tcp_paused && !c->tcp_eof &&
-        c->plain_queued <= HTTP_TLS_QUEUE_MAX / 2) {
-        c->tcp_paused = false;
-        if (uv_read_start((uv_stream_t *)&c->tcp, on_buf, on_tcp_read) != 0) {
-            conn_close(c); /* UNTESTED */
-            return;
-        }
-    }
-    if (c->plain_paused && c->tcp_queued <= HTTP_TLS_QUEUE_MAX / 2) {
-        c->plain_paused = false;
-        if (uv_read_start((uv_stream_t *)&c->plain, on_buf, on_plain_read) !=
-            0) {
-            conn_close(c); /* UNTESTED */
-        }
-    }
-}
+    struct http_tls_conn *c = sp->data;
 
-static void on_written(uv_write_t *req, int status)
-{
-    struct wreq *w = req->data;
-    struct http_tls_conn *c = w->c;
-    bool w_to_tcp = w->to_tcp;
-
-    if (w->to_tcp) {
-        c->tcp_queued -= w->len;
-        c->tcp_written += w->len;
-    } else {
-        c->plain_queued -= w->len;
-    }
-    free(w);
     if (c->closing) {
         return; /* cancelled by the close */
     }
@@ -217,16 +119,18 @@ static void on_written(uv_write_t *req, int status)
 
         http_logf(c->h, "info", "https: %s closed: writing to %s failed: %s",
                   peer_text(c, peer, sizeof peer),
-                  w_to_tcp ? "the client" : "the HTTP server",
+                  to_tcp ? "the client" : "the HTTP server",
                   uv_strerror(status));
         conn_close(c);
         return;
     }
-    if (c->plain_eof && c->tcp_queued == 0) {
+    if (c->plain_eof && c->sp.net_queued == 0) {
         conn_close(c); /* MHD is done and the client has every byte */
         return;
     }
-    resume_if_drained(c);
+    if (tls_splice_resume(&c->sp) != 0) {
+        conn_close(c); /* UNTESTED */
+    }
 }
 
 /* --- the plaintext side (MHD) --------------------------------------------- */
@@ -244,7 +148,7 @@ static void client_ended(struct http_tls_conn *c)
     /* Nothing after its end is read: bytes past a close_notify would only
      * pile up in the session. */
     c->tcp_eof = true;
-    (void)uv_read_stop((uv_stream_t *)&c->tcp);
+    tls_splice_net_done(&c->sp);
     if (!c->shut) {
         c->shut = true;
         (void)uv_shutdown(&c->shut_req, (uv_stream_t *)&c->plain, on_shut);
@@ -255,18 +159,12 @@ static void client_ended(struct http_tls_conn *c)
 static void pump_plain(struct http_tls_conn *c)
 {
     char why[ERR_MSG_SIZE];
+    uint8_t buf[PLAIN_CHUNK];
 
     while (!c->closing && !c->tcp_eof) {
-        struct wreq *w = wreq_new(PLAIN_CHUNK, false);
-        int n;
+        int n = tls_session_read(&c->tls, buf, sizeof buf, why);
 
-        if (w == NULL) {
-            conn_close(c); /* UNTESTED: malloc */
-            return;
-        }
-        n = tls_session_read(&c->tls, w->data, PLAIN_CHUNK, why);
         if (n <= 0) {
-            free(w);
             if (n == TLS_E_CLOSED) {
                 client_ended(c); /* close_notify */
             } else if (n < 0) {
@@ -274,8 +172,10 @@ static void pump_plain(struct http_tls_conn *c)
             }
             return;
         }
-        w->len = (size_t)n;
-        write_start(c, w);
+        if (tls_splice_to_local(&c->sp, buf, (size_t)n) != 0) {
+            conn_close(c); /* UNTESTED: malloc, uv_write */
+            return;
+        }
     }
 }
 
@@ -291,22 +191,19 @@ static void on_plain_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
         /* MHD closed (or broke) its end: tell the client, then close
          * once it has every byte. */
         c->plain_eof = true;
-        (void)uv_read_stop(st);
+        tls_splice_local_done(&c->sp);
         if (n == UV_EOF && !c->tcp_eof) {
             tls_session_close_notify(&c->tls);
             flush_tls(c);
         }
-        if (!c->closing && c->tcp_queued == 0) {
+        if (!c->closing && c->sp.net_queued == 0) {
             conn_close(c);
         }
         return;
     }
-    if (tls_session_seal(&c->tls, (const uint8_t *)buf->base, (size_t)n) != 0) {
-        conn_close(c); /* UNTESTED: OpenSSL */
-        return;
+    if (tls_splice_to_net(&c->sp, (const uint8_t *)buf->base, (size_t)n) != 0) {
+        conn_close(c); /* UNTESTED: OpenSSL, malloc, uv_write */
     }
-    flush_tls(c);
-    pause_if_full(c);
 }
 
 /* The handshake is done: the socketpair, one end to MHD with the client's
@@ -334,6 +231,7 @@ static int start_plain(struct http_tls_conn *c)
     c->plain.data = c;
     c->handles++;
     c->plain_up = true;
+    tls_splice_local(&c->sp, (uv_stream_t *)&c->plain, on_buf, on_plain_read);
     if (uv_pipe_open(&c->plain, sv[0]) != 0) {
         close(sv[0]); /* UNTESTED */
         close(sv[1]);
@@ -395,7 +293,6 @@ static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     if (c->plain_up && !c->closing) {
         pump_plain(c);
         flush_tls(c); /* what reading made the session send */
-        pause_if_full(c);
     }
 }
 
@@ -410,7 +307,7 @@ static void on_timer(uv_timer_t *t)
         refuse(c, "the handshake did not finish in time");
         return;
     }
-    if (c->tcp_queued > 0 && c->tcp_written == c->tcp_written_seen) {
+    if (c->sp.net_queued > 0 && c->sp.net_written == c->tcp_written_seen) {
         char peer[64];
 
         http_logf(c->h, "info",
@@ -419,7 +316,7 @@ static void on_timer(uv_timer_t *t)
         conn_close(c);
         return;
     }
-    c->tcp_written_seen = c->tcp_written;
+    c->tcp_written_seen = c->sp.net_written;
 }
 
 static void on_buf(uv_handle_t *hd, size_t want, uv_buf_t *buf)
@@ -513,6 +410,8 @@ static int conn_open(struct http_tls_conn *c, int fd)
         return -1; /* UNTESTED: malloc */
     }
     tls_session_cert_optional(&c->tls);
+    tls_splice_init(&c->sp, (uv_stream_t *)&c->tcp, on_buf, on_tcp_read,
+                    &c->tls, HTTP_TLS_QUEUE_MAX, on_written, c);
     if (uv_timer_start(&c->timer, on_timer, c->h->handshake_ms, 0) != 0 ||
         uv_read_start((uv_stream_t *)&c->tcp, on_buf, on_tcp_read) != 0) {
         return -1; /* UNTESTED */

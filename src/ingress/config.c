@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/text.h"
 #include "ingress/ingress.h"
-#include "server/log.h"
 
 #define SEC_MS  1000ull
 #define MIN_MS  (60 * SEC_MS)

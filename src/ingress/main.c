@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "ingress/ingress.h"
-#include "server/log.h"
 
 static void reload(struct ingress *g)
 {

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "ingress/ingress.h"
-#include "server/log.h"
 
 /* ------------------------------------------------------------------------
  * Answers

@@ -19,8 +19,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/addr.h"
+#include "common/log.h"
 #include "ingress/ingress.h"
-#include "server/log.h"
 
 #define HEADER_MEMORY  (64u << 10)
 #define IDLE_TIMEOUT_S 30u
@@ -394,19 +395,11 @@ static struct MHD_Daemon *start_one(struct ingress *g,
                                     MHD_AccessHandlerCallback h,
                                     unsigned threads)
 {
-    struct sockaddr_in sa = {0};
-    char ip[ONCE_ADDR_MAX + 1];
-    char *colon;
+    struct sockaddr_in sa;
 
-    snprintf(ip, sizeof ip, "%s", addr);
-    colon = strrchr(ip, ':');
-    if (colon == NULL) {
-        return NULL;
-    }
-    *colon = '\0';
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)atoi(colon + 1));
-    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1) {
+    /* The flags' check (config.c) took the port as sscanf's %5u does:
+     * strtoul's rule reads every such port to the same number. */
+    if (!addr_parse_ipv4(addr, ADDR_PORT_STRTOUL, &sa)) {
         return NULL;
     }
     return MHD_start_daemon(

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/path.h"
 #include "common/text.h"
 
 #define MAGIC        "once-ltime-anchor 1 "
@@ -166,11 +167,6 @@ int anchor_parse(const char *buf,
     return 0;
 }
 
-static void join(const char *dir, const char *name, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/%s", dir, name);
-}
-
 int anchor_load(const char *dir,
                 const char *boot_id,
                 uint64_t mono_now_ms,
@@ -182,7 +178,9 @@ int anchor_load(const char *dir,
     size_t len = 0;
     int rv;
 
-    join(dir, ANCHOR_FILE, path, sizeof path);
+    if (path_join(path, sizeof path, dir, ANCHOR_FILE) != 0) {
+        return fail(why, cap, "data directory path too long", NULL);
+    }
     rv = read_small(path, buf, sizeof buf, &len, why, cap);
     if (rv != 0) {
         return rv == 1 ? 0 : -1;
@@ -217,7 +215,9 @@ int anchor_write(const char *dir, const struct anchor *a, char *why, size_t cap)
     if (n < 0) {
         return fail(why, cap, "anchor line too long", NULL);
     }
-    join(dir, ANCHOR_FILE, path, sizeof path);
+    if (path_join(path, sizeof path, dir, ANCHOR_FILE) != 0) {
+        return fail(why, cap, "data directory path too long", NULL);
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {

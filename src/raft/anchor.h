@@ -75,7 +75,8 @@ int anchor_parse(const char *buf,
 
 /* The seed for this start: DIR/ltime-anchor if it parses, its boot id is
  * @boot_id and its M is at most @mono_now_ms. Returns 1 (seed in @a), 0 (no
- * file) or -1 (file refused; @why says why). */
+ * file) or -1 (file refused, or DIR/ltime-anchor too long a path; @why
+ * says why). */
 int anchor_load(const char *dir,
                 const char *boot_id,
                 uint64_t mono_now_ms,

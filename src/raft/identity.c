@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/path.h"
+
 #define NODE_ID_FILE   "node-id"
 #define TOMBSTONE_FILE "tombstone"
 #define NODE_ID_LEN    (IDENTITY_HEX_LEN + 1) /* digits + '\n' */
@@ -58,9 +60,7 @@ int identity_parse(const char *s, uint64_t *id)
 /* DIR/name into @out (PATH_MAX). */
 static int join(const char *dir, const char *name, char *out, char *errmsg)
 {
-    int n = snprintf(out, PATH_MAX, "%s/%s", dir, name);
-
-    if (n < 0 || n >= PATH_MAX) {
+    if (path_join(out, PATH_MAX, dir, name) != 0) {
         err_printf(errmsg, "data directory path too long: %.64s...", dir);
         return IDENTITY_E_INVALID;
     }

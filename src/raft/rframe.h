@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc/tls.h" /* TLS_E_FRAME */
+#include "tls/tls.h" /* TLS_E_FRAME */
 
 /* The largest InstallSnapshot header: the configuration (ids, addresses,
  * roles of every server) fits many times over. */

@@ -17,6 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/addr.h"
+#include "tls/splice.h"
+
 #define ADDR_MAX    256 /* raft addresses, NUL included */
 #define HS_PROTOCOL 1   /* raft_uv_tcp's handshake version */
 #define HS_FIXED    24  /* protocol, id, address length */
@@ -53,11 +56,10 @@ struct link
     unsigned handles;    /* ours still open */
     bool closing;
     bool local_open;
-    bool handed;       /* raft has raft_end */
-    bool paused_tcp;   /* too much queued towards raft */
-    bool paused_local; /* too much queued towards the peer */
+    bool handed; /* raft has raft_end */
     struct tls_session tls;
     bool tls_on;
+    struct tls_splice sp; /* net: tcp, local: local; from link_start */
     /* Outbound: raft's request, until handed or failed. */
     struct raft_uv_connect *req;
     int req_status; /* given to req->cb when the link is freed */
@@ -70,19 +72,11 @@ struct link
     struct rframe fr;
 };
 
-struct lwrite
-{
-    uv_write_t req;
-    struct link *l;
-    uint8_t data[];
-};
-
 /* Reads are consumed before the next one starts (libuv runs alloc, read
  * and the callback back to back on the loop thread): one buffer each. */
 static uint8_t net_buf[CHUNK];
 static uint8_t plain_buf[CHUNK];
 static uint8_t local_buf[CHUNK];
-static uint8_t seal_buf[CHUNK]; /* flush_tls's, never holding data between */
 
 static void tlog(struct transport *t, const char *level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -115,25 +109,15 @@ static bool tls_wanted(const struct tls_slot *s)
     return s != NULL && s->ctx != NULL;
 }
 
-/* "IP:PORT" (IPv4 literal, as raft_uv_tcp 0.15 takes) into @sa. */
+/* "IP:PORT" (IPv4 literal, as raft_uv_tcp 0.15 takes) into @sa, and its
+ * IP as text into @ip (INET_ADDRSTRLEN bytes): the name TLS checks. */
 static bool parse_addr(const char *addr, struct sockaddr_in *sa, char *ip)
 {
-    const char *colon = strrchr(addr, ':');
-    size_t n;
-    char *end;
-    unsigned long port;
-
-    if (colon == NULL || (n = (size_t)(colon - addr)) == 0 ||
-        n >= INET_ADDRSTRLEN) {
+    if (!addr_parse_ipv4(addr, ADDR_PORT_STRTOUL, sa)) {
         return false;
     }
-    memcpy(ip, addr, n);
-    ip[n] = '\0';
-    port = strtoul(colon + 1, &end, 10);
-    if (colon[1] == '\0' || *end != '\0' || port == 0 || port > 65535) {
-        return false;
-    }
-    return uv_ip4_addr(ip, (int)port, sa) == 0;
+    /* inet_pton took only the canonical dotted quad: this is its text. */
+    return inet_ntop(AF_INET, &sa->sin_addr, ip, INET_ADDRSTRLEN) != NULL;
 }
 
 /* --- closing ------------------------------------------------------------- */
@@ -235,12 +219,11 @@ static void alloc_local(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     *b = uv_buf_init((char *)local_buf, sizeof local_buf);
 }
 
-static void on_lwrite(uv_write_t *req, int status)
+static void on_written(struct tls_splice *sp, bool to_net, int status)
 {
-    struct lwrite *w = (struct lwrite *)req;
-    struct link *l = w->l;
+    struct link *l = sp->data;
 
-    free(w);
+    (void)to_net;
     if (l->closing) {
         return;
     }
@@ -248,74 +231,13 @@ static void on_lwrite(uv_write_t *req, int status)
         link_close(l);
         return;
     }
-    if (l->paused_tcp && l->local.write_queue_size <= LINK_QUEUE_MAX / 2) {
-        l->paused_tcp = false;
-        (void)uv_read_start((uv_stream_t *)&l->tcp, alloc_net, on_net_read);
-    }
-    if (l->paused_local && l->tcp.write_queue_size <= LINK_QUEUE_MAX / 2) {
-        l->paused_local = false;
-        (void)uv_read_start((uv_stream_t *)&l->local, alloc_local,
-                            on_local_read);
-    }
-}
-
-/* Queue a copy of @n bytes on @s. 0 or a libuv error. */
-static int lwrite(struct link *l, uv_stream_t *s, const uint8_t *p, size_t n)
-{
-    struct lwrite *w;
-    uv_buf_t b;
-    int rv;
-
-    if (n == 0) {
-        return 0;
-    }
-    w = malloc(sizeof *w + n);
-    if (w == NULL) {
-        return UV_ENOMEM; /* UNTESTED: malloc */
-    }
-    w->l = l;
-    memcpy(w->data, p, n);
-    b = uv_buf_init((char *)w->data, (unsigned)n);
-    rv = uv_write(&w->req, s, &b, 1, on_lwrite);
-    if (rv != 0) {
-        free(w);
-    }
-    return rv;
-}
-
-/* What the TLS session produced (records, alerts) to the peer. */
-static int flush_tls(struct link *l)
-{
-    size_t n;
-
-    while ((n = tls_session_take(&l->tls, seal_buf, sizeof seal_buf)) > 0) {
-        int rv = lwrite(l, (uv_stream_t *)&l->tcp, seal_buf, n);
-
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    return 0;
+    (void)tls_splice_resume(sp);
 }
 
 /* Plaintext to the peer (sealed with TLS). */
 static int to_net(struct link *l, const uint8_t *p, size_t n)
 {
-    int rv;
-
-    if (!l->tls_on) {
-        rv = lwrite(l, (uv_stream_t *)&l->tcp, p, n);
-    } else if (tls_session_seal(&l->tls, p, n) != 0) {
-        rv = UV_EPROTO;
-    } else {
-        rv = flush_tls(l);
-    }
-    if (rv == 0 && l->local_open && !l->paused_local &&
-        l->tcp.write_queue_size > LINK_QUEUE_MAX) {
-        l->paused_local = true;
-        (void)uv_read_stop((uv_stream_t *)&l->local);
-    }
-    return rv;
+    return tls_splice_to_net(&l->sp, p, n);
 }
 
 /* Checked bytes of the peer's to raft. */
@@ -329,13 +251,8 @@ static void to_raft(struct link *l, const uint8_t *p, size_t n)
         return;
     }
     l->t->st.messages += l->fr.messages - before;
-    if (lwrite(l, (uv_stream_t *)&l->local, p, n) != 0) {
+    if (tls_splice_to_local(&l->sp, p, n) != 0) {
         link_close(l);
-        return;
-    }
-    if (!l->paused_tcp && l->local.write_queue_size > LINK_QUEUE_MAX) {
-        l->paused_tcp = true;
-        (void)uv_read_stop((uv_stream_t *)&l->tcp);
     }
 }
 
@@ -376,6 +293,8 @@ static int make_pair(struct link *l, char *why)
     l->local.data = l;
     l->local_open = true;
     l->handles++;
+    tls_splice_local(&l->sp, (uv_stream_t *)&l->local, alloc_local,
+                     on_local_read);
     if (uv_pipe_open(l->raft_end, fds[1]) != 0 ||
         uv_pipe_open(&l->local, fds[0]) != 0) {
         err_printf(why, "cannot open the socketpair"); /* UNTESTED */
@@ -550,12 +469,12 @@ static void tls_read(struct link *l, const uint8_t *p, size_t n)
     bool was_done = l->tls.done;
     int rv = tls_session_feed(&l->tls, p, n, errmsg);
 
-    if (rv == 0 && flush_tls(l) != 0) {
+    if (rv == 0 && tls_splice_flush(&l->sp) != 0) {
         link_close(l);
         return;
     }
     if (rv != 0) {
-        (void)flush_tls(l); /* the alert, if the write can go at once */
+        (void)tls_splice_flush(&l->sp); /* the alert, if it can go at once */
         snprintf(text, sizeof text, "TLS: %s", errmsg);
         link_refuse(l, text);
         return;
@@ -657,10 +576,12 @@ static bool link_start(struct link *l, const char *host)
             return false;
         }
         l->tls_on = true;
-        if (flush_tls(l) != 0) {
-            link_close(l);
-            return false;
-        }
+    }
+    tls_splice_init(&l->sp, (uv_stream_t *)&l->tcp, alloc_net, on_net_read,
+                    l->tls_on ? &l->tls : NULL, LINK_QUEUE_MAX, on_written, l);
+    if (tls_splice_flush(&l->sp) != 0) {
+        link_close(l);
+        return false;
     }
     if (uv_read_start((uv_stream_t *)&l->tcp, alloc_net, on_net_read) != 0) {
         link_close(l); /* UNTESTED */

@@ -7,7 +7,7 @@
  * sizes a peer announces go straight to malloc. Here every connection is a
  * link with two ends:
  *
- *   network  TCP (+ TLS 1.3: rpc/tls.h) to the peer, run by us;
+ *   network  TCP (+ TLS 1.3: tls/tls.h) to the peer, run by us;
  *   raft     one end of a socketpair, given to raft_uv as a uv_pipe_t; we
  *            keep the other end and copy between the two.
  *
@@ -25,8 +25,9 @@
  * is dropped.
  *
  * Every link has a handshake deadline (TLS and raft handshake together).
- * Copies are bounded both ways: past LINK_QUEUE_MAX bytes queued towards one
- * end, the other end is not read until half of it drained.
+ * Copies are bounded both ways (tls/splice.h, shared with the HTTPS
+ * terminator): past LINK_QUEUE_MAX bytes queued towards one end, the other
+ * end is not read until half of it drained.
  *
  * Lifetimes: the transport lives inside struct uvio (raft/uvio.h); raft's
  * end of a link is raft's once handed (raft_uv closes and raft_free()s it);
@@ -43,7 +44,7 @@
 #include <uv.h>
 
 #include "raft/rframe.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 #define LINK_QUEUE_MAX (8u << 20)
 

@@ -39,6 +39,8 @@
 
 #include <arpa/inet.h>
 
+#include "common/addr.h"
+
 #define READ_CHUNK (64u * 1024)
 
 struct wreq
@@ -70,42 +72,7 @@ void rpc_limits_default(struct rpc_limits *l)
 
 int rpc_addr_parse(const char *addr, struct sockaddr_in *out)
 {
-    char ip[INET_ADDRSTRLEN];
-    const char *colon;
-    size_t n;
-    unsigned long port = 0;
-    const char *p;
-
-    if (addr == NULL || (colon = strrchr(addr, ':')) == NULL) {
-        return RPC_E_ADDR;
-    }
-    n = (size_t)(colon - addr);
-    if (n == 0 || n >= sizeof ip) {
-        return RPC_E_ADDR;
-    }
-    memcpy(ip, addr, n);
-    ip[n] = '\0';
-    p = colon + 1;
-    if (*p == '\0' || strlen(p) > 5) {
-        return RPC_E_ADDR;
-    }
-    for (; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9') {
-            return RPC_E_ADDR;
-        }
-        port = port * 10 + (unsigned long)(*p - '0');
-    }
-    if (port == 0 || port > 65535) {
-        return RPC_E_ADDR;
-    }
-    memset(out, 0, sizeof *out);
-    /* inet_pton takes exactly dotted-quad IPv4, nothing else. */
-    if (inet_pton(AF_INET, ip, &out->sin_addr) != 1) {
-        return RPC_E_ADDR;
-    }
-    out->sin_family = AF_INET;
-    out->sin_port = htons((uint16_t)port);
-    return 0;
+    return addr_parse_ipv4(addr, ADDR_PORT_DIGITS, out) ? 0 : RPC_E_ADDR;
 }
 
 void conn_maybe_free(struct conn *c)

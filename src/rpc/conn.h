@@ -42,7 +42,7 @@
  * decoder's message). A request whose body the handler cannot decode is the
  * handler's to answer INVALID_ARGUMENT; the connection stays.
  *
- * Every stream gets TCP_NODELAY. With a TLS slot (rpc/tls.h) a server or
+ * Every stream gets TCP_NODELAY. With a TLS slot (tls/tls.h) a server or
  * channel speaks TLS 1.3 on every connection: conn.c seals and opens every
  * byte, frames flow only after a verified handshake, and a handshake not
  * completed within handshake_ms closes the connection. A server requires a
@@ -62,7 +62,7 @@
 #include <uv.h>
 
 #include "rpc/frame.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 /* Errors of this layer: RPC_E_ADDR..RPC_E_PROTOCOL (common/err.h). */
 

@@ -18,7 +18,7 @@
 #define ONCE_RPC_CONN_INT_H_
 
 #include "rpc/conn.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 struct conn;
 

@@ -17,6 +17,7 @@
 #include "raft/identity.h"
 #include "server/backup.h"
 #include "server/convert.h"
+#include "server/leader.h"
 #include "server/reply.h"
 #include "server/safety.h"
 #include "server/server.h"
@@ -358,7 +359,7 @@ static void status_fill(struct server *s, Once__Rpc__StatusResponse *st)
         }
     }
     st->config_voters = voters;
-    service_leader_addr(s, &lid, leader);
+    leader_addr(s, &lid, leader);
     st->leader_id = lid;
     st->leader_addr = leader;
     /* The backend chosen at start (--storage; "uring", "pwrite" or "uv"). */

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "once_rpc.pb-c.h"
 #include "server/admin.h"
 #include "server/convert.h"
-#include "server/log.h"
 #include "server/reply.h"
 #include "server/server.h"
 

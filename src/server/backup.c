@@ -15,6 +15,7 @@
 #include <openssl/rand.h>
 
 #include "common/crc32c.h"
+#include "common/path.h"
 #include "fsm/backup_file.h"
 #include "once_rpc.pb-c.h"
 #include "server/reply.h"
@@ -217,7 +218,11 @@ static void remove_stale(const char *dir)
             strcmp(e->d_name + n - strlen(BACKUP_SUFFIX), BACKUP_SUFFIX) != 0) {
             continue;
         }
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (path_join(path, sizeof path, dir, e->d_name) != 0) {
+            log_kv(LOG_WARN, "a stale backup file left: its path is too long",
+                   "name=%s", log_quote(e->d_name, (char[300]){0}, 300));
+            continue;
+        }
         if (unlink(path) == 0) {
             log_kv(LOG_INFO, "removed a stale backup file", "path=%s",
                    log_quote(path, (char[300]){0}, 300));

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/addr.h"
 #include "common/err.h"
 
 /* Numbers of the wire enums equal the fsm's (once_rpc.proto says so). */
@@ -251,35 +252,14 @@ int convert_ident_in(const ProtobufCBinaryData *scope,
     return 0;
 }
 
-/* "A.B.C.D:PORT", PORT 1..65535, 1..FSM_ADDR_MAX bytes. */
+/* "A.B.C.D:PORT", PORT 1..65535 without leading zeros, 1..FSM_ADDR_MAX
+ * bytes. */
 static bool valid_addr(const char *s)
 {
-    char host[INET_ADDRSTRLEN];
-    const char *colon;
-    struct in_addr a;
-    unsigned long port = 0;
-    size_t n = s != NULL ? strlen(s) : 0, i;
+    size_t n = s != NULL ? strlen(s) : 0;
 
-    if (n < 1 || n > FSM_ADDR_MAX) {
-        return false;
-    }
-    colon = strrchr(s, ':');
-    if (colon == NULL || (size_t)(colon - s) >= sizeof host ||
-        colon[1] == '\0' || strlen(colon + 1) > 5) {
-        return false;
-    }
-    for (i = 1; colon[i] != '\0'; i++) {
-        if (colon[i] < '0' || colon[i] > '9') {
-            return false;
-        }
-        port = port * 10 + (unsigned long)(colon[i] - '0');
-    }
-    if (port < 1 || port > 65535 || (colon[1] == '0')) {
-        return false;
-    }
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = '\0';
-    return inet_pton(AF_INET, host, &a) == 1;
+    return n >= 1 && n <= FSM_ADDR_MAX &&
+           addr_parse_ipv4(s, ADDR_PORT_CANONICAL, NULL);
 }
 
 enum fsm_role convert_role_in(Once__Rpc__Role r)

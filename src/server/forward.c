@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "server/leader.h"
 #include "server/reply.h"
 #include "server/server.h"
 
@@ -158,7 +159,7 @@ static bool forward_target(struct server *s, struct rpc_call *call, char *addr)
                           "forwarded again)");
         return false;
     }
-    if (!service_leader_addr(s, &lid, addr)) {
+    if (!leader_addr(s, &lid, addr)) {
         reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
                     lid == 0 ? "no known leader"
                              : "the leader's client address is not known yet",

@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "server/log.h"
+#include "common/log.h"
 
 static void on_prepare(uv_prepare_t *h)
 {

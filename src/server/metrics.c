@@ -1,4 +1,4 @@
-/* server/metrics.c: the node's metrics, health and readiness (metrics.h).
+/* server/metrics.c: the node's metrics and readiness (metrics.h).
  *
  * Every family is registered in metrics_init, and every series that can
  * be known in advance is made there at 0 (claims by kind and outcome, the
@@ -16,7 +16,6 @@
 
 #include "http/http.h"
 #include "server/authz.h"
-#include "server/httpapi.h"
 #include "server/server.h"
 
 #define NS_PER_S 1e9
@@ -700,10 +699,10 @@ static void collect(struct metrics *m)
         prom_set(m->calls_refused, (double)rs.calls_busy);
         prom_set(m->rpc_tls_refused, (double)rs.tls_refused);
     }
-    if (m->http != NULL) {
+    if (s->http != NULL) {
         struct http_stats hs;
 
-        http_stats(m->http, &hs);
+        http_stats(s->http, &hs);
         prom_set(m->http_tls_refused, (double)hs.tls_refused);
         /* A TLS connection is one of tls_open from its accept, and one of
          * conns_open as well once MHD has it. */
@@ -711,134 +710,18 @@ static void collect(struct metrics *m)
     }
 }
 
-/* --- HTTP handlers -------------------------------------------------------- */
+/* --- the scrape and refusals --------------------------------------------- */
+
+int metrics_text(struct metrics *m, struct prom_buf *b)
+{
+    collect(m);
+    return prom_write(m->reg, b);
+}
 
 void metrics_denied(struct metrics *m)
 {
     authz_count_denied();
     if (m->reg != NULL) {
         prom_inc(m->permission_denied);
-    }
-}
-
-/* With TLS, /metrics is for a certificate whose identity is a monitor or
- * an admin (authz.h); anyone else gets 403 with the reason. */
-static bool may_scrape(struct metrics *m,
-                       const struct http_request *req,
-                       struct http_response *resp)
-{
-    struct authz_caller who;
-    char why[ERR_MSG_SIZE], text[ERR_MSG_SIZE + 2];
-
-    if (!req->tls) {
-        return true; /* no TLS: loopback (or --insecure), every caller */
-    }
-    if (req->peer == NULL) {
-        snprintf(why, sizeof why,
-                 "permission denied: /metrics needs a client certificate "
-                 "whose identity has the role monitor or admin");
-        metrics_denied(m);
-    } else if (authz_resolve(m->s->access, true, req->peer, NULL, 0, &who,
-                             why) != 0 ||
-               authz_check_metrics(&who, why) != 0) {
-        if (m->reg != NULL) {
-            prom_inc(m->permission_denied); /* authz counted its own */
-        }
-    } else {
-        return true;
-    }
-    snprintf(text, sizeof text, "%s\n", why);
-    http_text(resp, 403, text);
-    return false;
-}
-
-static void get_metrics(void *arg,
-                        const struct http_request *req,
-                        struct http_response *resp)
-{
-    struct metrics *m = arg;
-    struct prom_buf b;
-
-    if (!may_scrape(m, req, resp)) {
-        return;
-    }
-    if (m->s->stopping || m->s->raft_closed) {
-        http_text(resp, 503, "stopping\n");
-        return;
-    }
-    collect(m);
-    prom_buf_init(&b, HTTP_BODY_MAX);
-    if (prom_write(m->reg, &b) != 0) {
-        prom_buf_free(&b);
-        http_text(resp, 500, "metrics text over its limit\n");
-        return;
-    }
-    resp->status = 200;
-    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    resp->body = prom_buf_take(&b, &resp->body_len);
-}
-
-/* Answered by the loop itself: that it answers is the check. */
-static void get_healthz(void *arg,
-                        const struct http_request *req,
-                        struct http_response *resp)
-{
-    (void)arg;
-    (void)req;
-    http_text(resp, 200, "ok\n");
-}
-
-static void get_readyz(void *arg,
-                       const struct http_request *req,
-                       struct http_response *resp)
-{
-    struct metrics *m = arg;
-    char why[200], text[220];
-    const char *no = metrics_unready(m->s, why, sizeof why);
-
-    (void)req;
-    if (no == NULL) {
-        http_text(resp, 200, "ready\n");
-        return;
-    }
-    snprintf(text, sizeof text, "not ready: %s\n", no);
-    http_text(resp, 503, text);
-}
-
-static void http_log(void *arg, const char *level, const char *msg)
-{
-    (void)arg;
-    log_kv(strcmp(level, "error") == 0  ? LOG_ERROR
-           : strcmp(level, "warn") == 0 ? LOG_WARN
-                                        : LOG_INFO,
-           msg, "component=http");
-}
-
-int metrics_http_start(struct metrics *m, const char *addr, char *errmsg)
-{
-    static struct http_route routes[3 + HTTPAPI_ROUTES];
-    struct http_config hc;
-
-    routes[0] = (struct http_route){"/metrics", get_metrics, m, 0, 0};
-    routes[1] = (struct http_route){"/healthz", get_healthz, m, 0, 0};
-    routes[2] = (struct http_route){"/readyz", get_readyz, m, 0, 0};
-    httpapi_routes(m->s, &routes[3]); /* the JSON API (docs/http-api.md) */
-    memset(&hc, 0, sizeof hc);
-    hc.addr = addr;
-    hc.routes = routes;
-    hc.n_routes = N_OF(routes);
-    hc.log = http_log;
-    /* With TLS the port is HTTPS with the client port's context (the
-     * node's certificate, swapped by SIGHUP), client certificates asked
-     * for but optional: probes come without one. */
-    hc.tls = m->s->tls.on ? &m->s->tls.client_port : NULL;
-    return http_start(&m->http, &m->s->loop, &hc, errmsg);
-}
-
-void metrics_close(struct metrics *m)
-{
-    if (m->http != NULL) {
-        http_close(m->http, NULL, NULL);
-        m->http = NULL;
     }
 }

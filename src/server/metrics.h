@@ -1,6 +1,6 @@
-/* server/metrics.h: what onced exposes over HTTP (docs/server.md, "The HTTP
- * listener"): /metrics (Prometheus text, common/prom.h), /healthz and
- * /readyz, on the listener of http/http.h.
+/* server/metrics.h: onced's metrics (Prometheus text, common/prom.h) and
+ * its readiness rule, served by the HTTP listener (http_front.h) as
+ * /metrics and /readyz (docs/server.md, "The HTTP listener").
  *
  * Two kinds of figures:
  *   - events, counted where they happen by the hooks below (a claim's
@@ -25,9 +25,9 @@
  * seen_leader_commit), which must have arrived within the election timeout.
  *
  * Ownership: struct metrics lives in struct server; metrics_init makes the
- * registry, metrics_http_start the listener, metrics_close closes the
- * listener (through the loop), metrics_free frees the registry. Loop thread
- * only. */
+ * registry, metrics_free frees it. The listener is not ours (s->http,
+ * http_front.c): a scrape reads its counters when there is one. Loop
+ * thread only. */
 #ifndef ONCE_SERVER_METRICS_H_
 #define ONCE_SERVER_METRICS_H_
 
@@ -50,12 +50,10 @@
 #define METRICS_STATUS_N 9
 
 struct server;
-struct http;
 
 struct metrics
 {
     struct prom_registry *reg;
-    struct http *http;
     struct server *s; /* borrowed */
 
     /* events */
@@ -94,12 +92,11 @@ struct metrics
 /* Make the registry and every family. 0, or -ENOMEM / -EINVAL with
  * @errmsg (ERR_MSG_SIZE). */
 int metrics_init(struct metrics *m, struct server *s, char *errmsg);
-/* Serve /metrics, /healthz, /readyz on @addr (the node's loop). 0 or an
- * HTTP_E_* code with @errmsg. */
-int metrics_http_start(struct metrics *m, const char *addr, char *errmsg);
-/* Close the listener, if any (its handles close through the loop). */
-void metrics_close(struct metrics *m);
 void metrics_free(struct metrics *m);
+
+/* A scrape: read the state figures now, then append every family's text
+ * to @b. 0, or prom_write's -ENOSPC (over b->max) or -ENOMEM. */
+int metrics_text(struct metrics *m, struct prom_buf *b);
 
 /* The node's tick. */
 void metrics_tick(struct metrics *m);

@@ -16,7 +16,7 @@
  *      replica_start;
  *   4. the metrics registry; signals and the tick; the RPC server on the
  *      client address (service.c); with --http-addr the HTTP listener
- *      (metrics.c);
+ *      (http_front.c);
  *   5. with --join and an empty Raft configuration, Admin.MembersAdd of
  *      this node on the listed members until one answers (join.c).
  * A failing step logs why; node_unwind then releases exactly what exists
@@ -49,9 +49,11 @@
 #include <openssl/rand.h>
 
 #include "common/err.h"
+#include "common/path.h"
 #include "raft/heap.h"
 #include "raft/identity.h"
 #include "server/authz.h"
+#include "server/http_front.h"
 #include "server/server.h"
 #include "server/service.h"
 #include "store/store_log.h"
@@ -118,12 +120,16 @@ static void rpc_answered(void *arg,
     metrics_answered(&((struct server *)arg)->metrics, call, status);
 }
 
-static bool file_exists(const char *dir, const char *name)
+/* Whether DIR/@name exists: 1 or 0, or -ENAMETOOLONG with @errmsg. */
+static int file_exists(const char *dir, const char *name, char *errmsg)
 {
     char p[4200];
     struct stat st;
 
-    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (path_join(p, sizeof p, dir, name) != 0) {
+        err_printf(errmsg, "data directory path too long: %.64s...", dir);
+        return -ENAMETOOLONG;
+    }
     return stat(p, &st) == 0;
 }
 
@@ -148,19 +154,25 @@ static const char *storage_name(enum server_storage st)
  * refused by the other, so switching backends can never start a node on
  * an empty log that once acknowledged entries. *@opened: a log store was
  * opened (it must be closed if raft never takes it). Returns 0, -EINVAL
- * (the directory's format and the flag disagree) or store_log_init's
+ * (the directory's format and the flag disagree), -ENAMETOOLONG (the
+ * directory's path leaves no room for its files' names) or store_log_init's
  * code as a negative value, with @errmsg set. */
 static int open_store(struct server *s, bool *opened, char *errmsg)
 {
     const char *dir = s->cfg.data_dir;
     enum server_storage want = s->cfg.storage;
-    bool uv_log =
-        file_exists(dir, "metadata1") || file_exists(dir, "metadata2");
-    bool our_log = file_exists(dir, "log/meta-a");
+    int meta1 = file_exists(dir, "metadata1", errmsg);
+    int meta2 = file_exists(dir, "metadata2", errmsg);
+    int ours = file_exists(dir, "log/meta-a", errmsg);
+    bool uv_log = meta1 > 0 || meta2 > 0;
+    bool our_log = ours > 0;
     struct store_log_options o;
     char path[4200];
     int rv;
 
+    if (meta1 < 0 || meta2 < 0 || ours < 0) {
+        return -ENAMETOOLONG;
+    }
     if (uv_log && our_log) {
         err_printf(errmsg,
                    "the data directory holds both a raft_uv log and DIR/log");
@@ -184,7 +196,10 @@ static int open_store(struct server *s, bool *opened, char *errmsg)
                want == SERVER_STORAGE_UV ? "flag" : "existing-raft_uv-log");
         return 0;
     }
-    snprintf(path, sizeof path, "%s/log", dir);
+    if (path_join(path, sizeof path, dir, "log") != 0) {
+        err_printf(errmsg, "data directory path too long: %.64s...", dir);
+        return -ENAMETOOLONG;
+    }
     memset(&o, 0, sizeof o);
     o.engine = want == SERVER_STORAGE_URING    ? STORE_ENGINE_URING
                : want == SERVER_STORAGE_PWRITE ? STORE_ENGINE_PWRITE
@@ -494,7 +509,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
     uv_close((uv_handle_t *)&s->tick, NULL);
     loopwatch_close(&s->loopwatch);
     join_stop(&s->join);
-    metrics_close(&s->metrics);
+    http_front_close(s);
     /* Before the Raft layer closes: answer the admin operations still
      * waiting (outcome unknown) and close every forwarding channel. */
     admin_shutdown(&s->admin);
@@ -960,7 +975,8 @@ static int step_metrics(struct server *s)
     return 0;
 }
 
-/* --http-addr: /metrics, /healthz, /readyz on the loop (metrics.h). */
+/* --http-addr: /metrics, /healthz, /readyz and /v1 on the loop
+ * (http_front.h). */
 static int step_http(struct server *s)
 {
     char errmsg[ERR_MSG_SIZE], q[300];
@@ -968,7 +984,7 @@ static int step_http(struct server *s)
     if (s->cfg.http_addr == NULL) {
         return 0;
     }
-    if (metrics_http_start(&s->metrics, s->cfg.http_addr, errmsg) != 0) {
+    if (http_front_start(s, s->cfg.http_addr, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot serve the HTTP address",
                "http_addr=%s error=%s", s->cfg.http_addr,
                log_quote(errmsg, q, sizeof q));

@@ -13,8 +13,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "raft/anchor.h"
-#include "server/log.h"
 #include "server/server.h"
 
 /* Any pair of this boot seeds as well as the last one (anchor.h): the

@@ -1,7 +1,7 @@
 /* server/node_tls.h: TLS for one onced node (docs/rpc.md, docs/raft.md).
  *
  * With --tls-cert/--tls-key/--tls-ca the node holds four contexts, each in
- * a slot (rpc/tls.h) that the ports read when a connection starts:
+ * a slot (tls/tls.h) that the ports read when a connection starts:
  *
  *   client_port  the client port's server side: the node's certificate;
  *                callers must present one from --tls-ca or --peer-tls-ca;
@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 struct server;
 

@@ -7,7 +7,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "server/log.h"
+#include "common/log.h"
 #include "server/metrics.h"
 #include "server/server.h"
 

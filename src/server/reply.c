@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/leader.h"
 #include "server/server.h"
 
 void reply_error(struct rpc_call *call,
@@ -56,7 +57,7 @@ void reply_unavailable(struct server *s, struct rpc_call *call, const char *why)
     char hint[RPC_ADDR_MAX + 1];
     uint64_t lid;
 
-    service_leader_addr(s, &lid, hint);
+    leader_addr(s, &lid, hint);
     reply_error(call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE, why, hint);
 }
 

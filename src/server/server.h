@@ -20,6 +20,7 @@
 
 #include <uv.h>
 
+#include "common/log.h"
 #include "fsm/fsm.h"
 #include "raft/anchor.h"
 #include "raft/replica.h"
@@ -30,7 +31,6 @@
 #include "server/backup.h"
 #include "server/forward.h"
 #include "server/join.h"
-#include "server/log.h"
 #include "server/loopwatch.h"
 #include "server/metrics.h"
 #include "server/node_tls.h"
@@ -106,6 +106,8 @@ enum {
     SERVER_UP_METRICS = 1u << 7,   /* metrics_init: the registry */
 };
 
+struct http;
+
 struct server
 {
     struct server_config cfg;
@@ -150,6 +152,7 @@ struct server
     struct backups backups; /* backup.c */
     struct join join;       /* join.c */
     struct metrics metrics; /* metrics.c */
+    struct http *http;      /* http_front.c: --http-addr's listener */
     struct notify notify;   /* notify.c */
 
     /* The log-time anchor (node_anchor.c, raft/anchor.h): this boot's id

@@ -66,9 +66,4 @@ struct service_method
  * server). Answers every call exactly once, now or later. */
 void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req);
 
-/* The client address of the current leader into @buf (RPC_ADDR_MAX + 1)
- * and its id in *@id: true if known (from the fsm's member directory, or
- * this node's own flags). */
-bool service_leader_addr(struct server *s, uint64_t *id, char *buf);
-
 #endif /* ONCE_SERVER_SERVICE_H_ */

@@ -1,5 +1,5 @@
 /* Certificates for a suite, made by scripts/make-certs.sh (the openssl
- * CLI) in a temporary directory (cert_dir.c): rpc/tls's tests and the
+ * CLI) in a temporary directory (cert_dir.c): tls/tls's tests and the
  * HTTP listener's TLS terminator's.
  *
  * cert_dir_open makes the directory (once per suite: an unchecked

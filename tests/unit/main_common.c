@@ -2,10 +2,12 @@
 #include <check.h>
 #include <stdlib.h>
 
+Suite *addr_suite(void);
 Suite *arena_suite(void);
 Suite *crc32c_suite(void);
 Suite *err_suite(void);
 Suite *hash_suite(void);
+Suite *path_suite(void);
 Suite *prom_suite(void);
 Suite *ratelimit_suite(void);
 Suite *text_suite(void);
@@ -15,9 +17,11 @@ int main(void)
     SRunner *sr = srunner_create(arena_suite());
     int failed;
 
+    srunner_add_suite(sr, addr_suite());
     srunner_add_suite(sr, crc32c_suite());
     srunner_add_suite(sr, err_suite());
     srunner_add_suite(sr, hash_suite());
+    srunner_add_suite(sr, path_suite());
     srunner_add_suite(sr, prom_suite());
     srunner_add_suite(sr, ratelimit_suite());
     srunner_add_suite(sr, text_suite());

@@ -11,8 +11,8 @@
 #include "raft/identity.h"
 #include "raft/replica.h"
 #include "rpc/conn.h"
-#include "rpc/tls.h"
 #include "server/access.h"
+#include "tls/tls.h"
 
 enum { ERR_HTTP_CODES(ERR_ENUM) }; /* as http/http.h declares them */
 

@@ -1,4 +1,4 @@
-/* rpc/tls: contexts and memory-BIO sessions, two sessions wired back to
+/* tls/tls: contexts and memory-BIO sessions, two sessions wired back to
  * back in memory (no sockets). The certificates are made once per suite
  * with scripts/make-certs.sh (the openssl CLI) in a temporary directory:
  * a CA with a node certificate (IP SAN 127.0.0.1) and a client, a second
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "cert_dir.h"
-#include "rpc/tls.h"
+#include "tls/tls.h"
 
 Suite *tls_suite(void);
 

@@ -1,4 +1,5 @@
-/* server/log.h: onced's logger, logfmt lines on stderr.
+/* common/log.h: the daemons' logger (onced and once-ingress), logfmt lines
+ * on stderr. Depends on libc only, like the rest of common/.
  *
  * One line per event:
  *   ts=2026-12-01T10:00:00.123Z level=info node=1f2e3d4c5b6a7980
@@ -12,8 +13,8 @@
  * Never log whole request ids, tokens or keys at info: the daemon logs
  * start, leadership and membership changes, forwarding errors, shutdown.
  * Loop thread only (one process-wide logger, no locking). */
-#ifndef ONCE_SERVER_LOG_H_
-#define ONCE_SERVER_LOG_H_
+#ifndef ONCE_COMMON_LOG_H_
+#define ONCE_COMMON_LOG_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -54,4 +55,4 @@ const char *log_quote(const char *s, char *buf, size_t cap);
  * peer). */
 const char *log_quote_n(const char *s, size_t len, char *buf, size_t cap);
 
-#endif /* ONCE_SERVER_LOG_H_ */
+#endif /* ONCE_COMMON_LOG_H_ */

@@ -1,5 +1,5 @@
-/* rpc/tls.c: see tls.h. */
-#include "rpc/tls.h"
+/* tls/tls.c: see tls.h. */
+#include "tls/tls.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* server/log.c: logfmt lines on stderr (log.h). */
-#include "server/log.h"
+/* common/log.c: logfmt lines on stderr (log.h). */
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

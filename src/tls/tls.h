@@ -1,4 +1,8 @@
-/* rpc/tls.h: TLS 1.3 for once's ports, OpenSSL 3 over memory BIOs.
+/* tls/tls.h: TLS 1.3 for once's ports, OpenSSL 3 over memory BIOs.
+ *
+ * Its own folder because four layers use it: the RPC ports (rpc/conn.c),
+ * the Raft transport (raft/transport.c), the HTTPS terminator
+ * (http/http_tls.c) and libonce. It depends on common/ only.
  *
  * Two parts, neither of which touches a socket:
  *
@@ -32,8 +36,8 @@
  *
  * Threads: contexts are immutable once made and may be shared; a session
  * and a slot belong to one thread (the loop's). */
-#ifndef ONCE_RPC_TLS_H_
-#define ONCE_RPC_TLS_H_
+#ifndef ONCE_TLS_TLS_H_
+#define ONCE_TLS_TLS_H_
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -170,4 +174,4 @@ X509 *tls_session_peer(const struct tls_session *t);
  * when it has none. */
 const char *tls_cert_name(X509 *cert, char *buf, size_t cap);
 
-#endif /* ONCE_RPC_TLS_H_ */
+#endif /* ONCE_TLS_TLS_H_ */

@@ -1,0 +1,208 @@
+/* tls/splice.c: see splice.h. */
+#include "tls/splice.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One queued write, its bytes after it. */
+struct splice_write
+{
+    uv_write_t req;
+    struct tls_splice *sp;
+    bool to_net;
+    size_t len;
+    uint8_t data[];
+};
+
+void tls_splice_init(struct tls_splice *sp,
+                     uv_stream_t *net,
+                     uv_alloc_cb alloc,
+                     uv_read_cb read,
+                     struct tls_session *tls,
+                     size_t queue_max,
+                     tls_splice_written_cb written,
+                     void *data)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->net = net;
+    sp->net_alloc = alloc;
+    sp->net_read = read;
+    sp->tls = tls;
+    sp->queue_max = queue_max;
+    sp->written = written;
+    sp->data = data;
+}
+
+void tls_splice_local(struct tls_splice *sp,
+                      uv_stream_t *local,
+                      uv_alloc_cb alloc,
+                      uv_read_cb read)
+{
+    sp->local = local;
+    sp->local_alloc = alloc;
+    sp->local_read = read;
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    struct splice_write *w = req->data;
+    struct tls_splice *sp = w->sp;
+    bool to_net = w->to_net;
+
+    if (to_net) {
+        sp->net_queued -= w->len;
+        sp->net_written += w->len;
+    } else {
+        sp->local_queued -= w->len;
+    }
+    free(w);
+    sp->written(sp, to_net, status);
+}
+
+static struct splice_write *write_new(struct tls_splice *sp,
+                                      bool to_net,
+                                      size_t cap)
+{
+    struct splice_write *w = malloc(sizeof *w + cap);
+
+    if (w != NULL) {
+        w->sp = sp;
+        w->to_net = to_net;
+        w->len = 0;
+        w->req.data = w;
+    }
+    return w;
+}
+
+/* Queue @w (w->len bytes). 0, or uv_write's error with @w freed. */
+static int write_start(struct tls_splice *sp, struct splice_write *w)
+{
+    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
+    int rv =
+        uv_write(&w->req, w->to_net ? sp->net : sp->local, &b, 1, on_written);
+
+    if (rv != 0) {
+        free(w);
+        return rv;
+    }
+    if (w->to_net) {
+        sp->net_queued += w->len;
+    } else {
+        sp->local_queued += w->len;
+    }
+    return 0;
+}
+
+/* Over the bound towards @to_net's stream: stop reading the other one. */
+static void pause_if_full(struct tls_splice *sp, bool to_net)
+{
+    if (to_net) {
+        if (sp->net_queued > sp->queue_max && sp->local != NULL &&
+            !sp->local_done && !sp->local_paused) {
+            sp->local_paused = true;
+            (void)uv_read_stop(sp->local);
+        }
+    } else if (sp->local_queued > sp->queue_max && !sp->net_done &&
+               !sp->net_paused) {
+        sp->net_paused = true;
+        (void)uv_read_stop(sp->net);
+    }
+}
+
+static int queue_copy(struct tls_splice *sp,
+                      bool to_net,
+                      const uint8_t *p,
+                      size_t n)
+{
+    struct splice_write *w;
+    int rv;
+
+    if (n == 0) {
+        return 0;
+    }
+    w = write_new(sp, to_net, n);
+    if (w == NULL) {
+        return UV_ENOMEM; /* UNTESTED: malloc */
+    }
+    memcpy(w->data, p, n);
+    w->len = n;
+    rv = write_start(sp, w);
+    if (rv == 0) {
+        pause_if_full(sp, to_net);
+    }
+    return rv;
+}
+
+int tls_splice_flush(struct tls_splice *sp)
+{
+    struct splice_write *w;
+    size_t n;
+    int rv;
+
+    if (sp->tls == NULL || (n = tls_session_pending(sp->tls)) == 0) {
+        return 0;
+    }
+    w = write_new(sp, true, n);
+    if (w == NULL) {
+        return UV_ENOMEM; /* UNTESTED: malloc */
+    }
+    w->len = tls_session_take(sp->tls, w->data, n);
+    rv = write_start(sp, w);
+    if (rv == 0) {
+        pause_if_full(sp, true);
+    }
+    return rv;
+}
+
+int tls_splice_to_net(struct tls_splice *sp, const uint8_t *p, size_t n)
+{
+    if (sp->tls == NULL) {
+        return queue_copy(sp, true, p, n);
+    }
+    if (tls_session_seal(sp->tls, p, n) != 0) {
+        return UV_EPROTO; /* UNTESTED: OpenSSL */
+    }
+    return tls_splice_flush(sp);
+}
+
+int tls_splice_to_local(struct tls_splice *sp, const uint8_t *p, size_t n)
+{
+    return queue_copy(sp, false, p, n);
+}
+
+int tls_splice_resume(struct tls_splice *sp)
+{
+    int rv;
+
+    if (sp->net_paused && !sp->net_done &&
+        sp->local_queued <= sp->queue_max / 2) {
+        sp->net_paused = false;
+        rv = uv_read_start(sp->net, sp->net_alloc, sp->net_read);
+        if (rv != 0) {
+            return rv; /* UNTESTED */
+        }
+    }
+    if (sp->local_paused && !sp->local_done &&
+        sp->net_queued <= sp->queue_max / 2) {
+        sp->local_paused = false;
+        rv = uv_read_start(sp->local, sp->local_alloc, sp->local_read);
+        if (rv != 0) {
+            return rv; /* UNTESTED */
+        }
+    }
+    return 0;
+}
+
+void tls_splice_net_done(struct tls_splice *sp)
+{
+    sp->net_done = true;
+    (void)uv_read_stop(sp->net);
+}
+
+void tls_splice_local_done(struct tls_splice *sp)
+{
+    sp->local_done = true;
+    if (sp->local != NULL) {
+        (void)uv_read_stop(sp->local);
+    }
+}
