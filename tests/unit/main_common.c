@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 Suite *arena_suite(void);
+Suite *assert_suite(void);
 Suite *crc32c_suite(void);
 Suite *err_suite(void);
 Suite *hash_suite(void);
@@ -15,6 +16,7 @@ int main(void)
     SRunner *sr = srunner_create(arena_suite());
     int failed;
 
+    srunner_add_suite(sr, assert_suite());
     srunner_add_suite(sr, crc32c_suite());
     srunner_add_suite(sr, err_suite());
     srunner_add_suite(sr, hash_suite());
