@@ -180,6 +180,9 @@ static int propose_dir(struct replica *rep,
                  "%s", m->client_addr);
         cmd.u.member.role = role;
     }
+    ONCE_ASSERT(rep->member == m && !m->busy,
+                "a directory command for the running operation, one at a "
+                "time");
     m->pl.data = m;
     m->step = STEP_DIR;
     m->after_dir = next;
@@ -543,6 +546,7 @@ int replica_member(struct replica *rep,
     if (rep->member != NULL || rep->snap_cb != NULL) {
         return REPLICA_E_BUSY;
     }
+    ONCE_ASSERT(cb != NULL, "every operation ends in its callback");
     m->rep = rep;
     m->cb = cb;
     m->busy = false;
