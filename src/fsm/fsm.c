@@ -16,12 +16,12 @@
  * then applies the commands in order. */
 #include "fsm/fsm.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 /* ------------------------------------------------------------------------
@@ -410,6 +410,7 @@ static int apply_batch(struct fsm *f,
         return rv;
     }
     if (pre) {
+        ONCE_ASSERT(f->hash_ready, "a bootstrapped fsm has its hash key");
         grow_scratch(f, n);
         for (size_t i = 0; i < n; i++) {
             const struct fsm_ident *id = cmd_ident(&cmds[i], &tmp);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 #define TICKS_MIN_CAP 64u
@@ -37,6 +38,8 @@ static void ticks_resize(struct tick_map *m, uint32_t cap)
     if (e == NULL) {
         fsm_panic("out of memory (expiry ticks)");
     }
+    ONCE_ASSERT(cap > 0 && (cap & (cap - 1)) == 0 && m->n * 2 <= cap,
+                "a power-of-two table at most half full");
     m->e = e;
     m->cap = cap;
     for (uint32_t i = 0; i < old_cap; i++) {
@@ -55,6 +58,8 @@ static void ticks_resize(struct tick_map *m, uint32_t cap)
 static uint32_t ticks_slot(const struct tick_map *m, uint64_t tick)
 {
     uint32_t i = tick_home(tick, m->cap);
+
+    ONCE_ASSERT(m->n < m->cap, "a probe ends at an empty slot");
 
     while (m->e[i].n != 0 && m->e[i].tick != tick) {
         i = (i + 1) & (m->cap - 1);
@@ -81,6 +86,7 @@ static void ticks_delete(struct tick_map *m, uint32_t i)
         m->e[i] = m->e[j];
         i = j;
     }
+    ONCE_ASSERT(m->n > 0, "deleting from an empty tick map");
     memset(&m->e[i], 0, sizeof m->e[i]);
     m->n--;
 }
@@ -115,6 +121,9 @@ void fsm_ticks_add(struct tick_map *m,
     }
     i = ticks_slot(m, tick);
     e = &m->e[i];
+    ONCE_ASSERTF(sign > 0 || e->n >= c->n,
+                 "removing %llu records from tick %llu that has fewer",
+                 (unsigned long long)c->n, (unsigned long long)tick);
     if (e->n == 0) {
         e->tick = tick;
         m->n++;

@@ -1,11 +1,11 @@
 /* The record commands: Claim, Complete, Release, Lookup and Forget
  * (docs/state-machine.md has their rules). */
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 /* ------------------------------------------------------------------------
@@ -171,6 +171,12 @@ static void accept_new(struct fsm *f,
         fsm_panic("out of memory (record)");
     }
     r = rec_mut(f, h);
+    ONCE_ASSERTF(c->scope_len >= 1 && c->scope_len <= FSM_SCOPE_MAX &&
+                     c->key_len >= 1 && c->key_len <= FSM_KEY_MAX &&
+                     c->payload_hash_len <= FSM_PAYLOAD_HASH_MAX,
+                 "scope %zu, key %zu, hash %zu bytes passed claim_invalid",
+                 (size_t)c->scope_len, (size_t)c->key_len,
+                 (size_t)c->payload_hash_len);
     r->next = 0;
     r->ext = 0;
     r->flags = 0;
@@ -263,6 +269,7 @@ static enum fsm_outcome claim_live(struct fsm *f,
         }
         return FSM_REPLAYED;
     }
+    ONCE_ASSERT(e != NULL, "an IDEMPOTENT record always has its ext");
     if (!payload_equal(e, c)) {
         res->reason = "the key was claimed with a different payload hash";
         return FSM_CONFLICT;
@@ -286,7 +293,9 @@ static enum fsm_outcome claim_live(struct fsm *f,
         case FSM_STATE_FAILED:
             return FSM_FAILED;
         case FSM_STATE_SEEN:
-            assert(0); /* NONCE handled above */
+            /* Unreachable: the NONCE branch above returned. */
+            ONCE_ASSERT(rec_kind(r) == FSM_KIND_NONCE,
+                        "an IDEMPOTENT record is never SEEN");
             return FSM_CONFLICT;
     }
     o = window_check(f, c, res);

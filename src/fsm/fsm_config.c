@@ -1,6 +1,5 @@
 /* The replicated cluster state: Bootstrap, settings (and the max_window
  * raise fence), the member directory and the retired ids. */
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,11 +19,11 @@
  * the freeze. Only fsm_snapshot_size/_write may be called on the shell (it
  * has no slab metadata, wheel state is stale, nothing in it is freed but
  * what fsm_release frees). */
-#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 struct fsm_frozen
@@ -78,6 +78,8 @@ int fsm_freeze(struct fsm *f, struct fsm_frozen **out)
     for (size_t v = 0; v < FSM_N_VPS; v++) {
         f->vp_frozen[v] = f->vps[v].cap != 0;
     }
+    ONCE_ASSERT(f->n_deferred == 0 && f->deferred == NULL,
+                "no deferred frees outlive the view that needed them");
     z->shell = shell;
     z->size = fsm_snapshot_size(f);
     z->fixed_bytes = sizeof *shell + (uint64_t)z->n_pages * sizeof *z->pages +
@@ -96,6 +98,7 @@ size_t fsm_frozen_size(const struct fsm_frozen *z)
 
 void fsm_frozen_write(struct fsm_frozen *z, uint8_t *buf, size_t len)
 {
+    ONCE_ASSERT(len == z->size, "the buffer has fsm_frozen_size bytes");
     fsm_snapshot_write(z->shell, buf, len);
 }
 
@@ -113,7 +116,8 @@ void fsm_release_with(struct fsm *f,
                       struct fsm_frozen *z,
                       void (*free_fn)(void *))
 {
-    assert(f->frozen == z);
+    ONCE_ASSERT(z != NULL && f->frozen == z,
+                "releasing a view f does not hold");
     slab_thaw(&f->slab, z->pages, z->n_pages);
     for (size_t v = 0; v < FSM_N_VPS; v++) {
         if (!f->vp_frozen[v] && z->shell->vps[v].slots != NULL) {
@@ -154,8 +158,11 @@ void fsm_vp_thaw(struct fsm *f, uint32_t v)
 {
     struct table *t = &f->vps[v];
     size_t bytes = (size_t)t->cap * sizeof *t->slots;
-    uint64_t *copy = malloc(bytes);
+    uint64_t *copy;
 
+    ONCE_ASSERT(f->frozen != NULL && f->vp_frozen[v],
+                "copying a table no view reads");
+    copy = malloc(bytes);
     if (copy == NULL) {
         fsm_panic("out of memory (table copy)");
     }
@@ -183,6 +190,7 @@ void fsm_free_stored(struct fsm *f, uint8_t *p, size_t len)
         f->deferred = d;
         f->cap_deferred = cap;
     }
+    ONCE_ASSERT(f->n_deferred < f->cap_deferred, "deferred list has room");
     f->deferred[f->n_deferred++] = p;
     f->deferred_bytes += len;
 }

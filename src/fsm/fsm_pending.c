@@ -22,6 +22,7 @@
  * The same hooks count n_reserved, the records holding a result
  * reservation (PENDING or RELEASED, fsm_int.h rec_reserves): exact, and
  * read by apply through fsm_live_bytes. */
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 static uint64_t start_tick(const struct rec *r)
@@ -61,6 +62,7 @@ void fsm_pending_out(struct fsm *f, const struct rec *r)
     uint64_t t;
 
     if (rec_kind(r) == FSM_KIND_IDEMPOTENT && rec_reserves(r)) {
+        ONCE_ASSERT(f->n_reserved > 0, "reservation count underflow");
         f->n_reserved--;
     }
     if (!counts(r)) {
@@ -68,6 +70,7 @@ void fsm_pending_out(struct fsm *f, const struct rec *r)
     }
     t = start_tick(r);
     fsm_ticks_add(&f->pending, t, &one, -1);
+    ONCE_ASSERT(f->n_pending > 0, "pending count underflow");
     f->n_pending--;
     if (t == f->pending_min && fsm_ticks_get(&f->pending, t) == NULL) {
         f->pending_dirty = true;
@@ -116,6 +119,8 @@ bool fsm_pending_oldest_ms(struct fsm *f, uint64_t *ms)
     if (f->pending_dirty) {
         find_oldest(f);
     }
+    ONCE_ASSERT(f->pending_min != UINT64_MAX,
+                "n_pending > 0 but no pending tick found");
     *ms = f->pending_min << WHEEL_TICK_SHIFT;
     return true;
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 const char *fsm_pattern_check(const uint8_t *p, size_t len)
@@ -86,6 +87,9 @@ struct quota *fsm_quota_of(struct fsm *f,
 
 void fsm_quota_charge(struct quota *q, const struct tick_cost *c, int sign)
 {
+    ONCE_ASSERTF(sign > 0 || (q->n >= c->n && q->bytes >= c->bytes),
+                 "quota %s uncharged %llu records, holds %llu", q->pattern,
+                 (unsigned long long)c->n, (unsigned long long)q->n);
     fsm_ticks_add(&q->ticks, c->tick, c, sign);
     q->n += sign > 0 ? c->n : -c->n;
     q->bytes += sign > 0 ? c->bytes : -c->bytes;
@@ -191,6 +195,8 @@ static void quota_init(struct quota *q,
                        uint64_t max_records,
                        uint64_t max_bytes)
 {
+    ONCE_ASSERTF(len >= 1 && len <= FSM_PATTERN_MAX, "pattern of %zu bytes",
+                 len);
     memset(q, 0, sizeof *q);
     memcpy(q->pattern, p, len);
     q->len = (uint8_t)len;
@@ -213,6 +219,8 @@ int fsm_quota_append(struct fsm *f,
          pattern_cmp((const uint8_t *)last->pattern, last->len, p, len) >= 0)) {
         return -1;
     }
+    ONCE_ASSERT(fsm_pattern_check(p, len) == NULL,
+                "callers check a pattern before appending it");
     quota_init(&f->quotas[f->n_quotas++], p, len, max_records, max_bytes);
     return 0;
 }

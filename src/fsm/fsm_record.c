@@ -2,12 +2,12 @@
  * taking a record out of its table, and copying a record's facts into a
  * result. Every change keeps the fsm's byte counters (bytes against
  * max_bytes, snap_rec_bytes for fsm_snapshot_size) exact. */
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 /* ------------------------------------------------------------------------
@@ -22,6 +22,9 @@ uint64_t fsm_hash(struct fsm *f,
 {
     uint8_t prefix[1 + FSM_SCOPE_MAX];
 
+    ONCE_ASSERTF(scope_len <= FSM_SCOPE_MAX,
+                 "scope of %zu bytes: callers check identities first",
+                 scope_len);
     /* len(scope) || scope || key: unambiguous, so (a, bc) != (ab, c). */
     prefix[0] = (uint8_t)scope_len;
     memcpy(prefix + 1, scope, scope_len);
@@ -31,8 +34,10 @@ uint64_t fsm_hash(struct fsm *f,
 uint64_t fsm_rec_expires(const struct fsm *f, const struct rec *r)
 {
     if (r->flags & REC_F_IDEMPOTENT) {
-        /* An IDEMPOTENT record always has its ext. */
-        const struct rec_ext *e = slab_ptr(&f->slab, r->ext);
+        const struct rec_ext *e;
+
+        ONCE_ASSERT(r->ext != 0, "an IDEMPOTENT record always has its ext");
+        e = slab_ptr(&f->slab, r->ext);
         return e->expires_ms;
     }
     return get48(r->first_time) + r->life_ms;
@@ -114,8 +119,10 @@ void fsm_detach(struct fsm *f, uint64_t hash, uint32_t h)
 
     found =
         table_remove(fsm_vp_mut(f, vp_of(hash)), &f->slab, (uint32_t)hash, h);
-    assert(found);
+    ONCE_ASSERT(found, "a live record is in its table");
     (void)found;
+    ONCE_ASSERT(!(r->flags & REC_F_DETACHED), "detaching a record twice");
+    ONCE_ASSERT(f->n_records > 0, "record count underflow");
     fsm_acct_out(f, r);
     fsm_pending_out(f, r);
     f->snap_rec_bytes -= fsm_rec_snap_size(f, r);
@@ -148,6 +155,12 @@ void fsm_stored_set(struct fsm *f, uint32_t eh, struct rec_ext *e, uint8_t *p)
 {
     if (e->stored != NULL) {
         struct stored_ref last = f->stored[--f->n_stored];
+        /* The list names this buffer at its slot (last: just popped). */
+        ONCE_ASSERTF(e->stored_slot <= f->n_stored &&
+                         (e->stored_slot == f->n_stored
+                              ? last.p == e->stored
+                              : f->stored[e->stored_slot].p == e->stored),
+                     "stored slot %u of %zu", e->stored_slot, f->n_stored + 1);
         if (e->stored_slot != f->n_stored) {
             struct rec_ext *moved = slab_mut(&f->slab, last.ext);
             f->stored[e->stored_slot] = last;
@@ -208,6 +221,9 @@ void fsm_add_attempt(struct fsm *f,
         fsm_panic("out of memory (attempt)");
     }
     a = slab_mut(&f->slab, h);
+    ONCE_ASSERTF(c->execution_id_len <= FSM_EXECUTION_ID_MAX,
+                 "execution id of %zu bytes (fsm_claim checked it)",
+                 (size_t)c->execution_id_len);
     memcpy(a->request_id, c->request_id, FSM_REQUEST_ID_LEN);
     a->index = index;
     a->time_ms = f->now;
@@ -228,9 +244,15 @@ void fsm_add_attempt(struct fsm *f,
         e->att_last[(e->att_head + e->att_n_last) % FSM_ATTEMPTS_LAST] = h;
         e->att_n_last++;
     } else {
-        uint32_t old = e->att_last[e->att_head];
-        const struct rec_attempt *o = slab_ptr(&f->slab, old);
-        size_t osize = attempt_size(o);
+        uint32_t old;
+        const struct rec_attempt *o;
+        size_t osize;
+
+        ONCE_ASSERT(e->att_head < FSM_ATTEMPTS_LAST,
+                    "ring head inside the ring");
+        old = e->att_last[e->att_head];
+        o = slab_ptr(&f->slab, old);
+        osize = attempt_size(o);
         fsm_bytes_move(f, v, -(int64_t)slab_size(osize));
         f->snap_rec_bytes -= SNAP_ATT_FIXED + o->execution_id_len;
         slab_free(&f->slab, old, osize);
@@ -284,6 +306,9 @@ void fsm_fill_record(struct fsm *f,
     }
     if (with_attempts && e != NULL) {
         size_t n = ext_n_attempts(e);
+
+        ONCE_ASSERT(n <= 1 + FSM_ATTEMPTS_LAST,
+                    "more attempts kept than att_out holds");
         for (size_t i = 0; i < n; i++) {
             copy_attempt(&f->att_out[i], slab_ptr(&f->slab, ext_attempt(e, i)));
             res->attempt_list[i] = &f->att_out[i];

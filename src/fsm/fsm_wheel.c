@@ -9,12 +9,12 @@
  * new claim) is marked DETACHED, removed from its table, and freed when the
  * wheel reaches it; a record whose expiry moved later (an IDEMPOTENT
  * takeover) is simply placed again when its old tick comes. */
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 #define L0_MASK (WHEEL_L0_SIZE - 1)
@@ -31,6 +31,8 @@ void fsm_wheel_place(struct fsm *f, uint32_t h)
     if (t < w->cur) {
         t = w->cur; /* already due: the next processed tick frees it */
     }
+    ONCE_ASSERT(!(r->flags & REC_F_DETACHED),
+                "a detached record is freed, never placed");
     block = t >> WHEEL_L0_BITS;
     if (block == cur_block) {
         r->next = w->l0[t & L0_MASK];
@@ -82,6 +84,7 @@ static bool wheel_take(struct fsm *f,
     while (*head != 0 && *budget > 0) {
         uint32_t h = *head;
         *head = rec_at(f, h)->next;
+        ONCE_ASSERT(*count > 0, "the wheel's count of records in a list");
         (*count)--;
         (*budget)--;
         wheel_visit(f, h);
@@ -99,6 +102,8 @@ void fsm_wheel_advance(struct fsm *f)
     uint64_t target = w->passed;
     uint32_t budget = FSM_PRUNE_BUDGET;
 
+    ONCE_ASSERTF(w->cur <= w->passed, "wheel at tick %llu past log time %llu",
+                 (unsigned long long)w->cur, (unsigned long long)w->passed);
     while (w->cur < target && budget > 0) {
         if (w->n_l0 == 0 && w->n_l1 == 0) {
             w->cur = target;

@@ -1,10 +1,11 @@
 #include "fsm/slab.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include "common/assert.h"
 
 #define UNITS_PER_PAGE (SLAB_PAGE_SIZE / 8)
 /* Pages come in 2 MiB groups, aligned so the kernel can back each group with
@@ -39,6 +40,7 @@ static void list_push(struct slab *s, uint32_t *head, uint32_t p)
 {
     struct slab_page *m = &s->meta[p];
 
+    ONCE_ASSERT(!m->in_list, "a page is on one list at a time");
     m->prev = SLAB_NONE;
     m->next = *head;
     if (*head != SLAB_NONE) {
@@ -52,6 +54,7 @@ static void list_unlink(struct slab *s, uint32_t *head, uint32_t p)
 {
     struct slab_page *m = &s->meta[p];
 
+    ONCE_ASSERT(m->in_list, "unlinking a page that is on no list");
     if (m->prev != SLAB_NONE) {
         s->meta[m->prev].next = m->next;
     } else {
@@ -88,6 +91,7 @@ static uint8_t *page_mem(struct slab *s)
         s->groups[s->n_groups++] = p;
         s->group_used = 0;
     }
+    ONCE_ASSERT(s->group_used < GROUP_PAGES, "carving past the group's end");
     return s->groups[s->n_groups - 1] +
            (size_t)s->group_used++ * SLAB_PAGE_SIZE;
 }
@@ -145,6 +149,7 @@ static uint32_t page_for(struct slab *s, size_t c)
     m->live = 0;
     /* Offset 0 of page 0 would be handle 0, which means NULL. */
     m->bump = p == 0 ? 1 : 0;
+    ONCE_ASSERT(m->cls == 0 && !m->in_list, "a pooled page has no class");
     m->cls = (uint8_t)(c + 1);
     list_push(s, &s->partial[c], p);
     return p;
@@ -157,12 +162,13 @@ uint32_t slab_alloc(struct slab *s, size_t size)
     struct slab_page *m;
     uint32_t p, h;
 
-    assert(size > 0 && size <= SLAB_OBJ_MAX);
+    ONCE_ASSERTF(size > 0 && size <= SLAB_OBJ_MAX, "size %zu", size);
     p = page_for(s, c);
     if (p == SLAB_NONE) {
         return 0;
     }
     m = &s->meta[p];
+    ONCE_ASSERT(m->cls == c + 1, "a partial page serves one class");
     if (m->free_head != 0) {
         h = m->free_head;
         memcpy(&m->free_head, slab_ptr(s, h), sizeof m->free_head);
@@ -170,6 +176,8 @@ uint32_t slab_alloc(struct slab *s, size_t size)
         h = (p << SLAB_PAGE_SHIFT) | m->bump;
         m->bump = (uint16_t)(m->bump + units);
     }
+    ONCE_ASSERT(h != 0, "handle 0 means NULL");
+    ONCE_ASSERT(m->bump <= UNITS_PER_PAGE, "object past the page end");
     m->live++;
     if (m->free_head == 0 && m->bump + units > UNITS_PER_PAGE) {
         list_unlink(s, &s->partial[c], p); /* full */
@@ -185,7 +193,11 @@ void slab_free(struct slab *s, uint32_t h, size_t size)
     uint32_t p = h >> SLAB_PAGE_SHIFT;
     struct slab_page *m = &s->meta[p];
 
-    assert(h != 0 && m->cls == c + 1 && m->live > 0);
+    ONCE_ASSERTF(h != 0 && p < s->n_pages, "handle %u of %u pages", h,
+                 s->n_pages);
+    ONCE_ASSERTF(m->cls == c + 1 && m->live > 0,
+                 "freeing size %zu on a page of class %u with %u live", size,
+                 m->cls, m->live);
     memcpy(slab_mut(s, h), &m->free_head, sizeof m->free_head);
     m->free_head = h;
     m->live--;
@@ -209,8 +221,11 @@ void slab_free(struct slab *s, uint32_t h, size_t size)
 
 void slab_cow(struct slab *s, uint32_t p)
 {
-    uint8_t *copy = page_mem(s);
+    uint8_t *copy;
 
+    ONCE_ASSERT(p < s->n_pages && s->meta[p].frozen,
+                "copying a page no view reads");
+    copy = page_mem(s);
     if (copy == NULL) {
         fprintf(stderr, "once fsm: fatal: out of memory (page copy)\n");
         abort();
@@ -243,6 +258,8 @@ uint8_t **slab_freeze(struct slab *s, uint32_t *n)
 
 void slab_thaw(struct slab *s, uint8_t **pages, uint32_t n)
 {
+    ONCE_ASSERTF(n <= s->n_pages, "a view of %u pages, the slab has %u", n,
+                 s->n_pages);
     if (s->n_spare + s->n_cow > s->cap_spare) {
         uint32_t cap = s->n_spare + s->n_cow;
         uint8_t **spare = realloc(s->spare, cap * sizeof *spare);

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/crc32c.h"
 #include "fsm/fsm_int.h"
 
@@ -56,21 +57,34 @@
 struct wbuf
 {
     uint8_t *p;
+    uint8_t *end; /* buf + fsm_snapshot_size */
 };
+
+/* fsm_snapshot_size computed the length: writing past it is a bug in one
+ * of the two, caught before it overruns the caller's buffer. */
+static inline void w_room(const struct wbuf *w, size_t n)
+{
+    ONCE_ASSERTF(n <= (size_t)(w->end - w->p),
+                 "snapshot write of %zu bytes with %zu left", n,
+                 (size_t)(w->end - w->p));
+}
 
 static inline void w_bytes(struct wbuf *w, const void *src, size_t n)
 {
+    w_room(w, n);
     memcpy(w->p, src, n);
     w->p += n;
 }
 
 static inline void w_u8(struct wbuf *w, uint8_t v)
 {
+    w_room(w, 1);
     *w->p++ = v;
 }
 
 static inline void w_u16(struct wbuf *w, uint16_t v)
 {
+    w_room(w, 2);
     w->p[0] = (uint8_t)v;
     w->p[1] = (uint8_t)(v >> 8);
     w->p += 2;
@@ -78,6 +92,7 @@ static inline void w_u16(struct wbuf *w, uint16_t v)
 
 static inline void w_u32(struct wbuf *w, uint32_t v)
 {
+    w_room(w, 4);
     for (int i = 0; i < 4; i++) {
         *w->p++ = (uint8_t)(v >> (8 * i));
     }
@@ -85,6 +100,7 @@ static inline void w_u32(struct wbuf *w, uint32_t v)
 
 static inline void w_u64(struct wbuf *w, uint64_t v)
 {
+    w_room(w, 8);
     for (int i = 0; i < 8; i++) {
         *w->p++ = (uint8_t)(v >> (8 * i));
     }
@@ -181,7 +197,7 @@ static void write_quotas(const struct fsm *f, struct wbuf *w)
 
 void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
 {
-    struct wbuf w = {buf};
+    struct wbuf w = {buf, buf + len};
     const struct fsm_settings *s = &f->settings;
     uint32_t *order = NULL;
     size_t order_cap = 0;
@@ -983,6 +999,8 @@ int fsm_restore_commit(struct fsm *f, struct fsm *fresh)
      * point at themselves) and its batch scratch, which holds no state.
      * The snapshot carries every replicated field, so nothing of the old
      * state is kept. */
+    ONCE_ASSERT(fresh != f && fresh->frozen == NULL,
+                "a built state is fresh: no view, not f itself");
     old = malloc(sizeof *old);
     if (old == NULL) {
         fsm_panic("out of memory (restore)");

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "fsm/fsm_int.h"
 
 #define TABLE_MIN_CAP 8u
@@ -71,6 +72,7 @@ static void place(uint64_t *slots,
         uint64_t occ = slots[pos];
         uint32_t d_occ;
 
+        ONCE_ASSERT(d < cap, "a full table: the load bound failed");
         if (occ == 0) {
             slots[pos] = e;
             return;
@@ -90,8 +92,12 @@ static void place(uint64_t *slots,
 
 static int resize(struct table *t, const struct slab *s, uint32_t cap)
 {
-    uint64_t *slots = calloc(cap, sizeof *slots);
+    uint64_t *slots;
 
+    ONCE_ASSERTF(cap >= TABLE_MIN_CAP && (cap & (cap - 1)) == 0 &&
+                     (uint64_t)t->n * 8 <= (uint64_t)cap * 7,
+                 "%u entries in a table of %u", t->n, cap);
+    slots = calloc(cap, sizeof *slots);
     if (slots == NULL) {
         return -1;
     }
@@ -160,6 +166,7 @@ int table_insert(struct table *t,
             return -1;
         }
     }
+    ONCE_ASSERT(h != 0, "handle 0 marks an empty slot");
     place(t->slots, t->cap, s, ((uint64_t)hash << 32) | h);
     t->n++;
     return 0;
@@ -244,4 +251,5 @@ void table_walk_sorted(const struct table *t, uint32_t *out)
     for (pos = 0; pos < wrapped; pos++) {
         out[n++] = slot_handle(t->slots[pos]);
     }
+    ONCE_ASSERTF(n == t->n, "walked %u of %u entries", n, t->n);
 }

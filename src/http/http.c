@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/assert.h"
 
 #define LISTEN_BACKLOG 64
 
@@ -143,6 +144,9 @@ static enum MHD_Result queue(struct MHD_Connection *conn,
     struct MHD_Response *mr;
     enum MHD_Result rv;
 
+    /* MHD reads body_len bytes from the body (or from ""). */
+    ONCE_ASSERT(r->body != NULL || r->body_len == 0,
+                "a response's length comes with its body");
     mr = MHD_create_response_from_buffer_with_free_callback(
         r->body_len, r->body != NULL ? r->body : (char *)"",
         r->body != NULL ? free : NULL);
@@ -177,6 +181,7 @@ static const struct http_route *route_of(const struct http *h, const char *path)
         const char *p = h->routes[i].path;
         size_t n = strlen(p);
 
+        ONCE_ASSERT(n > 0, "check_routes took only paths starting with /");
         if (strcmp(p, path) == 0 ||
             (p[n - 1] == '/' && strncmp(p, path, n) == 0)) {
             return &h->routes[i];
@@ -228,6 +233,8 @@ static enum MHD_Result queue_answer(struct req_ctx *x)
 
 static void pending_unlink(struct http *h, struct http_pending *p)
 {
+    ONCE_ASSERT(p->prev != NULL || h->pending == p,
+                "a pending token is on its listener's list");
     if (p->prev != NULL) {
         p->prev->next = p->next;
     } else {
@@ -270,6 +277,8 @@ void http_answer(struct http_pending *p, struct http_response *resp)
         free(p);
         return;
     }
+    ONCE_ASSERT(x->pending == p && !x->answered,
+                "a deferred request is answered once, through its token");
     pending_unlink(x->h, p);
     free(p);
     x->pending = NULL;
@@ -309,6 +318,8 @@ static void take_body(struct req_ctx *x, const char *data, size_t n)
         x->body = b;
         x->body_cap = cap;
     }
+    ONCE_ASSERT(x->body_len + n <= x->body_cap,
+                "the body fits the buffer grown for it");
     memcpy(x->body + x->body_len, data, n);
     x->body_len += n;
 }
@@ -423,6 +434,8 @@ static enum MHD_Result on_request(void *cls,
     x->in_handler = true;
     x->rt->fn(x->rt->arg, &req, &x->resp);
     x->in_handler = false;
+    ONCE_ASSERT(!(x->answered && x->pending != NULL),
+                "an answered request holds no pending token");
     if (x->pending != NULL) {
         MHD_suspend_connection(conn);
         return MHD_YES;
@@ -444,6 +457,7 @@ static void on_completed(void *cls,
     if (x == NULL) {
         return;
     }
+    ONCE_ASSERT(!x->in_handler, "MHD ends no request inside its handler");
     if (x->pending != NULL) { /* UNTESTED: close always resumes first */
         pending_unlink(x->h, x->pending);
         x->pending->ctx = NULL;
@@ -470,6 +484,8 @@ static void take_ident(struct http *h,
     }
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci != NULL && ci->connect_fd == h->adding_fd) {
+        ONCE_ASSERT(*socket_context == NULL,
+                    "a connection's identity is set once");
         *socket_context = h->adding;
         h->adding = NULL;
     }
@@ -569,6 +585,7 @@ int http_add_tls_connection(struct http *h,
     if (cert != NULL && X509_up_ref(cert) == 1) {
         id->cert = cert;
     }
+    ONCE_ASSERT(h->adding == NULL, "one connection is handed to MHD at a time");
     h->adding = id;
     h->adding_fd = fd;
     rv = http_add_connection(h, fd, peer, peer_len);
@@ -724,9 +741,12 @@ void http_handle_done(struct http *h)
     void (*cb)(void *) = h->close_cb;
     void *arg = h->close_arg;
 
+    ONCE_ASSERT(h->handles > 0, "one close per counted handle");
     if (--h->handles > 0) {
         return;
     }
+    /* Only http_close closes the loop handles counted from the start. */
+    ONCE_ASSERT(h->closing, "the last handle closes after http_close");
     /* The polls are gone: MHD may close its epoll descriptor and every
      * connection now, and our listener goes with them. */
     resume_all(h);
@@ -754,6 +774,8 @@ static void resume_all(struct http *h)
         struct http_pending *p = h->pending;
         struct req_ctx *x = p->ctx;
 
+        ONCE_ASSERT(x != NULL && x->pending == p,
+                    "a listed token points at its request");
         pending_unlink(h, p);
         p->ctx = NULL;
         x->pending = NULL;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "common/crc32c.h"
 #include "common/le.h"
 #include "raft/entry.h"
@@ -147,9 +148,12 @@ void adapter_policy_apply(struct replica *rep)
 /* Our header and the frozen view's snapshot into a new buffer at @b. */
 static int snapshot_encode(struct replica *rep, struct raft_buffer *b)
 {
-    size_t fsm_len = fsm_frozen_size(rep->snap.view);
-    uint8_t *p = raft_malloc(SNAP_HDR + fsm_len);
+    size_t fsm_len;
+    uint8_t *p;
 
+    ONCE_ASSERT(rep->snap.view != NULL, "snapshot() froze the view to encode");
+    fsm_len = fsm_frozen_size(rep->snap.view);
+    p = raft_malloc(SNAP_HDR + fsm_len);
     if (p == NULL) {
         return RAFT_NOMEM;
     }
@@ -212,6 +216,7 @@ static int adapter_snapshot(struct raft_fsm *rf,
     if (b == NULL) {
         return RAFT_NOMEM; /* transient: raft tries again later */
     }
+    ONCE_ASSERT(rep->snap.view == NULL, "raft takes one snapshot at a time");
     t0 = real_mono_ns();
     rv = fsm_freeze(rep->fsm, &z);
     if (rv != 0) {

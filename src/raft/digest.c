@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "common/assert.h"
 #include "raft/heap.h"
 #include "raft/replica_int.h"
 
@@ -33,6 +34,7 @@ static int digest_work(struct raft_io_async_work *w)
 {
     struct replica_digest_req *req = req_of(w);
 
+    ONCE_ASSERT(req->view != NULL, "the loop froze the view before queueing");
     req->fn_rv = req->fn(req, req->view);
     return req->fn_rv == 0 ? 0 : RAFT_NOMEM;
 }
@@ -70,6 +72,8 @@ static void digest_done(struct raft_io_async_work *w, int status)
 
     /* What the view alone still used is freed off the loop (heap.h): a
      * backup holds it for seconds while apply copies slot arrays. */
+    ONCE_ASSERT(rep->digest_running && req->view != NULL,
+                "the digest running holds the view");
     fsm_release_with(rep->fsm, req->view, heap_bg_free_later);
     req->view = NULL;
     rep->digest_running = false;
@@ -106,6 +110,7 @@ static void digest_start_next(struct replica *rep)
     if (rv == FSM_E_BUSY) {
         return; /* a snapshot holds the view: finalize calls again */
     }
+    ONCE_ASSERT(rep->digest_n > 0, "digest_n counts the waiting requests");
     rep->digest_head = req->next;
     if (rep->digest_head == NULL) {
         rep->digest_tail = NULL;
@@ -149,6 +154,7 @@ int replica_view_work(struct replica *rep,
     if (rep->digest_n >= REPLICA_DIGEST_QUEUE_MAX) {
         return REPLICA_E_BUSY;
     }
+    ONCE_ASSERT(fn != NULL && cb != NULL, "work and callback are required");
     req->fn = fn;
     req->cb = cb;
     req->rep = rep;
@@ -179,5 +185,6 @@ void replica_digest_fail_all(struct replica *rep)
         rep->digest_n--;
         req->cb(req, REPLICA_E_SHUTDOWN);
     }
+    ONCE_ASSERT(rep->digest_n == 0, "digest_n counts the waiting requests");
     rep->digest_tail = NULL;
 }

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/le.h"
 
 uint8_t *entry_alloc(size_t batch_len, struct raft_buffer *out)
@@ -13,6 +14,8 @@ uint8_t *entry_alloc(size_t batch_len, struct raft_buffer *out)
         return NULL;
     }
     len = entry_size(batch_len);
+    ONCE_ASSERTF(len % 8 == 0 && len <= ENTRY_MAX,
+                 "entry of %zu bytes: B8 needs a multiple of 8", len);
     p = raft_malloc(len);
     if (p == NULL) {
         return NULL;

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "common/assert.h"
+
 #ifdef ONCE_GUARD_SWITCHES
 static unsigned guards_off;
 
@@ -69,6 +71,8 @@ raft_term guard_term_of(const struct raft *r, raft_index index)
      * offset+1 .. offset+n. */
     n = l->back >= l->front ? l->back - l->front : l->size - l->front + l->back;
     if (index > l->offset && index <= l->offset + n) {
+        ONCE_ASSERT(l->size > 0 && n <= l->size,
+                    "a log holding entries has a ring that fits them");
         return l->entries[(l->front + (index - l->offset - 1)) % l->size].term;
     }
     if (index == l->snapshot.last_index) {

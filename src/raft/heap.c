@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/assert.h"
+
 /* A queued block's first bytes link it to the next: a freed block is ours,
  * so the queue needs no allocation (and cannot fail). */
 struct queued
@@ -92,6 +94,8 @@ static void enqueue(void *ptr)
 {
     struct queued *q = ptr;
 
+    ONCE_ASSERT(malloc_usable_size(ptr) >= sizeof *q,
+                "a queued block holds its link");
     pthread_mutex_lock(&bg.mu);
     if (!bg.running || bg.stop) {
         pthread_mutex_unlock(&bg.mu);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "raft/replica_int.h"
 
 /* A new voter must be this close to the leader's last index (entries). */
@@ -44,6 +45,7 @@ static void done(struct replica *rep, int status, const char *msg)
 {
     struct replica_member_req *m = rep->member;
 
+    ONCE_ASSERT(m != NULL && m->cb != NULL, "done with no operation running");
     rep->member = NULL;
     m->cb(m, status, msg);
 }
@@ -178,6 +180,9 @@ static int propose_dir(struct replica *rep,
                  "%s", m->client_addr);
         cmd.u.member.role = role;
     }
+    ONCE_ASSERT(rep->member == m && !m->busy,
+                "a directory command for the running operation, one at a "
+                "time");
     m->pl.data = m;
     m->step = STEP_DIR;
     m->after_dir = next;
@@ -195,6 +200,8 @@ static void change_cb(struct raft_change *c, int status)
     struct replica_member_req *m = c->data;
     struct replica *rep = m->rep;
 
+    ONCE_ASSERT(rep->inflight == INFLIGHT_CHANGE,
+                "raft answers the change in flight");
     rep->cb_depth++;
     rep->inflight = INFLIGHT_NONE;
     if (rep->member == m) {
@@ -222,6 +229,8 @@ static void transfer_cb(struct raft_transfer *t)
     struct replica *rep = m->rep;
     struct raft *r = rep->raft;
 
+    ONCE_ASSERT(rep->inflight == INFLIGHT_TRANSFER,
+                "raft answers the transfer in flight");
     rep->cb_depth++;
     rep->inflight = INFLIGHT_NONE;
     if (rep->member == m) {
@@ -279,6 +288,8 @@ static void member_barrier_cb(struct raft_barrier *b, int status)
     struct replica_member_req *m = b->data;
     struct replica *rep = m->rep;
 
+    ONCE_ASSERT(rep->inflight == INFLIGHT_CHANGE,
+                "raft answers the retirement barrier in flight");
     rep->cb_depth++;
     rep->inflight = INFLIGHT_NONE;
     if (rep->member == m) {
@@ -314,6 +325,8 @@ static int call_change(struct replica *rep,
     struct raft *r = rep->raft;
     int rv;
 
+    ONCE_ASSERT(rep->inflight == INFLIGHT_NONE && !m->busy,
+                "one proposal in flight");
     m->change.data = m;
     switch (raft_call) {
         case 0:
@@ -386,6 +399,7 @@ static void start_internal(struct replica *rep)
     }
     return;
 start:
+    ONCE_ASSERT(rep->member == NULL, "one membership operation at a time");
     m->rep = rep;
     m->cb = internal_cb;
     rep->member = m;
@@ -399,6 +413,8 @@ void member_poll(struct replica *rep)
     raft_time now;
     int rv;
 
+    ONCE_ASSERT(rep->inflight == INFLIGHT_NONE && rep->cb_depth == 0,
+                "called from dispatch, with nothing in flight");
     if (rep->member == NULL) {
         start_internal(rep);
     }
@@ -530,6 +546,7 @@ int replica_member(struct replica *rep,
     if (rep->member != NULL || rep->snap_cb != NULL) {
         return REPLICA_E_BUSY;
     }
+    ONCE_ASSERT(cb != NULL, "every operation ends in its callback");
     m->rep = rep;
     m->cb = cb;
     m->busy = false;

@@ -24,6 +24,7 @@
 
 #include <uv.h>
 
+#include "common/assert.h"
 #include "fsm/command.h"
 #include "raft/entry.h"
 #include "raft/guard.h"
@@ -33,6 +34,8 @@
 
 static void q_push(struct replica *rep, struct replica_req *req)
 {
+    ONCE_ASSERT((rep->q_head == NULL) == (rep->q_tail == NULL),
+                "queue head and tail agree");
     req->next = NULL;
     if (rep->q_tail != NULL) {
         rep->q_tail->next = req;
@@ -54,6 +57,10 @@ static struct replica_req *q_pop(struct replica *rep)
     if (req == NULL) {
         return NULL;
     }
+    ONCE_ASSERTF(rep->q_n > 0 && rep->q_bytes >= req->cmd_len &&
+                     (!req->lookup || rep->q_lookups > 0),
+                 "popping from a queue that counts %zu requests, %zu bytes",
+                 rep->q_n, rep->q_bytes);
     rep->q_head = req->next;
     if (rep->q_head == NULL) {
         rep->q_tail = NULL;
@@ -74,6 +81,7 @@ static void finish(struct replica_req *req,
     free(req->cmd);
     req->cmd = NULL;
     req->cmd_len = 0;
+    ONCE_ASSERT(req->cb != NULL, "every queued request has its callback");
     req->cb(req, status, res);
 }
 
@@ -126,6 +134,7 @@ static void fl_fail(struct replica *rep, int status)
 {
     size_t i, n = rep->fl_n;
 
+    ONCE_ASSERT(n <= rep->fl_cap, "the requests in flight fit fl_reqs");
     rep->fl_n = 0;
     for (i = 0; i < n; i++) {
         if (rep->fl_reqs[i] != NULL) {
@@ -165,6 +174,8 @@ static void apply_cb(struct raft_apply *areq, int status, void *result)
 {
     struct replica *rep = areq->data;
 
+    ONCE_ASSERT(areq == &rep->apply_req && rep->inflight == INFLIGHT_BATCH,
+                "raft answers the batch in flight");
     (void)result;
     rep->cb_depth++;
     if (status == 0) {
@@ -190,10 +201,13 @@ static void lookups_answer(struct replica *rep)
     rep->fl_n = 0;
     for (i = 0; i < n; i++) {
         struct replica_req *req = rep->fl_reqs[i];
-        struct fsm_ident id = {req->scope, req->scope_len, req->key,
-                               req->key_len};
+        struct fsm_ident id;
         struct fsm_result res;
 
+        ONCE_ASSERT(req != NULL && req->lookup,
+                    "a barrier carries lookups only");
+        id = (struct fsm_ident){req->scope, req->scope_len, req->key,
+                                req->key_len};
         fsm_lookup(rep->fsm, &id, &res);
         finish(req, 0, &res);
     }
@@ -204,6 +218,11 @@ static void barrier_cb(struct raft_barrier *breq, int status)
     struct replica *rep = breq->data;
     struct raft *r = rep->raft;
 
+    ONCE_ASSERT(
+        breq == &rep->barrier_req && (rep->inflight == INFLIGHT_G1 ||
+                                      rep->inflight == INFLIGHT_BARRIER ||
+                                      rep->inflight == INFLIGHT_SNAPSHOT),
+        "raft answers the barrier in flight");
     rep->cb_depth++;
     switch (rep->inflight) {
         case INFLIGHT_G1:
@@ -243,6 +262,7 @@ static int propose_barrier(struct replica *rep, enum replica_inflight kind)
 {
     int rv;
 
+    ONCE_ASSERT(rep->inflight == INFLIGHT_NONE, "one proposal in flight");
     rep->barrier_req.data = rep;
     rv = raft_barrier(rep->raft, &rep->barrier_req, barrier_cb);
     if (rv != 0) {
@@ -262,6 +282,7 @@ static void propose_lookups(struct replica *rep)
     size_t n = rep->q_n, i;
     int rv;
 
+    ONCE_ASSERT(n > 0 && rep->q_lookups == n, "only lookups ride a barrier");
     if (fl_reserve(rep, n) != 0) {
         return; /* retried at the next poll */
     }
@@ -308,6 +329,8 @@ static void propose_batch(struct replica *rep)
     uint64_t stamp;
     int rv;
 
+    ONCE_ASSERT(rep->inflight == INFLIGHT_NONE && n > 0 && n <= rep->q_n,
+                "one proposal in flight, made of queued requests");
     if (fl_reserve(rep, n) != 0) {
         return;
     }
@@ -334,6 +357,8 @@ static void propose_batch(struct replica *rep)
         raft_free(buf.base);
         return;
     }
+    ONCE_ASSERT(buf.len == entry_size(batch_len),
+                "the entry holds the encoded batch");
     rep->apply_req.data = rep;
     rv = raft_apply(rep->raft, &rep->apply_req, &buf, 1, apply_cb);
     if (rv != 0) {
@@ -345,6 +370,8 @@ static void propose_batch(struct replica *rep)
     for (i = 0; i < n; i++) {
         rep->fl_reqs[i] = q_pop(rep);
     }
+    ONCE_ASSERT(rep->fl_reqs[n - 1] != NULL,
+                "batch_take counted queued requests");
     rep->fl_n = n;
     rep->fl_batch_n = n;
     rep->fl_t0_ns = uv_hrtime();
@@ -530,11 +557,15 @@ static int enqueue(struct replica *rep,
     if (lookup != NULL) {
         /* Queued as a Lookup command (rides a batch if one goes next), and
          * answerable from a barrier when only lookups are queued. */
+        ONCE_ASSERT(lookup->scope_len <= sizeof req->scope &&
+                        lookup->key_len <= sizeof req->key,
+                    "replica_lookup checked the identity");
         memcpy(req->scope, lookup->scope, lookup->scope_len);
         req->scope_len = lookup->scope_len;
         memcpy(req->key, lookup->key, lookup->key_len);
         req->key_len = lookup->key_len;
     }
+    ONCE_ASSERT(cb != NULL, "a request needs a callback");
     req->cb = cb;
     q_push(rep, req);
     dispatch(rep);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/err.h"
 #include "raft/guard.h"
 #include "raft/replica_int.h"
@@ -217,6 +218,7 @@ int replica_start(struct replica *rep, char *errmsg)
      * raft_bootstrap's "metadata contains term 1" stayed there) nor copies
      * io->start's message into it (raft address in use gave "raft_start: "):
      * start from empty messages, fall back to the io's, name the code. */
+    ONCE_ASSERT(!rep->started && !rep->closing, "a replica starts once");
     r->errmsg[0] = '\0';
     r->io->errmsg[0] = '\0';
     if (rep->rio.inner != NULL) {
@@ -267,6 +269,8 @@ void replica_stop(struct replica *rep, void (*cb)(void *arg), void *arg)
 void replica_close(struct replica *rep)
 {
     replica_shutdown(rep); /* if the caller did not */
+    ONCE_ASSERT(rep->q_n == 0 && rep->digest_n == 0,
+                "shutdown failed every waiting request");
     /* raft_close failed what raft held; what waited between steps ends
      * here. */
     if (rep->member != NULL) {

@@ -16,6 +16,8 @@
 
 #include <raft.h>
 
+#include "common/assert.h"
+
 enum { RF_PREAMBLE, RF_HEADER, RF_PAYLOAD };
 
 #define FIXED_MAX     64u /* any fixed-size header, with room to grow */
@@ -267,10 +269,13 @@ static int header_bytes(struct rframe *f,
                         size_t *used,
                         char *errmsg)
 {
-    uint64_t want = f->hlen - f->hpos;
-    size_t k = n < want ? n : (size_t)want;
+    uint64_t want;
+    size_t k;
     int rv;
 
+    ONCE_ASSERT(f->hpos <= f->hlen, "the position stays inside the header");
+    want = f->hlen - f->hpos;
+    k = n < want ? n : (size_t)want;
     if (f->type == RAFT_IO_APPEND_ENTRIES) {
         for (size_t i = 0; i < k; i++, f->hpos++) {
             rv = ae_byte(f, p[i], errmsg);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/err.h"
 #include "raft/guard.h"
 
@@ -176,6 +177,7 @@ static void inner_recv_cb(struct raft_io *inner, struct raft_message *m)
         free_entries(m->append_entries.entries, m->append_entries.n_entries);
         return;
     }
+    ONCE_ASSERT(!rio->in_append, "raft's recv is not re-entered");
     if (m->type == RAFT_IO_APPEND_ENTRIES) {
         rio->in_append = true;
         rio->append_last =
@@ -379,6 +381,7 @@ static void rio_work_cb(struct raft_io_async_work *req, int status)
     struct raft_io_async_work *orig = w->orig;
     struct rio *rio = w->rio;
 
+    ONCE_ASSERT(orig->cb != NULL, "rio_io_async_work kept raft's callback");
     raft_free(w);
     orig->cb(orig, status);
     /* As after every callback into raft: the replica polls (a snapshot
@@ -412,6 +415,7 @@ static void store_closed_cb(struct store *s)
 {
     struct rio *rio = s->owner;
 
+    ONCE_ASSERT(rio->closing, "the store closes only when raft closes rio");
     rio->inner->close(rio->inner, inner_close_cb);
 }
 
@@ -419,6 +423,7 @@ static void rio_io_close(struct raft_io *io, raft_io_close_cb cb)
 {
     struct rio *rio = rio_of(io);
 
+    ONCE_ASSERT(!rio->closing, "raft closes its io once");
     rio->closing = true;
     rio->close_cb = cb;
     /* The store drains first (it may still complete appends through
@@ -651,6 +656,8 @@ static void put_finish(struct rio_put *p)
     struct raft_io_snapshot_put *orig = p->orig;
     int status = p->status;
 
+    ONCE_ASSERT(!p->install || rio->installing > 0,
+                "installing counts the installs being stored");
     if (p->install) {
         rio->installing--;
     }
@@ -669,6 +676,8 @@ static void put_done(struct rio_put *p)
 {
     struct rio *rio = p->rio;
 
+    ONCE_ASSERTF(p->pending > 0 && p->pending <= 2,
+                 "a put has %d parts left: each finishes once", p->pending);
     if (--p->pending > 0) {
         return;
     }
@@ -676,6 +685,7 @@ static void put_done(struct rio_put *p)
      * (a state digest) holds the state machine's one frozen view. */
     if (p->install && rio->hooks.install_ready != NULL &&
         !rio->hooks.install_ready(rio->hooks.arg)) {
+        ONCE_ASSERT(rio->parked == NULL, "one install parked at a time");
         rio->parked = p;
         return;
     }

@@ -1,6 +1,8 @@
 /* raft/snap_policy.c: the byte rule of snap_policy.h. */
 #include "raft/snap_policy.h"
 
+#include "common/assert.h"
+
 static uint64_t clamp64(uint64_t v, uint64_t lo, uint64_t hi)
 {
     return v < lo ? lo : (v > hi ? hi : v);
@@ -62,6 +64,9 @@ void snap_policy_decide(struct snap_policy *p, uint64_t bytes)
                       ? p->fixed_trailing
                       : entries_for(trail_target, p->avg_entry);
 
+    /* raft_set_snapshot_threshold and _trailing take these as they are. */
+    ONCE_ASSERT(p->threshold > 0 && p->trailing > 0,
+                "a snapshot policy always allows some entries");
     ms = bytes * 1000 / SNAP_POLICY_SEND_BPS +
          bytes * 1000 / SNAP_POLICY_RESTORE_BPS;
     p->install_timeout_ms =

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/assert.h"
 #include "tls/splice.h"
 
 #define ADDR_MAX    256 /* raft addresses, NUL included */
@@ -125,6 +126,7 @@ static bool parse_addr(const char *addr, struct sockaddr_in *sa, char *ip)
 static void transport_maybe_closed(struct transport *t)
 {
     if (t->closing && !t->close_fired && !t->listening && t->n_links == 0) {
+        ONCE_ASSERT(t->links == NULL, "every open link is also allocated");
         t->close_fired = true;
         t->close_cb(t->rt);
     }
@@ -136,6 +138,8 @@ static void link_freed(struct link *l)
     struct raft_uv_connect *req = l->req;
     int status = t->closing ? RAFT_CANCELED : l->req_status;
 
+    ONCE_ASSERT(l->closing && l->handles == 0 && t->n_links > 0,
+                "a link is freed once, after its last handle closed");
     tls_session_free(&l->tls);
     rframe_free(&l->fr);
     free(l);
@@ -150,6 +154,7 @@ static void on_link_handle_closed(uv_handle_t *h)
 {
     struct link *l = h->data;
 
+    ONCE_ASSERT(l->handles > 0, "one close callback per open handle");
     if (--l->handles == 0) {
         link_freed(l);
     }
@@ -655,6 +660,7 @@ static void on_listener_closed(uv_handle_t *h)
 {
     struct transport *t = h->data;
 
+    ONCE_ASSERT(t->listening, "the listener closes once");
     t->listening = false;
     transport_maybe_closed(t);
 }
@@ -672,6 +678,8 @@ static int t_listen(struct raft_uv_transport *rt, raft_uv_accept_cb cb)
                  "%.200s: not an IPv4 IP:PORT address", at);
         return RAFT_INVALID;
     }
+    ONCE_ASSERT(!t->listening && !t->closing,
+                "raft listens once, before close");
     t->accept_cb = cb;
     (void)uv_tcp_init(t->loop, &t->listener);
     t->listener.data = t;
@@ -727,6 +735,7 @@ static void t_close(struct raft_uv_transport *rt, raft_uv_transport_close_cb cb)
 {
     struct transport *t = impl_of(rt);
 
+    ONCE_ASSERT(!t->closing, "raft closes its transport once");
     t->closing = true;
     t->close_cb = cb;
     if (t->listening && !uv_is_closing((uv_handle_t *)&t->listener)) {
@@ -761,6 +770,10 @@ int transport_init(struct raft_uv_transport *rt,
 
 void transport_free(struct raft_uv_transport *rt)
 {
+    const struct transport *t = rt->impl;
+
+    ONCE_ASSERT(t == NULL || (t->n_links == 0 && !t->listening),
+                "freed with no link or listener left open");
     free(rt->impl);
     rt->impl = NULL;
 }

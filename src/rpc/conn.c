@@ -40,6 +40,7 @@
 #include <arpa/inet.h>
 
 #include "common/addr.h"
+#include "common/assert.h"
 
 #define READ_CHUNK (64u * 1024)
 
@@ -83,6 +84,8 @@ void conn_maybe_free(struct conn *c)
     if (!c->handle_closed || c->refs > 0) {
         return;
     }
+    ONCE_ASSERT(c->open_handles == 0 && c->calls == 0,
+                "freed with every handle closed and no call unanswered");
     envelope_view_close(&c->view);
     free(c->rbuf);
     tls_session_free(&c->tls);
@@ -99,6 +102,8 @@ void conn_account(struct conn *c)
         return;
     }
     now = c->closing ? 0 : c->rcap + c->out_bytes;
+    ONCE_ASSERT(c->mem->used >= c->mem_held,
+                "the account holds what each conn counts in it");
     c->mem->used = c->mem->used - c->mem_held + now;
     if (now > c->mem_held && c->mem->max > 0 && c->mem->used > c->mem->max &&
         c->side->over_memory != NULL) {
@@ -113,6 +118,7 @@ static void on_conn_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
 
+    ONCE_ASSERT(c->open_handles > 0, "one close callback per open handle");
     if (--c->open_handles > 0) {
         return;
     }
@@ -129,6 +135,9 @@ static bool rbuf_make_room(struct conn *c)
     size_t want = READ_CHUNK;
     uint32_t env_len;
 
+    ONCE_ASSERTF(c->rpos <= c->rlen && c->rlen <= c->rcap,
+                 "unread bytes [%zu, %zu) of a %zu-byte buffer", c->rpos,
+                 c->rlen, c->rcap);
     /* What is left is less than one frame (every whole one was consumed). */
     if (c->rpos > 0) {
         memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
@@ -237,6 +246,7 @@ static bool conn_parse(struct conn *c)
         conn_on_frame(c, c->rbuf + c->rpos, env_len);
         c->rpos += env_len;
     }
+    ONCE_ASSERT(c->rpos <= c->rlen, "a frame is consumed only when whole");
     if (c->closing) {
         return big;
     }
@@ -267,6 +277,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         tls_on_read(c, (const uint8_t *)buf->base, (size_t)nread);
         return;
     }
+    ONCE_ASSERT((size_t)nread <= c->rcap - c->rlen,
+                "libuv reads into the room on_alloc gave");
     c->rlen += (size_t)nread;
     if (conn_parse(c) && !c->closing) {
         conn_shrink(c);
@@ -279,6 +291,7 @@ static void on_write(uv_write_t *req, int status)
     struct wreq *w = (struct wreq *)req;
     struct conn *c = w->c;
 
+    ONCE_ASSERT(c->out_bytes >= w->len, "out_bytes counts what is queued");
     c->out_bytes -= w->len;
     c->last_write_ms = uv_now(c->tcp.loop);
     free(w->ext);
@@ -400,6 +413,8 @@ static uint8_t *cork_reserve(struct conn *c, size_t need)
 /* @len bytes were appended at cork_reserve's pointer. */
 static void cork_commit(struct conn *c, size_t len)
 {
+    ONCE_ASSERT(len <= c->ccap - c->clen,
+                "a commit fits the room cork_reserve made");
     c->clen += len;
     (void)uv_prepare_start(&c->flush, on_flush);
     note_queued(c, len);
@@ -423,6 +438,7 @@ static int conn_cork(struct conn *c,
     if (rv != 0) {
         return rv; /* UNTESTED: the first pass checked the same rules */
     }
+    ONCE_ASSERT(len <= need, "the first pass sized the frame");
     cork_commit(c, len);
     return 0;
 }
@@ -612,6 +628,8 @@ static void tls_drain(struct conn *c)
         if (n == 0) {
             break;
         }
+        ONCE_ASSERT((size_t)n <= c->rcap - c->rlen,
+                    "the session reads into the room given");
         c->rlen += (size_t)n;
         big = conn_parse(c) || big;
         if (c->close_after_write) {
@@ -660,6 +678,7 @@ int conn_tls_start(struct conn *c,
         err_printf(errmsg, "TLS needs a corked connection"); /* UNTESTED */
         return TLS_E_CONFIG;
     }
+    ONCE_ASSERT(!c->tls_on, "TLS starts once per connection");
     rv = tls_session_init(&c->tls, ctx, server, host, errmsg);
     if (rv != 0) {
         return rv;
@@ -711,6 +730,7 @@ int conn_init(struct conn *c,
 /* Frames go through the cork (see the top). */
 void conn_cork_init(struct conn *c, uv_loop_t *loop)
 {
+    ONCE_ASSERT(!c->corking, "conn_cork_init is called once");
     if (uv_prepare_init(loop, &c->flush) == 0) { /* cannot fail in 1.44 */
         c->flush.data = c;
         c->corking = true;
@@ -740,6 +760,7 @@ void conn_close(struct conn *c)
     if (c->corking) {
         /* Corked answers never reached the socket: dropped, like the
          * queued writes uv_close cancels. */
+        ONCE_ASSERT(c->out_bytes >= c->clen, "corked bytes count in out_bytes");
         c->out_bytes -= c->clen;
         free(c->cbuf);
         c->cbuf = NULL;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "once_rpc.pb-c.h"
 
 #define SAME(a, b) _Static_assert((int)(a) == (int)(b), #a " != " #b)
@@ -554,7 +555,7 @@ int envelope_encode(const struct envelope_view *v,
                     char *errmsg)
 {
     Once__Rpc__Envelope e;
-    size_t env_len;
+    size_t env_len, packed;
     int rv = prepare(v, frame_max, &e, &env_len, errmsg);
 
     if (rv != 0) {
@@ -569,7 +570,9 @@ int envelope_encode(const struct envelope_view *v,
     if (rv != 0) {
         return rv; /* UNTESTED: prepare checked the same length */
     }
-    once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
+    packed = once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
+    /* The buffer holds what get_packed_size said, and no more. */
+    ONCE_ASSERT(packed == env_len, "the envelope packs to its packed size");
     return 0;
 }
 
@@ -580,7 +583,7 @@ int envelope_encode_alloc(const struct envelope_view *v,
                           char *errmsg)
 {
     Once__Rpc__Envelope e;
-    size_t env_len;
+    size_t env_len, packed;
     uint8_t *buf;
     int rv;
 
@@ -599,7 +602,9 @@ int envelope_encode_alloc(const struct envelope_view *v,
         free(buf); /* UNTESTED: prepare checked the same length */
         return rv;
     }
-    once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
+    packed = once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
+    /* The buffer holds what get_packed_size said, and no more. */
+    ONCE_ASSERT(packed == env_len, "the envelope packs to its packed size");
     *out = buf;
     *out_len = FRAME_HEADER_LEN + env_len;
     return 0;

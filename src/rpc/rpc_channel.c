@@ -22,6 +22,8 @@
 
 #include <arpa/inet.h>
 
+#include "common/assert.h"
+
 #define CHANNEL_HASH 1024u /* buckets of the pending-call table */
 
 static void on_kick(uv_timer_t *t);
@@ -81,6 +83,9 @@ static void channel_maybe_free(struct rpc_channel *ch)
 {
     if (ch->closing && ch->n_timers == 0 && ch->n_conns == 0 &&
         !ch->connecting) {
+        /* Every pending call holds an open timer, every conn a count. */
+        ONCE_ASSERT(ch->n_pending == 0 && ch->conn == NULL,
+                    "a channel is freed with no call and no connection");
         free(ch);
     }
 }
@@ -89,7 +94,9 @@ static void channel_unlink(struct rpc_channel *ch, struct pcall *p)
 {
     struct pcall **pp = &ch->buckets[p->id % CHANNEL_HASH];
 
+    ONCE_ASSERT(ch->n_pending > 0, "n_pending counts the pending calls");
     while (*pp != p) {
+        ONCE_ASSERT(*pp != NULL, "a pending call is in its bucket");
         pp = &(*pp)->hnext;
     }
     *pp = p->hnext;
@@ -110,6 +117,7 @@ static void on_kick_closed(uv_handle_t *h)
 {
     struct rpc_channel *ch = h->data;
 
+    ONCE_ASSERT(ch->n_timers > 0, "n_timers counts the open timers");
     ch->n_timers--;
     channel_maybe_free(ch);
 }
@@ -121,6 +129,7 @@ static void on_pcall_timer_closed(uv_handle_t *h)
 
     free(p->frame);
     free(p);
+    ONCE_ASSERT(ch->n_timers > 0, "n_timers counts the open timers");
     ch->n_timers--;
     channel_maybe_free(ch);
 }
@@ -177,6 +186,7 @@ static void channel_fail(struct rpc_channel *ch, int rv, enum which w)
     }
     for (p = ch->head; p != NULL; p = p->next) {
         if (pcall_is(p, w)) {
+            ONCE_ASSERT(n < ch->n_pending, "the list holds n_pending calls");
             set[n++] = p;
         }
     }
@@ -190,6 +200,7 @@ static void channel_conn_freed(void *owner)
 {
     struct rpc_channel *ch = owner;
 
+    ONCE_ASSERT(ch->n_conns > 0, "n_conns counts the conns not yet freed");
     ch->n_conns--;
     channel_maybe_free(ch);
 }
@@ -312,7 +323,11 @@ static const struct conn_side channel_side = {
 static void pcall_write(struct rpc_channel *ch, struct pcall *p)
 {
     struct conn *c = ch->conn;
-    int rv = conn_send_copy(c, p->frame, p->frame_len);
+    int rv;
+
+    ONCE_ASSERT(c != NULL && ch->connected && !p->sent && p->frame != NULL,
+                "a call is written once, on the connected conn");
+    rv = conn_send_copy(c, p->frame, p->frame_len);
 
     if (rv == RPC_E_NOMEM) { /* UNTESTED: malloc */
         pcall_finish(p, RPC_E_NOMEM, NULL);
@@ -480,6 +495,7 @@ int rpc_channel_call(struct rpc_channel *ch,
     size_t need = 0;
     int rv;
 
+    ONCE_ASSERT(cb != NULL, "every call is answered through its callback");
     if (ch->closing) {
         return RPC_E_CLOSED;
     }
@@ -519,6 +535,7 @@ int rpc_channel_call(struct rpc_channel *ch,
         free(p);
         return rv;
     }
+    ONCE_ASSERT(p->frame_len <= need, "the first pass sized the frame");
     (void)uv_timer_init(ch->loop, &p->timer);
     p->timer.data = p;
     p->ch = ch;

@@ -19,6 +19,7 @@
  * timer, if any, has closed) and holds a reference on its conn (refs), so a
  * conn outlives its calls; a server is freed when its listener and every
  * conn have closed and every call was replied. */
+#include "common/assert.h"
 #include "common/ratelimit.h"
 #include "rpc/conn_int.h"
 
@@ -146,6 +147,7 @@ static void server_conn_freed(void *owner)
 {
     struct rpc_server *s = owner;
 
+    ONCE_ASSERT(s->n_conns > 0, "n_conns counts the conns not yet freed");
     s->n_conns--;
     server_maybe_done(s);
 }
@@ -154,6 +156,8 @@ static void server_conn_closing(struct conn *c)
 {
     struct rpc_server *s = c->srv;
 
+    ONCE_ASSERT(s->st.conns_open > 0 && (c->prev != NULL || s->conns == c),
+                "a closing conn is on the server's list");
     if (c->prev != NULL) {
         c->prev->next = c->next;
     } else {
@@ -188,6 +192,8 @@ static void call_free(struct call *k)
     struct conn *c = k->c;
     struct rpc_server *s = k->srv;
 
+    ONCE_ASSERT(s->n_calls > 0 && (c == NULL || (c->refs > 0 && c->calls > 0)),
+                "a call counts in its server and holds its conn");
     if (c == NULL) {
         X509_free(k->pub.peer_cert); /* a local call's own reference */
     }
@@ -218,6 +224,8 @@ static void on_call_timer_closed(uv_handle_t *h)
 static void call_answered(struct call *k)
 {
     /* Idle time counts from the last frame received or answer given. */
+    ONCE_ASSERT(!k->answered && k->srv->st.calls_in_flight > 0,
+                "a call is answered once");
     if (k->c != NULL) {
         k->c->last_active_ms = uv_now(k->c->tcp.loop);
     }
@@ -433,6 +441,7 @@ int rpc_server_call_local(struct rpc_server *s,
 {
     struct call *k;
 
+    ONCE_ASSERT(cb != NULL, "a local call is answered through its callback");
     if (s->closing) {
         return RPC_E_CLOSED;
     }
@@ -644,6 +653,7 @@ static void on_server_handle_closed(uv_handle_t *h)
 {
     struct rpc_server *s = h->data;
 
+    ONCE_ASSERT(s->handles > 0, "one close callback per open handle");
     s->handles--;
     server_maybe_done(s);
 }

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "store/store_int.h"
 
 /* Worker thread. */
@@ -32,6 +33,7 @@ void store_run_write(struct job *j)
         off += (uint64_t)got;
         iov = store_iov_advance(iov, &n, (size_t)got);
     }
+    ONCE_ASSERT(off == w->off + w->total, "the iovecs hold the batch's bytes");
     if (fdatasync(w->fd) != 0) {
         store_job_err(j, -errno, "fdatasync", "segment");
     }
@@ -53,6 +55,8 @@ static int pwrite_start(struct slog *sl)
 static int pwrite_submit(struct slog *sl, struct job *w, char *msg)
 {
     (void)msg;
+    ONCE_ASSERT(w == sl->wjob && w->kind == J_WRITE,
+                "the engine writes the batch's job");
     store_job_submit(sl, w); /* completes in store_queue.c's job_done */
     return 0;
 }

@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "store/store_int.h"
 
 int store_uring_probe(char *why, size_t n)
@@ -115,8 +116,11 @@ static int submit_all(struct slog *sl, int want)
 static int ring_submit(struct slog *sl)
 {
     struct job_write *w = &sl->wjob->u.write;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&sl->ring);
+    struct io_uring_sqe *sqe;
 
+    ONCE_ASSERT(sl->cqes_pending == 0,
+                "a write is submitted after its last completion");
+    sqe = io_uring_get_sqe(&sl->ring);
     if (sqe == NULL) {
         return -EBUSY;
     }
@@ -184,6 +188,8 @@ static int direct_submit(struct slog *sl, struct job *j, char *msg)
         memcpy(p, w->iov[k].iov_base, w->iov[k].iov_len);
         p += w->iov[k].iov_len;
     }
+    ONCE_ASSERT((size_t)(p - w->dbuf) == head + w->total,
+                "the iovecs hold the batch's bytes");
     memset(p, 0, len - head - w->total);
     w->d_base = a;
     w->d_used = head + w->total;

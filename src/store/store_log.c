@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "store/store_int.h"
 
 /* --- shutdown --------------------------------------------------------------
@@ -54,6 +55,7 @@ void store_handle_closed(uv_handle_t *h)
     struct store *s = sl->s;
     store_close_cb cb = sl->close_cb;
 
+    ONCE_ASSERT(sl->handles > 0, "one close callback per open handle");
     if (--sl->handles > 0) {
         return;
     }
@@ -85,19 +87,27 @@ static void stop_worker(struct slog *sl)
 
 void store_maybe_shutdown(struct slog *sl)
 {
+    int eng_handles;
+
     if (!sl->closing || sl->busy || sl->head != NULL || sl->close_cb == NULL ||
         sl->handles == 0 || sl->stop || sl->pool_ops != 0) {
         return;
     }
+    ONCE_ASSERT(sl->wjob == NULL && sl->batch == NULL,
+                "nothing is in flight when the worker stops");
     stop_worker(sl);
     uv_close((uv_handle_t *)&sl->async, store_handle_closed);
-    sl->eng->close(sl);
+    eng_handles = sl->eng->close(sl);
+    /* The async handle and the engine's: every handle closes once. */
+    ONCE_ASSERTF(1 + eng_handles == sl->handles,
+                 "closing %d handles of %d open", 1 + eng_handles, sl->handles);
 }
 
 static void store_close(struct store *s, store_close_cb cb)
 {
     struct slog *sl = s->impl;
 
+    ONCE_ASSERT(!sl->closing, "a store is closed once");
     sl->closing = true;
     sl->close_cb = cb;
     /* Queued work finishes first: its callbacks still reach raft. */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "store/store_format.h"
 #include "store/store_int.h"
 
@@ -28,6 +29,7 @@ int store_meta_write(struct slog *sl, uint64_t term, uint64_t vote)
     if (sl->failed != 0) {
         return sl->failed;
     }
+    ONCE_ASSERT(sl->meta_fd[slot] >= 0, "store_meta_open opened both copies");
     sf_meta_encode(buf, seq, term, vote, sl->meta_cut);
     /* The other slot keeps the previous state: a torn write here loses
      * only this update, which has not been reported durable yet. */
@@ -50,6 +52,11 @@ int store_meta_write(struct slog *sl, uint64_t term, uint64_t vote)
 
 int store_set_term(struct store *s, raft_term term)
 {
+    const struct slog *sl = s->impl;
+
+    /* Raft's persisted term never goes back. */
+    ONCE_ASSERTF(term >= sl->term, "term %" PRIu64 " after %" PRIu64,
+                 (uint64_t)term, sl->term);
     return store_meta_write(s->impl, term, 0);
 }
 

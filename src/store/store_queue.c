@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "store/store_format.h"
 #include "store/store_int.h"
 
@@ -50,6 +51,8 @@ void store_op_done(struct slog *sl, struct op *op, int status)
 
 void store_enqueue(struct slog *sl, struct op *op)
 {
+    ONCE_ASSERT((sl->head == NULL) == (sl->tail == NULL),
+                "queue head and tail agree");
     op->next = NULL;
     if (sl->tail != NULL) {
         sl->tail->next = op;
@@ -118,6 +121,8 @@ static size_t seg_of(const struct slog *sl, uint64_t index)
 {
     size_t lo = 0, hi = sl->n_segs;
 
+    ONCE_ASSERTF(sl->n_segs > 0 && index >= sl->segs[0].first,
+                 "index %" PRIu64 " below every segment", index);
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
         if (sl->segs[mid].first <= index) {
@@ -144,6 +149,8 @@ static void finish_batch(struct slog *sl, int status)
 {
     struct op *op = sl->batch;
 
+    ONCE_ASSERT(sl->busy && !sl->in_cb,
+                "one batch in flight; its callbacks do not nest");
     sl->batch = NULL;
     sl->busy = false;
     sl->in_cb = true;
@@ -176,6 +183,10 @@ static void batch_written(struct slog *sl)
         finish_batch(sl, rv);
         return;
     }
+    ONCE_ASSERTF(off <= sl->cur_cap,
+                 "batch written to %" PRIu64 " of a %" PRIu64
+                 "-byte segment: start_batch rolls first",
+                 off, sl->cur_cap);
     sl->cur_end = off;
     sl->stats.batches++;
     finish_batch(sl, 0);
@@ -185,6 +196,7 @@ void store_write_done(struct slog *sl, int rv, const char *msg)
 {
     struct job *w = sl->wjob;
 
+    ONCE_ASSERT(w != NULL, "a write completes once per submit");
     sl->wjob = NULL;
     if (rv != 0) {
         store_set_failed(sl, rv, msg); /* (msg may be the job's) */
@@ -230,9 +242,11 @@ static void start_write(struct slog *sl)
         wr->iov[i].iov_len = op->u.append.bytes;
         wr->total += op->u.append.bytes;
     }
+    ONCE_ASSERT(i == sl->batch_n, "the write is the batch start_batch took");
     wr->n_iov = i;
     wr->fd = sl->cur_fd;
     wr->off = sl->cur_end;
+    ONCE_ASSERT(sl->wjob == NULL, "one write in flight");
     sl->wjob = w;
     sl->write_t0 = uv_hrtime();
     sl->write_bytes = wr->total;
@@ -271,6 +285,7 @@ static void start_batch(struct slog *sl)
         pp = &op->next;
         sl->batch_n++;
     }
+    ONCE_ASSERT(sl->batch_n > 0, "start_batch runs with an append at the head");
     sl->busy = true;
     if (sl->cur_fd < 0 || sl->cur_end + total > sl->cur_cap) {
         struct job *j = store_job_new(sl, J_ROLL);
@@ -296,6 +311,9 @@ static void roll_done(struct slog *sl, struct job *j)
         finish_batch(sl, sl->failed);
         return;
     }
+    ONCE_ASSERT(r->first == store_written(sl) && r->cap_out >= r->need,
+                "the new segment starts where the log ends and holds the "
+                "batch");
     store_close_current(sl);
     if (store_push_seg(sl, r->first) != 0) {
         store_set_failed(sl, RAFT_NOMEM, "out of memory rolling a segment");
@@ -346,6 +364,9 @@ static int trunc_plan(struct slog *sl, struct job *j, uint64_t index)
         return store_job_add_unlink(j, name);
     }
     store_seg_name(t->zname, sl->segs[k].first);
+    ONCE_ASSERTF(index >= sl->base && index - sl->base < sl->n_offs,
+                 "cutting at %" PRIu64 ", records are %" PRIu64 "..+%zu", index,
+                 sl->base, sl->n_offs);
     t->zfrom = sl->offs[index - sl->base];
     t->zto = k == sl->n_segs - 1 ? sl->cur_end : UINT64_MAX;
     return 0;
@@ -460,6 +481,7 @@ static void job_done(struct slog *sl, struct job *j)
             store_write_done(sl, j->rv, j->err); /* frees it */
             return;
         case J_TRUNC:
+            ONCE_ASSERT(sl->busy, "a truncation runs as the op in flight");
             sl->busy = false;
             trunc_done(sl, j);
             break;
@@ -554,6 +576,7 @@ int store_append(struct store *s,
         a->sizes[i] = (uint32_t)size;
         p += size;
     }
+    ONCE_ASSERT(p == a->buf + bytes, "the records fill the op's buffer");
     sl->next += n;
     store_enqueue(sl, op);
     return 0;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "common/crc32c.h"
 #include "store/store_format.h"
 #include "store/store_int.h"
@@ -358,6 +359,7 @@ void store_start_put(struct slog *sl, struct op *op)
         store_op_done(sl, op, RAFT_NOMEM);
         return;
     }
+    ONCE_ASSERT(!sl->busy && sl->batch == NULL, "one op in flight");
     j->u.put.snap = sn;
     j->u.put.written = op->u.put.written;
     store_snap_name(j->u.put.sname, sn->term, sn->index);
@@ -389,6 +391,8 @@ static void put_forget_front(struct slog *sl, const struct job *j)
     if (dropped == 0) {
         return;
     }
+    ONCE_ASSERTF(dropped < sl->n_segs, "%zu of %zu segments dropped", dropped,
+                 sl->n_segs);
     new_base = sl->segs[dropped].first;
     gone = (size_t)(new_base - sl->base);
     if (gone > sl->n_offs) {
@@ -409,6 +413,9 @@ static struct op *held_op_done(struct slog *sl, struct job *j)
 {
     struct op *op = sl->batch;
 
+    ONCE_ASSERT(sl->busy && op != NULL && op->next == NULL &&
+                    (op->kind == (j->kind == J_PUT ? OP_PUT : OP_GET)),
+                "a put or get job completes the one op held in flight");
     sl->batch = NULL;
     sl->busy = false;
     if (j->rv != 0) {
@@ -481,6 +488,7 @@ static void bg_unlink_done(uv_work_t *w, int status)
 
     (void)status;
     free(u);
+    ONCE_ASSERT(sl->pool_ops > 0, "pool_ops counts the work queued");
     sl->pool_ops--;
     store_maybe_shutdown(sl);
 }
@@ -554,6 +562,7 @@ void store_start_get(struct slog *sl, struct op *op)
         return;
     }
     store_snap_name(j->u.get.sname, sl->snaps[0].term, sl->snaps[0].index);
+    ONCE_ASSERT(!sl->busy && sl->batch == NULL, "one op in flight");
     sl->busy = true;
     sl->batch = op;
     store_job_submit(sl, j);
@@ -605,6 +614,7 @@ static void prewrite_done(uv_work_t *w, int status)
     struct slog *sl = op->u.put.sl;
     int rv = status != 0 ? RAFT_CANCELED : op->u.put.work_rv;
 
+    ONCE_ASSERT(sl->pool_ops > 0, "pool_ops counts the work queued");
     sl->pool_ops--;
     if (rv != 0) {
         store_set_failed(
@@ -680,6 +690,9 @@ static void get_done(uv_work_t *w, int status)
     struct slog *sl = op->u.get.sl;
     int rv = status != 0 ? RAFT_CANCELED : op->u.get.work_rv;
 
+    ONCE_ASSERT(
+        sl->pool_ops > 0 && sl->pool_gets > 0 && sl->pool_gets <= sl->pool_ops,
+        "pool_gets counts the gets among pool_ops");
     sl->pool_ops--;
     sl->pool_gets--;
     if (rv != 0) {

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "store/store_format.h"
 #include "store/store_int.h"
 
@@ -103,6 +104,8 @@ struct iovec *store_iov_advance(struct iovec *iov, unsigned *n, size_t done)
         iov++;
         (*n)--;
     }
+    ONCE_ASSERTF(*n > 0 || done == 0,
+                 "%zu bytes done past the end of the iovecs", done);
     if (*n > 0) {
         iov->iov_base = (uint8_t *)iov->iov_base + done;
         iov->iov_len -= done;
@@ -139,6 +142,7 @@ void store_job_err(struct job *j,
                    const char *what,
                    const char *name)
 {
+    ONCE_ASSERTF(neg_errno < 0, "not a negated errno: %d", neg_errno);
     err_printf(j->err, "%s", strerror(-neg_errno));
     err_wrapf(j->err, "%s %s", what, name);
     j->rv = store_raft_code(neg_errno);
@@ -199,6 +203,7 @@ void store_job_free(struct job *j)
 void store_job_submit(struct slog *sl, struct job *j)
 {
     pthread_mutex_lock(&sl->mu);
+    ONCE_ASSERT(!sl->stop, "no job is submitted once the worker stops");
     j->next = NULL;
     if (sl->jq_tail != NULL) {
         sl->jq_tail->next = j;
@@ -212,8 +217,11 @@ void store_job_submit(struct slog *sl, struct job *j)
 
 int store_job_add_unlink(struct job *j, const char *name)
 {
-    char(*u)[NAME_LEN] = realloc(j->unlink, (j->n_unlink + 1) * NAME_LEN);
+    char(*u)[NAME_LEN];
 
+    /* Every name is one the store built (store_seg_name, _snap_name). */
+    ONCE_ASSERT(strlen(name) < NAME_LEN, "a store file name fits NAME_LEN");
+    u = realloc(j->unlink, (j->n_unlink + 1) * NAME_LEN);
     if (u == NULL) {
         return RAFT_NOMEM;
     }

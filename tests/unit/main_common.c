@@ -4,6 +4,7 @@
 
 Suite *addr_suite(void);
 Suite *arena_suite(void);
+Suite *assert_suite(void);
 Suite *crc32c_suite(void);
 Suite *err_suite(void);
 Suite *hash_suite(void);
@@ -18,6 +19,7 @@ int main(void)
     int failed;
 
     srunner_add_suite(sr, addr_suite());
+    srunner_add_suite(sr, assert_suite());
     srunner_add_suite(sr, crc32c_suite());
     srunner_add_suite(sr, err_suite());
     srunner_add_suite(sr, hash_suite());
