@@ -1,5 +1,5 @@
 /* bench/bench.h: once-bench's configuration and its flag parser (pure, so
- * tests/unit/test_bench.c can check every refusal). */
+ * tests/unit/bench/test_bench.c can check every refusal). */
 #ifndef ONCE_BENCH_BENCH_H_
 #define ONCE_BENCH_BENCH_H_
 

@@ -2,7 +2,7 @@
  *
  * Data only: the overview and one text per command, looked up by command.
  * Each command's text names every positional and option the parser takes
- * for it (args.c's tables; tests/unit/test_cli.c checks every field of
+ * for it (args.c's tables; tests/unit/cli/test_cli.c checks every field of
  * every command appears here), its success outcome and its exit codes, so
  * the help cannot omit what the parser takes. */
 #include "cli/cli.h"

@@ -6,7 +6,7 @@
  * has applied nothing live yet, and if it wins an election before the first
  * batch reaches it (a quick restart of the leader wins often: its log is as
  * long as anyone's) the wall clock was all it had: 5 minutes off moved log
- * time 5 minutes (tests/integration/once-skew.sh caught it). A skip forward
+ * time 5 minutes (tests/integration/once_skew.py caught it). A skip forward
  * expires TTL records that early; a skip back turns every fresh nonce
  * FUTURE until real time catches up.
  *

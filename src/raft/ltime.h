@@ -9,7 +9,7 @@
  * frozen for the whole term (ltime_anchor). Following the leader's own
  * batches instead, as docs/design.md §1.7's wording allows, is a ratchet: each
  * stamp may be K ahead of the previous one, so a fast wall clock drags log time
- * K further per batch (tests/unit/test_ltime.c shows it). Frozen at the start
+ * K further per batch (tests/unit/raft/test_ltime.c). Frozen at the start
  * of the term, a wrong wall clock moves log time at most K from real elapsed
  * time; a later leader with a right clock stamps real time again (log time
  * waits, never goes back, until real time catches up).
@@ -19,7 +19,7 @@
  * their log time). A restarted node is seeded with the pair it kept on disk
  * before the restart (raft/anchor.h: valid within one boot of the host);
  * with neither (a reboot, a new host, a full-cluster restart of such nodes)
- * the wall clock is all there is: tests/integration/once-skew.sh saw a
+ * the wall clock is all there is: tests/integration/once_skew.py saw a
  * leader 5 min fast, elected right after its restart, move log time 300 s
  * ahead, and one 5 min slow freeze it.
  *

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""deploy_manifests.py SRCDIR: check the deployment files for the fields
-deploy/README.md relies on. Each check prints PASS or FAIL; exit 1 if any
-failed. What it checks:
+"""deploy_manifests.py [SRCDIR]: check the deployment files for the fields
+deploy/README.md relies on (SRCDIR: default $top_srcdir, else "."). Each
+check prints PASS or FAIL; exit 1 if any failed, 77 without PyYAML. What it
+checks:
 
   kubernetes/  the kustomization's resources parse; the StatefulSet is
                Parallel with one volume claim template, governed by the
@@ -34,7 +35,11 @@ import subprocess
 import sys
 import tempfile
 
-import yaml
+try:
+    import yaml
+except ImportError:  # Debian's python3-yaml: a missing tool is a SKIP
+    print("PyYAML (python3-yaml) not found: skip")
+    sys.exit(77)
 
 FAILED = []
 PASSED = [0]
@@ -331,7 +336,8 @@ def check_shell(src):
 
 
 def main():
-    src = sys.argv[1] if len(sys.argv) > 1 else "."
+    src = sys.argv[1] if len(sys.argv) > 1 else \
+        os.environ.get("top_srcdir", ".")
     kdir = os.path.join(src, "deploy", "kubernetes")
     _, objs = load_kustomization(kdir)
     check(len(objs) > 0, "kustomization resources parse")

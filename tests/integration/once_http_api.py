@@ -345,7 +345,7 @@ def tls_ctx(d, who=None):
 
 def check_tls_node(t, nodes):
     """A node with TLS: the listener is HTTPS; /v1/ needs a certificate
-    with the right (once-https.sh has the rest), the health paths need
+    with the right (once_https.py has the rest), the health paths need
     none."""
     for n in nodes:
         n.stop()

@@ -3,7 +3,8 @@
 
 A 3-node cluster with onced's default timing and a snapshot every 1024
 entries (--snapshot-threshold 1024), filled with SCALE_STALL_RECORDS unique
-records (default 2000000) by once-bench --count (4 connections x pipeline
+records (default 1000000, make check's size; make check-scale: 2000000) by
+once-bench --count (4 connections x pipeline
 256, ttl 24h), then one client claiming in a closed loop for
 SCALE_STALL_SECONDS (default 20). Every claim of that loop is one entry, so
 the leader snapshots every ~1024 claims; its log directory is polled for
@@ -41,7 +42,7 @@ def env_int(name, default, lo, hi):
     return v
 
 
-RECORDS = env_int("SCALE_STALL_RECORDS", 2000000, 1000, 100000000)
+RECORDS = env_int("SCALE_STALL_RECORDS", 1000000, 1000, 100000000)
 SECONDS = env_int("SCALE_STALL_SECONDS", 20, 5, 3600)
 MAX_MS = env_int("SCALE_STALL_MAX_MS", 1000, 1, 3600000)
 MIN_SNAPSHOTS = 2

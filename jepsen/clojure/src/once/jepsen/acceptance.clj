@@ -1,3 +1,7 @@
+;; NOT RUNNABLE HERE: this needs a host with Clojars access, Leiningen, a
+;; JDK 17, the Jepsen 0.3.11 dependency set (project.clj) and five Debian 12
+;; nodes over SSH; it has never run. Our machines only read it, compile it
+;; against stubs and test its pure parts (jepsen/clojure/README.md).
 (ns once.jepsen.acceptance
   "The seed article's acceptance sequence (jepsen/README.md, 'Acceptance sequence'), as a
   Jepsen workload: every step is a normal history op (so R1-R10 and Knossos

@@ -1,3 +1,7 @@
+;; NOT RUNNABLE HERE: this needs a host with Clojars access, Leiningen, a
+;; JDK 17, the Jepsen 0.3.11 dependency set (project.clj) and five Debian 12
+;; nodes over SSH; it has never run. Our machines only read it, compile it
+;; against stubs and test its pure parts (jepsen/clojure/README.md).
 (ns once.jepsen.checker
   "Jepsen checkers for once:
   * claims: R1-R10 (once.jepsen.rules, the rules jepsen/local/check

@@ -1,3 +1,7 @@
+;; NOT RUNNABLE HERE: this needs a host with Clojars access, Leiningen, a
+;; JDK 17, the Jepsen 0.3.11 dependency set (project.clj) and five Debian 12
+;; nodes over SSH; it has never run. Our machines only read it, compile it
+;; against stubs and test its pure parts (jepsen/clojure/README.md).
 (ns once.jepsen.nemesis
   "Faults for once: Jepsen's combined packages (partitions, kill, pause,
   packet loss, clocks) with our partition specs added, and a membership

@@ -1,4 +1,4 @@
-/* tests/unit/test_identity.c: raft/identity.h on real temporary dirs. */
+/* tests/unit/raft/test_identity.c: raft/identity.h on real temporary dirs. */
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* common/prom: the registry's rules and the text exposition, byte for
  * byte (escaping, histogram buckets, _sum/_count, HELP/TYPE lines). The
- * integration test once-metrics.sh runs promtool over a node's real
+ * integration test once_metrics.py runs promtool over a node's real
  * output. */
 #include <check.h>
 #include <errno.h>

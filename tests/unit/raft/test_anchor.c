@@ -1,4 +1,4 @@
-/* tests/unit/test_anchor.c: raft/anchor.h, the log-time anchor file. */
+/* tests/unit/raft/test_anchor.c: raft/anchor.h, the log-time anchor file. */
 #include <check.h>
 #include <limits.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
-/* tests/unit/fsm_helpers.h: shared helpers for the state machine tests.
+/* tests/lib/fsm_helpers.h: helpers for the state machine tests, shared by
+ * unit-fsm and the Raft fixture programs of tests/raft.
  *
  * A struct fh wraps one struct fsm and the log index the tests feed it: each
  * batch applied through these helpers uses the index after the previous one,

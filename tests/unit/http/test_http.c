@@ -1,6 +1,6 @@
 /* http/http.c: the listener's route table, methods, limits and its
  * hand-over (http_add_connection), over socketpairs on a uv loop: no port
- * is opened except by the bind refusal case. once-metrics.sh runs it on
+ * is opened except by the bind refusal case. once_metrics.py runs it on
  * real TCP in a node. */
 #include <check.h>
 #include <errno.h>

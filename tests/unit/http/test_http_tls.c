@@ -2,7 +2,7 @@
  * (run it in a network namespace of its own, as make check's callers do),
  * with certificates scripts/make-certs.sh makes in a temporary directory.
  * The client is tls/tls.c's session over a non-blocking socket, driven in
- * turns with the listener's loop. once-https.sh runs the same terminator
+ * turns with the listener's loop. once_https.py runs the same terminator
  * in a node, with curl-like clients and a real Prometheus. */
 #include <check.h>
 

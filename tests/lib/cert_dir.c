@@ -1,4 +1,4 @@
-/* tests/unit/cert_dir.c: see cert_dir.h. */
+/* tests/lib/cert_dir.c: see cert_dir.h. */
 #include "cert_dir.h"
 
 #include <check.h>

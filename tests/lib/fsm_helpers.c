@@ -1,4 +1,4 @@
-/* tests/unit/fsm_helpers.c: see fsm_helpers.h. */
+/* tests/lib/fsm_helpers.c: see fsm_helpers.h. */
 #include "fsm_helpers.h"
 
 #include <stdlib.h>

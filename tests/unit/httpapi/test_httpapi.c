@@ -1,6 +1,6 @@
 /* The HTTP/JSON API's pure parts: request bodies and record paths into
  * RPC messages (server/httpapi_parse.c), answers into JSON
- * (server/httpapi_json.c). once-http-api.sh runs them in a real cluster. */
+ * (server/httpapi_json.c). once_http_api.py runs them in a real cluster. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
