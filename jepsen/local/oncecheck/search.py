@@ -4,8 +4,9 @@ Wing & Gong with Lowe's memoization, as Porcupine does it: depth first over
 "which call takes effect next", among the calls invoked before the earliest
 completion of a 'must' call not yet placed (real-time order); memoized on
 (model state, set of calls placed). 'may' calls (:info, hidden retries) are
-free to be placed at any point after their invocation or never: the search
-succeeds when every 'must' call is placed.
+free to be placed at any point after their invocation or never (a hidden
+companion only before its partner, model.Hidden): the search succeeds when
+every 'must' call is placed. 'never' calls take no part.
 
   check_key(calls, budget=BUDGET) -> KeyResult
       calls: one key's calls (model.key_ops). KeyResult fields:
@@ -15,10 +16,21 @@ succeeds when every 'must' call is placed.
         steps    search steps taken (states expanded)
         seconds  wall time
         prefix   the longest linearizable prefix found (calls, in order)
-        stuck    the calls that could not be placed after it (the 'must'
-                 calls still open there), [] when ok
+        stuck    the 'must' call that could not be placed after it (the
+                 open one that completed first), None when ok or unjudged
         ncalls   calls taking part (roles 'must' and 'may')
+      explain() says it in words.
+
+The budget is a count of expanded states, never time, so a verdict does not
+depend on the machine's load. The search is exponential in the worst case
+(many overlapping :info calls of one key); per-key partitioning and the
+memo keep the CI's keys (5-30 calls) at well under a millisecond each.
 """
+
+import sys
+import time
+
+from . import model
 
 BUDGET = 200_000
 
@@ -31,8 +43,93 @@ class KeyResult:
         self.prefix, self.stuck, self.ncalls = prefix, stuck, ncalls
 
     def explain(self):
-        raise NotImplementedError
+        if self.ok:
+            return "linearizable (%d calls, %d steps)" % (self.ncalls, self.steps)
+        if not self.judged:
+            return ("not judged: the search ran out of its budget of steps after %d "
+                    "(%d calls take part)" % (self.steps, self.ncalls))
+        s = "no linearization of the key's %d calls: the longest linearizable prefix " \
+            "has %d calls" % (self.ncalls, len(self.prefix))
+        if self.stuck is not None:
+            s += "; after it, %s (history line %d) cannot take effect with its answer" % (
+                self.stuck.label(), self.stuck.inv_op.line)
+        return s
+
+
+class _Budget(Exception):
+    pass
 
 
 def check_key(calls, budget=BUDGET):
-    raise NotImplementedError
+    t0 = time.monotonic()
+    ops = [c for c in calls if model.role(c) != model.NEVER]
+    n = len(ops)
+    must = [model.role(c) == model.MUST for c in ops]
+    pos = {id(c): i for i, c in enumerate(ops)}
+    before = [pos.get(id(getattr(c, "before", None) or 0), -1) for c in ops]
+    req = 0
+    for i in range(n):
+        if must[i]:
+            req |= 1 << i
+    invs = [c.inv for c in ops]
+    rets = [c.ret for c in ops]
+    # the 'must' calls by completion, to find the earliest open one fast
+    by_ret = sorted((i for i in range(n) if must[i]), key=lambda i: rets[i])
+    key = ops[0].kkey if ops else None
+    init = model.initial(key, calls)
+    seen = set()
+    steps = [0]
+    path = []
+    best = [[]]
+
+    def first_open(done):
+        for i in by_ret:
+            if not (done >> i) & 1:
+                return i
+        return -1
+
+    def dfs(done, s):
+        if done & req == req:
+            return True
+        k = (done, s)
+        if k in seen:
+            return False
+        seen.add(k)
+        steps[0] += 1
+        if steps[0] > budget:
+            raise _Budget
+        fo = first_open(done)
+        limit = rets[fo]
+        for i in range(n):
+            if (done >> i) & 1 or invs[i] >= limit:
+                continue
+            b = before[i]
+            if b >= 0 and (done >> b) & 1:
+                continue
+            for ns in model.step(s, ops[i]):
+                path.append(ops[i])
+                if len(path) > len(best[0]):
+                    best[0] = list(path)
+                if dfs(done | (1 << i), ns):
+                    return True
+                path.pop()
+        return False
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 4 * n + 1000))
+    try:
+        ok = dfs(0, init)
+        judged = True
+    except _Budget:
+        ok, judged = False, False
+    finally:
+        sys.setrecursionlimit(old)
+    stuck = None
+    if judged and not ok:
+        done = 0
+        for c in best[0]:
+            done |= 1 << pos[id(c)]
+        fo = first_open(done)
+        stuck = ops[fo] if fo >= 0 else None
+    return KeyResult(ok, judged, steps[0], time.monotonic() - t0,
+                     [] if ok else best[0], stuck, n)
