@@ -102,11 +102,13 @@ def _some_order(chosen, init, steps, max_steps):
               for i in range(m)]
     # a hidden companion (libonce's own first application of a call answered
     # retry=true, model.key_ops) can only take effect before its partner
+    # (model.Hidden: hidden is True, .before is the partner)
     at = {id(c): i for i, c in enumerate(chosen)}
     for i, c in enumerate(chosen):
-        h = getattr(c, "hidden", None)
-        if h is not None and id(h) in at:
-            before[i].append(at[id(h)])
+        if getattr(c, "hidden", False) is True:
+            p = at.get(id(c.before))
+            if p is not None:
+                before[p].append(i)
     placed = [False] * m
     order = []
 
