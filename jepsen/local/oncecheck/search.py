@@ -21,6 +21,13 @@ every 'must' call is placed. 'never' calls take no part.
         ncalls   calls taking part (roles 'must' and 'may')
       explain() says it in words.
 
+  check_realtime_log_time(calls) -> [(a, b), ...]
+      per-key search cannot see it: an answer acknowledged before another
+      call was invoked has a log time <= that call's, on any two keys (log
+      time is one clock for the whole log). Each pair is a call b whose
+      answer's log time is smaller than that of an answer a completed
+      before b was invoked (a: the largest such).
+
 The budget is a count of expanded states, never time, so a verdict does not
 depend on the machine's load. The search is exponential in the worst case
 (many overlapping :info calls of one key); per-key partitioning and the
@@ -31,6 +38,7 @@ import sys
 import time
 
 from . import model
+from .history import _int
 
 BUDGET = 200_000
 
@@ -46,8 +54,8 @@ class KeyResult:
         if self.ok:
             return "linearizable (%d calls, %d steps)" % (self.ncalls, self.steps)
         if not self.judged:
-            return ("not judged: the search ran out of its budget of steps after %d "
-                    "(%d calls take part)" % (self.steps, self.ncalls))
+            return ("not judged: the search ran out of its budget (%d steps expanded; "
+                    "%d calls take part)" % (self.steps - 1, self.ncalls))
         s = "no linearization of the key's %d calls: the longest linearizable prefix " \
             "has %d calls" % (self.ncalls, len(self.prefix))
         if self.stuck is not None:
@@ -133,3 +141,50 @@ def check_key(calls, budget=BUDGET):
         stuck = ops[fo] if fo >= 0 else None
     return KeyResult(ok, judged, steps[0], time.monotonic() - t0,
                      [] if ok else best[0], stuck, n)
+
+
+def log_time(c):
+    """The log time an :ok answer reports, or None."""
+    if c.type != "ok" or c.ret_op is None:
+        return None
+    v = model._vals(c.ret_op)
+    return _int(v.get("log-time-ms"))
+
+
+def _group(c):
+    """The raft group of an :ok answer's record, from the owner token it
+    shows ("group:index:slot"), or None."""
+    v = model._vals(c.ret_op) if c.ret_op is not None else {}
+    tok = v.get("owner-token")
+    if isinstance(tok, str) and tok.count(":") == 2:
+        return tok.split(":")[0]
+    return None
+
+
+def check_realtime_log_time(calls):
+    by = {}
+    for c in calls:
+        if log_time(c) is None:
+            continue
+        g = _group(c)
+        if g is not None:
+            by.setdefault(g, []).append(c)
+    out = []
+    for g, cs in sorted(by.items()):
+        ev = []
+        for c in cs:
+            ev.append((c.inv, 1, c))
+            ev.append((c.ret, 0, c))
+        ev.sort(key=lambda e: (e[0], e[1]))
+        top = None            # the completed answer with the largest log time
+        at_inv = {}
+        for _, kind, c in ev:
+            if kind == 1:
+                at_inv[id(c)] = top
+                continue
+            a = at_inv.get(id(c))
+            if a is not None and a.kkey != c.kkey and log_time(c) < log_time(a):
+                out.append((a, c))
+            if top is None or log_time(c) > log_time(top):
+                top = c
+    return out
