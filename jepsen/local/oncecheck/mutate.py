@@ -522,7 +522,7 @@ def _key_calls(calls, events, kkey):
 
 
 # A history of more ops than this is judged on projections first (below).
-PROJECT_ABOVE = 2000
+PROJECT_ABOVE = 300
 # Anomalies whose verdict depends on the whole history (a share of the keys
 # not searched, a rule that judged no case at all): on a projection they
 # say nothing about the whole, so they never count as a catch there.
