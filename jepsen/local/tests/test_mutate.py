@@ -32,7 +32,7 @@ SEED = int(os.environ.get("ONCECHECK_SEED", "0"))
 # every kind the corpus must exercise (kept at least once): a kind that
 # never breaks the contract on the corpus tests nothing
 KINDS = ("field:outcome", "field:retry", "field:first-request-id", "field:first-index",
-         "field:owner-attempt", "field:owner-token", "field:result-b64",
+         "field:owner-attempt", "field:owner-token", "field:result-b64", "field:stored-error",
          "field:first-time-ms", "field:lease-expires-ms", "field:expires-ms",
          "field:retry-after-ms", "field:log-time-ms", "shift-log-time", "swap", "info-ok",
          "ok-fail", "drop-call", "reorder", "request-id", "drop-final-probe")
