@@ -13,7 +13,7 @@ Interface (the reference judge and the search code against exactly this):
       cluster's settings from the :time-settings event. Calls whose :f the
       model does not know (not claim, complete, release, lookup, forget)
       are left out. An :ok answer with retry=true of a claim, complete or
-      release also brings a hidden companion call (a Hidden, after its
+      release also brings a hidden companion call (a Hidden, just before its
       partner in the list): libonce's own first application, whose reply
       was lost; role 'may', and it can only take effect before its
       partner (companion.before is the partner; None on every other call).
@@ -249,10 +249,10 @@ def key_ops(calls, events=()):
             c.m = Args(c, st, kk)
             c.before = getattr(c, "before", None)
             c.hidden = False
-            lst.append(c)
             if (c.type == "ok" and c.m.retry and c.f in ("claim", "complete", "release")
                     and c.m.outcome in ("ACCEPTED", "COMPLETED", "RELEASED", "FAILED")):
                 lst.append(Hidden(c))
+            lst.append(c)
         toks = {}
         for c in lst:
             if c.f == "claim" and c.type == "ok" and c.m.a.get("owner-token"):
@@ -461,10 +461,18 @@ def _tok_ne(rec, t, m):
     return isinstance(rec.token, tuple) or rec.token != t
 
 
-def _pin_tok(rec, t):
+def _pin_tok(rec, hw, t):
+    """(rec, hw) with a placeholder owner token pinned to the literal t: it
+    was made by the last acceptance, so it is the largest token so far.
+    None when t cannot be it."""
     if isinstance(rec.token, tuple) and t is not None:
-        return rec._replace(token=t)
-    return rec
+        pos = _tok_pos(t)
+        if pos is not None:
+            if pos <= hw:
+                return None
+            hw = pos
+        return rec._replace(token=t), hw
+    return rec, hw
 
 
 def _shows(rec, hw, dbm, m, outcome, own_token):
@@ -504,7 +512,10 @@ def _shows(rec, hw, dbm, m, outcome, own_token):
         if t is not None:
             if not own_token or not _tok_eq(rec, t, m):
                 return None
-            rec = _pin_tok(rec, t)
+            r = _pin_tok(rec, hw, t)
+            if r is None:
+                return None
+            rec, hw = r
         if "result-b64" in a and rec.status == "COMPLETED" and a["result-b64"] != rec.result:
             return None
         if "stored-error" in a and rec.status == "FAILED":
@@ -710,7 +721,10 @@ def _complete(rec, hw, dbm, m, info, out):
         _finish(rec, hw, dbm, m, o, out)
     if not _tok_eq(rec, t, m):
         return
-    own = _pin_tok(rec, t)
+    r = _pin_tok(rec, hw, t)
+    if r is None:
+        return
+    own, hw = r
     if rec.status == "PENDING":
         done = own._replace(status="COMPLETED", result=m.result)
         if info:
@@ -738,7 +752,10 @@ def _release(rec, hw, dbm, m, info, out):
         _finish(rec, hw, dbm, m, o, out)
     if not _tok_eq(rec, t, m):
         return
-    own = _pin_tok(rec, t)
+    r = _pin_tok(rec, hw, t)
+    if r is None:
+        return
+    own, hw = r
     st = rec.status
     nxt, retry = None, False
     if st == "PENDING":
