@@ -1,7 +1,7 @@
 """jepsen/local/mutate: the checker tested by mutation.
 
     jepsen/local/mutate HISTORY... [--seed S] [--max N] [--max-seconds T]
-                        [--ref-limit 8] [--write DIR] [--checked]
+                        [--ref-limit 8] [--ref-steps N] [--write DIR] [--checked]
 
 Takes histories the checker calls VALID and makes mutants of them, each one
 small change (the kinds below). A mutant is KEPT when it breaks the
@@ -557,7 +557,7 @@ def _caught(src, mut, score):
         score.seconds["checker"] += time.monotonic() - t0
 
 
-def judge(src, mut, score, ref_limit, ref_cache):
+def judge(src, mut, score, ref_limit, ref_cache, ref_steps=reference.MAX_STEPS):
     """Judge one mutant, adding it to SCORE."""
     try:
         calls, events = pair(mut.ops(src, only=src.projection(mut.kkey)))
@@ -569,7 +569,7 @@ def judge(src, mut, score, ref_limit, ref_cache):
         orig = ref_cache.get(mut.kkey)
         if orig is None:
             k, g = _key_calls(src.calls, src.events, mut.kkey)
-            orig = reference.check_key(k, g, limit=ref_limit)
+            orig = reference.check_key(k, g, limit=ref_limit, max_steps=ref_steps)
             ref_cache[mut.kkey] = orig
             if orig.ok is False:
                 score.input_rejected.append((src.path, mut.kkey, orig))
@@ -578,7 +578,8 @@ def judge(src, mut, score, ref_limit, ref_cache):
             score.unjudged += 1
             return
         k, g = _key_calls(calls, events, mut.kkey)
-        v = reference.check_key(k, g, limit=ref_limit) if g else reference.Verdict(True, 0, 0)
+        v = reference.check_key(k, g, limit=ref_limit, max_steps=ref_steps) if g else \
+            reference.Verdict(True, 0, 0)
         score.seconds["reference"] += time.monotonic() - t0
         if v.ok is None:
             score.unjudged += 1
@@ -609,7 +610,7 @@ def _spread(muts, n):
 
 
 def run(paths, seed=0, max_mutants=0, max_seconds=0.0, ref_limit=reference.LIMIT,
-        checked=False):
+        checked=False, ref_steps=reference.MAX_STEPS):
     """Mutate and judge; returns the Score. Keys are taken in a seeded
     random order; without MAX_MUTANTS every mutant of every key small
     enough for the reference is judged, with it at most MAX_MUTANTS in all,
@@ -653,7 +654,7 @@ def run(paths, seed=0, max_mutants=0, max_seconds=0.0, ref_limit=reference.LIMIT
             if max_seconds and time.monotonic() - t0 > max_seconds:
                 score.stopped = "--max-seconds %g" % max_seconds
                 return score
-            judge(src, m, score, ref_limit, caches[id(src)])
+            judge(src, m, score, ref_limit, caches[id(src)], ref_steps)
     return score
 
 
@@ -692,6 +693,9 @@ def main(argv=None):
     p.add_argument("--ref-limit", type=int, default=reference.LIMIT,
                    help="the reference judges keys of at most this many calls (default %d)"
                    % reference.LIMIT)
+    p.add_argument("--ref-steps", type=int, default=reference.MAX_STEPS, metavar="N",
+                   help="the reference gives up on a key (unjudged) after N fold steps "
+                   "(default %d)" % reference.MAX_STEPS)
     p.add_argument("--write", metavar="DIR", help="write each survivor as an EDN history here")
     p.add_argument("--checked", action="store_true",
                    help="the histories were already called VALID by the checker (a run's own "
@@ -702,7 +706,8 @@ def main(argv=None):
         return 2 if e.code else 0
     t0 = time.monotonic()
     try:
-        score = run(a.history, a.seed, a.max, a.max_seconds, a.ref_limit, a.checked)
+        score = run(a.history, a.seed, a.max, a.max_seconds, a.ref_limit, a.checked,
+                    a.ref_steps)
     except (HistoryError, InputError) as e:
         print("mutate: %s" % e, file=sys.stderr)
         return 2
