@@ -28,6 +28,11 @@ Mutant kinds (each on one client call of one key, except where said):
                     expires-ms, retry-after-ms (+-1, +-1000 ms),
                     log-time-ms (+-1 ms: the edge cases)
   shift-log-time    an answer's log-time-ms shifted by +-1000 ms
+  arg:NAME          one argument of one call changed (what was sent, so the
+                    answer may no longer fit it): a claim's ts, window-ms,
+                    lease-ms (+-1, +-1000 ms); a complete's or release's
+                    owner-token (another of the key, or forged); a
+                    complete's result-b64; a release's terminal (flipped)
   swap              the answers of two :ok calls of the same operation on a
                     key exchanged (each keeps its own request id)
   info-ok           an :info call turned into an :ok whose answer is that of
@@ -94,6 +99,10 @@ ANSWER_FIELDS = ("outcome", "retry", "first-request-id", "first-index", "owner-a
 IDENTITY = ("scope", "key", "request-id", "node", "kind", "final", "ts", "window-ms",
             "window", "lease-ms", "lease", "payload-hash", "terminal", "idempotent")
 ERROR_FIELDS = ("error", "applied", "message")
+# Arguments of a call (its invocation) mutated one at a time: arg:NAME.
+ARG_FIELDS = {"claim": ("ts", "window-ms", "lease-ms"),
+              "complete": ("owner-token", "result-b64"),
+              "release": ("owner-token", "terminal")}
 
 OUTSIDE_MODEL = ("drop-final-probe",)
 DELETE = object()
@@ -336,6 +345,26 @@ def _alternatives(name, old, f, key_facts):
     return []
 
 
+def _arg_alternatives(name, old, key_facts):
+    """(label, new value) alternatives of argument NAME of a call."""
+    rids, tokens, results, errors = key_facts
+    if name in ("ts", "window-ms", "lease-ms"):
+        try:
+            n = int(old)
+        except (TypeError, ValueError):
+            return []
+        low = 0 if name == "ts" else 1
+        return [("%+d" % d, _like(old, n + d)) for d in (-1, 1, -1000, 1000) if n + d >= low]
+    if name == "owner-token":
+        return [(t, t) for t in sorted(tokens) if t != old] + [("forged", FORGED_TOKEN)]
+    if name == "result-b64":
+        return [(r, r) for r in sorted(results) if r != old] + [("forged", FORGED_RESULT)]
+    if name == "terminal":
+        b = old if isinstance(old, bool) else str(old).lower() == "true"
+        return [("flipped", not b)]
+    return []
+
+
 def _facts(cs):
     rids, tokens, results, errors = set(), set(), set(), set()
     for c in cs:
@@ -436,6 +465,20 @@ def _key_mutants(src, kkey, cs):
                     rep[rp] = edit(c.ret_op.raw, {"request-id": r})
                 out.append(Mutant("request-id", kkey, "%s %s request id -> %s" % (
                     c.f, c.rid, "fresh" if r == FRESH_RID else r), replace=rep))
+        # an argument of the call (what was sent): the answer may no longer fit it
+        for name in ARG_FIELDS.get(c.f, ()):
+            if not _has(c.inv_op.raw, name):
+                continue
+            old = _get(c.inv_op.raw, name)
+            for label, x in _arg_alternatives(name, old, facts):
+                rep = {ip: edit(c.inv_op.raw, {name: x})}
+                # a completion repeating an argument overrides it (history.Call);
+                # a complete's result-b64 on the completion is the answer
+                if rp is not None and _has(c.ret_op.raw, name) and \
+                        not (c.f == "complete" and name == "result-b64"):
+                    rep[rp] = edit(c.ret_op.raw, {name: x})
+                out.append(Mutant("arg:" + name, kkey, "%s %s sent %s -> %s" % (
+                    c.f, c.rid, name, label), replace=rep))
     # an answer moved before its cause: before the invocation of an earlier call
     for b in oks:
         for a in cs:

@@ -35,7 +35,8 @@ KINDS = ("field:outcome", "field:retry", "field:first-request-id", "field:first-
          "field:owner-attempt", "field:owner-token", "field:result-b64", "field:stored-error",
          "field:first-time-ms", "field:lease-expires-ms", "field:expires-ms",
          "field:retry-after-ms", "field:log-time-ms", "shift-log-time", "swap", "info-ok",
-         "ok-fail", "drop-call", "reorder", "request-id", "drop-final-probe")
+         "ok-fail", "drop-call", "reorder", "request-id", "drop-final-probe", "arg:ts",
+         "arg:window-ms", "arg:lease-ms", "arg:owner-token", "arg:result-b64", "arg:terminal")
 
 
 def _run(paths, **kw):
