@@ -15,7 +15,9 @@ import glob
 import io
 import os
 import random
+import shutil
 import sys
+import tempfile
 import unittest
 
 from tests.util import HERE, history_text, calls_of
@@ -139,6 +141,44 @@ class ToolCanFail(unittest.TestCase):
             rc = mutate.main([bad])
         self.assertEqual(rc, 2)
         self.assertIn("INVALID", err.getvalue())
+
+
+class CiHook(unittest.TestCase):
+    """jepsen/local/ci's mutation test of a passed run's own history."""
+
+    def setUp(self):
+        from tests.test_faults import load_ci
+        self.ci = load_ci()
+        self.tmp = tempfile.mkdtemp(prefix="oncecheck-mutate-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def _run_dir(self, source):
+        shutil.copy(source, os.path.join(self.tmp, "history.edn"))
+        return "run: PASS: every check passed; seed 1; %s\n" % self.tmp
+
+    def test_passed_run(self):
+        score, why = self.ci.mutation_test(self._run_dir(CORPUS[0]), 1)
+        self.assertEqual(why, [])
+        self.assertRegex(score, r"^mutation score: (\d+)/\1 \(100\.0 %\)")
+
+    def test_no_history(self):
+        score, why = self.ci.mutation_test("run: PASS; seed 1; %s\n" % self.tmp, 1)
+        self.assertIsNone(score)
+        self.assertEqual(len(why), 1)
+        self.assertIn("no history.edn", why[0])
+
+    def test_nothing_kept_fails(self):
+        # a history whose only call is a :fail: no mutant breaks the contract
+        with open(os.path.join(self.tmp, "history.edn"), "w") as fh:
+            fh.write('{:type :invoke, :f :claim, :process 0, :value {:scope "s" :key "k" '
+                     ':request-id "a" :kind "NONCE"}}\n'
+                     '{:type :fail, :f :claim, :process 0, :value {:error "UNAVAILABLE" '
+                     ':applied "false"}}\n')
+        score, why = self.ci.mutation_test("run: PASS; seed 1; %s\n" % self.tmp, 1)
+        self.assertTrue(why)
+        self.assertIn("0/0", score)
 
 
 class Mechanics(unittest.TestCase):
