@@ -15,6 +15,7 @@ import glob
 import io
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -179,6 +180,63 @@ class CiHook(unittest.TestCase):
         score, why = self.ci.mutation_test("run: PASS; seed 1; %s\n" % self.tmp, 1)
         self.assertTrue(why)
         self.assertIn("0/0", score)
+
+
+    def _ci_main(self, mutate_out=None):
+        """ci's main over fake runs (each passing, with this directory's
+        history), the mutation tests real unless MUTATE_OUT fakes them."""
+        import types
+        shutil.copy(CORPUS[0], os.path.join(self.tmp, "history.edn"))
+        real = self.ci.subprocess.run
+        ci = self.ci
+
+        def fake(cmd, **kw):
+            if str(cmd[1]).endswith("/mutate"):
+                if mutate_out is None:
+                    return real(cmd, **kw)
+                return types.SimpleNamespace(stdout=mutate_out, stderr="", returncode=1)
+            nem = cmd[cmd.index("--nemesis") + 1].split(",") if "--nemesis" in cmd else []
+            noop = ci.faults.NOOP_ENV in (kw.get("env") or {})
+            with open(os.path.join(self.tmp, "faults.edn"), "w") as fh:
+                fh.write("{:asked [%s], :effective {%s}, :not-effective {%s}, :heal-failed {}, "
+                         ":nemesis-errors 0}" % (
+                             " ".join(":" + n for n in nem),
+                             "" if noop else ", ".join(":%s 1" % n for n in nem),
+                             ":partition 1" if noop else ""))
+            return types.SimpleNamespace(stdout="x: PASS; seed 1; %s\n" % self.tmp, stderr="",
+                                         returncode=1 if noop else 0)
+        self.ci.subprocess.run = fake
+        argv = sys.argv
+        sys.argv = ["ci", "--seed", "3", "--seconds", "5"]
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                try:
+                    self.ci.main()
+                    rc = 0
+                except SystemExit as e:
+                    rc = e.code
+        finally:
+            sys.argv = argv
+            self.ci.subprocess.run = real
+        return rc, out.getvalue()
+
+    def test_ci_prints_scores(self):
+        rc, out = self._ci_main()
+        self.assertEqual(rc, 0, out)
+        # 4 acceptance + 4 randomized runs; not the negative control
+        self.assertEqual(len(re.findall(r"(?m)^    mutation score: (\d+)/\1 \(100\.0 %\)", out)),
+                         8, out)
+        self.assertRegex(out, r"mutation tests of their histories: \d+ s")
+
+    def test_ci_fails_a_run_below_100(self):
+        rc, out = self._ci_main("survivor: swap key=[\"c\" \"k\"] (h): answers swapped\n"
+                                "    line 3: {}\nmutation score: 8/9 (88.9 %), 9 generated, "
+                                "0 legal (discarded), 0 unjudged, by kind: swap 0/1\n")
+        self.assertEqual(rc, 1)
+        self.assertRegex(out, r"(?m)^FAILED acceptance base .*\n    mutation score: 8/9")
+        self.assertIn("mutation test (rc 1): survivor: swap", out)
+        self.assertRegex(out, r"(?m)^1 passed, 8 failed$")
 
 
 class Mechanics(unittest.TestCase):
