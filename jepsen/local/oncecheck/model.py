@@ -808,11 +808,19 @@ STEPS = {"claim": _claim, "complete": _complete, "release": _release,
          "lookup": _lookup, "forget": _forget}
 
 
+# the answers that may say retry=true (docs/state-machine.md marks them
+# `retry`); every other answer says retry=false
+RETRY_OK = {("claim", "ACCEPTED"), ("complete", "COMPLETED"), ("release", "RELEASED"),
+            ("release", "FAILED")}
+
+
 def step(state, call):
     """The successor states if CALL takes effect now (see the module doc)."""
     m = call.m
     info = role(call) == MAY
     if not info and role(call) != MUST:
+        return []
+    if not info and m.retry and (m.f, m.outcome) not in RETRY_OK:
         return []
     fn = STEPS[m.f]
     out = []

@@ -186,6 +186,15 @@ class Model(unittest.TestCase):
 
     # -- Claim of a live record ---------------------------------------------------
 
+    def test_retry_only_where_the_table_says(self):
+        a = claim("a", outcome="ACCEPTED", retry=False)
+        self.ok([a, claim("b", outcome="REPLAYED", retry=False, first_request_id="a")])
+        self.bad([a, claim("b", outcome="REPLAYED", retry=True, first_request_id="a")])
+        i = acc("a")
+        self.ok([i, idem("b", outcome="IN_PROGRESS", retry=False, log_time_ms=1001)])
+        self.bad([i, idem("b", outcome="IN_PROGRESS", retry=True, log_time_ms=1001)])
+        self.bad([i, complete("c", "1:99:0", outcome="NOT_OWNER", retry=True)])
+
     def test_other_kind_conflict(self):
         a = claim("a", outcome="ACCEPTED", retry=False)
         self.ok([a, idem("b", outcome="CONFLICT", retry=False)])
