@@ -592,8 +592,12 @@ def _new_acceptance(rec, hw, dbm, m, is_info):
     if rec is not None:
         dbm.move(X, E)
         terms.append((X, 0))
+    # at least now + 1: an accepted record is live at its own log time
+    # (src/fsm's retention() does it; docs/state-machine.md does not say
+    # so, and without it ts + max_window + max_skew = now with max_skew 0
+    # would make a record that is dead when accepted)
+    terms.append((T, 1))
     dbm.set_max(E, terms)
-    dbm.ge(E, T)
     if not dbm.ok:
         return None
     return nrec, hw

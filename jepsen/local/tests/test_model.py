@@ -145,6 +145,12 @@ class Model(unittest.TestCase):
         # the lease expiry for IDEMPOTENT when later
         self.ok([acc("a", lt=100000, ttl_ms_=1000, expires_ms=103000)])
         self.bad([acc("a", lt=100000, ttl_ms_=1000, expires_ms=101000)])
+        # never before now + 1: ts + max_window + max_skew = 5000 at log time
+        # 5000 is accepted (window 4000, the past edge) and lives one ms
+        self.ok([claim("a", outcome="ACCEPTED", retry=False, log_time_ms=5000, ts_=0,
+                       window_ms_=5000, expires_ms=5001)])
+        self.bad([claim("a", outcome="ACCEPTED", retry=False, log_time_ms=5000, ts_=0,
+                        window_ms_=5000, expires_ms=5000)])
 
     def test_untold_retention_outlives_the_history(self):
         # no ttl, no ts in the history: the runner's limit (a TTL longer
