@@ -234,7 +234,8 @@ def results_edn(res):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        prog="check", description="Check a once Jepsen history (EDN) against R1-R10.")
+        prog="check", description="Check a once Jepsen history (EDN) against the model of the "
+        "contract (LIN, the verdict), R1-R10 and R20-R25.")
     p.add_argument("history", help="history.edn: one op map per line, or a vector of op maps")
     p.add_argument("--samples", action="append", default=[],
                    help="more EDN files of events (status samples, dumps); repeatable")
