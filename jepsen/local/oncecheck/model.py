@@ -316,17 +316,18 @@ class Dbm:
         if d[y][x] + c < 0:
             self.ok = False
             return self
-        rx = [d[i][x] for i in range(NSLOT)]
+        # closed before: a path through the new edge x -> y can only improve
+        # the rows i where d[i][x] + c < d[i][y] and the columns j where
+        # c + d[y][j] < d[x][j]
         ry = d[y]
-        for i in range(NSLOT):
-            a = rx[i] + c
-            if a == INF:
-                continue
-            row = d[i]
-            for j in range(NSLOT):
-                b = a + ry[j]
-                if b < row[j]:
-                    row[j] = b
+        rxr = d[x]
+        cols = [(j, c + ry[j]) for j in range(NSLOT) if c + ry[j] < rxr[j]]
+        rows = [(d[i], d[i][x]) for i in range(NSLOT) if d[i][x] + c < d[i][y]]
+        for row, a in rows:
+            for j, b in cols:
+                v = a + b
+                if v < row[j]:
+                    row[j] = v
         return self
 
     def eq(self, x, v):
