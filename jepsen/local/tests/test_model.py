@@ -7,7 +7,7 @@ each rule's test fails if the model stops enforcing it.
 """
 import unittest
 
-from tests.util import K, dumps  # noqa: F401  (sets sys.path)
+from tests.util import dumps  # (tests.util also sets sys.path)
 from oncecheck import model
 from oncecheck.history import read_ops, pair
 
