@@ -163,12 +163,17 @@ def _group(c):
 
 def check_realtime_log_time(calls):
     by = {}
+    lts = {}
     for c in calls:
-        if log_time(c) is None:
+        if c.type != "ok" or c.ret_op is None:
             continue
-        g = _group(c)
-        if g is not None:
-            by.setdefault(g, []).append(c)
+        v = model._vals(c.ret_op)
+        lt = _int(v.get("log-time-ms"))
+        tok = v.get("owner-token")
+        if lt is None or not (isinstance(tok, str) and tok.count(":") == 2):
+            continue
+        lts[id(c)] = lt
+        by.setdefault(tok.split(":")[0], []).append(c)
     out = []
     for g, cs in sorted(by.items()):
         ev = []
@@ -183,8 +188,8 @@ def check_realtime_log_time(calls):
                 at_inv[id(c)] = top
                 continue
             a = at_inv.get(id(c))
-            if a is not None and a.kkey != c.kkey and log_time(c) < log_time(a):
+            if a is not None and a.kkey != c.kkey and lts[id(c)] < lts[id(a)]:
                 out.append((a, c))
-            if top is None or log_time(c) > log_time(top):
+            if top is None or lts[id(c)] > lts[id(top)]:
                 top = c
     return out
