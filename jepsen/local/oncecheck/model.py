@@ -63,8 +63,13 @@ What the model takes from the history, and never guesses: a claim's :kind
 :window-ms (or :window "5s"), :ttl-ms (or :ttl), :lease-ms (or :lease);
 the settings max_window and max_skew (:time-settings). Absent, the
 quantity is a free variable bounded only by the answers: without :ttl-ms a
-record's expiry is what its answers say (expires_ms), at least its lease;
-without max_skew a FUTURE needs only ts > log time; and so on.
+record's expiry is what its answers say (expires_ms), at least its lease
+and now + 1; without max_skew a FUTURE needs only ts > log time; and so
+on. One rule stands in for a missing quantity: a record made by a claim
+with neither :ttl-ms nor :ts does not expire within the history unless an
+answer shows its expires_ms (Rec.bounded False): the runner's documented
+limit, a TTL longer than the run (jepsen/README.md, "Limits"); oncectl
+sends its 24 h default then, which the history does not record.
 
 Not modeled (jepsen/README.md, "The model", says so plainly): attempts and
 attempts_total (their storage depends on max_bytes, which histories do not
