@@ -40,8 +40,9 @@ State: a tuple (rec, hw, dbm).
         same), or a Rec: kind, status (SEEN, PENDING, RELEASED, COMPLETED,
         FAILED), first request id, first index (None until an answer shows
         it), owner request id, owner token (a literal "g:i:s", or a
-        placeholder ('?', rid, attempt) for an acceptance whose answer was
-        lost, pinned by the first answer that shows it), owner attempt,
+        placeholder ('?', rid, attempt, tokens it is not) for an acceptance
+        whose answer was lost, pinned by the first answer that shows it or
+        matches it; NOT_OWNER answers add to what it is not), owner attempt,
         stored result, stored error (None: not known yet), payload hash.
   hw    the largest (index, slot) of an acceptance so far: owner tokens are
         (group, index, slot) of the accepting entry, and the log only grows.
@@ -258,12 +259,12 @@ def key_ops(calls, events=()):
                     and c.m.outcome in ("ACCEPTED", "COMPLETED", "RELEASED", "FAILED")):
                 lst.append(Hidden(c))
             lst.append(c)
-        toks = {}
+        owner_of = {}
         for c in lst:
             if c.f == "claim" and c.type == "ok" and c.m.a.get("owner-token"):
-                toks.setdefault(c.m.rid, set()).add(c.m.a["owner-token"])
+                owner_of.setdefault(c.m.a["owner-token"], set()).add(c.m.rid)
         for c in lst:
-            c.m.tokens = toks                # rid -> tokens its ACCEPTED answers showed
+            c.m.owner_of = owner_of          # token -> the request ids whose ACCEPTED showed it
         out[k] = lst
     return out
 
@@ -452,12 +453,15 @@ def _branches(state, m):
 
 
 def _tok_eq(rec, t, m):
-    """Can the record's owner token be the literal t? (a placeholder can,
-    if t is a token an ACCEPTED answer of its request id showed)."""
+    """Can the record's owner token be the literal t? A placeholder (an
+    acceptance whose answer was lost) can be a token that an ACCEPTED
+    answer of its own request id showed (a client learns tokens only from
+    those: the runner's limit, jepsen/README.md), unless a NOT_OWNER ruled
+    it out; _pin_tok adds that it is newer than every earlier token."""
     if t is None:
         return False
     if isinstance(rec.token, tuple):
-        return t in m.tokens.get(rec.token[1], ())
+        return t not in rec.token[3] and rec.token[1] in m.owner_of.get(t, ())
     return rec.token == t
 
 
@@ -465,6 +469,15 @@ def _tok_ne(rec, t, m):
     """Can the record's owner token differ from t? (a placeholder can
     always: its value is unknown)."""
     return isinstance(rec.token, tuple) or rec.token != t
+
+
+def _not_owner(rec, t):
+    """The record after a NOT_OWNER for t: a placeholder token learns it is
+    not t."""
+    if isinstance(rec.token, tuple) and t is not None:
+        k, rid, att, excl = rec.token
+        return rec._replace(token=(k, rid, att, excl | {t}))
+    return rec
 
 
 def _pin_tok(rec, hw, t):
@@ -552,7 +565,7 @@ def _new_acceptance(rec, hw, dbm, m, is_info):
                 return None
             hw = pos
         attempt = 1 if rec is None else rec.attempt + 1
-        token = tok if tok is not None else ("?", m.rid, attempt)
+        token = tok if tok is not None else ("?", m.rid, attempt, frozenset())
     else:
         attempt, token = 0, None
     fi = m.a.get("first-index") if not is_info else None
@@ -728,7 +741,7 @@ def _complete(rec, hw, dbm, m, info, out):
             _finish(rec, hw, dbm, m, o, out)
         return
     if not info and o == "NOT_OWNER" and _tok_ne(rec, t, m):
-        _finish(rec, hw, dbm, m, o, out)
+        _finish(_not_owner(rec, t), hw, dbm, m, o, out)
     if not _tok_eq(rec, t, m):
         return
     r = _pin_tok(rec, hw, t)
@@ -759,7 +772,7 @@ def _release(rec, hw, dbm, m, info, out):
             _finish(rec, hw, dbm, m, o, out)
         return
     if not info and o == "NOT_OWNER" and _tok_ne(rec, t, m):
-        _finish(rec, hw, dbm, m, o, out)
+        _finish(_not_owner(rec, t), hw, dbm, m, o, out)
     if not _tok_eq(rec, t, m):
         return
     r = _pin_tok(rec, hw, t)

@@ -115,3 +115,227 @@ class Search(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Simulated(unittest.TestCase):
+    """Histories of a concrete single-key state machine (numbers, not
+    bounds: docs/state-machine.md applied at increasing log times) with
+    overlapping calls, lost replies (:info, applied or not) and refusals
+    (:fail): the symbolic search must find every one linearizable (no
+    false alarm of the bounds: the mutation tests judge the other way).
+    Answers carry every field oncectl prints, as src/fsm fills them."""
+
+    W, K = 4000, 1000
+
+    def sim(self, rng, idem):
+        W, K = self.W, self.K
+        st = {"rec": None, "now": 20000, "idx": 10}   # ts stay >= 0
+        lines = ['{:type :info, :process :nemesis, :f :time-settings, '
+                 ':value {:max-window-ms %d :max-skew-ms %d}}' % (W, K)]
+        tokens = []
+        known = []
+        free = list(range(4))
+        open_ = []           # [process, args, answer or None, applied]
+        ncalls = 0
+
+        def apply(a):
+            st["now"] += rng.choice([0, 1, 400, 1500, 2999, 3000])
+            st["idx"] += 1
+            now, rec = st["now"], st["rec"]
+            if rec is not None and rec["E"] <= now:
+                rec = st["rec"] = None
+            r = {"log-time-ms": now}
+
+            def show(own):
+                r.update({"first-request-id": rec["first"], "first-time-ms": rec["F"],
+                          "first-index": rec["fi"], "expires-ms": rec["E"],
+                          "kind": rec["kind"], "state": rec["st"]})
+                if rec["kind"] == "IDEMPOTENT":
+                    r.update({"owner-attempt": rec["att"], "lease-expires-ms": rec["L"]})
+                    if own:
+                        r["owner-token"] = rec["tok"]
+                if rec["st"] == "COMPLETED":
+                    r["result-b64"] = rec["res"]
+                if rec["st"] == "FAILED":
+                    r["stored-error"] = rec["err"]
+
+            def accept(take):
+                tok = "1:%d:0" % st["idx"]
+                tokens.append(tok)
+                if take:
+                    rec.update(st="PENDING", owner=a["rid"], tok=tok, att=rec["att"] + 1,
+                               L=now + a["lease"])
+                    rec["E"] = max(rec["E"], now + 1, rec["L"])
+                else:
+                    E = max(now + 1, (a["ts"] + W + K) if "ts" in a else now + 86400000)
+                    n = {"kind": a["kind"], "first": a["rid"], "F": now, "fi": st["idx"],
+                         "E": E, "st": "SEEN"}
+                    if a["kind"] == "IDEMPOTENT":
+                        n.update(st="PENDING", owner=a["rid"], tok=tok, att=1,
+                                 L=now + a["lease"])
+                        n["E"] = max(n["E"], n["L"])
+                    st["rec"] = n
+                return "ACCEPTED"
+
+            def window():
+                if "ts" not in a:
+                    return None
+                if a["ts"] > now + K:
+                    return "FUTURE"
+                if now > a["w"] and a["ts"] < now - a["w"]:
+                    return "STALE"
+                return None
+
+            f = a["f"]
+            if f == "claim":
+                if rec is None:
+                    o = window() or accept(False)
+                    rec = st["rec"]
+                    if o == "ACCEPTED":
+                        show(True)
+                    r.update(outcome=o, retry=False)
+                    return r
+                if rec["kind"] != a["kind"]:
+                    show(False)
+                    r.update(outcome="CONFLICT", retry=False)
+                    return r
+                if rec["kind"] == "NONCE":
+                    own = rec["first"] == a["rid"]
+                    show(own)
+                    r.update(outcome="ACCEPTED" if own else "REPLAYED", retry=own)
+                    return r
+                if rec["st"] == "PENDING" and rec["owner"] == a["rid"]:
+                    show(True)
+                    r.update(outcome="ACCEPTED", retry=True)
+                    return r
+                if rec["st"] == "PENDING" and rec["L"] > now:
+                    show(False)
+                    r.update(outcome="IN_PROGRESS", retry=False, **{"retry-after-ms":
+                                                                     rec["L"] - now})
+                    return r
+                if rec["st"] in ("PENDING", "RELEASED"):
+                    o = window()
+                    if o:
+                        show(False)
+                        r.update(outcome=o, retry=False)
+                        return r
+                    accept(True)
+                    show(True)
+                    r.update(outcome="ACCEPTED", retry=False)
+                    return r
+                show(False)
+                r.update(outcome="DUPLICATE" if rec["st"] == "COMPLETED" else "FAILED",
+                         retry=False)
+                return r
+            if rec is None:
+                r.update(outcome="NOT_FOUND", retry=False)
+                return r
+            if rec["kind"] == "NONCE":
+                show(False)
+                r.update(outcome="CONFLICT", retry=False)
+                return r
+            if rec["tok"] != a["tok"]:
+                show(False)
+                r.update(outcome="NOT_OWNER", retry=False)
+                return r
+            s0 = rec["st"]
+            if f == "complete":
+                if s0 == "PENDING":
+                    rec.update(st="COMPLETED", res=a["res"])
+                    o, rt = "COMPLETED", False
+                elif s0 == "COMPLETED":
+                    o, rt = "COMPLETED", True
+                else:
+                    o, rt = "CONFLICT", False
+            else:
+                if s0 in ("PENDING", "RELEASED") and a["term"]:
+                    rec.update(st="FAILED", err="declined")
+                    o, rt = "FAILED", False
+                elif s0 in ("PENDING", "RELEASED"):
+                    rec["st"] = "RELEASED"
+                    o, rt = "RELEASED", s0 == "RELEASED"
+                elif s0 == "FAILED":
+                    o, rt = "FAILED", True
+                else:
+                    o, rt = "CONFLICT", False
+            show(o != "CONFLICT")
+            r.update(outcome=o, retry=rt)
+            return r
+
+        def edn(d):
+            return "{" + " ".join(":%s %s" % (k, '"%s"' % v if isinstance(v, str) else
+                                               ("true" if v is True else "false")
+                                               if isinstance(v, bool) else v)
+                                  for k, v in d.items()) + "}"
+
+        for _ in range(60):
+            x = rng.random()
+            if free and ncalls < 9 and x < 0.35:
+                p = free.pop(rng.randrange(len(free)))
+                ncalls += 1
+                f = "claim" if not idem or not known or rng.random() < 0.5 else \
+                    rng.choice(["complete", "release"])
+                a = {"f": f, "rid": "r%d" % rng.randrange(5)}
+                inv = {"scope": "s", "key": "k", "request-id": a["rid"]}
+                if f == "claim":
+                    a["kind"] = "IDEMPOTENT" if idem else "NONCE"
+                    inv["kind"] = a["kind"]
+                    if idem:
+                        a["lease"] = 3000
+                        inv["lease-ms"] = 3000
+                    elif rng.random() < 0.7:
+                        a["ts"] = st["now"] + rng.choice([-5000, -2000, 0, 1000, 2500])
+                        a["w"] = rng.choice([1000, 4000])
+                        inv.update({"ts": a["ts"], "window-ms": a["w"]})
+                else:
+                    # a client knows only the tokens ACCEPTED answers gave it
+                    # (the runner's limit), or forges one
+                    a["tok"] = rng.choice(known) if rng.random() < 0.9 else "1:9999:0"
+                    inv["owner-token"] = a["tok"]
+                    if f == "complete":
+                        a["res"] = rng.choice(["eA==", "eQ=="])
+                        inv["result-b64"] = a["res"]
+                    else:
+                        a["term"] = rng.random() < 0.4
+                        inv["terminal"] = a["term"]
+                        if a["term"]:
+                            inv["error"] = "declined"
+                lines.append("{:type :invoke, :f :%s, :process %d, :value %s}" %
+                             (f, p, edn(inv)))
+                open_.append([p, a, None])
+            elif open_ and x < 0.7:
+                o = rng.choice(open_)
+                if o[2] is None:
+                    o[2] = apply(o[1])
+            elif open_:
+                o = open_.pop(rng.randrange(len(open_)))
+                p, a, ans = o
+                y = rng.random()
+                if ans is not None and y < 0.85:
+                    lines.append("{:type :ok, :f :%s, :process %d, :value %s}" %
+                                 (a["f"], p, edn(ans)))
+                    if idem and a["f"] == "claim" and ans["outcome"] == "ACCEPTED":
+                        known.append(ans["owner-token"])
+                elif ans is None and y < 0.3:
+                    lines.append('{:type :fail, :f :%s, :process %d, :value {:applied "false"}}'
+                                 % (a["f"], p))
+                else:
+                    lines.append('{:type :info, :f :%s, :process %d, :value {:applied '
+                                 '"unknown"}}' % (a["f"], p))
+                    p = st.setdefault("nextp", 100)   # Jepsen's rule: a new process
+                    st["nextp"] += 1                  # after an :info
+                free.append(p)
+        return "\n".join(lines) + "\n"
+
+    def test_simulated_histories_are_linearizable(self):
+        import random
+        rng = random.Random(5)
+        n = 0
+        for i in range(400):
+            text = self.sim(rng, idem=i % 2 == 0)
+            calls, events = pair(read_ops(text))
+            for key, cs in model.key_ops(calls, events).items():
+                r = search.check_key(cs)
+                n += 1
+                self.assertTrue(r.ok, r.explain() + "\n" + text)
+        self.assertGreater(n, 350)
