@@ -54,6 +54,15 @@ Mutant kinds (each on one client call of one key, except where said):
                     jepsen/README.md). The mutant removes every final probe
                     of one such key through one listed member that had an
                     :ok one: it breaks that rule, so it is always kept
+  cross-key-log-time  OUTSIDE the per-key model too; the rule: log time is
+                    one clock per raft group (docs/state-machine.md, "Time":
+                    fsm_now never goes back), so an answer acknowledged
+                    before a call was invoked has a log time <= that call's
+                    answer's, across keys. The group is known from the
+                    owner token an answer shows (group:index:slot). The
+                    mutant sets such an answer's log-time-ms 1 ms below the
+                    largest of another key's answers of its group
+                    acknowledged before its invocation: always kept
 
 Output: one line per survivor (a kept mutant the checker called VALID:
 its kind, key and changed lines), then
@@ -111,7 +120,7 @@ ARG_FIELDS = {"claim": ("ts", "window-ms", "lease-ms"),
               "complete": ("owner-token", "result-b64"),
               "release": ("owner-token", "terminal")}
 
-OUTSIDE_MODEL = ("drop-final-probe",)
+OUTSIDE_MODEL = ("drop-final-probe", "cross-key-log-time")
 DELETE = object()
 
 
@@ -388,8 +397,50 @@ def _facts(cs):
 
 
 def key_mutants(src, kkey):
-    """Every mutant of one key of SRC (drop-final-probe ones included)."""
-    return _key_mutants(src, kkey, src.bykey[kkey]) + _drop_final_probes(src, kkey)
+    """Every mutant of one key of SRC (the ones outside the model included)."""
+    return _key_mutants(src, kkey, src.bykey[kkey]) + _drop_final_probes(src, kkey) + \
+        _cross_key_log_time(src, kkey)
+
+
+def _group_lt(c):
+    """(raft group, log time) of an :ok answer that shows an owner token
+    ("group:index:slot") and a log time, else None."""
+    if c.type != "ok" or c.ret_op is None:
+        return None
+    tok, lt = _get(c.ret_op.raw, "owner-token"), _get(c.ret_op.raw, "log-time-ms")
+    try:
+        lt = int(lt)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(tok, str) or tok.count(":") != 2:
+        return None
+    return tok.split(":")[0], lt
+
+
+def _cross_key_log_time(src, kkey):
+    """cross-key-log-time mutants of one key (the rule is stated in the
+    module doc): an answer's log time set 1 ms below that of an answer of
+    another key of its group acknowledged before it was invoked."""
+    out = []
+    others = [(c.ret, g) for c in src.calls if c.kkey != kkey and c.f in CLIENT_FS
+              for g in [_group_lt(c)] if g is not None]
+    for b in src.bykey[kkey]:
+        gb = _group_lt(b)
+        if gb is None:
+            continue
+        before = [lt for ret, (g, lt) in others if g == gb[0] and ret < b.inv]
+        if not before:
+            continue
+        m = max(before) - 1
+        if m >= gb[1] or m < 0:
+            continue                 # already below (not a valid input), or no room
+        old = _get(b.ret_op.raw, "log-time-ms")
+        out.append(Mutant("cross-key-log-time", kkey, "%s %s log-time-ms %d -> %d (an answer "
+                          "of another key acknowledged before it has %d)" % (
+                              b.f, b.rid, gb[1], m, m + 1),
+                          replace={src.p(b.ret_op): edit(b.ret_op.raw,
+                                                         {"log-time-ms": _like(old, m)})}))
+    return out
 
 
 def _key_mutants(src, kkey, cs):

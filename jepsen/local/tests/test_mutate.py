@@ -39,7 +39,8 @@ KINDS = ("field:outcome", "field:retry", "field:first-request-id", "field:first-
          "field:first-time-ms", "field:lease-expires-ms", "field:expires-ms",
          "field:retry-after-ms", "field:log-time-ms", "shift-log-time", "swap", "info-ok",
          "ok-fail", "drop-call", "reorder", "request-id", "drop-final-probe", "arg:ts",
-         "arg:window-ms", "arg:lease-ms", "arg:owner-token", "arg:result-b64", "arg:terminal")
+         "arg:window-ms", "arg:lease-ms", "arg:owner-token", "arg:result-b64", "arg:terminal",
+         "cross-key-log-time")
 
 # Rules that call legal corpus mutants INVALID although the model (and the
 # reference) finds them linearizable, each with why it is known:
