@@ -6,7 +6,7 @@ rules find in each, for jepsen/clojure/crosscheck-python.
     python3 crosscheck_gen.py LOCAL_DIR OUT_DIR N SEED
 
 OUT_DIR/h-I.edn: the histories; OUT_DIR/expected.edn: {path ["R1 name" ...]}
-(the brute-force LIN search is off: the Clojure side has Knossos instead).
+(LIN, the model search, is left out: the Clojure side has Knossos instead).
 """
 import os
 import random
@@ -32,9 +32,9 @@ for i in range(n):
     with open(path, "w") as fh:
         fh.write(text)
     calls, events = pair(read_ops(text))
-    res = checker.check_history(calls, events, lin_limit=0)
+    res = checker.check_history(calls, events)
     exp[path] = sorted({"%s %s%s" % (a.rule, a.name, "" if a.fatal else " (warning)")
-                        for a in res.anomalies})
+                        for a in res.anomalies if a.rule != "LIN"})
 with open(os.path.join(out, "expected.edn"), "w") as fh:
     fh.write(dumps(exp) + "\n")
 print("crosscheck: %d histories, %d with anomalies (seed %d)"

@@ -1,5 +1,10 @@
 """jepsen/local/check: read a history, apply R1-R10 (+ LIN), print, exit.
 
+LIN is the verdict: every key's calls against the executable model of the
+contract (model.py, search.py). The rules R1-R10 and R20-R25 are fast
+explanations of why a history failed (and R7-R10 judge what the model does
+not see: probes, liveness, replicas, raft).
+
 Exit 0: valid; 1: at least one anomaly; 2: the history (or an option) is
 unreadable, with a message naming the line.
 """
@@ -9,7 +14,7 @@ import math
 import sys
 import time
 
-from . import claims, events as ev, linear, timerules
+from . import claims, events as ev, linear, model, search, timerules
 from .edn import dumps, Keyword
 from .history import HistoryError, read_file, pair, CLIENT_FS
 
@@ -24,7 +29,7 @@ RULES = {
     "R8": "liveness after heal",
     "R9": "replica agreement",
     "R10": "Raft invariants",
-    "LIN": "brute-force linearizability",
+    "LIN": "linearizable against the model",
 }
 RULES.update(timerules.RULES)     # R20-R25: the time rules (timerules.py)
 
@@ -46,10 +51,11 @@ ANOMALIES = {
     "R8": ("crash-in-log", "core-dump", "no-leader", "member-not-voter"),
     "R9": ("replica-divergence", "state-divergence"),
     "R10": ("two-leaders", "config-disagreement"),
-    "LIN": ("not-linearizable", "search-skipped"),
+    "LIN": ("not-linearizable", "unjudged", "log-time-real-time"),
 }
 ANOMALIES.update(timerules.ANOMALIES)
-WARNINGS = {"R1": ("request-id-on-two-keys",), "R10": ("multi-voter-change",)}
+WARNINGS = {"R1": ("request-id-on-two-keys",), "R10": ("multi-voter-change",),
+            "LIN": ("outside-model",)}
 
 # --safety-only keeps these in the report without failing on them: the
 # final probes' and the cluster's liveness after the heal. A lost
@@ -57,21 +63,11 @@ WARNINGS = {"R1": ("request-id-on-two-keys",), "R10": ("multi-voter-change",)}
 LIVENESS = {"missing-final-probe", "final-probe-not-definite", "crash-in-log",
             "core-dump", "no-leader", "member-not-voter"}
 
-# LIN: a run fails when more than this share of its keys was not searched
-# (more than --linear-limit calls, or over the step budget). NONCE keys are
-# covered exactly by R1-R5 (the cross-check), but IDEMPOTENT keys only by
-# necessary conditions: a key LIN skips escapes the only complete check. At
-# the default limit a 60 s run skips none of its keys; above 1 % the
-# workload has outgrown the search and LIN would pass by not looking.
-LIN_MAX_SKIPPED = 0.01
-
-
 class Results:
     def __init__(self):
         self.anomalies = []
         self.skipped = {}
         self.stats = {}
-        self.lin_note = ""
 
     def skip(self, rule, why):
         self.skipped.setdefault(rule, why)
@@ -81,8 +77,7 @@ class Results:
         return not any(a.fatal for a in self.anomalies)
 
 
-def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_only=False,
-                  lin_max_skipped=LIN_MAX_SKIPPED):
+def check_history(calls, events, log_files=(), budget=search.BUDGET, safety_only=False):
     res = Results()
     bykey = {}
     rid_keys = {}
@@ -100,7 +95,6 @@ def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_on
                 "request id %s is used on %d keys (a harness bug: ids are per call)" %
                 (rid, len(ks)), cs, fatal=False))
     nwl = {"nonce": 0, "idempotent": 0}
-    lin = {"checked": 0, "invalid": 0, "calls": [], "budget": [], "seconds": 0.0}
     for key, cs in bykey.items():
         wl = linear.workload(cs)
         nwl[wl] += 1
@@ -110,12 +104,7 @@ def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_on
             found = claims.check_idempotent(key, cs, rid_keys)
         found += claims.check_first_result(key, cs)
         res.anomalies += found
-        if lin_limit > 0:
-            _search(res, lin, key, cs, lin_limit, any(a.fatal for a in found))
-    if lin_limit <= 0:
-        res.skip("LIN", "disabled")
-    else:
-        res.lin_note = _lin_skipped(res, lin, len(bykey), lin_limit, lin_max_skipped)
+    lin = _verdict(res, calls, events, budget)
     res.anomalies += ev.check_r7(calls, events, res)
     res.anomalies += ev.check_r8(calls, events, res, log_files)
     res.anomalies += ev.check_r9(events, res)
@@ -129,47 +118,55 @@ def check_history(calls, events, log_files=(), lin_limit=linear.LIMIT, safety_on
                      info=sum(1 for c in calls if c.type == "info"),
                      fail=sum(1 for c in calls if c.type == "fail"),
                      ok=sum(1 for c in calls if c.type == "ok"),
-                     events=len(events), lin_checked=lin["checked"],
-                     lin_invalid=lin["invalid"], lin_skipped=len(lin["calls"]) + len(lin["budget"]),
-                     lin_skipped_calls=len(lin["calls"]), lin_skipped_budget=len(lin["budget"]),
-                     lin_seconds=round(lin["seconds"], 3))
+                     events=len(events), **lin)
     res.anomalies += timerules.check(calls, events, res)
     return res
 
 
-def _search(res, lin, key, cs, limit, rules_found):
-    """LIN on one key: counted as searched, invalid or skipped (and why);
-    reported only when the rules found nothing on the key."""
+def _verdict(res, calls, events, budget):
+    """LIN: the model search on every key (search.check_key), the log time
+    of answers across keys (search.check_realtime_log_time); returns the cost
+    figures for the stats. A key the search could not finish within its
+    budget is an anomaly of its own (unjudged): never a pass."""
     t0 = time.monotonic()
-    r = linear.check(cs, limit=limit)
-    lin["seconds"] += time.monotonic() - t0
-    if r.valid is None:
-        lin[r.skipped].append((key, r.total))
-        return
-    lin["checked"] += 1
-    lin["invalid"] += not r.valid
-    if not r.valid and not rules_found:
+    keys = model.key_ops(calls, events)
+    st = dict(lin_keys=len(keys), lin_calls=0, lin_steps=0, lin_invalid=0,
+              lin_unjudged=0, lin_largest_calls=0, lin_largest_steps=0,
+              lin_outside_model=0)
+    outside = []
+    for key, cs in keys.items():
+        r = search.check_key(cs, budget)
+        st["lin_calls"] += r.ncalls
+        st["lin_steps"] += r.steps
+        if r.ncalls > st["lin_largest_calls"]:
+            st["lin_largest_calls"] = r.ncalls
+        st["lin_largest_steps"] = max(st["lin_largest_steps"], r.steps)
+        outside += [c for c in cs if model.unmodeled(c)]
+        if not r.judged:
+            st["lin_unjudged"] += 1
+            res.anomalies.append(claims.Anomaly(
+                "LIN", "unjudged", key, r.explain() + " (--search-budget)", cs[:4]))
+        elif not r.ok:
+            st["lin_invalid"] += 1
+            shown = r.prefix[-3:] + ([r.stuck] if r.stuck is not None else [])
+            res.anomalies.append(claims.Anomaly(
+                "LIN", "not-linearizable", key, r.explain(),
+                [c for c in shown if hasattr(c, "inv_op")]))
+    st["lin_outside_model"] = len(outside)
+    if outside:
+        kinds = sorted({"%s %s" % (c.f, c.m.outcome) for c in outside})
         res.anomalies.append(claims.Anomaly(
-            "LIN", "not-linearizable", key,
-            "no linearization of the key's %d calls (rules found nothing: "
-            "see the longest prefix below)" % r.total, r.reached or cs[:4]))
-
-
-def _lin_skipped(res, lin, nkeys, limit, max_share):
-    """Keys LIN did not search: a counted outcome (returned for the summary
-    line), an anomaly above the threshold (LIN_MAX_SKIPPED)."""
-    n = len(lin["calls"]) + len(lin["budget"])
-    if not n:
-        return ""
-    why = "%d of %d keys not searched (%d with more than %d calls, %d over the step " \
-          "budget)" % (n, nkeys, len(lin["calls"]), limit, len(lin["budget"]))
-    if n > max_share * nkeys:
-        first = (lin["calls"] + lin["budget"])[0]
+            "LIN", "outside-model", None,
+            "%d :ok answers the model does not decide (%s): taken as no effect" %
+            (len(outside), ", ".join(kinds)), outside[:4], fatal=False))
+    for a, b in search.check_realtime_log_time(calls):
         res.anomalies.append(claims.Anomaly(
-            "LIN", "search-skipped", first[0],
-            "%s: more than %g %% of the keys, so LIN would pass by not looking; "
-            "first: %d calls" % (why, 100 * max_share, first[1])))
-    return why
+            "LIN", "log-time-real-time", None,
+            "raft group %s: an answer at log time %s was acknowledged before a call "
+            "(another key) was invoked that was answered at log time %s (log time went back)" %
+            (search._group(a), search.log_time(a), search.log_time(b)), [a, b]))
+    st["lin_seconds"] = round(time.monotonic() - t0, 3)
+    return st
 
 
 def render(res, max_ops=8, out=None):
@@ -197,17 +194,14 @@ def render(res, max_ops=8, out=None):
         warn = [a for a in res.anomalies if a.rule == rule and not a.fatal]
         if bad:
             line = "FAIL (%d anomalies)" % len(bad)
+            if rule == "LIN":
+                line += " (%s)" % lin_cost(s)
         elif rule in res.skipped:
             line = "skipped: " + res.skipped[rule]
         else:
             line = "ok"
             if rule == "LIN":
-                line += " (%d keys searched in %.2f s" % (s["lin_checked"], s["lin_seconds"])
-                if s["lin_invalid"]:
-                    line += "; %d not linearizable, each reported by R1-R6" % s["lin_invalid"]
-                if res.lin_note:
-                    line += "; " + res.lin_note
-                line += ")"
+                line += " (%s)" % lin_cost(s)
             if rule == "R5":
                 line += " (%d :info maybe applied, %d :fail never applied)" % (
                     s["info"], s["fail"])
@@ -215,6 +209,14 @@ def render(res, max_ops=8, out=None):
             line += ", %d warnings" % len(warn)
         print("%-4s %-38s %s" % (rule, RULES[rule], line), file=out)
     print("\n%s" % ("VALID" if res.valid else "INVALID"), file=out)
+
+
+def lin_cost(s):
+    """The search's cost, for the LIN line of the report."""
+    return ("%d keys, %d calls, %d steps in %.2f s; largest key %d calls, most steps "
+            "on a key %d; %d unjudged" % (
+                s["lin_keys"], s["lin_calls"], s["lin_steps"], s["lin_seconds"],
+                s["lin_largest_calls"], s["lin_largest_steps"], s["lin_unjudged"]))
 
 
 def results_edn(res):
@@ -232,20 +234,18 @@ def results_edn(res):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        prog="check", description="Check a once Jepsen history (EDN) against R1-R10.")
+        prog="check", description="Check a once Jepsen history (EDN) against the model of the "
+        "contract (LIN, the verdict), R1-R10 and R20-R25.")
     p.add_argument("history", help="history.edn: one op map per line, or a vector of op maps")
     p.add_argument("--samples", action="append", default=[],
                    help="more EDN files of events (status samples, dumps); repeatable")
     p.add_argument("--logs", action="append", default=[],
                    help="node log file to scan for crashes (R8); repeatable")
     p.add_argument("--results", help="also write results.edn here")
-    p.add_argument("--linear-limit", type=int, default=linear.LIMIT,
-                   help="brute-force (LIN) keys with at most this many calls (default "
-                   "%d); 0 disables" % linear.LIMIT)
-    p.add_argument("--linear-max-skipped", type=float, default=100 * LIN_MAX_SKIPPED,
-                   metavar="PCT",
-                   help="fail (LIN search-skipped) when more than PCT %% of the keys were "
-                   "not searched (default %g)" % (100 * LIN_MAX_SKIPPED))
+    p.add_argument("--search-budget", type=int, default=search.BUDGET, metavar="STEPS",
+                   help="the model search's budget per key, in expanded states (default "
+                   "%d); a key that needs more is unjudged, and the history not VALID"
+                   % search.BUDGET)
     p.add_argument("--safety-only", action="store_true",
                    help="report the final probes' and the cluster's liveness (R7 but "
                    "lost-ack, R8) but do not fail on them")
@@ -271,11 +271,10 @@ def main(argv=None):
     except HistoryError as e:
         print("check: %s: %s" % (args.history, e), file=sys.stderr)
         return 2
-    if not 0 <= args.linear_max_skipped <= 100:
-        print("check: --linear-max-skipped must be in [0, 100]", file=sys.stderr)
+    if args.search_budget < 0:
+        print("check: --search-budget must be >= 0", file=sys.stderr)
         return 2
-    res = check_history(calls, events, args.logs, args.linear_limit, args.safety_only,
-                        args.linear_max_skipped / 100.0)
+    res = check_history(calls, events, args.logs, args.search_budget, args.safety_only)
     render(res, args.max_ops)
     if args.results:
         with open(args.results, "w", encoding="utf-8") as fh:

@@ -1,4 +1,14 @@
-"""Brute-force linearizability of one key's calls against the claim model.
+"""Brute-force linearizability of one key's calls against the R-rules' model.
+
+Not the checker's verdict any more: that is model.py and search.py (the
+whole contract, log time included). This older model, without log time,
+payload hashes or windows, for one record that lives the whole history, is
+kept as the reference of what R1-R6 claim (tests/test_crosscheck.py: the
+NONCE rules are exactly it, the IDEMPOTENT rules never contradict it) and
+of the Clojure port (jepsen/clojure model.clj); workload() is shared by the
+rules. Where the two models differ, model.py is the contract: it rejects a
+STALE answer to a claim without ts and retry=true on answers the state
+machine never marks (REPLAYED, IN_PROGRESS, ...), which this one accepts.
 
 The sequential model is the state machine's own rulebook
 (docs/state-machine.md), for one record that lives for the whole history:
