@@ -8,7 +8,8 @@ ONCE_DEPS="build-essential git ca-certificates autoconf automake libtool pkg-con
 autoconf-archive clang-14 clang libclang-rt-14-dev clang-format
 libuv1-dev libraft-dev liburing-dev libprotobuf-c-dev protobuf-c-compiler
 libssl-dev openssl libjansson-dev check python3 iptables libfaketime clojure
-libmicrohttpd-dev libcurl4-openssl-dev prometheus libsystemd-dev python3-yaml"
+libmicrohttpd-dev libcurl4-openssl-dev prometheus libsystemd-dev python3-yaml
+golang-go nodejs"
 
 once_install_deps()
 {
