@@ -67,6 +67,11 @@ struct client_decision client_decide(int rv,
  * for several groups, are UNAVAILABLE to this client). */
 enum once_status client_status_from_rpc(enum rpc_status s);
 
+/* The public status when the channel gave no answer (@rv < 0, RPC_E_* or
+ * -errno; @sent as conn.h says): DEADLINE_EXCEEDED for RPC_E_TIMEOUT, else
+ * UNKNOWN if the request may have left, UNAVAILABLE if it surely did not. */
+enum once_status client_status_of_channel(int rv, bool sent);
+
 /* Backoff after @prev_ms (0: the first one). */
 unsigned client_backoff_next(unsigned prev_ms);
 

@@ -424,10 +424,7 @@ static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
     res_reset(op);
     if (rv < 0) {
         d = client_decide(rv, sent, RPC_STATUS_OK, RPC_APPLIED_UNSPECIFIED);
-        set_error(r,
-                  rv == RPC_E_TIMEOUT ? ONCE_STATUS_DEADLINE_EXCEEDED
-                  : sent              ? ONCE_STATUS_UNKNOWN
-                                      : ONCE_STATUS_UNAVAILABLE,
+        set_error(r, client_status_of_channel(rv, sent),
                   sent ? ONCE_APPLIED_UNKNOWN : ONCE_APPLIED_FALSE,
                   "%s: %s%s%s", addr, rpc_conn_strerror(rv),
                   rv == RPC_E_CONNECT && tls_error(c, op->node)[0] != '\0'

@@ -112,6 +112,14 @@ enum once_status client_status_from_rpc(enum rpc_status s)
     return ONCE_STATUS_UNKNOWN;
 }
 
+enum once_status client_status_of_channel(int rv, bool sent)
+{
+    if (rv == RPC_E_TIMEOUT) {
+        return ONCE_STATUS_DEADLINE_EXCEEDED;
+    }
+    return sent ? ONCE_STATUS_UNKNOWN : ONCE_STATUS_UNAVAILABLE;
+}
+
 unsigned client_backoff_next(unsigned prev_ms)
 {
     if (prev_ms == 0) {

@@ -4,6 +4,7 @@
  * encode/decode/unpack), names. The public API against scripted servers is
  * test_client_net.c. */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,23 @@ START_TEST(status_mapping)
                      ONCE_STATUS_UNAVAILABLE);
     ck_assert_int_eq(client_status_from_rpc((enum rpc_status)55),
                      ONCE_STATUS_UNKNOWN);
+    /* Total: every status the wire names is a public status with a name. */
+    for (int v = 0; v <= 200; v++) {
+        if (strcmp(rpc_status_name((enum rpc_status)v), "unknown") != 0) {
+            ck_assert_str_ne(
+                once_status_name(client_status_from_rpc((enum rpc_status)v)),
+                "UNKNOWN_VALUE");
+        }
+    }
+    /* No answer at all: the code and whether it left. */
+    ck_assert_int_eq(client_status_of_channel(RPC_E_TIMEOUT, true),
+                     ONCE_STATUS_DEADLINE_EXCEEDED);
+    ck_assert_int_eq(client_status_of_channel(RPC_E_LOST, true),
+                     ONCE_STATUS_UNKNOWN);
+    ck_assert_int_eq(client_status_of_channel(RPC_E_CONNECT, false),
+                     ONCE_STATUS_UNAVAILABLE);
+    ck_assert_int_eq(client_status_of_channel(-ENOMEM, false),
+                     ONCE_STATUS_UNAVAILABLE);
 }
 END_TEST
 
