@@ -154,10 +154,11 @@ int client_pack_status(bool state_digest, uint8_t **out, size_t *out_len);
 /* Status, MembersList, SnapshotTake: empty requests (NULL, 0). */
 
 /* ------------------------------------------------------------------------
- * Answers: 0 after filling the outputs, or -1 with the reason in @err
- * (the answer breaks a bound; outputs are then partly written: the caller
- * discards them, and @r's owned memory stays consistent for
- * once_result_clear).
+ * Answers: 0 after filling the outputs, or with the reason in @err
+ * RPC_E_PROTOCOL (the answer breaks a bound), RPC_E_NOMEM, or -EINVAL (a
+ * BackupRead without its buffer). Outputs are then partly written: the
+ * caller discards them, and @r's owned memory stays consistent for
+ * once_result_clear.
  * ---------------------------------------------------------------------- */
 
 /* The decision of Claim/Complete/Release/Lookup/Forget. @r's transport
