@@ -208,10 +208,12 @@ int fsm_quota_append(struct fsm *f,
     const struct quota *last =
         f->n_quotas > 0 ? &f->quotas[f->n_quotas - 1] : NULL;
 
-    if (f->n_quotas == FSM_QUOTAS_MAX ||
-        (last != NULL &&
-         pattern_cmp((const uint8_t *)last->pattern, last->len, p, len) >= 0)) {
-        return -1;
+    if (f->n_quotas == FSM_QUOTAS_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    if (last != NULL &&
+        pattern_cmp((const uint8_t *)last->pattern, last->len, p, len) >= 0) {
+        return FSM_E_MALFORMED;
     }
     quota_init(&f->quotas[f->n_quotas++], p, len, max_records, max_bytes);
     return 0;
