@@ -1,5 +1,6 @@
 #include "raft/guard.h"
 
+#include <errno.h>
 #include <string.h>
 
 #ifdef ONCE_GUARD_SWITCHES
@@ -40,7 +41,7 @@ int guard_test_parse(const char *list, unsigned *mask)
             }
         }
         if (i == sizeof names / sizeof names[0] && n > 0) {
-            return -1;
+            return -EINVAL;
         }
         p += n;
         if (*p == ',') {
