@@ -320,7 +320,7 @@ void rpc_channel_close(struct rpc_channel *ch);
 struct conn;
 X509 *conn_peer_cert(const struct conn *c);
 
-/* Text for an RPC_E_* code of either header. */
+/* Text for an RPC_E_* code of either header: err_str(rv). */
 const char *rpc_conn_strerror(int rv);
 
 #endif /* ONCE_RPC_CONN_H_ */

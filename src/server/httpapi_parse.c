@@ -95,6 +95,10 @@ static unsigned method_fields(enum rpc_method m)
     }
 }
 
+/* field_of's answer for a name no field has (a value, not an error). */
+#define F_NONE (-1)
+
+/* The index of the field called @name in fields[], or F_NONE. */
 static int field_of(const char *name)
 {
     for (int i = 0; i < F_COUNT; i++) {
@@ -102,7 +106,7 @@ static int field_of(const char *name)
             return i;
         }
     }
-    return -1;
+    return F_NONE;
 }
 
 /* One parsed value, before it is stored into the message. */
@@ -464,7 +468,7 @@ int httpapi_parse_body(enum rpc_method method,
     {
         int f = field_of(k);
 
-        if (f < 0 || (allowed & BIT(f)) == 0) {
+        if (f == F_NONE || (allowed & BIT(f)) == 0) {
             err_printf(why, "%.64s: unknown field", k);
             return -EINVAL;
         }
@@ -497,10 +501,10 @@ static int decode_part(const char *s,
         int c = (unsigned char)s[i];
 
         if (c == '%') {
-            int hi = i + 2 < n ? text_hex_digit(s[i + 1]) : -1;
-            int lo = i + 2 < n ? text_hex_digit(s[i + 2]) : -1;
+            int hi = i + 2 < n ? text_hex_digit(s[i + 1]) : TEXT_NOT_HEX;
+            int lo = i + 2 < n ? text_hex_digit(s[i + 2]) : TEXT_NOT_HEX;
 
-            if (hi < 0 || lo < 0) {
+            if (hi == TEXT_NOT_HEX || lo == TEXT_NOT_HEX) {
                 err_printf(why, "%s: bad percent-encoding", name);
                 return -EINVAL;
             }
