@@ -205,6 +205,8 @@ static void start_call(struct server *s,
     v.method = q->method;
     v.direction = RPC_REQUEST;
     v.deadline_ms = q->timeout_ms;
+    v.has_cluster_id = q->has_cluster_id; /* the caller's pin, if given */
+    memcpy(v.cluster_id, q->cluster_id, RPC_ID_LEN);
     v.body = body;
     v.body_len = len;
     /* The caller's certificate, authorized by the service exactly as a

@@ -19,7 +19,7 @@
 
 enum field_kind {
     K_BYTES,    /* a string, its bytes (no NUL) */
-    K_HEX16,    /* request_id: 32 hex digits */
+    K_HEX16,    /* request_id, cluster_id: 32 hex digits */
     K_HEXVAR,   /* payload_hash: 0..64 bytes in hex */
     K_DURATION, /* "30s" or integer ms */
     K_U64,      /* ts: integer or decimal string */
@@ -45,6 +45,7 @@ enum field_id {
     F_RESULT_B64,
     F_TERMINAL,
     F_ERROR,
+    F_CLUSTER_ID,
     F_COUNT
 };
 
@@ -69,6 +70,7 @@ static const struct
     [F_RESULT_B64] = {"result_b64", K_B64},
     [F_TERMINAL] = {"terminal", K_FLAG},
     [F_ERROR] = {"error", K_BYTES},
+    [F_CLUSTER_ID] = {"cluster_id", K_HEX16},
 };
 
 #define BIT(f) (1u << (f))
@@ -81,15 +83,15 @@ static unsigned method_fields(enum rpc_method m)
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_EXECUTION_ID) | BIT(F_TTL) | BIT(F_TS) |
                    BIT(F_WINDOW) | BIT(F_IDEMPOTENT) | BIT(F_PAYLOAD_HASH) |
-                   BIT(F_LEASE) | BIT(F_TIMEOUT);
+                   BIT(F_LEASE) | BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID);
         case RPC_METHOD_COMPLETE:
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_OWNER_TOKEN) | BIT(F_RESULT) | BIT(F_RESULT_B64) |
-                   BIT(F_TIMEOUT);
+                   BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID);
         case RPC_METHOD_RELEASE:
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_OWNER_TOKEN) | BIT(F_TERMINAL) | BIT(F_ERROR) |
-                   BIT(F_TIMEOUT);
+                   BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID);
         default:
             return 0;
     }
@@ -314,6 +316,13 @@ static int store(struct httpapi_req *r, enum field_id f, json_t *v, char *why)
                 return want(name, "32 hex digits (16 bytes)", why);
             }
             r->has_request_id = true;
+            return 0;
+        case F_CLUSTER_ID:
+            if (x.len != 2 * RPC_ID_LEN ||
+                !text_parse_hex(x.s, r->cluster_id, RPC_ID_LEN)) {
+                return want(name, "32 hex digits (16 bytes)", why);
+            }
+            r->has_cluster_id = true;
             return 0;
         case F_EXECUTION_ID:
             c->execution_id = bin(x.s, x.len);
