@@ -1,9 +1,11 @@
 /* cli/cli.h: oncectl, the operator CLI (docs/design.md §6, docs/oncectl.md).
  *
  * Layers, so that the pure parts can be unit-tested without a cluster:
- *   args.c     the command and field tables, parsing of argv words and of
- *              session JSON fields into one struct cli_req, the checks
- *              that combine options.
+ *   args.c     the command and field tables, parsing of session JSON
+ *              fields and of argv's values into one struct cli_req, the
+ *              checks that combine options.
+ *   argv.c     the command line's words: global options, command words,
+ *              positionals and --options, through args.c's setter.
  *   help.c     the help texts.
  *   value.c    owner tokens, base64, addresses, the --cluster list.
  *   json.c     JSON objects from filled libonce results, exit codes, the
@@ -169,7 +171,7 @@ struct cli_global
     const char *tls_cert;
     const char *tls_key;
     bool help;              /* --help / -h seen */
-    const char *help_group; /* a group word without subcommand (args.c) */
+    const char *help_group; /* a group word without subcommand (argv.c) */
 };
 
 #define CLI_CLUSTER_DEFAULT "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103"
@@ -209,6 +211,12 @@ bool cli_field_is_flag(const char *name);
 
 /* Whether @name is a field of q->cmd (option or positional). */
 bool cli_req_accepts(const struct cli_req *q, const char *name);
+/* Whether @name is one of q->cmd's positional fields (argv.c: those are
+ * not options). */
+bool cli_req_is_positional(const struct cli_req *q, const char *name);
+/* The name of q->cmd's next positional field, counted in q->n_positional,
+ * or NULL when it takes no more (argv.c). */
+const char *cli_req_next_positional(struct cli_req *q);
 
 /* Check combinations and requirements and fill defaults (claim's 24h
  * TTL). Returns 0, or -EINVAL with @err. */

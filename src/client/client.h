@@ -2,8 +2,9 @@
  * its tests.
  *
  * client.c, op.c and admin.c (client_int.h) own the loop, the channels and
- * the calls in flight; wire.c holds the pure parts they are built from,
- * each testable without a socket:
+ * the calls in flight; wire.c (checks, bodies, the decision) and
+ * wire_read.c (answers) hold the pure parts they are built from, each
+ * testable without a socket:
  *
  *   - argument checks: every bound of once.h is checked before a round trip
  *     (INVALID_ARGUMENT with a message naming the field);

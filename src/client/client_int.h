@@ -8,7 +8,7 @@
  *     (claim, complete, release, lookup, forget; async claims, once_run);
  *   - admin.c: the admin calls of once.h (status, members, transfer,
  *     snapshot);
- *   - wire.c, names.c: the pure parts (client.h).
+ *   - wire.c, wire_read.c, names.c: the pure parts (client.h).
  *
  * Ownership: a client owns its loop, its channels (one per node) and every
  * op it made; an op is freed when its result has been handed over (a

@@ -216,7 +216,7 @@ static int check_sums(const uint8_t *buf,
     return 0;
 }
 
-/* snapshot.c ends every message with "at offset N" (of the snapshot). */
+/* snapshot_read.c ends every message with "at offset N" (of the snapshot). */
 static uint64_t snapshot_offset(const char *msg)
 {
     const char *at = msg != NULL ? strstr(msg, "at offset ") : NULL;

@@ -7,7 +7,8 @@
  *   fsm_claim.c   Claim, Complete, Release, Lookup, Forget;
  *   fsm_config.c  Bootstrap, settings, members, retired ids;
  *   fsm_quota.c   per scope pattern quotas (QuotaSet, usage);
- *   snapshot.c    the canonical snapshot and restore.
+ *   snapshot.c    the canonical snapshot (encoding);
+ *   snapshot_read.c  restore (decoding).
  *
  * Layout: records are slab objects (fsm_int.h) indexed per virtual partition
  * by an ordered Robin Hood table (table.c) and chained, by expiry tick, into

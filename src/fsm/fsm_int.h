@@ -1,6 +1,6 @@
 /* fsm/fsm_int.h: the state machine's private layout and internal functions,
  * shared by the fsm*.c files (see fsm.c for which does what), snapshot.c
- * (encode/restore) and table.c (identity comparison). */
+ * and snapshot_read.c (encode, restore) and table.c (identity comparison). */
 #ifndef ONCE_FSM_FSM_INT_H_
 #define ONCE_FSM_FSM_INT_H_
 
@@ -311,7 +311,13 @@ struct fsm
     size_t cap_cmds;
 };
 
-/* Snapshot encoding sizes (snapshot.c has the layout). */
+/* Snapshot encoding: its magic, its newest format (1 and 2 are still read
+ * and written) and sizes (snapshot.c has the layout; snapshot_read.c reads
+ * it). */
+#define SNAP_MAGIC  "ONCESNAP"
+#define SNAP_FORMAT 3u
+#define SNAP_HEAD_FIXED \
+    (8 + 4 + 4 + 8 + 8 + 1 + 16 + 16 + 4 + 48 + 1 + 24 + 8 + 4)
 #define SNAP_REC_FIXED (1 + 1 + 2 + 8 + 8 + 8 + FSM_REQUEST_ID_LEN + 1)
 #define SNAP_EXT_FIXED \
     (8 + 4 + 8 + 4 + 4 + FSM_REQUEST_ID_LEN + 1 + 1 + 4 + 4 + 1)

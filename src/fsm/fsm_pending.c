@@ -9,7 +9,7 @@
  *
  * Every change of state goes through fsm_set_state (fsm_claim.c), every
  * removal from the tables through fsm_detach, which calls
- * fsm_pending_out; snapshot.c rebuilds the map with fsm_pending_in. A
+ * fsm_pending_out; snapshot_read.c rebuilds the map with fsm_pending_in. A
  * record whose retention ended counts until the wheel detaches it (the
  * pruning backlog, normally empty: fsm_prune_backlog).
  *

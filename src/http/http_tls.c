@@ -207,7 +207,8 @@ static void on_plain_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 }
 
 /* The handshake is done: the socketpair, one end to MHD with the client's
- * certificate. 0, or -1 (then the caller closes). */
+ * certificate. 0, or a negated errno (socketpair, libuv) or an HTTP_E_*
+ * code (MHD refused it); then the caller closes. */
 static int start_plain(struct http_tls_conn *c)
 {
     /* MHD is told the truth, a local socket: it then does not try TCP
@@ -220,32 +221,32 @@ static int start_plain(struct http_tls_conn *c)
 
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
                    sv) != 0) {
-        http_logf(c->h, "warn", "https: socketpair: %s", strerror(errno));
-        return -1;
+        rv = -errno;
+        http_logf(c->h, "warn", "https: socketpair: %s", strerror(-rv));
+        return rv;
     }
-    if (uv_pipe_init(c->h->loop, &c->plain, 0) != 0) {
+    if ((rv = uv_pipe_init(c->h->loop, &c->plain, 0)) != 0) {
         close(sv[0]); /* UNTESTED */
         close(sv[1]);
-        return -1;
+        return rv;
     }
     c->plain.data = c;
     c->handles++;
     c->plain_up = true;
     tls_splice_local(&c->sp, (uv_stream_t *)&c->plain, on_buf, on_plain_read);
-    if (uv_pipe_open(&c->plain, sv[0]) != 0) {
+    if ((rv = uv_pipe_open(&c->plain, sv[0])) != 0) {
         close(sv[0]); /* UNTESTED */
         close(sv[1]);
-        return -1;
+        return rv;
     }
     cert = tls_session_peer(&c->tls);
     rv = http_add_tls_connection(c->h, sv[1], (struct sockaddr *)&local,
                                  sizeof local, cert);
     X509_free(cert);
-    if (rv != 0 ||
-        uv_read_start((uv_stream_t *)&c->plain, on_buf, on_plain_read) != 0) {
-        return -1; /* MHD refused it (its limit) and closed its end */
+    if (rv != 0) {
+        return rv; /* MHD refused it (its limit) and closed its end */
     }
-    return 0;
+    return uv_read_start((uv_stream_t *)&c->plain, on_buf, on_plain_read);
 }
 
 /* --- the ciphertext side (the client) ------------------------------------- */
@@ -380,43 +381,49 @@ void http_tls_close_all(struct http *h)
     }
 }
 
-/* A new connection's handles and session. 0, or -1 with @fd still the
- * caller's (nothing was made: c->handles 0) or closed (then c->handles >
- * 0 and the caller closes the connection). */
+/* A new connection's handles and session. 0, or a negated errno (libuv)
+ * or a TLS_E_* code (TLS_E_CONFIG: the slot has no context; a session's
+ * error), with @fd still the caller's
+ * (nothing was made: c->handles 0) or closed (then c->handles > 0 and the
+ * caller closes the connection). */
 static int conn_open(struct http_tls_conn *c, int fd)
 {
     char why[ERR_MSG_SIZE];
+    int rv;
 
-    if (uv_timer_init(c->h->loop, &c->timer) != 0) {
-        return -1; /* UNTESTED */
+    if ((rv = uv_timer_init(c->h->loop, &c->timer)) != 0) {
+        return rv; /* UNTESTED */
     }
     c->timer.data = c;
     c->timer_up = true;
     c->handles++;
-    if (uv_tcp_init(c->h->loop, &c->tcp) != 0) {
+    if ((rv = uv_tcp_init(c->h->loop, &c->tcp)) != 0) {
         close(fd); /* UNTESTED */
-        return -1;
+        return rv;
     }
     c->tcp.data = c;
     c->tcp_up = true;
     c->handles++;
-    if (uv_tcp_open(&c->tcp, fd) != 0) {
+    if ((rv = uv_tcp_open(&c->tcp, fd)) != 0) {
         close(fd); /* UNTESTED */
-        return -1;
+        return rv;
     }
     (void)uv_tcp_nodelay(&c->tcp, 1);
-    if (c->h->tls->ctx == NULL ||
-        tls_session_init(&c->tls, c->h->tls->ctx, true, NULL, why) != 0) {
-        return -1; /* UNTESTED: malloc */
+    if (c->h->tls->ctx == NULL) {
+        return TLS_E_CONFIG; /* UNTESTED: TLS turned off under us */
+    }
+    if ((rv = tls_session_init(&c->tls, c->h->tls->ctx, true, NULL, why)) !=
+        0) {
+        return rv; /* UNTESTED: malloc */
     }
     tls_session_cert_optional(&c->tls);
     tls_splice_init(&c->sp, (uv_stream_t *)&c->tcp, on_buf, on_tcp_read,
                     &c->tls, HTTP_TLS_QUEUE_MAX, on_written, c);
-    if (uv_timer_start(&c->timer, on_timer, c->h->handshake_ms, 0) != 0 ||
-        uv_read_start((uv_stream_t *)&c->tcp, on_buf, on_tcp_read) != 0) {
-        return -1; /* UNTESTED */
+    if ((rv = uv_timer_start(&c->timer, on_timer, c->h->handshake_ms, 0)) !=
+        0) {
+        return rv; /* UNTESTED */
     }
-    return 0;
+    return uv_read_start((uv_stream_t *)&c->tcp, on_buf, on_tcp_read);
 }
 
 void http_tls_accept(struct http *h, int fd, const struct sockaddr_in *peer)

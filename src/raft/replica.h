@@ -199,8 +199,12 @@ struct replica_member_req
 struct replica_digest_req;
 /* @status 0: @req->index, term, applied_digest (and, for the digest,
  * state_digest) are set, all at one applied index. Else REPLICA_E_NOMEM,
- * REPLICA_E_SHUTDOWN, or the work's own negative code. On the loop thread,
- * never from inside replica_state_digest / replica_view_work. */
+ * REPLICA_E_SHUTDOWN, or the work's own negative code. On the loop thread.
+ * Usually later, but a request that cannot start (fsm_freeze or the pool
+ * out of memory: REPLICA_E_NOMEM) is called back at once, from inside
+ * replica_state_digest / replica_view_work, which then still return 0: a
+ * caller makes its request findable (listed) before the call, as the
+ * callback may free it. */
 typedef void (*replica_digest_cb)(struct replica_digest_req *req, int status);
 /* Raft's thread pool: read @view (borrowed until the work returns) and
  * write only @req's caller's fields. 0 or a negative code for the cb. */

@@ -312,21 +312,24 @@ static int make_pair(struct link *l, char *why)
     return rv;
 }
 
-static void hand_inbound(struct link *l)
+/* 0, or make_pair's negated errno after refusing (closing) @l. */
+static int hand_inbound(struct link *l)
 {
     struct transport *t = l->t;
     char why[ERR_MSG_SIZE];
     uv_stream_t *end;
+    int rv;
 
-    if (make_pair(l, why) != 0) {
+    if ((rv = make_pair(l, why)) != 0) {
         link_refuse(l, why); /* UNTESTED: system resources */
-        return;
+        return rv;
     }
     (void)uv_timer_stop(&l->timer);
     end = (uv_stream_t *)l->raft_end;
     l->handed = true;
     t->st.accepted++;
     t->accept_cb(t->rt, (raft_id)le64_of(l->hs + 8), l->addr, end);
+    return 0;
 }
 
 /* raft_uv_tcp's handshake: protocol, our id, our address (padded to 8). */
@@ -371,10 +374,12 @@ static void hand_outbound(struct link *l)
 /* --- reading the peer ---------------------------------------------------- */
 
 /* Inbound bytes before raft has its end: raft_uv_tcp's handshake. Returns
- * how many of @n were used, or -1 after closing @l. */
+ * how many of @n were used, or, after closing @l, TLS_E_FRAME (not raft's
+ * handshake) or a negated errno (no socketpair for raft's end). */
 static long read_handshake(struct link *l, const uint8_t *p, size_t n)
 {
     size_t used = 0;
+    int rv;
 
     if (l->hs_n < HS_FIXED) {
         size_t k = HS_FIXED - l->hs_n < n ? HS_FIXED - l->hs_n : n;
@@ -391,7 +396,7 @@ static long read_handshake(struct link *l, const uint8_t *p, size_t n)
             link_refuse(l,
                         "not raft_uv's handshake (protocol 1, an "
                         "address of 1..256 bytes)");
-            return -1;
+            return TLS_E_FRAME;
         }
     }
     if (used < n && l->addr_n < l->addr_len) {
@@ -407,12 +412,13 @@ static long read_handshake(struct link *l, const uint8_t *p, size_t n)
         if (memchr(l->addr, '\0', (size_t)l->addr_len) == NULL) {
             l->addr[0] = '\0';
             link_refuse(l, "the handshake's address is not a string");
-            return -1;
+            return TLS_E_FRAME;
         }
-        hand_inbound(l);
-        if (l->closing) {
-            return -1; /* UNTESTED: system resources */
+        rv = hand_inbound(l);
+        if (rv != 0) {
+            return rv; /* UNTESTED: system resources */
         }
+        ONCE_ASSERT(!l->closing, "a handed link is open");
     }
     return (long)used;
 }

@@ -433,14 +433,16 @@ static void status_with_digest(struct server *s, struct rpc_call *call)
     op->s = s;
     op->call = call;
     op->req.data = op;
-    rv = replica_state_digest(&s->rep, &op->req, digest_cb);
-    if (rv != 0) {
-        free(op);
-        reply_replica_error(s, call, rv, NULL);
-        return;
-    }
+    /* Listed first: a digest that cannot start calls back (unlinks and
+     * frees @op) before replica_state_digest returns. */
     op->next = s->admin.digest_ops;
     s->admin.digest_ops = op;
+    rv = replica_state_digest(&s->rep, &op->req, digest_cb);
+    if (rv != 0) {
+        digest_unlink(&s->admin, op);
+        free(op);
+        reply_replica_error(s, call, rv, NULL);
+    }
 }
 
 void admin_status(struct server *s,

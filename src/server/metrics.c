@@ -497,8 +497,12 @@ void metrics_tick(struct metrics *m)
 
 /* --- readiness ------------------------------------------------------------ */
 
-/* This node's role in the Raft configuration (enum fsm_role), or -1 if it
- * is not in it. */
+/* conf_role's answer for a node outside the configuration: no enum
+ * fsm_role is 0 (they start at 1). */
+#define CONF_ROLE_NONE 0
+
+/* This node's role in the Raft configuration (enum fsm_role), or
+ * CONF_ROLE_NONE if it is not in it. */
 static int conf_role(const struct server *s)
 {
     struct replica_server sv;
@@ -509,7 +513,7 @@ static int conf_role(const struct server *s)
             return (int)sv.role;
         }
     }
-    return -1;
+    return CONF_ROLE_NONE;
 }
 
 /* The leader's commit index as this node knows it, or false with why not.
@@ -560,8 +564,8 @@ const char *metrics_unready(struct server *s, char *buf, size_t n)
     role = conf_role(s);
     if (role != FSM_ROLE_VOTER && role != FSM_ROLE_STANDBY) {
         snprintf(buf, n, "not a member (%s)",
-                 role < 0 ? "not in the Raft configuration"
-                          : "a spare still catching up");
+                 role == CONF_ROLE_NONE ? "not in the Raft configuration"
+                                        : "a spare still catching up");
         return buf;
     }
     if (!fsm_bootstrapped(s->rep.fsm)) {

@@ -90,17 +90,19 @@ static int load_backup(const char *path,
     return rv;
 }
 
-/* @g as the new cluster's first state. */
+/* @g as the new cluster's first state. 0, -EIO (no random cluster id:
+ * OpenSSL's random source failed) or fsm_rebase's FSM_E_MALFORMED; logged. */
 static int rebase(struct server *s, struct fsm *g)
 {
     struct fsm_rebase rb;
     char err[ERR_MSG_SIZE];
+    int rv;
 
     memset(&rb, 0, sizeof rb);
     if (RAND_bytes(rb.cluster_id, sizeof rb.cluster_id) != 1) {
         log_kv(LOG_ERROR, "RAND_bytes failed: cannot make the cluster id",
                NULL);
-        return -1;
+        return -EIO;
     }
     rb.member.id = s->id;
     snprintf(rb.member.raft_addr, sizeof rb.member.raft_addr, "%s",
@@ -110,27 +112,28 @@ static int rebase(struct server *s, struct fsm *g)
     rb.member.role = FSM_ROLE_VOTER;
     rb.time_ms = wall_now_ms();
     rb.accept_replay_window = s->cfg.accept_replay_window;
-    if (fsm_rebase(g, &rb, err) != 0) {
+    if ((rv = fsm_rebase(g, &rb, err)) != 0) {
         log_kv(LOG_ERROR, "refusing to restore", "error=%s",
                log_quote(err, (char[300]){0}, 300));
-        return -1;
+        return rv;
     }
     return 0;
 }
 
-/* Write @g as the store's first snapshot at @index. */
+/* Write @g as the store's first snapshot at @index. 0, or replica_seed's
+ * REPLICA_E_NOMEM / REPLICA_E_START; logged. */
 static int seed(struct server *s, uint64_t index, const struct fsm *g)
 {
     int rv = replica_seed(&s->uvio.store, s->id, s->cfg.raft_addr, index, g);
 
     if (rv == REPLICA_E_NOMEM) {
         log_kv(LOG_ERROR, "out of memory encoding the restored state", NULL);
-        return -1;
+        return rv;
     }
     if (rv != 0) {
         log_kv(LOG_ERROR, "cannot write the restored state", "error=%s",
                log_quote(s->uvio.store.errmsg, (char[300]){0}, 300));
-        return -1;
+        return rv;
     }
     return 0;
 }

@@ -4,7 +4,8 @@
  * The files of src/server/ and what each is for are listed in one place,
  * docs/design.md ("Code map"), which scripts/check-codemap keeps complete.
  * This header is struct server, the node: node.c owns it (the start steps
- * with one unwind path, the tick, signals, the clean stop) and each part
+ * with one unwind path), node_tick.c runs it (the tick, signals, the clean
+ * stop) and each part
  * keeps its own state in it as the member its comment names (struct admin,
  * struct backups, struct forwarder, struct join, struct metrics, struct
  * node_tls, struct notify, struct loopwatch); main.c fills struct
@@ -172,13 +173,18 @@ struct server
 
 /* node.c: run the node until it stops; returns the process exit code. */
 int node_run(struct server *s);
-/* Start the clean stop (idempotent). */
+/* node_tick.c: start the clean stop (idempotent). */
 void node_stop(struct server *s, const char *why, int exit_code);
 /* restore.c: --restore with --bootstrap, before raft starts: 0 (restored,
  * or ignored on a directory that holds a node) or an exit code. */
 int node_restore(struct server *s);
-/* Learn the cluster id once the bootstrap applied (node.c). */
+/* node_tick.c: learn the cluster id once the bootstrap applied. */
 void node_sync_ids(struct server *s);
+/* node_tick.c: the tick's timer callback (every TICK_MS of node.c) and the
+ * signals' callback (SIGTERM, SIGINT: node_stop; SIGHUP: the reload
+ * hooks); node.c's step_handles starts both, s in the handles' data. */
+void node_tick_cb(uv_timer_t *t);
+void node_on_signal(uv_signal_t *h, int signum);
 /* node_anchor.c: seed the replica's log time from this boot's anchor file
  * (before replica_start); write the newest pair (from the tick, the first
  * at once and then at most once a minute, on the thread pool). */

@@ -1,8 +1,11 @@
 /* tls/splice.c: see splice.h. */
 #include "tls/splice.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/assert.h"
 
 /* One queued write, its bytes after it. */
 struct splice_write
@@ -23,6 +26,8 @@ void tls_splice_init(struct tls_splice *sp,
                      tls_splice_written_cb written,
                      void *data)
 {
+    ONCE_ASSERT(net != NULL && written != NULL && queue_max > 0,
+                "a splice has a network stream, a callback and a bound");
     memset(sp, 0, sizeof *sp);
     sp->net = net;
     sp->net_alloc = alloc;
@@ -38,6 +43,8 @@ void tls_splice_local(struct tls_splice *sp,
                       uv_alloc_cb alloc,
                       uv_read_cb read)
 {
+    ONCE_ASSERT(sp->local == NULL && local != NULL,
+                "the local stream is set once");
     sp->local = local;
     sp->local_alloc = alloc;
     sp->local_read = read;
@@ -50,9 +57,13 @@ static void on_written(uv_write_t *req, int status)
     bool to_net = w->to_net;
 
     if (to_net) {
+        ONCE_ASSERT(sp->net_queued >= w->len,
+                    "net_queued counts every write in flight");
         sp->net_queued -= w->len;
         sp->net_written += w->len;
     } else {
+        ONCE_ASSERT(sp->local_queued >= w->len,
+                    "local_queued counts every write in flight");
         sp->local_queued -= w->len;
     }
     free(w);
@@ -77,10 +88,14 @@ static struct splice_write *write_new(struct tls_splice *sp,
 /* Queue @w (w->len bytes). 0, or uv_write's error with @w freed. */
 static int write_start(struct tls_splice *sp, struct splice_write *w)
 {
-    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
-    int rv =
-        uv_write(&w->req, w->to_net ? sp->net : sp->local, &b, 1, on_written);
+    uv_buf_t b;
+    int rv;
 
+    /* The callers skip empty writes; a uv_buf holds an unsigned length. */
+    ONCE_ASSERT(w->len > 0 && w->len <= UINT_MAX,
+                "a write is 1..UINT_MAX bytes");
+    b = uv_buf_init((char *)w->data, (unsigned)w->len);
+    rv = uv_write(&w->req, w->to_net ? sp->net : sp->local, &b, 1, on_written);
     if (rv != 0) {
         free(w);
         return rv;
@@ -120,6 +135,8 @@ static int queue_copy(struct tls_splice *sp,
     if (n == 0) {
         return 0;
     }
+    ONCE_ASSERT(to_net || sp->local != NULL,
+                "bytes go to the local stream only once it exists");
     w = write_new(sp, to_net, n);
     if (w == NULL) {
         return UV_ENOMEM; /* UNTESTED: malloc */
@@ -147,6 +164,7 @@ int tls_splice_flush(struct tls_splice *sp)
         return UV_ENOMEM; /* UNTESTED: malloc */
     }
     w->len = tls_session_take(sp->tls, w->data, n);
+    ONCE_ASSERT(w->len == n, "a memory BIO gives all it holds");
     rv = write_start(sp, w);
     if (rv == 0) {
         pause_if_full(sp, true);
@@ -182,6 +200,8 @@ int tls_splice_resume(struct tls_splice *sp)
             return rv; /* UNTESTED */
         }
     }
+    ONCE_ASSERT(!sp->local_paused || sp->local != NULL,
+                "only an existing local stream is paused");
     if (sp->local_paused && !sp->local_done &&
         sp->net_queued <= sp->queue_max / 2) {
         sp->local_paused = false;

@@ -10,6 +10,8 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
+#include "common/assert.h"
+
 #define TLS_RECORD_HANDSHAKE 0x16 /* the content type of a ClientHello */
 
 /* OpenSSL's first queued reason (or @fallback) into @errmsg; the queue is
@@ -146,6 +148,9 @@ void tls_slot_set(struct tls_slot *s, SSL_CTX *ctx)
 {
     SSL_CTX *old = s->ctx;
 
+    /* The slot takes a reference it does not hold yet: the same context
+     * again would be freed below while installed. */
+    ONCE_ASSERT(ctx == NULL || ctx != old, "a slot gets a new reference");
     s->ctx = ctx;
     SSL_CTX_free(old); /* NULL-safe; live sessions keep their own ref */
 }
@@ -328,7 +333,11 @@ int tls_session_feed(struct tls_session *t,
 static int client_confirm(struct tls_session *t, char *errmsg)
 {
     uint8_t b;
-    int rv = SSL_peek(t->ssl, &b, 1);
+    int rv;
+
+    ONCE_ASSERT(!t->server && t->handshaken,
+                "only a client waits for the ticket, after its handshake");
+    rv = SSL_peek(t->ssl, &b, 1);
 
     if (t->confirmed || rv > 0) {
         t->done = true;
@@ -356,6 +365,7 @@ int tls_session_read(struct tls_session *t,
 {
     int rv;
 
+    ONCE_ASSERT(t->done, "plaintext is read after the handshake only");
     if (cap == 0) {
         return 0;
     }
@@ -378,6 +388,7 @@ int tls_session_read(struct tls_session *t,
 
 int tls_session_seal(struct tls_session *t, const uint8_t *p, size_t n)
 {
+    ONCE_ASSERT(t->ssl != NULL, "sealing needs a live session");
     while (n > 0) {
         int chunk = n > (1u << 30) ? (1 << 30) : (int)n;
         int rv = SSL_write(t->ssl, p, chunk);
