@@ -15,7 +15,10 @@ state machine's time decisions from the answers themselves:
                   naming it, no ACCEPTED retry); before E, once an answer at a
                   smaller log time showed it, no claim is answered STALE or
                   FUTURE. With R20, a replay after pruning is STALE, never
-                  ACCEPTED.
+                  ACCEPTED. ts is that of the call that made the record,
+                  which may be any :info or ACCEPTED call of its request id
+                  (a retry may send another ts): each bound is taken with
+                  the ts that is safe for it (_winner_ts).
   R22 accept-once an ACCEPTED retry=false of a NONCE key at lt while an
                   answer at a smaller log time showed a record that still
                   lives at lt (lt < its expiry): two acceptances within one
@@ -104,6 +107,14 @@ def _inv_fld(c, name):
     if isinstance(v, (list, tuple)) and len(v) == 2:
         v = v[1]
     return _int((norm_value(v) or {}).get(name))
+
+
+def _inv_raw(c, name):
+    """A field of the invocation as sent (any type), or None."""
+    v = c.inv_op.value
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        v = v[1]
+    return (norm_value(v) or {}).get(name)
 
 
 def _token_index(tok):
@@ -227,13 +238,41 @@ def _r20(key, cs, st, stats):
 # -- R21, R22 ------------------------------------------------------------------
 
 def _winner_ts(cs):
-    """{request id: ts} of the calls that carry a ts."""
-    out = {}
+    """{request id: (lo, hi, ttl)}: the ts the record a request id's
+    acceptance made can carry, lo <= ts <= hi, and whether a ttl was sent
+    too. The record lives at least until lo + span; without a ttl, not
+    after hi + span.
+
+    The record was made by whichever of the request id's calls took effect
+    first: an :ok ACCEPTED (either retry flag: a retry=true answer stands
+    for libonce's own first application, which sent the same ts) or an
+    :info call (it may have taken effect, or not). Their ts may differ (a
+    claim of the accepted request id is ACCEPTED retry=true whatever it
+    sends, docs/state-machine.md, "Claim"), so lo is the smallest and hi
+    the largest of them. A ttl sent with a ts may lengthen the retention
+    (expires_ms is the latest of now + ttl and ts + span).
+    A request id of which one such call carries no ts is left out (its
+    record may have no ts at all, only a ttl)."""
+    cand = {}
     for c in cs:
-        ts = _inv_fld(c, "ts") if c.f == "claim" else None
-        if ts is not None and c.rid is not None:
-            out.setdefault(c.rid, ts)
+        if c.f != "claim" or c.rid is None:
+            continue
+        if c.type == "info" or (c.type == "ok" and c.outcome == "ACCEPTED"):
+            cand.setdefault(c.rid, []).append(c)
+    out = {}
+    for rid, calls in cand.items():
+        ts = [_inv_fld(c, "ts") for c in calls]
+        if None in ts:
+            continue
+        ttl = any(_inv_raw(c, "ttl-ms") is not None or _inv_raw(c, "ttl") is not None
+                  for c in calls)
+        out[rid] = (min(ts), max(ts), ttl)
     return out
+
+
+def _ts_text(lo, hi):
+    """The ts of a record, or the range its request id's calls sent."""
+    return "%d" % lo if hi == lo else "%d..%d" % (lo, hi)
 
 
 def _shown(c):
@@ -253,19 +292,21 @@ def _r21(key, cs, st, stats):
         lt = _lt(c)
         if w is None or lt is None or w not in tsof:
             continue
-        e = tsof[w] + span
+        lo, hi, ttl = tsof[w]
+        e = lo + span
         stats["retention_judged"] += 1
         exp = _fld(c, "expires-ms")
         if exp is not None and exp < e:
             out.append(Anomaly("R21", "retention-short", key,
-                               "the record of %s (ts %d) reports expires_ms %d, below ts + "
-                               "max_window + max_skew = %d" % (w, tsof[w], exp, e), [c]))
-        if lt >= e and (c.outcome == "REPLAYED" or c.retry):
+                               "the record of %s (ts %s) reports expires_ms %d, below ts + "
+                               "max_window + max_skew = %d" % (w, _ts_text(lo, hi), exp, e),
+                               [c]))
+        if not ttl and lt >= hi + span and (c.outcome == "REPLAYED" or c.retry):
             out.append(Anomaly("R21", "live-after-retention", key,
                                "%s %sat log time %d shows the record of %s, whose retention "
-                               "ended at %d (ts %d + %d): it must be gone (STALE)" %
-                               (c.outcome, "retry=true " if c.retry else "", lt, w, e,
-                                tsof[w], span), [c]))
+                               "ended at %d (ts %s + %d): it must be gone (STALE)" %
+                               (c.outcome, "retry=true " if c.retry else "", lt, w, hi + span,
+                                _ts_text(lo, hi), span), [c]))
         if w not in first_seen or lt < _lt(first_seen[w]):
             first_seen[w] = c
     for c in cs:
@@ -278,7 +319,7 @@ def _r21(key, cs, st, stats):
         if c.outcome not in ("STALE", "FUTURE"):
             continue
         for w, s in first_seen.items():
-            e = tsof[w] + span
+            e = tsof[w][0] + span
             if _lt(s) < lt < e:
                 out.append(Anomaly("R21", "absent-while-live", key,
                                    "%s at log time %d, but the record of %s was shown at log "
@@ -299,7 +340,7 @@ def _r22(key, cs, st, stats):
         if w is None or lt is None:
             continue
         if span is not None and w in tsof:
-            e = tsof[w] + span
+            e = tsof[w][0] + span
         else:
             e = _fld(c, "expires-ms")
         if e is not None:
