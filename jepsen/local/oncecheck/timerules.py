@@ -35,13 +35,15 @@ state machine's time decisions from the answers themselves:
                   with a larger owner_attempt was decided (the token was
                   fenced: NOT_OWNER); acceptances of a key in log-time order
                   have increasing owner_attempts.
-  R25 log time    log time never goes backwards along the log: answers'
-                  (log index, log time) pairs (first_index / first_time_ms,
-                  the owner token's index with the accepting answer's time)
-                  are ordered alike; an answer is not decided before the
-                  record it shows was created; a fresh ACCEPTED reports
-                  first_time_ms = its log time; with a :time-settings event,
-                  every :ok answer carries log_time_ms.
+  R25 log time    log time never goes backwards along a raft group's log:
+                  answers' (log index, log time) pairs (first_index /
+                  first_time_ms, the owner token's index with the accepting
+                  answer's time) of one group are ordered alike (the group:
+                  the token's, else the key's, _key_groups); an answer is
+                  not decided before the record it shows was created; a
+                  fresh ACCEPTED reports first_time_ms = its log time; with
+                  a :time-settings event, every :ok answer carries
+                  log_time_ms.
 
 Inputs. Claims carry `:ts` and `:window-ms` (ms) on the invocation when they
 have them, `:lease-ms` for IDEMPOTENT claims with a lease; answers carry
@@ -479,9 +481,50 @@ def _r24(key, cs, stats):
 
 # -- R25 -----------------------------------------------------------------------
 
+def _token_group(tok):
+    """The raft group of a literal owner token "GROUP:INDEX:SLOT", or None."""
+    if isinstance(tok, str) and tok.count(":") == 2:
+        return tok.split(":")[0]
+    return None
+
+
+def _key_groups(calls):
+    """{key: group} for the points of R25 that carry no token of their own
+    (first_index / first_time_ms). Log indexes are per raft group: two
+    groups' logs number their entries independently (docs/design.md, §7,
+    which is why owner tokens carry the group). A key's group is that of
+    the owner tokens its claims' answers show; an answer without one (every
+    NONCE answer) names no group. When the history's tokens name at most
+    one group (every run of the runner today: one group), such a key is
+    taken to be in it; when they name several, a key whose group is not
+    known from one token group is compared only with itself."""
+    toks = {}
+    for c in calls:
+        if c.f == "claim" and c.type == "ok":
+            g = _token_group(c.token)
+            if g is not None:
+                toks.setdefault(c.kkey, set()).add(g)
+    groups = set().union(*toks.values()) if toks else set()
+    one = next(iter(groups)) if len(groups) == 1 else None
+    out = {}
+    for c in calls:
+        k = c.kkey
+        if k in out:
+            continue
+        g = toks.get(k, set())
+        if len(g) == 1:
+            out[k] = next(iter(g))
+        elif not g and len(groups) <= 1:
+            out[k] = one
+        else:
+            out[k] = ("key", k)
+    return out
+
+
 def _r25(calls, st, stats):
     out = []
-    times = {}                         # log index -> {log time: a call reporting it}
+    kgroup = _key_groups(calls)
+    times = {}                  # group -> log index -> {log time: a call reporting it}
     for c in calls:
         if c.f not in ("claim", "complete", "release") or c.type != "ok":
             continue
@@ -497,8 +540,9 @@ def _r25(calls, st, stats):
             out.append(Anomaly("R25", "answer-before-record", c.kkey,
                                "decided at log time %d, before its record was created "
                                "(first_time_ms %d)" % (lt, c.first_time), [c]))
+        g = kgroup[c.kkey]
         if c.first_index is not None and c.first_time is not None:
-            times.setdefault(c.first_index, {}).setdefault(c.first_time, c)
+            times.setdefault(g, {}).setdefault(c.first_index, {}).setdefault(c.first_time, c)
         if c.f == "claim" and c.outcome == "ACCEPTED" and not c.retry:
             if c.attempt in (None, 1) and c.first_time is not None and c.first_time != lt:
                 out.append(Anomaly("R25", "first-time-mismatch", c.kkey,
@@ -506,26 +550,43 @@ def _r25(calls, st, stats):
                                    "(the record is created at the answer's log time)" %
                                    (lt, c.first_time), [c]))
             idx = _token_index(c.token) if c.token else None
-            if idx is None and c.attempt in (None, 1):
+            tg = g
+            if idx is not None:
+                tg = _token_group(c.token) or g
+            elif c.attempt in (None, 1):
                 idx = c.first_index
             if idx is not None:
-                times.setdefault(idx, {}).setdefault(lt, c)
+                times.setdefault(tg, {}).setdefault(idx, {}).setdefault(lt, c)
+    for g in sorted(times, key=str):
+        a = _r25_group(g, times[g])
+        if a is not None:
+            out.append(a)
+            break
+    return out
+
+
+def _group_text(g):
+    if isinstance(g, tuple):
+        return " (key %s, its raft group unknown)" % "/".join(str(x) for x in g[1])
+    return "" if g is None else " of raft group %s" % g
+
+
+def _r25_group(g, times):
+    """The first place where log time goes back along one group's log."""
     hi = None                          # (index, time, call) with the largest time so far
     for idx in sorted(times):
         ts = times[idx]
         if len(ts) > 1:
             a, b = sorted(ts)[:2]
-            out.append(Anomaly("R25", "log-time-backwards", None,
-                               "log index %d is reported with log times %d and %d" %
-                               (idx, a, b), [ts[a], ts[b]]))
-            return out
+            return Anomaly("R25", "log-time-backwards", None,
+                           "log index %d%s is reported with log times %d and %d" %
+                           (idx, _group_text(g), a, b), [ts[a], ts[b]])
         t = next(iter(ts))
         if hi is not None and t < hi[1]:
-            out.append(Anomaly("R25", "log-time-backwards", None,
-                               "log index %d has log time %d, but the earlier index %d had %d: "
-                               "log time went backwards" % (idx, t, hi[0], hi[1]),
-                               [hi[2], ts[t]]))
-            return out
+            return Anomaly("R25", "log-time-backwards", None,
+                           "log index %d%s has log time %d, but the earlier index %d had %d: "
+                           "log time went backwards" % (idx, _group_text(g), t, hi[0], hi[1]),
+                           [hi[2], ts[t]])
         if hi is None or t >= hi[1]:
             hi = (idx, t, ts[t])
-    return out
+    return None
