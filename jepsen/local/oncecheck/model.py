@@ -261,7 +261,10 @@ def key_ops(calls, events=()):
             lst.append(c)
         owner_of = {}
         for c in lst:
-            if c.f == "claim" and c.type == "ok" and c.m.a.get("owner-token"):
+            # only an ACCEPTED claim gives its caller the token (a claim's
+            # answer of another outcome that shows one is outside the model)
+            if c.f == "claim" and c.type == "ok" and c.m.outcome == "ACCEPTED" and \
+                    c.m.a.get("owner-token"):
                 owner_of.setdefault(c.m.a["owner-token"], set()).add(c.m.rid)
         for c in lst:
             c.m.owner_of = owner_of          # token -> the request ids whose ACCEPTED showed it
