@@ -9,7 +9,7 @@ if LOCAL not in sys.path:
 
 from oncecheck.edn import Keyword as K, dumps  # noqa: E402
 from oncecheck.history import read_ops, pair  # noqa: E402
-from oncecheck import claims, linear  # noqa: E402
+from oncecheck import claims  # noqa: E402
 
 INF = float("inf")
 
@@ -56,7 +56,7 @@ def by_key(calls):
 
 
 def rules_valid(cs):
-    wl = linear.workload(cs)
+    wl = claims.workload(cs)
     found = claims.check_nonce(cs[0].kkey, cs) if wl == "nonce" else \
         claims.check_idempotent(cs[0].kkey, cs)
     return not any(a.fatal for a in found), found
