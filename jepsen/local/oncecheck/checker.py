@@ -14,7 +14,7 @@ import math
 import sys
 import time
 
-from . import claims, events as ev, linear, model, search, timerules
+from . import claims, events as ev, model, search, timerules
 from .edn import dumps, Keyword
 from .history import HistoryError, read_file, pair, CLIENT_FS
 
@@ -96,7 +96,7 @@ def check_history(calls, events, log_files=(), budget=search.BUDGET, safety_only
                 (rid, len(ks)), cs, fatal=False))
     nwl = {"nonce": 0, "idempotent": 0}
     for key, cs in bykey.items():
-        wl = linear.workload(cs)
+        wl = claims.workload(cs)
         nwl[wl] += 1
         if wl == "nonce":
             found = claims.check_nonce(key, cs, rid_keys)

@@ -4,7 +4,8 @@ Per key = (scope, key). Calls sharing a request id are one logical op (a
 client retry); a replay is a new call with a fresh request id. Positions
 (inv, ret) are real-time order in the history (ret = INF for :info).
 
-NONCE keys (exactly linearizability of linear.py's NONCE model, verified by
+NONCE keys (exactly linearizability of the model, model.py, on histories
+without log time, STALE and FUTURE given no effect; verified by
 tests/test_crosscheck.py):
   A0 = :ok ACCEPTED retry=false, A1 = :ok ACCEPTED retry=true, A = A0 + A1,
   D  = :ok REPLAYED. :info calls: maybe applied (R5); :fail: never (R5).
@@ -30,8 +31,8 @@ tests/test_crosscheck.py):
                     have been invoked ("no ACCEPT after a completed DENY";
                     with R1, "no second ACCEPT after a completed ACCEPT").
 IDEMPOTENT keys (claim, complete, release): necessary conditions of
-linear.py's IDEMPOTENT model (never a false alarm, verified by the tests);
-the brute-force check (LIN) catches the rest on small keys.
+the model's linearizability (never a false alarm, verified by
+tests/test_crosscheck.py); the model search (LIN) catches the rest.
   R1 double-accept  one owner_attempt or one owner token given to two
                     request ids (or with two tokens / two attempts); or a
                     claim invoked after another
@@ -88,6 +89,16 @@ class Anomaly:
 
     def __repr__(self):
         return "<%s %s %r>" % (self.rule, self.name, self.key)
+
+
+def workload(calls):
+    """'idempotent' if any call is an IDEMPOTENT claim, a complete or a
+    release; else 'nonce' (jepsen/README.md, "Checker rules": how a key is
+    checked)."""
+    for c in calls:
+        if c.f in ("complete", "release") or c.kind == "IDEMPOTENT":
+            return "idempotent"
+    return "nonce"
 
 
 def _first_by_rid(calls):

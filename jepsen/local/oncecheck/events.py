@@ -12,8 +12,7 @@ Events are ops whose :process is not an integer (jepsen/README.md):
 
 import re
 
-from . import linear
-from .claims import Anomaly
+from .claims import Anomaly, workload
 from .history import norm_value, _s, _int
 from .edn import dumps
 
@@ -78,7 +77,7 @@ def check_r7(calls, events, res):
             vague.append((k, unanswered))
         if k not in accepted:
             continue
-        idem = linear.workload(bykey[k]) == "idempotent"
+        idem = workload(bykey[k]) == "idempotent"
         windowed = any(c.windowed for c in bykey[k])
         bad = [p for ps in got.values() for p in ps
                if p.type == "ok" and not _keeps_record(p, idem, windowed)]

@@ -261,7 +261,10 @@ def key_ops(calls, events=()):
             lst.append(c)
         owner_of = {}
         for c in lst:
-            if c.f == "claim" and c.type == "ok" and c.m.a.get("owner-token"):
+            # only an ACCEPTED claim gives its caller the token (a claim's
+            # answer of another outcome that shows one is outside the model)
+            if c.f == "claim" and c.type == "ok" and c.m.outcome == "ACCEPTED" and \
+                    c.m.a.get("owner-token"):
                 owner_of.setdefault(c.m.a["owner-token"], set()).add(c.m.rid)
         for c in lst:
             c.m.owner_of = owner_of          # token -> the request ids whose ACCEPTED showed it
@@ -588,8 +591,8 @@ def _new_acceptance(rec, hw, dbm, m, is_info):
         nrec = rec._replace(status="PENDING", owner=m.rid, token=token, attempt=attempt,
                             result=None, error=None, bounded=rec.bounded and bounded)
     # the lease, then the retention: the latest of now + ttl, ts + max_window
-    # + max_skew, and (IDEMPOTENT) the lease expiry; a takeover never
-    # shortens it
+    # + max_skew, (IDEMPOTENT) the lease expiry and now + 1
+    # (docs/state-machine.md, "Claim"); a takeover never shortens it
     if m.kind == "IDEMPOTENT":
         dbm.free(L)
         if m.lease:
@@ -611,10 +614,9 @@ def _new_acceptance(rec, hw, dbm, m, is_info):
     if rec is not None:
         dbm.move(X, E)
         terms.append((X, 0))
-    # at least now + 1: an accepted record is live at its own log time
-    # (src/fsm's retention() does it; docs/state-machine.md does not say
-    # so, and without it ts + max_window + max_skew = now with max_skew 0
-    # would make a record that is dead when accepted)
+    # and now + 1: an accepted record is live at its own log time (without
+    # it, ts + max_window + max_skew = now with max_skew 0 would make a
+    # record that is dead when accepted)
     terms.append((T, 1))
     dbm.set_max(E, terms)
     if not dbm.ok:

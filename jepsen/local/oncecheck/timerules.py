@@ -15,7 +15,10 @@ state machine's time decisions from the answers themselves:
                   naming it, no ACCEPTED retry); before E, once an answer at a
                   smaller log time showed it, no claim is answered STALE or
                   FUTURE. With R20, a replay after pruning is STALE, never
-                  ACCEPTED.
+                  ACCEPTED. ts is that of the call that made the record,
+                  which may be any :info or ACCEPTED call of its request id
+                  (a retry may send another ts): each bound is taken with
+                  the ts that is safe for it (_winner_ts).
   R22 accept-once an ACCEPTED retry=false of a NONCE key at lt while an
                   answer at a smaller log time showed a record that still
                   lives at lt (lt < its expiry): two acceptances within one
@@ -32,13 +35,15 @@ state machine's time decisions from the answers themselves:
                   with a larger owner_attempt was decided (the token was
                   fenced: NOT_OWNER); acceptances of a key in log-time order
                   have increasing owner_attempts.
-  R25 log time    log time never goes backwards along the log: answers'
-                  (log index, log time) pairs (first_index / first_time_ms,
-                  the owner token's index with the accepting answer's time)
-                  are ordered alike; an answer is not decided before the
-                  record it shows was created; a fresh ACCEPTED reports
-                  first_time_ms = its log time; with a :time-settings event,
-                  every :ok answer carries log_time_ms.
+  R25 log time    log time never goes backwards along a raft group's log:
+                  answers' (log index, log time) pairs (first_index /
+                  first_time_ms, the owner token's index with the accepting
+                  answer's time) of one group are ordered alike (the group:
+                  the token's, else the key's, _key_groups); an answer is
+                  not decided before the record it shows was created; a
+                  fresh ACCEPTED reports first_time_ms = its log time; with
+                  a :time-settings event, every :ok answer carries
+                  log_time_ms.
 
 Inputs. Claims carry `:ts` and `:window-ms` (ms) on the invocation when they
 have them, `:lease-ms` for IDEMPOTENT claims with a lease; answers carry
@@ -104,6 +109,14 @@ def _inv_fld(c, name):
     if isinstance(v, (list, tuple)) and len(v) == 2:
         v = v[1]
     return _int((norm_value(v) or {}).get(name))
+
+
+def _inv_raw(c, name):
+    """A field of the invocation as sent (any type), or None."""
+    v = c.inv_op.value
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        v = v[1]
+    return (norm_value(v) or {}).get(name)
 
 
 def _token_index(tok):
@@ -227,13 +240,41 @@ def _r20(key, cs, st, stats):
 # -- R21, R22 ------------------------------------------------------------------
 
 def _winner_ts(cs):
-    """{request id: ts} of the calls that carry a ts."""
-    out = {}
+    """{request id: (lo, hi, ttl)}: the ts the record a request id's
+    acceptance made can carry, lo <= ts <= hi, and whether a ttl was sent
+    too. The record lives at least until lo + span; without a ttl, not
+    after hi + span.
+
+    The record was made by whichever of the request id's calls took effect
+    first: an :ok ACCEPTED (either retry flag: a retry=true answer stands
+    for libonce's own first application, which sent the same ts) or an
+    :info call (it may have taken effect, or not). Their ts may differ (a
+    claim of the accepted request id is ACCEPTED retry=true whatever it
+    sends, docs/state-machine.md, "Claim"), so lo is the smallest and hi
+    the largest of them. A ttl sent with a ts may lengthen the retention
+    (expires_ms is the latest of now + ttl and ts + span).
+    A request id of which one such call carries no ts is left out (its
+    record may have no ts at all, only a ttl)."""
+    cand = {}
     for c in cs:
-        ts = _inv_fld(c, "ts") if c.f == "claim" else None
-        if ts is not None and c.rid is not None:
-            out.setdefault(c.rid, ts)
+        if c.f != "claim" or c.rid is None:
+            continue
+        if c.type == "info" or (c.type == "ok" and c.outcome == "ACCEPTED"):
+            cand.setdefault(c.rid, []).append(c)
+    out = {}
+    for rid, calls in cand.items():
+        ts = [_inv_fld(c, "ts") for c in calls]
+        if None in ts:
+            continue
+        ttl = any(_inv_raw(c, "ttl-ms") is not None or _inv_raw(c, "ttl") is not None
+                  for c in calls)
+        out[rid] = (min(ts), max(ts), ttl)
     return out
+
+
+def _ts_text(lo, hi):
+    """The ts of a record, or the range its request id's calls sent."""
+    return "%d" % lo if hi == lo else "%d..%d" % (lo, hi)
 
 
 def _shown(c):
@@ -253,19 +294,21 @@ def _r21(key, cs, st, stats):
         lt = _lt(c)
         if w is None or lt is None or w not in tsof:
             continue
-        e = tsof[w] + span
+        lo, hi, ttl = tsof[w]
+        e = lo + span
         stats["retention_judged"] += 1
         exp = _fld(c, "expires-ms")
         if exp is not None and exp < e:
             out.append(Anomaly("R21", "retention-short", key,
-                               "the record of %s (ts %d) reports expires_ms %d, below ts + "
-                               "max_window + max_skew = %d" % (w, tsof[w], exp, e), [c]))
-        if lt >= e and (c.outcome == "REPLAYED" or c.retry):
+                               "the record of %s (ts %s) reports expires_ms %d, below ts + "
+                               "max_window + max_skew = %d" % (w, _ts_text(lo, hi), exp, e),
+                               [c]))
+        if not ttl and lt >= hi + span and (c.outcome == "REPLAYED" or c.retry):
             out.append(Anomaly("R21", "live-after-retention", key,
                                "%s %sat log time %d shows the record of %s, whose retention "
-                               "ended at %d (ts %d + %d): it must be gone (STALE)" %
-                               (c.outcome, "retry=true " if c.retry else "", lt, w, e,
-                                tsof[w], span), [c]))
+                               "ended at %d (ts %s + %d): it must be gone (STALE)" %
+                               (c.outcome, "retry=true " if c.retry else "", lt, w, hi + span,
+                                _ts_text(lo, hi), span), [c]))
         if w not in first_seen or lt < _lt(first_seen[w]):
             first_seen[w] = c
     for c in cs:
@@ -278,7 +321,7 @@ def _r21(key, cs, st, stats):
         if c.outcome not in ("STALE", "FUTURE"):
             continue
         for w, s in first_seen.items():
-            e = tsof[w] + span
+            e = tsof[w][0] + span
             if _lt(s) < lt < e:
                 out.append(Anomaly("R21", "absent-while-live", key,
                                    "%s at log time %d, but the record of %s was shown at log "
@@ -299,7 +342,7 @@ def _r22(key, cs, st, stats):
         if w is None or lt is None:
             continue
         if span is not None and w in tsof:
-            e = tsof[w] + span
+            e = tsof[w][0] + span
         else:
             e = _fld(c, "expires-ms")
         if e is not None:
@@ -438,9 +481,50 @@ def _r24(key, cs, stats):
 
 # -- R25 -----------------------------------------------------------------------
 
+def _token_group(tok):
+    """The raft group of a literal owner token "GROUP:INDEX:SLOT", or None."""
+    if isinstance(tok, str) and tok.count(":") == 2:
+        return tok.split(":")[0]
+    return None
+
+
+def _key_groups(calls):
+    """{key: group} for the points of R25 that carry no token of their own
+    (first_index / first_time_ms). Log indexes are per raft group: two
+    groups' logs number their entries independently (docs/design.md, §7,
+    which is why owner tokens carry the group). A key's group is that of
+    the owner tokens its claims' answers show; an answer without one (every
+    NONCE answer) names no group. When the history's tokens name at most
+    one group (every run of the runner today: one group), such a key is
+    taken to be in it; when they name several, a key whose group is not
+    known from one token group is compared only with itself."""
+    toks = {}
+    for c in calls:
+        if c.f == "claim" and c.type == "ok":
+            g = _token_group(c.token)
+            if g is not None:
+                toks.setdefault(c.kkey, set()).add(g)
+    groups = set().union(*toks.values()) if toks else set()
+    one = next(iter(groups)) if len(groups) == 1 else None
+    out = {}
+    for c in calls:
+        k = c.kkey
+        if k in out:
+            continue
+        g = toks.get(k, set())
+        if len(g) == 1:
+            out[k] = next(iter(g))
+        elif not g and len(groups) <= 1:
+            out[k] = one
+        else:
+            out[k] = ("key", k)
+    return out
+
+
 def _r25(calls, st, stats):
     out = []
-    times = {}                         # log index -> {log time: a call reporting it}
+    kgroup = _key_groups(calls)
+    times = {}                  # group -> log index -> {log time: a call reporting it}
     for c in calls:
         if c.f not in ("claim", "complete", "release") or c.type != "ok":
             continue
@@ -456,8 +540,9 @@ def _r25(calls, st, stats):
             out.append(Anomaly("R25", "answer-before-record", c.kkey,
                                "decided at log time %d, before its record was created "
                                "(first_time_ms %d)" % (lt, c.first_time), [c]))
+        g = kgroup[c.kkey]
         if c.first_index is not None and c.first_time is not None:
-            times.setdefault(c.first_index, {}).setdefault(c.first_time, c)
+            times.setdefault(g, {}).setdefault(c.first_index, {}).setdefault(c.first_time, c)
         if c.f == "claim" and c.outcome == "ACCEPTED" and not c.retry:
             if c.attempt in (None, 1) and c.first_time is not None and c.first_time != lt:
                 out.append(Anomaly("R25", "first-time-mismatch", c.kkey,
@@ -465,26 +550,43 @@ def _r25(calls, st, stats):
                                    "(the record is created at the answer's log time)" %
                                    (lt, c.first_time), [c]))
             idx = _token_index(c.token) if c.token else None
-            if idx is None and c.attempt in (None, 1):
+            tg = g
+            if idx is not None:
+                tg = _token_group(c.token) or g
+            elif c.attempt in (None, 1):
                 idx = c.first_index
             if idx is not None:
-                times.setdefault(idx, {}).setdefault(lt, c)
+                times.setdefault(tg, {}).setdefault(idx, {}).setdefault(lt, c)
+    for g in sorted(times, key=str):
+        a = _r25_group(g, times[g])
+        if a is not None:
+            out.append(a)
+            break
+    return out
+
+
+def _group_text(g):
+    if isinstance(g, tuple):
+        return " (key %s, its raft group unknown)" % "/".join(str(x) for x in g[1])
+    return "" if g is None else " of raft group %s" % g
+
+
+def _r25_group(g, times):
+    """The first place where log time goes back along one group's log."""
     hi = None                          # (index, time, call) with the largest time so far
     for idx in sorted(times):
         ts = times[idx]
         if len(ts) > 1:
             a, b = sorted(ts)[:2]
-            out.append(Anomaly("R25", "log-time-backwards", None,
-                               "log index %d is reported with log times %d and %d" %
-                               (idx, a, b), [ts[a], ts[b]]))
-            return out
+            return Anomaly("R25", "log-time-backwards", None,
+                           "log index %d%s is reported with log times %d and %d" %
+                           (idx, _group_text(g), a, b), [ts[a], ts[b]])
         t = next(iter(ts))
         if hi is not None and t < hi[1]:
-            out.append(Anomaly("R25", "log-time-backwards", None,
-                               "log index %d has log time %d, but the earlier index %d had %d: "
-                               "log time went backwards" % (idx, t, hi[0], hi[1]),
-                               [hi[2], ts[t]]))
-            return out
+            return Anomaly("R25", "log-time-backwards", None,
+                           "log index %d%s has log time %d, but the earlier index %d had %d: "
+                           "log time went backwards" % (idx, _group_text(g), t, hi[0], hi[1]),
+                           [hi[2], ts[t]])
         if hi is None or t >= hi[1]:
             hi = (idx, t, ts[t])
-    return out
+    return None

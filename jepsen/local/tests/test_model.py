@@ -388,6 +388,14 @@ class Model(unittest.TestCase):
                  idem("b", outcome="ACCEPTED", retry=True, log_time_ms=5000,
                       owner_token="1:20:0", owner_attempt=2),
                  complete("c", "1:20:0", outcome="COMPLETED")])
+        # only an ACCEPTED answer gives a token: one shown by an answer
+        # outside the model (or a denial) does not make it b's
+        for out in ("RESOURCE_EXHAUSTED", "IN_PROGRESS"):
+            self.bad([i, idem("b", outcome=out, owner_token="1:20:0"),
+                      complete("c", "1:20:0", outcome="COMPLETED")])
+        self.ok([i, idem("b", outcome="ACCEPTED", retry=True, owner_token="1:20:0",
+                         owner_attempt=1),
+                 complete("c", "1:20:0", outcome="COMPLETED")])
 
     def test_roles(self):
         calls, events = pair(read_ops(history([

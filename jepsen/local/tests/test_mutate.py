@@ -43,17 +43,12 @@ KINDS = ("field:outcome", "field:retry", "field:first-request-id", "field:first-
          "cross-key-log-time")
 
 # Rules that call legal corpus mutants INVALID although the model (and the
-# reference) finds them linearizable, each with why it is known:
-KNOWN_DISAGREEMENTS = {
-    # R21 takes a record's ts from the first call of its request id
-    # (timerules._winner_ts), also when that call was an :info that need not
-    # have taken effect and a retry with the same request id sent another
-    # ts: the record then has the retry's ts, legal by docs/state-machine.md
-    # (a claim of the accepted request id is ACCEPTED retry=true whatever it
-    # sends). A false alarm of R21 that no run has met: real clients resend
-    # the same ts. (mutant: nonce-retries.edn, arg:ts of a1's :info attempt)
-    "R21 retention-short",
-}
+# reference) finds them linearizable, each with why it is known. None: the
+# last one (R21 retention-short, which took a record's ts from the first
+# call of its request id even when that was an :info that need not have
+# taken effect) is fixed (timerules._winner_ts; its case is
+# tests/histories/time-pass-R21-retry-other-ts.edn).
+KNOWN_DISAGREEMENTS = set()
 
 
 def _run(paths, **kw):

@@ -117,6 +117,37 @@ class TimeRules(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("R21 absent-while-live", out)
 
+    def test_retry_with_other_ts_bounds(self):
+        # a request id's calls sent ts 100000 and 100001: the record lives at
+        # least until 100000 + 5 s, and not after 100001 + 5 s
+        rc, out, _ = self.check_text(forged(
+            "time-pass-R21-retry-other-ts.edn", r':first-request-id "a1" :first-index 10 '
+            r':first-time-ms 100500 :expires-ms 105000', ":expires-ms 105000",
+            ":expires-ms 104999"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("R21 retention-short", out)
+        rc, out, _ = self.check_text(forged(
+            "time-pass-R21-retry-other-ts.edn", r':outcome "REPLAYED" :retry false '
+            r':log-time-ms 105000', ":log-time-ms 105000", ":log-time-ms 105001"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("R21 live-after-retention", out)
+
+    def test_log_time_per_group(self):
+        # one group's log going back still fails: group 1's index 12 at a
+        # log time before its index 10's ...
+        rc, out, _ = self.check_text(forged(
+            "time-pass-R25-two-groups.edn", r':owner-token "1:12:0"',
+            ":log-time-ms 6000 :first-request-id \"a2\" :first-index 12 :first-time-ms 6000",
+            ":log-time-ms 4999 :first-request-id \"a2\" :first-index 12 :first-time-ms 4999"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("R25 log-time-backwards", out)
+        self.assertIn("of raft group 1", out)
+        # ... and so does group 2's index 11 moved into group 1's log
+        rc, out, _ = self.check_text(forged(
+            "time-pass-R25-two-groups.edn", r':owner-token "2:11:0"', '"2:11:0"', '"1:11:0"'))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("R25 log-time-backwards", out)
+
     def test_settings_from_the_event(self):
         # the same history judged with a larger max_skew: the FUTURE at the
         # skew's edge + 1 ms is then inside the window

@@ -9,7 +9,7 @@ if LOCAL not in sys.path:
 
 from oncecheck.edn import Keyword as K, dumps  # noqa: E402
 from oncecheck.history import read_ops, pair  # noqa: E402
-from oncecheck import claims, linear  # noqa: E402
+from oncecheck import claims  # noqa: E402
 
 INF = float("inf")
 
@@ -21,15 +21,17 @@ def edn_value(d):
 def history_text(specs):
     """specs: dicts with p, f, inv, ret (time; INF for an :info without a
     completion line), type, args (invocation fields), res (completion fields).
-    Returns EDN text, one op per line, in time order."""
+    Returns EDN text, one op per line, in time order. A completion carries
+    res only, as the runner writes it (oncectl's answer): an answer does not
+    echo what was sent (a NOT_OWNER that showed the complete's token would
+    break the contract: a denied caller never sees the owner token)."""
     evs = []
     for s in specs:
         args = dict(s.get("args", {}))
         evs.append((s["inv"], 0, {K("type"): K("invoke"), K("process"): s["p"],
                                   K("f"): K(s["f"]), K("value"): edn_value(args)}))
         if s["ret"] != INF or s["type"] != "info":
-            res = dict(args)
-            res.update(s.get("res", {}))
+            res = dict(s.get("res", {}))
             evs.append((s["ret"], 1, {K("type"): K(s["type"]), K("process"): s["p"],
                                       K("f"): K(s["f"]), K("value"): edn_value(res)}))
     evs.sort(key=lambda e: (e[0], e[1]))
@@ -54,7 +56,7 @@ def by_key(calls):
 
 
 def rules_valid(cs):
-    wl = linear.workload(cs)
+    wl = claims.workload(cs)
     found = claims.check_nonce(cs[0].kkey, cs) if wl == "nonce" else \
         claims.check_idempotent(cs[0].kkey, cs)
     return not any(a.fatal for a in found), found

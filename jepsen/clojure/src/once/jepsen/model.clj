@@ -3,8 +3,9 @@
   that lives the whole run), as pure step functions: once.jepsen.checker
   wraps them as Knossos models (write-once per key through
   jepsen.independent); test/once/jepsen/model_test.clj checks them against
-  once.jepsen.rules by brute force. The same model as
-  jepsen/local/oncecheck/linear.py.
+  once.jepsen.rules by brute force. The model R1-R6 explain, without log
+  time (the Python checker's verdict is the whole contract's model,
+  jepsen/local/oncecheck/model.py).
 
   A step takes a state and an input map (see `input`) and returns the set of
   possible next states (empty: the op cannot happen in that state). Knossos
