@@ -242,6 +242,9 @@ func (c *Client) run(ctx context.Context, k *call, out interface{}) error {
 	backoff := time.Duration(0)
 	attempts := 0
 	var last *Error
+	// The last error that says more than "the time ran out" (a refused
+	// TLS handshake, a refused connection): the deadline's error names it.
+	var telling *Error
 
 	finish := func(e *Error) error {
 		e.Attempts = attempts
@@ -260,7 +263,7 @@ func (c *Client) run(ctx context.Context, k *call, out interface{}) error {
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 || ctx.Err() != nil {
-			return finish(c.deadlineError(ctx, k, last))
+			return finish(c.deadlineError(ctx, k, last, telling))
 		}
 		budget := remaining
 		if len(nodes) > 1 && remaining > 2*attemptMin {
@@ -280,6 +283,9 @@ func (c *Client) run(ctx context.Context, k *call, out interface{}) error {
 			return nil
 		}
 		last = e
+		if e.Err == nil || (!errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled)) {
+			telling = e
+		}
 		if final {
 			return finish(e)
 		}
@@ -303,7 +309,7 @@ func (c *Client) run(ctx context.Context, k *call, out interface{}) error {
 			// Keep trying into the deadline's last moments (a leader
 			// may just have been elected), but not with a sliver.
 			if left < 2*backoffFirst {
-				return finish(c.deadlineError(ctx, k, last))
+				return finish(c.deadlineError(ctx, k, last, telling))
 			}
 			delay = left / 2
 		}
@@ -311,7 +317,7 @@ func (c *Client) run(ctx context.Context, k *call, out interface{}) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return finish(c.deadlineError(ctx, k, last))
+			return finish(c.deadlineError(ctx, k, last, telling))
 		case <-t.C:
 		}
 	}
@@ -319,7 +325,7 @@ func (c *Client) run(ctx context.Context, k *call, out interface{}) error {
 
 // deadlineError: the call's deadline passed (or its context was
 // cancelled); the last attempt's error says why it had no answer.
-func (c *Client) deadlineError(ctx context.Context, k *call, last *Error) *Error {
+func (c *Client) deadlineError(ctx context.Context, k *call, last, telling *Error) *Error {
 	cause := ctx.Err()
 	if cause == nil {
 		cause = context.DeadlineExceeded
@@ -336,6 +342,9 @@ func (c *Client) deadlineError(ctx context.Context, k *call, last *Error) *Error
 	}
 	if last != nil {
 		e.Message += "; last attempt: " + last.Status + ": " + last.Message
+		if last.Err != nil {
+			e.Message += ": " + last.Err.Error()
+		}
 		e.Node = last.Node
 		e.HTTPStatus = last.HTTPStatus
 		e.LeaderHint = last.LeaderHint
@@ -343,6 +352,12 @@ func (c *Client) deadlineError(ctx context.Context, k *call, last *Error) *Error
 		if last.Kind == Unknown {
 			e.Kind = Unknown
 			e.Applied = "unknown"
+		}
+	}
+	if telling != nil && telling != last {
+		e.Message += "; before: " + telling.Status + ": " + telling.Message
+		if telling.Err != nil {
+			e.Message += ": " + telling.Err.Error()
 		}
 	}
 	return e
