@@ -712,3 +712,20 @@ func TestPinRefusesARecreatedCluster(t *testing.T) {
 		t.Fatal("the new client pinned the old id")
 	}
 }
+
+// The README's example (example/main.go, which the README quotes) run
+// twice against the cluster: ACCEPTED then REPLAYED, and the same charge.
+func TestReadmeExample(t *testing.T) {
+	tc := cluster(t)
+	tc.plainOnly(t)
+	bin := filepath.Join(t.TempDir(), "example")
+	if out, err := exec.Command("go", "build", "-o", bin, "./example").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./example: %v\n%s", err, out)
+	}
+	for i, want := range []string{"claim: ACCEPTED\ncharge: charge-7 <nil>\n", "claim: REPLAYED\ncharge: charge-7 <nil>\n"} {
+		out, err := exec.Command(bin, tc.urls...).CombinedOutput()
+		if err != nil || string(out) != want {
+			t.Fatalf("run %d: %v\n%s\nwant\n%s", i+1, err, out, want)
+		}
+	}
+}

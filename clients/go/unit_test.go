@@ -559,3 +559,35 @@ func TestErrorKindsMatchSentinels(t *testing.T) {
 }
 
 func tlsConfigForTest() *tls.Config { return &tls.Config{MinVersion: tls.VersionTLS13} }
+
+// The README's example is example/main.go's body (which TestReadmeExample
+// runs against the cluster), but for the nodes, which the file also takes
+// from its arguments.
+func TestReadmeQuotesTheExample(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join("example", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```go\n(c, err := once.New.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md: no example block")
+	}
+	lines := strings.Split(strings.TrimSpace(string(m[1])), "\n")
+	if len(lines) < 10 || len(lines) > 20 {
+		t.Fatalf("README example: %d lines", len(lines))
+	}
+	body := string(src)
+	for _, l := range lines[1:] {
+		if !strings.Contains(body, "\t"+l+"\n") && strings.TrimSpace(l) != "" {
+			t.Errorf("README line not in example/main.go: %q", l)
+		}
+	}
+	if !strings.Contains(lines[0], `"127.0.0.1:7121", "127.0.0.1:7122", "127.0.0.1:7123"`) ||
+		!strings.Contains(body, `nodes := []string{"127.0.0.1:7121", "127.0.0.1:7122", "127.0.0.1:7123"}`) {
+		t.Error("the example's nodes are not scripts/run's HTTP ports")
+	}
+}
