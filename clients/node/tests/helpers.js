@@ -89,10 +89,12 @@ async function fakeNode(handler) {
     });
   });
   server.on('connection', (s) => {
+    s.unref();
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.unref();
   const url = `http://127.0.0.1:${server.address().port}`;
   return {
     url,

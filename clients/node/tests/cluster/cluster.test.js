@@ -19,12 +19,7 @@ const { clusterEnv, control, uniq, sleep } = require('../helpers');
 const env = clusterEnv();
 const skip = env === null || env.ca ? 'needs with_cluster.py without --tls (ONCE_TEST_HTTP)' : false;
 const S = uniq('node-suite');
-let client;
-
-test.before(() => {
-  if (skip) return;
-  client = new Client({ nodes: env.http, timeoutMs: 10000 });
-});
+const client = skip ? null : new Client({ nodes: env.http, timeoutMs: 10000 });
 
 test('nonces: ACCEPTED, REPLAYED through another node, ACCEPTED retry with the same request id', { skip }, async () => {
   const k = uniq('n');

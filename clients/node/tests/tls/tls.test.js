@@ -13,20 +13,11 @@ const { clusterEnv, uniq } = require('../helpers');
 
 const env = clusterEnv();
 const skip = env === null || !env.ca ? 'needs with_cluster.py --tls (ONCE_TEST_CA)' : false;
-let tenant;
-let admin;
-
-test.before(() => {
-  if (skip) return;
-  tenant = new Client({ nodes: env.http, tls: { caFile: env.ca, certFile: env.tenantCert, keyFile: env.tenantKey } });
-  admin = new Client({
-    nodes: env.http,
-    tls: { ca: fs.readFileSync(env.ca), cert: fs.readFileSync(env.adminCert, 'utf8'), key: fs.readFileSync(env.adminKey) },
-  });
-});
-test.after(() => {
-  if (tenant) tenant.close();
-  if (admin) admin.close();
+// PEM files for one, PEM content for the other: both forms of tls.
+const tenant = skip ? null : new Client({ nodes: env.http, tls: { caFile: env.ca, certFile: env.tenantCert, keyFile: env.tenantKey } });
+const admin = skip ? null : new Client({
+  nodes: env.http,
+  tls: { ca: fs.readFileSync(env.ca), cert: fs.readFileSync(env.adminCert, 'utf8'), key: fs.readFileSync(env.adminKey) },
 });
 
 test('the nodes are https', { skip }, () => {

@@ -10,7 +10,10 @@ const { fakeNode, accepted, CLUSTER_ID } = require('../helpers');
 let fake;
 let client;
 
-test.before(async () => {
+// Plain top-level tests share one fake node (no hooks: Node 18's root-level
+// hooks are not to be relied on). The fake's sockets do not keep the
+// process alive.
+test('setup: a fake node', async () => {
   fake = await fakeNode((r) => {
     if (r.method === 'GET') return { body: { outcome: 'NOT_FOUND', log_time_ms: 1, cluster_id: CLUSTER_ID, node_id: '01', boot_id: '02' } };
     if (r.url === '/v1/complete') return { body: { ...accepted(r.body.request_id), outcome: 'COMPLETED', result_b64: r.body.result_b64 } };
@@ -19,7 +22,6 @@ test.before(async () => {
   });
   client = new Client({ nodes: [fake.url], timeoutMs: 2000 });
 });
-test.after(() => fake.close());
 
 async function refused(fn, pattern) {
   const before = fake.requests.length;
