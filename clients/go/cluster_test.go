@@ -392,6 +392,15 @@ func TestDo(t *testing.T) {
 		t.Fatalf("Do that waited for the owner: %+v %v", v, err)
 	}
 
+	// A result too big to store: the key is given up, not left PENDING.
+	_, err = Do(ctx, c, sc, "pay-7", func(context.Context) (string, error) { return strings.Repeat("x", MaxResult), nil }, nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot be stored") {
+		t.Fatalf("oversized result: %v", err)
+	}
+	if a, _ := c.Lookup(ctx, sc, "pay-7"); a == nil || a.State != StateReleased {
+		t.Fatalf("after an oversized result: %+v", a)
+	}
+
 	// A panic in fn releases the key and keeps panicking.
 	func() {
 		defer func() {

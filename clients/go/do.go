@@ -65,7 +65,10 @@ func IsTerminal(err error) bool {
 //     answers NOT_OWNER: nothing is overwritten and Do returns fn's result
 //     with an *OutcomeError matching ErrFenced;
 //   - FAILED and CONFLICT claims give an *OutcomeError (ErrKeyFailed,
-//     ErrConflict); call errors are *Error.
+//     ErrConflict); call errors are *Error. When fn ran but its complete
+//     ends in an error (Unknown: perhaps stored), Do returns fn's result
+//     with that error: a later Do of the key tells (DUPLICATE, or a
+//     takeover once the lease ends).
 //
 // Each claim is a call of its own (a fresh request id); the client
 // retries each one with its own id as Client does. ctx bounds the whole
@@ -164,8 +167,13 @@ func runOwned[T any](ctx context.Context, c *Client, scope, key string, a *Answe
 		return v, err
 	}
 	result, merr := json.Marshal(v)
+	if merr == nil && len(result) > MaxResult {
+		merr = fmt.Errorf("%d bytes, at most %d", len(result), MaxResult)
+	}
 	if merr != nil {
-		merr = fmt.Errorf("once: the result does not serialize: %w", merr)
+		// The work ran but its result cannot be stored: give the key up
+		// rather than leave it PENDING until the lease ends.
+		merr = fmt.Errorf("once: the result of %s/%s cannot be stored: %w", scope, key, merr)
 		_ = release(merr, false)
 		return v, merr
 	}
