@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -60,25 +61,35 @@ func (tc *testCluster) plainOnly(t *testing.T) {
 // ctl sends one request to the cluster controller and returns its answer.
 func (tc *testCluster) ctl(t *testing.T, req map[string]interface{}) map[string]interface{} {
 	t.Helper()
+	ans, err := tc.ctlErr(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ans
+}
+
+// ctlErr is ctl for a goroutine other than the test's (which must not
+// call t.Fatal).
+func (tc *testCluster) ctlErr(req map[string]interface{}) (map[string]interface{}, error) {
+	b, _ := json.Marshal(req)
 	conn, err := net.DialTimeout("unix", tc.control, 5*time.Second)
 	if err != nil {
-		t.Fatalf("control socket: %v", err)
+		return nil, fmt.Errorf("control socket: %v", err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(180 * time.Second))
-	b, _ := json.Marshal(req)
 	if _, err := conn.Write(append(b, '\n')); err != nil {
-		t.Fatalf("control %s: %v", b, err)
+		return nil, fmt.Errorf("control %s: %v", b, err)
 	}
 	line, err := bufio.NewReader(conn).ReadBytes('\n')
 	if err != nil {
-		t.Fatalf("control %s: %v", b, err)
+		return nil, fmt.Errorf("control %s: %v", b, err)
 	}
 	var ans map[string]interface{}
 	if err := json.Unmarshal(line, &ans); err != nil || ans["ok"] != true {
-		t.Fatalf("control %s: %s", b, line)
+		return nil, fmt.Errorf("control %s: %s", b, line)
 	}
-	return ans
+	return ans, nil
 }
 
 func tlsFiles(t *testing.T, certEnv, keyEnv string) *tls.Config {
@@ -656,13 +667,15 @@ func TestLeaderKilledMidCall(t *testing.T) {
 	tc := cluster(t)
 	tc.plainOnly(t)
 	leader := tc.ctl(t, map[string]interface{}{"op": "wait_leader"})["leader"].(string)
-	killed := false
+	var killed atomic.Bool
+	var killErr error
 	proxy := proxyDroppingAnswer(t, leader, func() {
-		tc.ctl(t, map[string]interface{}{"op": "kill", "node": leader})
-		killed = true
+		if _, killErr = tc.ctlErr(map[string]interface{}{"op": "kill", "node": leader}); killErr == nil {
+			killed.Store(true)
+		}
 	})
 	defer func() {
-		if killed {
+		if killed.Load() {
 			tc.ctl(t, map[string]interface{}{"op": "start", "node": leader})
 			tc.ctl(t, map[string]interface{}{"op": "wait_leader"})
 		}
@@ -676,8 +689,8 @@ func TestLeaderKilledMidCall(t *testing.T) {
 	c := tc.client(t, nodes...)
 	sc := scope(t)
 	a, err := c.Claim(ctxFor(t, 20*time.Second), ClaimRequest{Scope: sc, Key: "k", TTL: time.Hour})
-	if !killed {
-		t.Fatalf("the leader was not killed mid-call: %+v %v", a, err)
+	if !killed.Load() {
+		t.Fatalf("the leader was not killed mid-call: %+v %v (%v)", a, err, killErr)
 	}
 	mustOutcome(t, "claim whose leader died before answering", a, err, Accepted)
 	if !a.Retry || a.FirstRequestID != a.RequestID {
