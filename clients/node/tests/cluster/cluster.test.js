@@ -326,26 +326,32 @@ test('the leader killed mid-call: the retry with the same request id is ACCEPTED
   // Followers stopped: the leader appends the claim and sends it to them
   // (it waits in their sockets), but cannot commit it, so no answer.
   for (const f of followers) await control({ op: 'pause', node: f });
-  let pending;
+  let killed = false;
   try {
-    pending = c.claim(S, k);
-    pending.catch(() => {});
-    await sleep(200);
-    await control({ op: 'kill', node: leader });
+    let pending;
+    try {
+      pending = c.claim(S, k);
+      pending.catch(() => {});
+      await sleep(200);
+      await control({ op: 'kill', node: leader });
+      killed = true;
+    } finally {
+      for (const f of followers) await control({ op: 'resume', node: f });
+    }
+    // The followers read the entry, elect a leader that commits it; the
+    // client's retry (same request id) is recognized.
+    const a = await pending;
+    assert.strictEqual(a.outcome, Outcome.ACCEPTED);
+    assert.strictEqual(a.retry, true, 'the retry found the first attempt applied');
+    assert.notStrictEqual(a.node, leader);
+    const l = await c.lookup(S, k);
+    assert.strictEqual(l.firstRequestId, a.requestId, 'one request id for the call and its retries');
+    assert.ok(l.attempts.some((x) => x.requestId === a.requestId && x.retry));
   } finally {
-    for (const f of followers) await control({ op: 'resume', node: f });
+    // The next tests get three nodes again, whatever happened here.
+    if (killed) await control({ op: 'start', node: leader });
+    await control({ op: 'wait_leader' });
   }
-  // The followers read the entry, elect a leader that commits it; the
-  // client's retry (same request id) is recognized.
-  const a = await pending;
-  assert.strictEqual(a.outcome, Outcome.ACCEPTED);
-  assert.strictEqual(a.retry, true, 'the retry found the first attempt applied');
-  assert.notStrictEqual(a.node, leader);
-  const l = await c.lookup(S, k);
-  assert.strictEqual(l.firstRequestId, a.requestId, 'one request id for the call and its retries');
-  assert.ok(l.attempts.some((x) => x.requestId === a.requestId && x.retry));
-  await control({ op: 'start', node: leader });
-  await control({ op: 'wait_leader' });
 });
 
 test('a cluster re-created empty on the same addresses is refused by the pin', { skip }, async () => {
