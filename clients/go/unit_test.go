@@ -188,7 +188,15 @@ func jsonTags(typ reflect.Type) []string {
 }
 
 // strictDecode decodes b into v refusing a field v has no place for, so a
-// field of the answers that the structs forget fails here.
+// field of the answers that the structs forget fails here. v must have no
+// UnmarshalJSON of its own (which would not see the decoder's setting):
+// the plain types below.
+type (
+	plainAnswer  Answer
+	plainAttempt Attempt
+	plainStatus  StatusAnswer
+)
+
 func strictDecode(b []byte, v interface{}) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
@@ -218,7 +226,7 @@ func TestDecodeEveryAnswerField(t *testing.T) {
 			}
 			continue
 		case strings.Contains(base, "status"):
-			var s StatusAnswer
+			var s plainStatus
 			if err := strictDecode(b, &s); err != nil {
 				t.Errorf("%s: %v", base, err)
 			}
@@ -227,7 +235,7 @@ func TestDecodeEveryAnswerField(t *testing.T) {
 			}
 			continue
 		}
-		var a Answer
+		var a plainAnswer
 		if err := strictDecode(b, &a); err != nil {
 			t.Errorf("%s: %v", base, err)
 		}
@@ -235,9 +243,15 @@ func TestDecodeEveryAnswerField(t *testing.T) {
 			seen[k] = true
 		}
 		if raw, ok := m["attempts"]; ok {
-			var as []map[string]json.RawMessage
+			var as []json.RawMessage
 			_ = json.Unmarshal(raw, &as)
-			for _, at := range as {
+			for _, rawAt := range as {
+				var pa plainAttempt
+				if err := strictDecode(rawAt, &pa); err != nil {
+					t.Errorf("%s: attempt: %v", base, err)
+				}
+				var at map[string]json.RawMessage
+				_ = json.Unmarshal(rawAt, &at)
 				for k := range at {
 					seenAttempt[k] = true
 				}
@@ -589,5 +603,28 @@ func TestReadmeQuotesTheExample(t *testing.T) {
 	if !strings.Contains(lines[0], `"127.0.0.1:7121", "127.0.0.1:7122", "127.0.0.1:7123"`) ||
 		!strings.Contains(body, `nodes := []string{"127.0.0.1:7121", "127.0.0.1:7122", "127.0.0.1:7123"}`) {
 		t.Error("the example's nodes are not scripts/run's HTTP ports")
+	}
+}
+
+func TestDecodeIntegersWrittenAsStrings(t *testing.T) {
+	// Above 2^63-1 a node writes the integer as a decimal string.
+	b := []byte(`{"outcome":"FOUND","log_time_ms":"18446744073709551615","first_index":3,` +
+		`"attempts":[{"request_id":"","index":"9223372036854775808","time_ms":1,"outcome":"ACCEPTED","retry":false}],"kind":"NONCE"}`)
+	var a Answer
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.LogTimeMS != 18446744073709551615 || a.FirstIndex != 3 || a.Kind != Nonce ||
+		len(a.Attempts) != 1 || a.Attempts[0].Index != 9223372036854775808 || a.Attempts[0].Outcome != Accepted {
+		t.Fatalf("%+v", a)
+	}
+	var s StatusAnswer
+	if err := json.Unmarshal([]byte(`{"outcome":"OK","term":"18446744073709551614","role":"LEADER"}`), &s); err != nil ||
+		s.Term != 18446744073709551614 || s.Role != RoleLeader {
+		t.Fatalf("%+v %v", s, err)
+	}
+	// A string that is no integer is still refused.
+	if err := json.Unmarshal([]byte(`{"outcome":"OK","term":"many"}`), &s); err == nil {
+		t.Fatal("term \"many\" decoded")
 	}
 }
