@@ -203,13 +203,15 @@ class Client {
       return e;
     };
 
-    if (req.signal && req.signal.aborted) {
-      throw new errors.NotAppliedError('aborted by the caller before sending', {
-        code: 'CANCELLED', requestId, cause: req.signal.reason,
-      });
-    }
+    const cancelled = () => {
+      const info = { code: 'CANCELLED', requestId, node: last ? last.node : undefined, cause: req.signal.reason };
+      const msg = last === null ? 'aborted by the caller before sending'
+        : `aborted by the caller after ${attempts} attempts; last error: ${last.message}`;
+      return maybeApplied ? new errors.OutcomeUnknownError(msg, info) : new errors.NotAppliedError(msg, info);
+    };
 
     for (;;) {
+      if (req.signal && req.signal.aborted) throw cancelled();
       const now = Date.now();
       const remaining = deadline - now;
       const url = this._nodes[node] + req.path;
@@ -245,11 +247,7 @@ class Client {
         }
       }
       last = err;
-      if (req.signal && req.signal.aborted) {
-        const info = { code: 'CANCELLED', requestId, node: last.node, cause: req.signal.reason };
-        throw maybeApplied ? new errors.OutcomeUnknownError(`aborted by the caller after ${attempts} attempts; last error: ${last.message}`, info)
-          : new errors.NotAppliedError(`aborted by the caller after ${attempts} attempts; last error: ${last.message}`, info);
-      }
+      if (req.signal && req.signal.aborted) throw cancelled();
       if (req.only !== undefined) throw finalError(last);
       node = (node + 1) % this._nodes.length;
       backoff = backoffNext(backoff);

@@ -217,3 +217,15 @@ test('a node without the API (404 text) is skipped; not applied', async () => {
   const c2 = new Client({ nodes: [a.url], timeoutMs: 200 });
   await assert.rejects(c2.claim('s', 'k'), (e) => e instanceof NotAppliedError && e.httpStatus === 404);
 });
+
+test('an AbortSignal during the backoff between attempts ends the call there', async () => {
+  const ac = new AbortController();
+  // 10 ms after the second answer the client sleeps its 40 ms backoff.
+  const a = await fake((r, n) => {
+    if (n === 2) setTimeout(() => ac.abort(), 10);
+    return { status: 503, body: errorAnswer('UNAVAILABLE', 'false', r.body.request_id) };
+  });
+  const c = new Client({ nodes: [a.url], timeoutMs: 10000 });
+  await assert.rejects(c.claim('s', 'k', { signal: ac.signal }), (e) => e instanceof NotAppliedError && e.code === 'CANCELLED');
+  assert.strictEqual(a.requests.length, 2, 'nothing sent after the abort');
+});
