@@ -245,7 +245,10 @@ export declare class Client {
   release(scope: string, key: string, ownerToken: string, options?: ReleaseOptions): Promise<ReleaseAnswer>;
   lookup(scope: string, key: string, options?: CallOptions): Promise<LookupAnswer>;
   status(options?: StatusOptions): Promise<StatusAnswer>;
-  /** Run fn at most once per (scope, key) across every process: see README. */
+  /** Run fn at most once per (scope, key) across every process: see README.
+   * Resolves to the result as stored: decode(encode(value)), by default a
+   * JSON round trip (a Date comes back as its string), the same for the run
+   * that did the work and for every DUPLICATE. */
   idempotent<T>(
     scope: string,
     key: string,
