@@ -238,7 +238,7 @@ class Client {
         if (!(e instanceof TransportError)) throw e;
         const sent = e.sent && req.write;
         if (sent) maybeApplied = true;
-        const info = { code: e.timedOut ? 'DEADLINE_EXCEEDED' : (e.sent ? 'UNKNOWN' : 'UNAVAILABLE'), requestId, node: this._nodes[node], cause: e.cause || e };
+        const info = { code: e.timedOut ? 'DEADLINE_EXCEEDED' : (sent ? 'UNKNOWN' : 'UNAVAILABLE'), requestId, node: this._nodes[node], cause: e.cause || e };
         err = sent ? new errors.OutcomeUnknownError(`${this._nodes[node]}: ${e.message}`, info)
           : new errors.NotAppliedError(`${this._nodes[node]}: ${e.message}`, info);
         if (req.only === undefined && this._preferred === node) {
