@@ -71,10 +71,13 @@ WAIT_MAX_S = 1.0
 # Retries of a complete / release whose outcome stayed unknown after the
 # client's own retries (each with the same request id).
 UNKNOWN_RETRIES = 3
+RESULT_MAX = 65536
 
 
 def _default_execution_id() -> str:
-    return "%s:%d" % (socket.gethostname(), os.getpid())
+    """hostname:pid, as evidence in the record's attempts (<= 128 bytes)."""
+    text = "%s:%d" % (socket.gethostname(), os.getpid())
+    return text.encode("utf-8")[-128:].decode("utf-8", "ignore")
 
 
 class Once:
@@ -204,12 +207,23 @@ class Once:
                 rid = e.request_id
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def complete(self) -> Answer:
-        """Store the result; raise NotOwnerError when fenced."""
-        assert self.owner_token is not None
+    def _serialized(self) -> bytes:
         data = self.serialize(self._result)
         if isinstance(data, str):
             data = data.encode("utf-8")
+        if not isinstance(data, bytes):
+            raise TypeError("serialize returned %s, not str or bytes"
+                            % type(data).__name__)
+        if len(data) > RESULT_MAX:
+            raise ValueError("%d bytes serialized, over 64 KiB" % len(data))
+        return data
+
+    def complete(self, data: Optional[bytes] = None) -> Answer:
+        """Store the result (serialized now unless @data is given); raise
+        NotOwnerError when fenced."""
+        assert self.owner_token is not None
+        if data is None:
+            data = self._serialized()
         token = self.owner_token
         a = self._retry_unknown(lambda rid: self.client.complete(
             self.scope, self.key, token, data, request_id=rid))
@@ -258,17 +272,14 @@ class Once:
             self.release(ev)
             return False
         try:
-            data = self.serialize(self._result)
+            data = self._serialized()
         except (TypeError, ValueError) as e:
-            self.release(e)
-            raise InvalidArgumentError("result: cannot be serialized: %s"
-                                       % e)
-        if len(data) > 65536:
-            err = InvalidArgumentError("result: %d bytes serialized, over "
-                                       "64 KiB" % len(data))
+            # Not storable: give the key up (retryable) rather than hold it
+            # until the lease ends.
+            err = InvalidArgumentError("result: cannot be stored: %s" % e)
             self.release(err)
             raise err
-        self.complete()
+        self.complete(data)
         return False
 
 

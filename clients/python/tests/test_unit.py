@@ -555,6 +555,18 @@ class TestHelperScripted(Scripted):
         self.assertTrue(rel["terminal"])
         self.assertIn("bad card", rel["error"])
 
+    def test_result_not_storable_releases(self):
+        for value in ({1, 2}, "x" * 70000):
+            with self.subTest(value=str(value)[:20]):
+                a = self.node((200, decision(owner_token="1:5:0")),
+                              (200, decision("RELEASED")))
+                with self.assertRaises(oc.InvalidArgumentError):
+                    with oc.Client([a.url]).once("s", "k") as run:
+                        run.result = value
+                self.assertEqual(a.bodies()[-1]["owner_token"], "1:5:0")
+                self.assertNotIn("result_b64", a.bodies()[-1])
+                self.assertEqual(a.requests[-1][1], "/v1/release")
+
     def test_failed_and_conflict(self):
         a = self.node((200, decision("FAILED", stored_error="declined")))
         with self.assertRaises(oc.FailedError) as cm:
