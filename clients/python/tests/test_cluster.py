@@ -10,6 +10,7 @@ On a TLS cluster (with_cluster.py --tls) every call is the tenant's
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -313,6 +314,7 @@ class TestHelper(unittest.TestCase):
 
     def test_two_processes_race_on_one_key(self):
         d = tempfile.mkdtemp(prefix="once-py-race.")
+        self.addCleanup(shutil.rmtree, d, True)
         worklog = os.path.join(d, "work.log")
         start_at = "%.3f" % (time.time() + 1.5)
         procs = [subprocess.Popen(
