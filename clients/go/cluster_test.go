@@ -588,8 +588,9 @@ func TestTLSTenant(t *testing.T) {
 	anon, _ := New(Config{Nodes: tc.urls, TLS: tlsFiles(t, "", "")})
 	defer anon.Close()
 	_, err = anon.Claim(ctx, ClaimRequest{Scope: "tenant-a", Key: key + "-anon"})
-	if !errors.Is(err, ErrPermissionDenied) && !errors.Is(err, ErrNotApplied) {
-		t.Fatalf("without a certificate: %v", err)
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrPermissionDenied) || e.Kind != Definite || e.HTTPStatus != 403 {
+		t.Fatalf("without a certificate: want PERMISSION_DENIED, got %v", err)
 	}
 	// A server certificate from another CA: never trusted.
 	wrong, _ := New(Config{Nodes: tc.urls, TLS: &tls.Config{MinVersion: tls.VersionTLS13}})
