@@ -12,9 +12,10 @@ What it does for every call (docs/design.md §1.6, §1.11, §5; include/once.h,
     reached, UNAVAILABLE, RESOURCE_EXHAUSTED) moves to the next node after
     a backoff (20 ms doubling to 200 ms, as libonce); an attempt whose
     outcome is unknown (504, DEADLINE_EXCEEDED, the connection lost after
-    the request went out) is retried with the same request id: on the same
-    node when that node answered (it is alive and forwards to whichever
-    node leads), on the next one when it went silent; INVALID_ARGUMENT,
+    the request went out) is retried with the same request id: once more
+    on the same node when that node answered (it is alive and forwards to
+    whichever node leads), then on the next one, and on the next one at
+    once when it went silent; INVALID_ARGUMENT,
     PERMISSION_DENIED and FAILED_PRECONDITION are final. Once an attempt
     of a call was "unknown", the call stays "unknown" whatever later
     attempts say. An attempt never takes more than half of what remains
@@ -524,6 +525,7 @@ class Client:
         attempts = 0
         maybe_applied = False
         backoff = 0.0
+        stayed = False
         last: Optional[OnceError] = None
         while True:
             left = deadline - time.monotonic()
@@ -566,12 +568,16 @@ class Client:
                 assert err is not None
                 if unknown and write:
                     maybe_applied = True
-                    same_node = True  # it answered: alive, it forwards
+                    # It answered, so it is alive and forwards to whoever
+                    # leads: ask it again once; then the next node, in
+                    # case it is the one cut off from the leader.
+                    same_node = not stayed
                 if final:
                     raise self._sticky(err, maybe_applied)
                 last = err
             if one_node is not None:
                 break
+            stayed = same_node
             if not same_node:
                 i = (i + 1) % n_nodes
             backoff = BACKOFF_FIRST_S if backoff == 0 else \
