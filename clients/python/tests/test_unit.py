@@ -635,8 +635,13 @@ class TestInstall(unittest.TestCase):
             if r.returncode != 0:
                 self.skipTest("no setuptools (or wheel) for the venv: %s"
                               % r.stderr.decode()[-200:])
+            # From a copy: setuptools leaves build/ and *.egg-info beside
+            # the sources it builds.
+            src = os.path.join(d, "src")
+            shutil.copytree(PKG, src, ignore=shutil.ignore_patterns(
+                "tests", "__pycache__", "build", "*.egg-info"))
             r = subprocess.run([py, "-m", "pip", "install", "--no-index",
-                                "--no-build-isolation", "-q", PKG],
+                                "--no-build-isolation", "-q", src],
                                capture_output=True, cwd=d,
                                env=dict(os.environ, PIP_NO_INPUT="1"))
             self.assertEqual(r.returncode, 0, r.stderr.decode()[-2000:])
