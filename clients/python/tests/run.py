@@ -31,6 +31,11 @@ def run(tls, targets):
     print("=== %s" % " ".join(cmd), flush=True)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
                PYTHONWARNINGS="ignore::ResourceWarning")
+    # The runs' working directory is the package: paths the caller gave
+    # relative to its own stay right.
+    for k in ("top_builddir", "top_srcdir", "ONCED", "ONCECTL"):
+        if env.get(k):
+            env[k] = os.path.abspath(env[k])
     p = subprocess.Popen(cmd, cwd=PKG, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT)
     ran = failed = skipped = None
