@@ -25,7 +25,10 @@ What it does for every call (docs/design.md §1.6, §1.11, §5; include/once.h,
   * the cluster id: pinned at the first well-formed answer (or given), and
     every answer of another cluster is refused with ClusterMismatchError,
     never retried elsewhere: a cluster re-created empty on the same
-    addresses cannot answer ACCEPTED for keys the old one saw;
+    addresses cannot answer ACCEPTED for keys the old one saw. Since the
+    HTTP API cannot carry the pin, a pinned client checks the node's status
+    on every new connection before its first write there (_preflight), so
+    a write never reaches another cluster;
   * bad arguments are refused with InvalidArgumentError before any network
     call (the bounds of docs/http-api.md, "Requests").
 
@@ -39,6 +42,7 @@ import http.client
 import json
 import os
 import secrets
+import select
 import socket
 import ssl
 import threading
@@ -128,6 +132,15 @@ class _Lost(Exception):
     """The request went out and no answer came back: perhaps applied."""
 
 
+class _Foreign(Exception):
+    """A new connection's node belongs to another cluster than the pinned
+    one; the write was not sent."""
+
+    def __init__(self, cluster_id: str) -> None:
+        super().__init__(cluster_id)
+        self.cluster_id = cluster_id
+
+
 class _Pool:
     """Idle keep-alive connections of one node."""
 
@@ -140,7 +153,7 @@ class _Pool:
         with self.lock:
             while self.idle:
                 conn, t = self.idle.pop()
-                if now - t < IDLE_REUSE_S:
+                if now - t < IDLE_REUSE_S and not _dropped(conn):
                     return conn
                 conn.close()
         return None
@@ -154,6 +167,20 @@ class _Pool:
             for conn, _ in self.idle:
                 conn.close()
             self.idle.clear()
+
+
+def _dropped(conn: http.client.HTTPConnection) -> bool:
+    """An idle connection that is readable has been closed by its node (a
+    restart, the idle timeout): a request sent on it would be lost after
+    it went out, an outcome unknown for nothing."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(r)
 
 
 # --- argument checks: before any network call --------------------------------
@@ -550,6 +577,14 @@ class Client:
                 last = UnavailableError(
                     "%s: not reached: %s" % (node.url, e),
                     status="UNAVAILABLE", request_id=rid, node=node.url)
+            except _Foreign as e:
+                raise ClusterMismatchError(
+                    "cluster id mismatch: pinned %s, %s belongs to %s "
+                    "(checked before the request was sent)"
+                    % (self._pinned, node.url, e.cluster_id),
+                    pinned=self._pinned or "", answered=e.cluster_id,
+                    applied="unknown" if maybe_applied else "false",
+                    request_id=rid, node=node.url)
             except _Lost as e:
                 if write:
                     maybe_applied = True
@@ -732,6 +767,8 @@ class Client:
                     conn.connect()
                 except (OSError, ssl.SSLError) as e:
                     raise _NotSent(_describe(e))
+                if data is not None:
+                    self._preflight(conn)
             headers = {"Accept": "application/json"}
             if data is not None:
                 headers["Content-Type"] = "application/json"
@@ -746,7 +783,7 @@ class Client:
             raw = resp.read()
             status = resp.status
             keep = not resp.will_close
-        except (_NotSent, _Lost):
+        except (_NotSent, _Lost, _Foreign):
             conn.close()
             raise
         except (OSError, http.client.HTTPException, ssl.SSLError) as e:
@@ -763,6 +800,39 @@ class Client:
             return status, json.loads(text)
         except ValueError:
             return status, text.strip()
+
+
+    def _preflight(self, conn: http.client.HTTPConnection) -> None:
+        """Before the first write on a new connection of a pinned client:
+        the node's own status must name the pinned cluster. The HTTP API
+        has no request field for the pin (the RPC carries it, and a node
+        refuses a call pinned to another cluster before Raft sees it), and
+        a node that restarted -- a cluster re-created or restored on the
+        same addresses -- is only ever reached through a new connection:
+        so the write never reaches another cluster. Raises _Foreign, or
+        _NotSent when the node does not answer the status."""
+        with self._lock:
+            pinned = self._pinned
+        if pinned is None:
+            return
+        try:
+            conn.request("GET", "/v1/status",
+                         headers={"Accept": "application/json"})
+            resp = conn.getresponse()
+            raw = resp.read()
+        except (OSError, http.client.HTTPException, ssl.SSLError) as e:
+            raise _NotSent("status before the write: %s" % _describe(e))
+        if resp.will_close:
+            raise _NotSent("status before the write: the node closed the "
+                           "connection")
+        try:
+            cid = json.loads(raw).get("cluster_id")
+        except (ValueError, AttributeError):
+            cid = None
+        # Every answer names the node's cluster, a refusal too; one without
+        # (a node not bootstrapped yet) is checked again after the write.
+        if isinstance(cid, str) and cid and cid.lower() != pinned:
+            raise _Foreign(cid.lower())
 
 
 def _describe(e: BaseException) -> str:

@@ -404,9 +404,12 @@ class TestZRecreatedCluster(unittest.TestCase):
                 self.assertEqual(cl.cluster_id, old)
                 with self.assertRaises(oc.ClusterMismatchError):
                     cl.lookup(s, "k1")
-            # A new client pins the new cluster, which has forgotten k1.
+                self.assertEqual(e.applied, "false")
+            # A new client pins the new cluster, which has forgotten k1 --
+            # and never saw the refused claims: a pinned client checks a
+            # new connection's cluster before it writes there.
             fresh = ce.client()
-            self.assertIs(fresh.lookup(s, "k2").outcome, Outcome.NOT_FOUND)
+            self.assertIs(fresh.lookup(s, "k1").outcome, Outcome.NOT_FOUND)
             self.assertEqual(fresh.cluster_id, new)
             for cl in (c, given, fresh):
                 cl.close()

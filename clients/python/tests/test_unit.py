@@ -482,6 +482,34 @@ class TestRequestIds(Scripted):
         with self.assertRaises(oc.ClusterMismatchError):
             oc.Client([z.url], cluster_id=CLUSTER, timeout=2).claim("s", "k")
 
+    def test_pinned_client_checks_a_new_connection_before_writing(self):
+        st = {"outcome": "OK", "role": "FOLLOWER", "member_role": "VOTER",
+              "term": 1, "commit_index": 1, "applied_index": 1,
+              "config_index": 1, "cluster_id": OTHER}
+        a = FakeNode([(200, decision(cluster=OTHER))], status=(200, st))
+        b = FakeNode([(200, decision())], status=(200, dict(
+            st, cluster_id=CLUSTER)))
+        self.nodes += [a, b]
+        c = oc.Client([a.url, b.url], cluster_id=CLUSTER, timeout=5)
+        with self.assertRaises(oc.ClusterMismatchError) as cm:
+            c.claim("s", "k")
+        self.assertEqual(cm.exception.applied, "false")
+        self.assertIn("before the request was sent", str(cm.exception))
+        self.assertEqual((a.status_asked, a.bodies()), (1, []),
+                         "the write never reached the other cluster")
+        self.assertEqual(b.bodies(), [], "never retried elsewhere")
+        # The right cluster: checked once per connection, then written.
+        c2 = oc.Client([b.url], cluster_id=CLUSTER)
+        c2.claim("s", "k1")
+        c2.claim("s", "k2")
+        self.assertEqual(b.status_asked, 1)
+        self.assertEqual(len(b.bodies()), 2)
+        # Not pinned yet: nothing to check, the first answer pins.
+        c3 = oc.Client([a.url])
+        c3.claim("s", "k")
+        self.assertEqual(a.status_asked, 1)
+        self.assertEqual(c3.cluster_id, OTHER)
+
     def test_status_asks_one_node(self):
         st = {"outcome": "OK", "role": "LEADER", "member_role": "VOTER",
               "term": 1, "commit_index": 1, "applied_index": 1,
