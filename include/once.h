@@ -233,7 +233,9 @@ struct once_options
 void once_options_init(struct once_options *o);
 
 /* Make a client. Connects lazily (nothing is sent here). Returns 0 and
- * *out, or -1 with a message in @err (@errlen bytes) for bad options.
+ * *out, or a negated errno value with a message in @err (@errlen bytes):
+ * -EINVAL for bad options (TLS files refused included), -ENOMEM, or the
+ * system's error making the event loop.
  * If SIGPIPE still has its default disposition, it is set to SIG_IGN (a
  * node that resets a connection must not kill the process). */
 int once_client_new(const struct once_options *o,
@@ -251,7 +253,8 @@ void once_client_free(once_client *c);
 /* The cluster id pinned so far (false: none yet). */
 bool once_client_cluster_id(const once_client *c, uint8_t out[ONCE_ID_LEN]);
 
-/* Fill @out with ONCE_ID_LEN random bytes (OpenSSL RAND_bytes). 0 or -1. */
+/* Fill @out with ONCE_ID_LEN random bytes (OpenSSL RAND_bytes). 0, or -EIO
+ * if the generator failed. */
 int once_request_id_new(uint8_t out[ONCE_ID_LEN]);
 
 /* ------------------------------------------------------------------------
@@ -342,8 +345,10 @@ int once_forget(once_client *c,
 
 typedef void (*once_cb)(void *arg, struct once_result *r);
 
-/* 0 if queued; -1 with no callback if max_inflight calls are outstanding
- * or @a is invalid (the reason is in the client's last error). */
+/* 0 if queued; else no callback runs, the reason is in the client's last
+ * error, and the value is a negated errno: -EBUSY if max_inflight calls
+ * are outstanding, -EINVAL if @a (or @c, @cb) is invalid, -ESHUTDOWN if
+ * the client is closing, -ENOMEM, -EIO if no request id could be made. */
 int once_claim_async(once_client *c,
                      const struct once_claim *a,
                      once_cb cb,

@@ -70,14 +70,17 @@ enum once_scheme {
 
 typedef struct once_verifier once_verifier;
 
-/* A verifier of @scheme with no secret yet. 0, or -1 with a message. */
+/* A verifier of @scheme with no secret yet. 0, or a negated errno with a
+ * message: -EINVAL (unknown scheme), -ENOMEM, -ENOTSUP (OpenSSL offers no
+ * HMAC). */
 int once_verifier_new(enum once_scheme scheme,
                       once_verifier **out,
                       char *err,
                       size_t errlen);
 /* Add one secret (@len bytes of text, surrounding whitespace ignored).
- * 0, or -1 with a message that never quotes the secret: a secret that
- * does not parse, a duplicate, or more than ONCE_VERIFY_SECRETS_MAX. */
+ * 0, or a negated errno with a message that never quotes the secret:
+ * -EINVAL for a secret that does not parse, -EEXIST for a duplicate,
+ * -ENOSPC for more than ONCE_VERIFY_SECRETS_MAX. */
 int once_verifier_add(once_verifier *v,
                       const char *secret,
                       size_t len,

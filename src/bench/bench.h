@@ -54,9 +54,9 @@ struct bench_cfg
     char scope[ONCE_SCOPE_MAX + 1];
 };
 
-/* Parse argv into @cfg (defaults first). 0: run; 1: --help asked; -1: a
- * bad flag, with one line naming it in @err (ERR_MSG_SIZE bytes, or
- * NULL). @argv stays referenced (cfg->plot). */
+/* Parse argv into @cfg (defaults first). 0: run; 1: --help asked;
+ * -EINVAL: a bad flag, with one line naming it in @err (ERR_MSG_SIZE bytes,
+ * or NULL). @argv stays referenced (cfg->plot). */
 int bench_parse(int argc,
                 char **argv,
                 struct bench_cfg *cfg,

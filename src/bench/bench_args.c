@@ -2,6 +2,7 @@
  * checked here, before anything connects: a bad flag is one line naming it
  * and exit 2. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,7 @@ static int parse_cluster(struct bench_cfg *cfg,
 
     if (len == 0 || len >= sizeof cfg->cluster_buf) {
         err_printf(err, "--cluster: %s", len == 0 ? "empty" : "too long");
-        return -1;
+        return -EINVAL;
     }
     memcpy(cfg->cluster_buf, s, len + 1);
     cfg->n_addrs = 0;
@@ -107,13 +108,13 @@ static int parse_cluster(struct bench_cfg *cfg,
         if (cfg->n_addrs == ONCE_ADDRS_MAX) {
             err_printf(err, "--cluster: more than %u addresses",
                        (unsigned)ONCE_ADDRS_MAX);
-            return -1;
+            return -EINVAL;
         }
         if (strlen(p) > ONCE_ADDR_MAX || !check_addr(p)) {
             err_printf(
                 err, "--cluster: bad address \"%.64s\" (want an IPv4 IP:PORT)",
                 p);
-            return -1;
+            return -EINVAL;
         }
         cfg->addrs[cfg->n_addrs++] = p;
         if (comma == NULL) {
@@ -138,7 +139,7 @@ static int parse_keys(struct bench_cfg *cfg,
             err_printf(err,
                        "--keys: replay:PCT wants PCT 0..100, got \"%.32s\"",
                        s + 7);
-            return -1;
+            return -EINVAL;
         }
         cfg->keys = BENCH_KEYS_REPLAY;
         cfg->replay_pct = (uint32_t)v;
@@ -148,7 +149,7 @@ static int parse_keys(struct bench_cfg *cfg,
         if (!text_parse_u64(s + 4, BENCH_HOT_MAX, &v) || v == 0) {
             err_printf(err, "--keys: hot:K wants K 1..%u, got \"%.32s\"",
                        BENCH_HOT_MAX, s + 4);
-            return -1;
+            return -EINVAL;
         }
         cfg->keys = BENCH_KEYS_HOT;
         cfg->hot_keys = v;
@@ -156,7 +157,7 @@ static int parse_keys(struct bench_cfg *cfg,
     }
     err_printf(err, "--keys: want unique, replay:PCT or hot:K, got \"%.32s\"",
                s);
-    return -1;
+    return -EINVAL;
 }
 
 static void defaults(struct bench_cfg *cfg)
@@ -227,7 +228,7 @@ static int number(const char *name,
     if (!u64_in(v, lo, hi, out)) {
         err_printf(err, "%s: want %llu..%llu%s, got \"%.32s\"", name,
                    (unsigned long long)lo, (unsigned long long)hi, unit, v);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -245,7 +246,7 @@ static int duration(const char *name,
     if (!text_parse_duration_ms(v, max_ms, out) || (!zero_ok && *out == 0)) {
         err_printf(err, "%s: want a duration %s, got \"%.32s\"", name, range,
                    v);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -260,7 +261,7 @@ static int parse_kind(struct bench_cfg *cfg,
         cfg->kind = ONCE_IDEMPOTENT;
     } else {
         err_printf(err, "--kind: want nonce or idempotent, got \"%.32s\"", v);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -273,7 +274,7 @@ static const char *const value_flags[] = {
     "--tls-cert", "--tls-key",
 };
 
-/* Set flag @name (one of value_flags) from @v. 0, or -1 with @err. */
+/* Set flag @name (one of value_flags) from @v. 0, or -EINVAL with @err. */
 static int set_flag(struct bench_cfg *cfg,
                     const char *name,
                     const char *v,
@@ -328,13 +329,13 @@ static int set_flag(struct bench_cfg *cfg,
         if (len == 0 || len > ONCE_SCOPE_MAX) {
             err_printf(err, "--scope: want 1..%u bytes",
                        (unsigned)ONCE_SCOPE_MAX);
-            return -1;
+            return -EINVAL;
         }
         memcpy(cfg->scope, v, len + 1);
     } else if (strncmp(name, "--tls-", 6) == 0) {
         if (v[0] == '\0') {
             err_printf(err, "%s: want a file name", name);
-            return -1;
+            return -EINVAL;
         }
         *(strcmp(name, "--tls-ca") == 0     ? &cfg->tls_ca
           : strcmp(name, "--tls-cert") == 0 ? &cfg->tls_cert
@@ -342,7 +343,7 @@ static int set_flag(struct bench_cfg *cfg,
     } else { /* --plot */
         if (v[0] == '\0') {
             err_printf(err, "--plot: want a file name");
-            return -1;
+            return -EINVAL;
         }
         cfg->plot = v;
     }
@@ -379,21 +380,21 @@ int bench_parse(int argc,
         }
         if (missing) {
             err_printf(err, "%s: needs a value", value_flags[k]);
-            return -1;
+            return -EINVAL;
         }
         if (v == NULL) {
             err_printf(err, "unknown flag \"%.64s\" (see --help)", a);
-            return -1;
+            return -EINVAL;
         }
         if (set_flag(cfg, value_flags[k], v, &have_duration, err) != 0) {
-            return -1;
+            return -EINVAL;
         }
     }
     if (cfg->rate != 0 && cfg->rate < cfg->connections) {
         err_printf(err,
                    "--rate: %llu claims/s is less than one per connection (%u)",
                    (unsigned long long)cfg->rate, cfg->connections);
-        return -1;
+        return -EINVAL;
     }
     if (cfg->count != 0 && !have_duration) {
         cfg->duration_ms = BENCH_DURATION_MAX_MS;

@@ -177,21 +177,29 @@ static int run_case(const char *dir,
     size_t n;
     char err[256];
     double warm;
-    int failed;
+    int failed, rv;
 
     rm_rf(dir);
-    if (b == NULL || mkdir(dir, 0700) != 0) {
+    if (b == NULL) {
+        return -ENOMEM;
+    }
+    if (mkdir(dir, 0700) != 0) {
+        int e = errno;
+
         perror(dir);
         free(b);
-        return -1;
+        return -e;
     }
     memset(&o, 0, sizeof o);
     o.no_snapshot_pacing = !paced;
     uv_loop_init(&b->loop);
-    if (store_log_init(&b->s, &b->loop, dir, &o, err) != 0 ||
-        b->s.ops->load(&b->s, &term, &vote, &snap, &start, &entries, &n) != 0) {
+    rv = store_log_init(&b->s, &b->loop, dir, &o, err);
+    if (rv == 0) {
+        rv = b->s.ops->load(&b->s, &term, &vote, &snap, &start, &entries, &n);
+    }
+    if (rv != 0) {
         fprintf(stderr, "bench-snapwrite: %s\n", err);
-        return -1;
+        return rv;
     }
     raft_free(entries);
     memset(b->payload, 0x5a, sizeof b->payload);
@@ -231,7 +239,7 @@ static int run_case(const char *dir,
     failed = b->failed;
     free(b);
     rm_rf(dir);
-    return failed == 0 ? 0 : -1;
+    return failed; /* 0, or the store's RAFT_* status */
 }
 
 static double median(double *v, int n)
@@ -291,16 +299,18 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++) {
         struct outcome paced, flat;
         bool paced_first = r % 2 == 0;
-        int rv = 0;
+        int n_failed = 0;
 
         if (paced_first) {
-            rv |= run_case(dir, true, (size_t)mib << 20, lat, &paced);
+            n_failed +=
+                run_case(dir, true, (size_t)mib << 20, lat, &paced) != 0;
         }
-        rv |= run_case(dir, false, (size_t)mib << 20, lat, &flat);
+        n_failed += run_case(dir, false, (size_t)mib << 20, lat, &flat) != 0;
         if (!paced_first) {
-            rv |= run_case(dir, true, (size_t)mib << 20, lat, &paced);
+            n_failed +=
+                run_case(dir, true, (size_t)mib << 20, lat, &paced) != 0;
         }
-        if (rv != 0) {
+        if (n_failed != 0) {
             fprintf(stderr, "bench-snapwrite: a case failed\n");
             free(lat);
             return 1;

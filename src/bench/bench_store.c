@@ -102,7 +102,7 @@ static void rm_rf(const char *dir)
 #define FLOOR_SPAN (256u << 20) /* pre-zeroed bytes the floors cycle over */
 
 /* The floors' file: pre-zeroed, like the store's segments, so every floor
- * measures overwrites of allocated blocks. */
+ * measures overwrites of allocated blocks. Its fd, or -errno. */
 static int floor_open(const char *dir, size_t len, uint8_t **buf)
 {
     char path[4200];
@@ -112,21 +112,27 @@ static int floor_open(const char *dir, size_t len, uint8_t **buf)
     *buf = malloc(len);
     fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || *buf == NULL) {
+        int e = fd < 0 ? errno : ENOMEM;
+
         perror("floor");
         free(*buf);
         if (fd >= 0) {
             close(fd);
         }
-        return -1;
+        return -e;
     }
     unlink(path); /* gone at close */
     memset(*buf, 0, len);
     for (uint64_t o = 0; o < FLOOR_SPAN; o += len) {
-        if (pwrite(fd, *buf, len, (off_t)o) != (ssize_t)len) {
+        ssize_t w = pwrite(fd, *buf, len, (off_t)o);
+
+        if (w != (ssize_t)len) {
+            int e = w < 0 ? errno : EIO; /* a short write sets none */
+
             perror("floor prezero");
             close(fd);
             free(*buf);
-            return -1;
+            return -e;
         }
     }
     fdatasync(fd);
@@ -134,12 +140,16 @@ static int floor_open(const char *dir, size_t len, uint8_t **buf)
     return fd;
 }
 
+/* One write and sync: 0, or -errno. */
 static int floor_write(int fd, const uint8_t *buf, size_t len, uint64_t *off)
 {
-    if (pwrite(fd, buf, len, (off_t)*off) != (ssize_t)len ||
-        fdatasync(fd) != 0) {
+    ssize_t w = pwrite(fd, buf, len, (off_t)*off);
+
+    if (w != (ssize_t)len || fdatasync(fd) != 0) {
+        int e = w >= 0 && w != (ssize_t)len ? EIO : errno; /* short: none */
+
         perror("floor write");
-        return -1;
+        return -e;
     }
     *off += len;
     if (*off + len > FLOOR_SPAN) {
@@ -163,7 +173,7 @@ static int run_floor(const char *dir,
     int fd = floor_open(dir, len, &buf);
 
     if (fd < 0) {
-        return -1;
+        return fd;
     }
     start = now_us();
     end = start + seconds * 1e6;
@@ -253,10 +263,11 @@ static int run_floor_hop(const char *dir,
     pthread_t th;
     uint8_t *buf;
     double start;
+    int rv;
     int fd = floor_open(dir, size, &buf);
 
     if (fd < 0) {
-        return -1;
+        return fd;
     }
     memset(&h, 0, sizeof h);
     pthread_mutex_init(&h.mu, NULL);
@@ -268,11 +279,12 @@ static int run_floor_hop(const char *dir,
     uv_loop_init(&loop);
     uv_async_init(&loop, &h.done, hop_done);
     h.done.data = &h;
-    if (pthread_create(&th, NULL, hop_worker, &h) != 0) {
-        perror("floor thread");
+    rv = pthread_create(&th, NULL, hop_worker, &h);
+    if (rv != 0) {
+        fprintf(stderr, "floor thread: %s\n", strerror(rv));
         close(fd);
         free(buf);
-        return -1;
+        return -rv;
     }
     start = now_us();
     h.end = start + seconds * 1e6;
@@ -397,8 +409,10 @@ static int run_store(const char *dir,
 
     rm_rf(dir);
     if (mkdir(dir, 0700) != 0) {
+        int e = errno;
+
         perror(dir);
-        return -1;
+        return -e;
     }
     uv_loop_init(&loop);
     if (strcmp(backend, "uv") == 0) {
@@ -421,12 +435,12 @@ static int run_store(const char *dir,
     }
     if (rv != 0) {
         fprintf(stderr, "bench-store: %s: %s\n", backend, err);
-        return -1;
+        return rv;
     }
     rv = s->ops->load(s, &term, &vote, &snap, &start, &entries, &n);
     if (rv != 0) {
         fprintf(stderr, "bench-store: %s load: %s\n", backend, s->errmsg);
-        return -1;
+        return rv;
     }
     raft_free(entries);
     memset(&run, 0, sizeof run);
@@ -477,7 +491,7 @@ static int run_store(const char *dir,
     uv_loop_close(&loop);
     free(run.payload);
     rm_rf(dir);
-    return run.failed == 0 ? 0 : -1;
+    return run.failed; /* 0, or the store's RAFT_* status */
 }
 
 static void print_row(const struct result *r)

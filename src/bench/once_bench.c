@@ -628,7 +628,8 @@ static bool have_gnuplot(void)
     return false;
 }
 
-/* The PNG: claims/s (left axis) and p50/p99 ms (right, log) per second. */
+/* The PNG: claims/s (left axis) and p50/p99 ms (right, log) per second.
+ * 0, or -errno (-ENOEXEC: gnuplot did not start; -EIO: it failed). */
 static int plot(const struct run *run, const char *file)
 {
     char data[] = "/tmp/once-bench-plot-XXXXXX";
@@ -639,14 +640,18 @@ static int plot(const struct run *run, const char *file)
     int rc;
 
     if (fd < 0) {
-        fprintf(stderr, "once-bench: --plot: mkstemp: %s\n", strerror(errno));
-        return -1;
+        int e = errno;
+
+        fprintf(stderr, "once-bench: --plot: mkstemp: %s\n", strerror(e));
+        return -e;
     }
     fp = fdopen(fd, "w");
     if (fp == NULL) {
+        int e = errno;
+
         (void)close(fd);
         (void)unlink(data);
-        return -1;
+        return -e;
     }
     for (i = 0; i < run->n_secs; i++) {
         fprintf(fp, "%zu %" PRIu64 " %.3f %.3f\n", i + 1, run->sec_ok[i],
@@ -658,7 +663,7 @@ static int plot(const struct run *run, const char *file)
     if (gp == NULL) {
         (void)unlink(data);
         fprintf(stderr, "once-bench: --plot: cannot run gnuplot\n");
-        return -1;
+        return -ENOEXEC;
     }
     /* The file name was checked for quotes and control characters. */
     fprintf(gp,
@@ -677,7 +682,7 @@ static int plot(const struct run *run, const char *file)
     (void)unlink(data);
     if (rc != 0) {
         fprintf(stderr, "once-bench: --plot: gnuplot failed (status %d)\n", rc);
-        return -1;
+        return -EIO;
     }
     return 0;
 }

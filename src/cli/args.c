@@ -51,6 +51,9 @@ enum field {
     F_COUNT,
 };
 
+/* field_by_name's answer for a name no field has (a value, not an error). */
+#define F_NONE (-1)
+
 #define BIT(f) (UINT32_C(1) << (f))
 
 struct field_def;
@@ -461,6 +464,7 @@ void cli_req_init(struct cli_req *q, enum cli_cmd cmd)
     q->cmd = cmd;
 }
 
+/* The index of the field called @name in fields[], or F_NONE. */
 static int field_by_name(const char *name)
 {
     for (int f = 0; f < F_COUNT; f++) {
@@ -468,7 +472,7 @@ static int field_by_name(const char *name)
             return f;
         }
     }
-    return -1;
+    return F_NONE;
 }
 
 static bool is_positional(const struct cmd_def *d, int f)
@@ -519,7 +523,7 @@ bool cli_field_is_flag(const char *name)
 {
     int f = field_by_name(name);
 
-    return f >= 0 && fields[f].parse == NULL;
+    return f != F_NONE && fields[f].parse == NULL;
 }
 
 bool cli_req_accepts(const struct cli_req *q, const char *name)
@@ -527,7 +531,7 @@ bool cli_req_accepts(const struct cli_req *q, const char *name)
     const struct cmd_def *d = cmd_def(q->cmd);
     int f = field_by_name(name);
 
-    if (d == NULL || f < 0) {
+    if (d == NULL || f == F_NONE) {
         return false;
     }
     if (f == F_TIMEOUT) {
@@ -571,7 +575,7 @@ int cli_req_set(struct cli_req *q,
     const struct field_def *fd;
     bool ok;
 
-    if (f < 0 || !cli_req_accepts(q, name)) {
+    if (f == F_NONE || !cli_req_accepts(q, name)) {
         if (q->session) {
             err_printf(err, "%s: unknown field \"%s\"", cmd, name);
         } else {
@@ -885,7 +889,7 @@ static int argv_option(int argc,
     fname[n] = '\0';
     f = field_by_name(fname);
     /* Positional fields are not options (`--scope x` is refused). */
-    if (f < 0 || !cli_req_accepts(q, fname) ||
+    if (f == F_NONE || !cli_req_accepts(q, fname) ||
         is_positional(cmd_def(q->cmd), f)) {
         err_printf(err, "%s: unknown option --%.*s", cli_cmd_name(q->cmd),
                    (int)n, name);

@@ -290,7 +290,7 @@ int cli_exit_code(enum cli_cmd cmd, bool terminal, const struct once_result *r);
  * answer, tables for status and members. */
 void cli_print_text(FILE *out, FILE *errout, enum cli_cmd cmd, json_t *o);
 
-/* Print @o compact on one line, and flush. 0 or -1 (write failed). */
+/* Print @o compact on one line, and flush. 0, or -errno (write failed). */
 int cli_print_json(FILE *out, json_t *o);
 
 /* ------------------------------------------------------------------------

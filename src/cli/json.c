@@ -7,6 +7,7 @@
  * record, owner_token only when the cluster gave it, and so on. */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -424,8 +425,9 @@ int cli_print_json(FILE *out, json_t *o)
         fputs("oncectl: out of memory\n", stderr);
         abort();
     }
+    errno = 0;
     if (fputs(s, out) == EOF || fputc('\n', out) == EOF || fflush(out) != 0) {
-        rv = -1;
+        rv = errno != 0 ? -errno : -EIO; /* stdio sets errno, C does not say */
     }
     free(s);
     return rv;

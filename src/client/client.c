@@ -3,6 +3,7 @@
  * close, also from inside a callback), the data calls (claim, complete,
  * release, lookup, forget), asynchronous claims and once_run. Each call is
  * an op run by op.c; the admin calls are admin.c's (client_int.h). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +45,13 @@ void once_options_init(struct once_options *o)
 
 int once_request_id_new(uint8_t out[ONCE_ID_LEN])
 {
-    return RAND_bytes(out, ONCE_ID_LEN) == 1 ? 0 : -1;
+    /* RAND_bytes fails only when the generator cannot be seeded. */
+    return RAND_bytes(out, ONCE_ID_LEN) == 1 ? 0 : -EIO;
 }
 
-/* The TLS context of @o's files, or none without tls_ca. 0, or -1 with
- * @msg (ERR_MSG_SIZE) naming the file. */
+/* The TLS context of @o's files, or none without tls_ca. 0, or -EINVAL
+ * (bad options: the files refused) with @msg (ERR_MSG_SIZE) naming the
+ * file. */
 static int client_tls_init(struct once_client *c,
                            const struct once_options *o,
                            char *msg)
@@ -59,13 +62,13 @@ static int client_tls_init(struct once_client *c,
     if (o->tls_ca == NULL) {
         if (o->tls_cert != NULL || o->tls_key != NULL) {
             err_printf(msg, "tls_cert/tls_key: need tls_ca too");
-            return -1;
+            return -EINVAL;
         }
         return 0;
     }
     if (tls_ctx_client(&ctx, &f, msg) != 0) {
         err_wrapf(msg, "TLS");
-        return -1;
+        return -EINVAL;
     }
     tls_slot_set(&c->tls, ctx);
     return 0;
@@ -114,26 +117,28 @@ int once_client_new(const struct once_options *o,
 {
     struct once_client *c;
     char msg[ERR_MSG_SIZE];
+    int rv;
 
     if (out == NULL) {
         put_err(err, errlen, "out: NULL");
-        return -1;
+        return -EINVAL;
     }
     *out = NULL;
     if (!client_check_options(o, msg)) {
         put_err(err, errlen, msg);
-        return -1;
+        return -EINVAL;
     }
     c = calloc(1, sizeof *c);
     if (c == NULL) {
         put_err(err, errlen, "out of memory");
-        return -1;
+        return -ENOMEM;
     }
     ignore_sigpipe();
-    if (uv_loop_init(&c->loop) != 0) {
+    rv = uv_loop_init(&c->loop);
+    if (rv != 0) {
         free(c);
         put_err(err, errlen, "cannot make an event loop");
-        return -1;
+        return rv; /* a negated errno, as libuv's codes are on Unix */
     }
     (void)uv_timer_init(&c->loop, &c->timer);
     (void)uv_timer_init(&c->loop, &c->run_timer);
@@ -143,12 +148,13 @@ int once_client_new(const struct once_options *o,
     c->timeout_ms = o->timeout_ms != 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
     c->max_inflight =
         o->max_inflight != 0 ? o->max_inflight : DEFAULT_MAX_INFLIGHT;
-    if (client_tls_init(c, o, msg) != 0) {
+    rv = client_tls_init(c, o, msg);
+    if (rv != 0) {
         close_loop(c);
         (void)uv_loop_close(&c->loop);
         free(c);
         put_err(err, errlen, msg);
-        return -1;
+        return rv;
     }
     c->pinned = o->pin_cluster_id;
     if (o->pin_cluster_id) {
@@ -162,7 +168,7 @@ int once_client_new(const struct once_options *o,
             tls_slot_set(&c->tls, NULL);
             free(c);
             put_err(err, errlen, "out of memory opening a channel");
-            return -1;
+            return -ENOMEM;
         }
     }
     *out = c;
@@ -444,27 +450,33 @@ int once_claim_async(once_client *c,
     struct op *op;
 
     if (c == NULL) {
-        return -1;
+        return -EINVAL;
     }
     if (cb == NULL) {
         err_printf(c->last_error, "cb: NULL");
-        return -1;
+        return -EINVAL;
     }
     if (c->closing || c->free_pending) {
         err_printf(c->last_error, "client is closing");
-        return -1;
+        return -ESHUTDOWN;
     }
     if (c->outstanding >= c->max_inflight) {
         err_printf(c->last_error, "max_inflight: %u calls already outstanding",
                    c->max_inflight);
-        return -1;
+        return -EBUSY;
     }
     once_result_init(&r);
     op = claim_op(c, a, &r);
     if (op == NULL) {
+        /* claim_op's statuses: a refused argument, out of memory, or no
+         * request id (RAND_bytes). */
+        int rv = r.status == ONCE_STATUS_RESOURCE_EXHAUSTED ? -ENOMEM
+                 : r.status == ONCE_STATUS_UNAVAILABLE      ? -EIO
+                                                            : -EINVAL;
+
         client_text_put(c->last_error, sizeof c->last_error, "%s", r.error);
         once_result_clear(&r);
-        return -1;
+        return rv;
     }
     op->async = true;
     op->cb = cb;

@@ -67,6 +67,11 @@ struct client_decision client_decide(int rv,
  * for several groups, are UNAVAILABLE to this client). */
 enum once_status client_status_from_rpc(enum rpc_status s);
 
+/* The public status when the channel gave no answer (@rv < 0, RPC_E_* or
+ * -errno; @sent as conn.h says): DEADLINE_EXCEEDED for RPC_E_TIMEOUT, else
+ * UNKNOWN if the request may have left, UNAVAILABLE if it surely did not. */
+enum once_status client_status_of_channel(int rv, bool sent);
+
 /* Backoff after @prev_ms (0: the first one). */
 unsigned client_backoff_next(unsigned prev_ms);
 
@@ -149,10 +154,11 @@ int client_pack_status(bool state_digest, uint8_t **out, size_t *out_len);
 /* Status, MembersList, SnapshotTake: empty requests (NULL, 0). */
 
 /* ------------------------------------------------------------------------
- * Answers: 0 after filling the outputs, or -1 with the reason in @err
- * (the answer breaks a bound; outputs are then partly written: the caller
- * discards them, and @r's owned memory stays consistent for
- * once_result_clear).
+ * Answers: 0 after filling the outputs, or with the reason in @err
+ * RPC_E_PROTOCOL (the answer breaks a bound), RPC_E_NOMEM, or -EINVAL (a
+ * BackupRead without its buffer). Outputs are then partly written: the
+ * caller discards them, and @r's owned memory stays consistent for
+ * once_result_clear.
  * ---------------------------------------------------------------------- */
 
 /* The decision of Claim/Complete/Release/Lookup/Forget. @r's transport

@@ -98,7 +98,7 @@ struct op *op_new(struct once_client *c, enum rpc_method m, bool write);
 void op_free(struct op *op);
 
 /* Give @op its request id: @given (ONCE_ID_LEN bytes), or a fresh one.
- * 0, or -1 if none could be made (once_request_id_new). */
+ * 0, or -EIO if none could be made (once_request_id_new). */
 int op_take_request_id(struct op *op, const uint8_t *given);
 
 /* Start @op's first attempt, with its deadline @timeout_ms from now (0:
@@ -116,8 +116,8 @@ void op_unwait(struct op *op);
 void op_finish_closing(struct op *op, bool sent);
 
 /* The index of node @addr (@len bytes, no NUL needed), added (with its
- * channel) if new and there is room; -1 if it is not a valid address,
- * the list is full or out of memory. */
+ * channel) if new and there is room; else -EINVAL (not a valid address),
+ * -ENOSPC (the list is full) or rpc_channel_open's code (RPC_E_*). */
 int client_node_find_or_add(struct once_client *c,
                             const char *addr,
                             size_t len);

@@ -29,6 +29,7 @@
  * more than half of what remains of its deadline (CLIENT_ATTEMPT_MIN_MS)
  * when other nodes could answer, so a node that swallows requests cannot
  * take the whole deadline (op_may_split). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,16 +104,18 @@ static void res_reset(struct op *op)
  * ---------------------------------------------------------------------- */
 
 /* Index of @addr (@len bytes, no NUL needed), added if new and there is
- * room; -1 if it is not a valid address or the list is full. */
+ * room; else -EINVAL (not a valid address), -ENOSPC (the list is full) or
+ * rpc_channel_open's code. */
 int client_node_find_or_add(struct once_client *c, const char *addr, size_t len)
 {
     char buf[ONCE_ADDR_MAX + 1];
     char errmsg[ERR_MSG_SIZE];
     struct sockaddr_in sa;
     struct node *n;
+    int rv;
 
     if (len == 0 || len > ONCE_ADDR_MAX) {
-        return -1;
+        return -EINVAL;
     }
     memcpy(buf, addr, len);
     buf[len] = '\0';
@@ -121,12 +124,16 @@ int client_node_find_or_add(struct once_client *c, const char *addr, size_t len)
             return (int)i;
         }
     }
-    if (c->n_nodes == ONCE_ADDRS_MAX || rpc_addr_parse(buf, &sa) != 0) {
-        return -1;
+    if (c->n_nodes == ONCE_ADDRS_MAX) {
+        return -ENOSPC;
+    }
+    if (rpc_addr_parse(buf, &sa) != 0) {
+        return -EINVAL;
     }
     n = &c->nodes[c->n_nodes];
-    if (rpc_channel_open(&n->ch, &c->loop, buf, &c->limits, errmsg) != 0) {
-        return -1;
+    rv = rpc_channel_open(&n->ch, &c->loop, buf, &c->limits, errmsg);
+    if (rv != 0) {
+        return rv;
     }
     if (c->tls.ctx != NULL) {
         rpc_channel_set_tls(n->ch, &c->tls);
@@ -424,10 +431,7 @@ static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
     res_reset(op);
     if (rv < 0) {
         d = client_decide(rv, sent, RPC_STATUS_OK, RPC_APPLIED_UNSPECIFIED);
-        set_error(r,
-                  rv == RPC_E_TIMEOUT ? ONCE_STATUS_DEADLINE_EXCEEDED
-                  : sent              ? ONCE_STATUS_UNKNOWN
-                                      : ONCE_STATUS_UNAVAILABLE,
+        set_error(r, client_status_of_channel(rv, sent),
                   sent ? ONCE_APPLIED_UNKNOWN : ONCE_APPLIED_FALSE,
                   "%s: %s%s%s", addr, rpc_conn_strerror(rv),
                   rv == RPC_E_CONNECT && tls_error(c, op->node)[0] != '\0'

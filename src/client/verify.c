@@ -6,6 +6,7 @@
  * signature matched, so unauthenticated JSON never reaches the parser's
  * deeper paths. Nothing here reads a clock. */
 #include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
@@ -65,6 +66,11 @@ static void say(char *err, size_t errlen, const char *fmt, ...)
  * Encodings
  * ---------------------------------------------------------------------- */
 
+/* b64_value's answer for a character outside the alphabet (a value, not
+ * an error code: the caller turns it into VERIFY_E_ENCODING). */
+#define B64_NOT_IN_ALPHABET (-1)
+
+/* The 6-bit value of @c, or B64_NOT_IN_ALPHABET. */
 static int b64_value(char c)
 {
     if (c >= 'A' && c <= 'Z') {
@@ -82,7 +88,7 @@ static int b64_value(char c)
     if (c == '/') {
         return 63;
     }
-    return -1;
+    return B64_NOT_IN_ALPHABET;
 }
 
 int verify_b64_decode(const char *s,
@@ -106,7 +112,7 @@ int verify_b64_decode(const char *s,
     for (size_t i = 0; i < len; i++) {
         int v = b64_value(s[i]);
 
-        if (v < 0) {
+        if (v == B64_NOT_IN_ALPHABET) {
             return VERIFY_E_ENCODING;
         }
         acc = (acc << 6) | (uint32_t)v;
@@ -137,7 +143,7 @@ static bool hex_decode(const char *s, size_t len, uint8_t *out, size_t n)
         int hi = text_hex_digit(s[2 * i]);
         int lo = text_hex_digit(s[2 * i + 1]);
 
-        if (hi < 0 || lo < 0) {
+        if (hi == TEXT_NOT_HEX || lo == TEXT_NOT_HEX) {
             return false;
         }
         out[i] = (uint8_t)(hi << 4 | lo);
@@ -188,19 +194,19 @@ int once_verifier_new(enum once_scheme scheme,
 
     if (scheme != ONCE_SCHEME_STANDARD && scheme != ONCE_SCHEME_STRIPE) {
         say(err, errlen, "unknown signature scheme %d", (int)scheme);
-        return -1;
+        return -EINVAL;
     }
     v = calloc(1, sizeof *v);
     if (v == NULL) {
         say(err, errlen, "out of memory");
-        return -1;
+        return -ENOMEM;
     }
     v->scheme = scheme;
     v->hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
     if (v->hmac == NULL) {
         free(v);
         say(err, errlen, "OpenSSL offers no HMAC");
-        return -1;
+        return -ENOTSUP;
     }
     *out = v;
     return 0;
@@ -282,19 +288,19 @@ int once_verifier_add(once_verifier *v,
 
     if (v == NULL || secret == NULL) {
         say(err, errlen, "no verifier or no secret");
-        return -1;
+        return -EINVAL;
     }
     trim(&secret, &len);
     if (v->n_keys == ONCE_VERIFY_SECRETS_MAX) {
         say(err, errlen, "more than %d secrets", ONCE_VERIFY_SECRETS_MAX);
-        return -1;
+        return -ENOSPC;
     }
     if (len == 0 || len > ONCE_VERIFY_SECRET_MAX ||
         !printable(secret, len, false)) {
         say(err, errlen,
             "secret %zu: empty, over %d bytes, or not printable ASCII",
             v->n_keys + 1, ONCE_VERIFY_SECRET_MAX);
-        return -1;
+        return -EINVAL;
     }
     k = &v->keys[v->n_keys];
     memset(k, 0, sizeof *k);
@@ -321,7 +327,7 @@ int once_verifier_add(once_verifier *v,
                 ? "not whsec_<base64 of at least 16 bytes> nor whpk_<base64 "
                   "of a 32-byte Ed25519 key>"
                 : "shorter than 16 bytes");
-        return -1;
+        return rv == VERIFY_E_DUPLICATE ? -EEXIST : -EINVAL;
     }
     v->n_keys++;
     return 0;
@@ -764,6 +770,7 @@ enum once_verify_status once_verify(const once_verifier *v,
 
 int once_verify_window(uint64_t ts_ms, uint64_t now_ms, uint64_t tolerance_ms)
 {
+    /* -1 / 0 / 1: a comparison, as memcmp's, not an error (once_verify.h). */
     if (ts_ms < now_ms && now_ms - ts_ms > tolerance_ms) {
         return -1;
     }

@@ -112,6 +112,14 @@ enum once_status client_status_from_rpc(enum rpc_status s)
     return ONCE_STATUS_UNKNOWN;
 }
 
+enum once_status client_status_of_channel(int rv, bool sent)
+{
+    if (rv == RPC_E_TIMEOUT) {
+        return ONCE_STATUS_DEADLINE_EXCEEDED;
+    }
+    return sent ? ONCE_STATUS_UNKNOWN : ONCE_STATUS_UNAVAILABLE;
+}
+
 unsigned client_backoff_next(unsigned prev_ms)
 {
     if (prev_ms == 0) {
@@ -632,56 +640,56 @@ int client_read_result(const Once__Rpc__Result *res,
 {
     if (res == NULL) {
         err_printf(err, "answer without a result");
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (!outcome_known((int)res->outcome)) {
         err_printf(err, "result.outcome: unknown value %d", (int)res->outcome);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (res->request_id.len != 0 && res->request_id.len != ONCE_ID_LEN) {
         err_printf(err, "result.request_id: %zu bytes, must be %d",
                    res->request_id.len, ONCE_ID_LEN);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (res->first_request_id.len != 0 &&
         res->first_request_id.len != ONCE_ID_LEN) {
         err_printf(err, "result.first_request_id: %zu bytes, must be %d",
                    res->first_request_id.len, ONCE_ID_LEN);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (res->n_attempts > ONCE_ATTEMPTS_MAX) {
         err_printf(err, "result.attempts: %zu, at most %d", res->n_attempts,
                    ONCE_ATTEMPTS_MAX);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (res->has_owner_token && res->owner_token == NULL) {
         err_printf(err, "result.owner_token: missing with has_owner_token");
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (res->result.len > ONCE_RESULT_MAX) {
         err_printf(err, "result.result: %zu bytes, at most %d", res->result.len,
                    ONCE_RESULT_MAX);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (res->stored_error.len > ONCE_ERROR_MAX) {
         err_printf(err, "result.stored_error: %zu bytes, at most %d",
                    res->stored_error.len, ONCE_ERROR_MAX);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (!check_string("result.reason", res->reason, REASON_MAX, err)) {
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if ((int)res->kind < 0 || (int)res->kind > ONCE_IDEMPOTENT) {
         err_printf(err, "result.kind: unknown value %d", (int)res->kind);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if ((int)res->state < 0 || (int)res->state > ONCE_STATE_FAILED) {
         err_printf(err, "result.state: unknown value %d", (int)res->state);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     for (size_t i = 0; i < res->n_attempts; i++) {
         if (!read_attempt(i, res->attempts[i], &r->attempts[i], err)) {
-            return -1;
+            return RPC_E_PROTOCOL;
         }
     }
     r->n_attempts = res->n_attempts;
@@ -707,7 +715,7 @@ int client_read_result(const Once__Rpc__Result *res,
         if (copy == NULL) {
             err_printf(err, "out of memory copying a %zu-byte result",
                        res->result.len);
-            return -1;
+            return RPC_E_NOMEM;
         }
         memcpy(copy, res->result.data, res->result.len);
         free(r->result);
@@ -777,11 +785,11 @@ static int read_members(const char *what,
     if (n > ONCE_MEMBERS_MAX) {
         err_printf(err, "%s: %zu members, at most %d", what, n,
                    ONCE_MEMBERS_MAX);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     for (size_t i = 0; i < n; i++) {
         if (!read_member(what, i, ms[i], &out[i], err)) {
-            return -1;
+            return RPC_E_PROTOCOL;
         }
     }
     *n_out = n;
@@ -794,28 +802,28 @@ static int read_status(const Once__Rpc__StatusResponse *s,
 {
     if ((int)s->role < 0 || (int)s->role > ONCE_RAFT_UNAVAILABLE) {
         err_printf(err, "status.role: unknown value %d", (int)s->role);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if ((int)s->member_role < 0 || (int)s->member_role > ONCE_ROLE_SPARE) {
         err_printf(err, "status.member_role: unknown value %d",
                    (int)s->member_role);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (!check_string("status.leader_addr", s->leader_addr, ONCE_ADDR_MAX,
                       err) ||
         !check_string("status.store_backend", s->store_backend, BACKEND_MAX,
                       err)) {
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (s->n_config_voters > ONCE_MEMBERS_MAX) {
         err_printf(err, "status.config_voters: %zu ids, at most %d",
                    s->n_config_voters, ONCE_MEMBERS_MAX);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     memset(out, 0, sizeof *out);
     if (read_members("status.members", s->n_members, s->members, out->members,
                      &out->n_members, err) != 0) {
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     out->role = (enum once_raft_role)s->role;
     out->term = s->term;
@@ -831,7 +839,7 @@ static int read_status(const Once__Rpc__StatusResponse *s,
     if (s->restored_from.len != 0 && s->restored_from.len != ONCE_ID_LEN) {
         err_printf(err, "status.restored_from: %zu bytes, not %d",
                    s->restored_from.len, ONCE_ID_LEN);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     out->restored = s->restored_from.len == ONCE_ID_LEN;
     if (out->restored) {
@@ -856,14 +864,14 @@ static int read_config(const Once__Rpc__ConfigResult *c,
 {
     if (c == NULL) {
         err_printf(err, "answer without a configuration result");
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (!outcome_known((int)c->outcome)) {
         err_printf(err, "result.outcome: unknown value %d", (int)c->outcome);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (!check_string("result.reason", c->reason, REASON_MAX, err)) {
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     r->outcome = (enum once_outcome)c->outcome;
     copy_string(r->reason, c->reason);
@@ -877,12 +885,12 @@ static int read_quotas(const Once__Rpc__QuotaListResponse *m,
     if (m->n_quotas > ONCE_QUOTAS_MAX) {
         err_printf(err, "quotas: %zu, at most %d", m->n_quotas,
                    ONCE_QUOTAS_MAX);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     for (size_t i = 0; i < m->n_quotas; i++) {
         const Once__Rpc__Quota *q = m->quotas[i];
         if (!check_string("quota.pattern", q->pattern, ONCE_PATTERN_MAX, err)) {
-            return -1;
+            return RPC_E_PROTOCOL;
         }
         if (out == NULL || out->quotas == NULL) {
             continue;
@@ -909,23 +917,23 @@ static int read_backup_chunk(const Once__Rpc__BackupReadResponse *m,
     if (out == NULL || out->buf == NULL || out->buf_n == NULL ||
         out->ready == NULL || out->u64_a == NULL) {
         err_printf(err, "backup read without a buffer");
-        return -1;
+        return -EINVAL;
     }
     *out->ready = m->ready;
     *out->u64_a = m->total_bytes;
     *out->buf_n = 0;
     if (!m->ready && m->data.len != 0) {
         err_printf(err, "backup data before it is ready");
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (m->data.len > out->buf_cap) {
         err_printf(err, "backup chunk of %zu bytes over the %zu asked",
                    m->data.len, out->buf_cap);
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (m->data.len > 0 && crc32c(0, m->data.data, m->data.len) != m->crc32c) {
         err_printf(err, "backup chunk checksum mismatch");
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     if (m->data.len > 0) {
         memcpy(out->buf, m->data.data, m->data.len);
@@ -945,7 +953,7 @@ int client_read_body(enum rpc_method method,
         body->descriptor != envelope_body_descriptor(method, RPC_RESPONSE)) {
         err_printf(err, "answer body is not a %s response",
                    rpc_method_name(method));
-        return -1;
+        return RPC_E_PROTOCOL;
     }
     switch (method) {
         case RPC_METHOD_CLAIM:
@@ -970,7 +978,7 @@ int client_read_body(enum rpc_method method,
                     (const Once__Rpc__StatusResponse *)body,
                     out != NULL && out->status != NULL ? out->status : &scratch,
                     err) != 0) {
-                return -1;
+                return RPC_E_PROTOCOL;
             }
             r->outcome = ONCE_OK;
             return 0;
@@ -986,7 +994,7 @@ int client_read_body(enum rpc_method method,
             if (read_members("members", m->n_members, m->members,
                              have ? out->members : scratch,
                              have ? out->n_members : &n_scratch, err) != 0) {
-                return -1;
+                return RPC_E_PROTOCOL;
             }
             r->outcome = ONCE_OK;
             return 0;
@@ -1041,7 +1049,7 @@ int client_read_body(enum rpc_method method,
         case RPC_METHOD_QUOTA_LIST:
             if (read_quotas((const Once__Rpc__QuotaListResponse *)body, out,
                             err) != 0) {
-                return -1;
+                return RPC_E_PROTOCOL;
             }
             r->outcome = ONCE_OK;
             return 0;
@@ -1057,5 +1065,5 @@ int client_read_body(enum rpc_method method,
             break;
     }
     err_printf(err, "no answer body for method %d", (int)method);
-    return -1;
+    return RPC_E_PROTOCOL;
 }

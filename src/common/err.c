@@ -14,12 +14,7 @@ struct err_code
 
 #define ERR_ROW(name, value, text) {(value), #name, (text)},
 
-static const struct err_code codes[] = {
-    ERR_FSM_CODES(ERR_ROW) ERR_ENTRY_CODES(ERR_ROW) ERR_REPLICA_CODES(ERR_ROW)
-        ERR_IDENTITY_CODES(ERR_ROW) ERR_RPC_CODES(ERR_ROW)
-            ERR_TLS_CODES(ERR_ROW) ERR_ACCESS_CODES(ERR_ROW)
-                ERR_VERIFY_CODES(ERR_ROW) ERR_INGRESS_CODES(ERR_ROW)
-                    ERR_HTTP_CODES(ERR_ROW)};
+static const struct err_code codes[] = {ERR_CODES(ERR_ROW)};
 
 static const struct
 {

@@ -20,6 +20,34 @@
  * and means "the caller does not want the text". Messages are cut, never
  * overflowed.
  *
+ * No function returns a bare -1 meaning "some error": -1 is -EPERM. Where
+ * -1 is a value (a libc or library callback convention), a comment says so.
+ *
+ * err_str() is the single table of texts: every module's *_strerror
+ * (fsm_strerror, replica_strerror, rpc_strerror, rpc_conn_strerror) is a
+ * call to it, and no other table of error texts exists.
+ *
+ * The chain of translations, each step in exactly one function:
+ *
+ *   module code (this table, or -errno)
+ *     -> RPC status + applied, the status of an answer on the wire:
+ *        rpc_status_of (rpc/status.h); onced's answers (server/reply.c,
+ *        server/forward.c) all go through it;
+ *     -> once_status, libonce's public enum (include/once.h):
+ *        client_status_from_rpc (client/client.h); when the channel gave
+ *        no answer, the code itself becomes a once_status by
+ *        client_status_of_channel, next to it;
+ *     -> exit code of oncectl: cli_exit_code (cli/cli.h), from the status,
+ *        applied and outcome of a result;
+ *     -> HTTP status of the JSON API: rpc_status_http (rpc/status.h), from
+ *        the RPC status and applied of the answer; once-ingress answers a
+ *        webhook from the verdict of once_verify_claim with
+ *        ingress_answer_for (ingress/ingress.h), a once_status other than
+ *        OK being its verdict UNAVAILABLE.
+ *
+ * and the texts: err_str for a code, rpc_status_name / once_status_name for
+ * a status (the wire and public spellings, which tests and harnesses parse).
+ *
  * Thread-safe: no global state (err_str returns static strings). */
 #ifndef ONCE_COMMON_ERR_H_
 #define ONCE_COMMON_ERR_H_
@@ -43,11 +71,11 @@
 
 /* The single table: X(name, value, text). Each module's header declares its
  * enum from its part with ERR_ENUM, so the numbers live here only. */
-#define ERR_FSM_CODES(X)                                           \
-    X(FSM_E_MALFORMED, -1101, "batch or snapshot does not decode") \
-    X(FSM_E_SCHEMA, -1102, "newer schema than this code knows")    \
-    X(FSM_E_CHECKSUM, -1103, "snapshot checksum mismatch")         \
-    X(FSM_E_TOOBIG, -1104, "over a size limit")                    \
+#define ERR_FSM_CODES(X)                                                \
+    X(FSM_E_MALFORMED, -1101, "malformed batch or snapshot")            \
+    X(FSM_E_SCHEMA, -1102, "newer schema version than this node knows") \
+    X(FSM_E_CHECKSUM, -1103, "snapshot checksum mismatch")              \
+    X(FSM_E_TOOBIG, -1104, "over a size limit")                         \
     X(FSM_E_BUSY, -1105, "a frozen view is live")
 
 #define ERR_ENTRY_CODES(X)                              \
@@ -55,19 +83,21 @@
     X(ENTRY_E_TOOBIG, -1202, "batch over 1 MiB")        \
     X(ENTRY_E_NOMEM, -1203, "out of memory")
 
-#define ERR_REPLICA_CODES(X)                                                   \
-    X(REPLICA_E_NOTLEADER, -1301, "not applied: not the (ready) leader")       \
-    X(REPLICA_E_BUSY, -1302, "not applied: busy (queue full, or one running)") \
-    X(REPLICA_E_UNKNOWN, -1303,                                                \
-      "outcome unknown: leadership lost after proposing")                      \
-    X(REPLICA_E_SHUTDOWN, -1304, "not applied: closing")                       \
-    X(REPLICA_E_TOOBIG, -1305, "not applied: over the batch size")             \
-    X(REPLICA_E_INVALID, -1306, "not applied: does not encode")                \
-    X(REPLICA_E_NOMEM, -1307, "not applied: out of memory")                    \
-    X(REPLICA_E_PRECONDITION, -1308,                                           \
-      "not applied: precondition (e.g. a retired id)")                         \
-    X(REPLICA_E_INTERNAL, -1309, "committed but did nothing: not applied")     \
-    X(REPLICA_E_START, -1310, "libraft did not set up or start (see message)")
+#define ERR_REPLICA_CODES(X)                                                  \
+    X(REPLICA_E_NOTLEADER, -1301,                                             \
+      "not the leader, or not ready yet (not applied)")                       \
+    X(REPLICA_E_BUSY, -1302, "busy: queue full or one running (not applied)") \
+    X(REPLICA_E_UNKNOWN, -1303,                                               \
+      "outcome unknown: leadership lost after proposing")                     \
+    X(REPLICA_E_SHUTDOWN, -1304, "shutting down (not applied)")               \
+    X(REPLICA_E_TOOBIG, -1305, "too big: over the batch size (not applied)")  \
+    X(REPLICA_E_INVALID, -1306, "invalid: does not encode (not applied)")     \
+    X(REPLICA_E_NOMEM, -1307, "out of memory (not applied)")                  \
+    X(REPLICA_E_PRECONDITION, -1308,                                          \
+      "failed precondition, e.g. a retired id (not applied)")                 \
+    X(REPLICA_E_INTERNAL, -1309,                                              \
+      "entry did not decode: committed, did nothing")                         \
+    X(REPLICA_E_START, -1310, "libraft did not set up or start")
 
 #define ERR_IDENTITY_CODES(X)                                            \
     X(IDENTITY_E_TOMBSTONE, -1401, "the directory holds a removed node") \
@@ -75,27 +105,28 @@
     X(IDENTITY_E_IO, -1403, "a system call failed")                      \
     X(IDENTITY_E_INVALID, -1404, "bad argument")
 
-#define ERR_RPC_CODES(X)                                              \
-    X(RPC_E_EMPTY, -1501, "frame length 0")                           \
-    X(RPC_E_TOOBIG, -1502, "frame length over the limit")             \
-    X(RPC_E_MALFORMED, -1503, "envelope does not decode")             \
-    X(RPC_E_BUDGET, -1504, "decoding would allocate over the budget") \
-    X(RPC_E_ID, -1505, "cluster/boot id not empty nor 16 bytes")      \
-    X(RPC_E_STRING, -1506, "string over its bound or with a NUL")     \
-    X(RPC_E_ENUM, -1507, "enum value unknown")                        \
-    X(RPC_E_DEADLINE, -1508, "deadline over the limit")               \
-    X(RPC_E_FIELDS, -1509, "fields inconsistent")                     \
-    X(RPC_E_NOSPACE, -1510, "caller buffer too small")                \
-    X(RPC_E_LIMIT, -1511, "limit out of range")                       \
-    X(RPC_E_NOMEM, -1512, "out of memory")                            \
-    X(RPC_E_ADDR, -1520, "address is not IPv4 IP:PORT")               \
-    X(RPC_E_LISTEN, -1521, "bind/listen failed")                      \
-    X(RPC_E_CONNECT, -1522, "could not connect; not sent")            \
-    X(RPC_E_LOST, -1523, "connection lost after sending")             \
-    X(RPC_E_TIMEOUT, -1524, "no answer within the timeout")           \
-    X(RPC_E_CLOSED, -1525, "closed by its owner")                     \
-    X(RPC_E_BUSY, -1526, "too many calls in flight")                  \
-    X(RPC_E_PROTOCOL, -1527, "peer sent a frame that does not decode")
+#define ERR_RPC_CODES(X)                                                    \
+    X(RPC_E_EMPTY, -1501, "empty frame")                                    \
+    X(RPC_E_TOOBIG, -1502, "frame over the size limit")                     \
+    X(RPC_E_MALFORMED, -1503, "malformed message")                          \
+    X(RPC_E_BUDGET, -1504, "message too expensive to decode")               \
+    X(RPC_E_ID, -1505, "cluster or boot id of the wrong length")            \
+    X(RPC_E_STRING, -1506, "text field too long or with a NUL byte")        \
+    X(RPC_E_ENUM, -1507, "unknown enum value")                              \
+    X(RPC_E_DEADLINE, -1508, "deadline too long")                           \
+    X(RPC_E_FIELDS, -1509, "inconsistent envelope fields")                  \
+    X(RPC_E_NOSPACE, -1510, "buffer too small")                             \
+    X(RPC_E_LIMIT, -1511, "invalid frame size limit")                       \
+    X(RPC_E_NOMEM, -1512, "out of memory")                                  \
+    X(RPC_E_ADDR, -1520, "address is not IPv4 IP:PORT")                     \
+    X(RPC_E_LISTEN, -1521, "cannot listen")                                 \
+    X(RPC_E_CONNECT, -1522, "cannot connect (not sent)")                    \
+    X(RPC_E_LOST, -1523, "connection lost after sending (outcome unknown)") \
+    X(RPC_E_TIMEOUT, -1524, "no answer within the timeout")                 \
+    X(RPC_E_CLOSED, -1525, "channel closed")                                \
+    X(RPC_E_BUSY, -1526, "too many calls in flight (not sent)")             \
+    X(RPC_E_PROTOCOL, -1527,                                                \
+      "the peer sent an invalid or connection-level error frame")
 
 #define ERR_TLS_CODES(X)                                              \
     X(TLS_E_CONFIG, -1601, "certificate, key or CA file refused")     \
@@ -142,6 +173,22 @@
     X(INGRESS_E_LISTEN, -2103, "could not listen")               \
     X(INGRESS_E_UPSTREAM, -2104, "upstream request failed")      \
     X(INGRESS_E_NOMEM, -2105, "out of memory")
+
+/* Every module's codes, for a walk over all of them (err.c, tests). One
+ * module a line; clang-format 14 does not settle on a layout for it. */
+/* clang-format off */
+#define ERR_CODES(X)      \
+    ERR_FSM_CODES(X)      \
+    ERR_ENTRY_CODES(X)    \
+    ERR_REPLICA_CODES(X)  \
+    ERR_IDENTITY_CODES(X) \
+    ERR_RPC_CODES(X)      \
+    ERR_TLS_CODES(X)      \
+    ERR_ACCESS_CODES(X)   \
+    ERR_HTTP_CODES(X)     \
+    ERR_VERIFY_CODES(X)   \
+    ERR_INGRESS_CODES(X)
+/* clang-format on */
 
 #define ERR_ENUM(name, value, text) name = (value),
 

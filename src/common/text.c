@@ -72,7 +72,7 @@ int text_hex_digit(char c)
     if (c >= 'A' && c <= 'F') {
         return c - 'A' + 10;
     }
-    return -1;
+    return TEXT_NOT_HEX;
 }
 
 bool text_parse_id(const char *s, uint64_t *out)
@@ -89,7 +89,7 @@ bool text_parse_id(const char *s, uint64_t *out)
     for (; s[n] != '\0'; n++) {
         int d = text_hex_digit(s[n]);
 
-        if (d < 0 || n >= 16) {
+        if (d == TEXT_NOT_HEX || n >= 16) {
             return false;
         }
         v = (v << 4) | (uint64_t)d;
@@ -131,7 +131,7 @@ bool text_parse_hex_var(const char *s,
         int hi = text_hex_digit(s[2 * i]);
         int lo = text_hex_digit(s[2 * i + 1]);
 
-        if (hi < 0 || lo < 0) {
+        if (hi == TEXT_NOT_HEX || lo == TEXT_NOT_HEX) {
             return false;
         }
         out[i] = (uint8_t)(hi << 4 | lo);

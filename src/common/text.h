@@ -28,7 +28,11 @@ bool text_parse_id(const char *s, uint64_t *out);
 /* Print a node id as 16 lowercase hex digits; @buf has 17 bytes. */
 const char *text_format_id(uint64_t id, char buf[17]);
 
-/* One hex digit (either case): 0..15, or -1. */
+/* What text_hex_digit gives for a character that is not a hex digit: a
+ * value below every digit's, not an error code. */
+#define TEXT_NOT_HEX (-1)
+
+/* One hex digit (either case): 0..15, or TEXT_NOT_HEX. */
 int text_hex_digit(char c);
 
 /* Exactly 2*@len hex digits (either case) -> @len bytes at @out. */

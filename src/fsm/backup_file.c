@@ -72,9 +72,10 @@ static uint32_t chunk_crc(const struct backup_info *info,
     return crc32c(0, body + off, (size_t)n);
 }
 
+/* 0, or -ENOMEM: EVP_Digest fails only allocating its context. */
 static int sha256(const uint8_t *p, size_t n, uint8_t md[BACKUP_SHA_LEN])
 {
-    return EVP_Digest(p, n, md, NULL, EVP_sha256(), NULL) == 1 ? 0 : -1;
+    return EVP_Digest(p, n, md, NULL, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
 }
 
 void backup_trailer_encode(const struct backup_info *info,
@@ -182,6 +183,7 @@ static int check_sums(const uint8_t *buf,
     uint64_t tab = BACKUP_HDR_LEN + info->snapshot_len;
     uint64_t tail = tab + 4 * (uint64_t)info->n_chunks;
     uint8_t md[BACKUP_SHA_LEN];
+    int rv;
 
     if (le_get32(buf + total - 4) != crc32c(0, buf + tab, total - 4 - tab)) {
         FAIL(FSM_E_CHECKSUM, total - 4, "trailer checksum mismatch");
@@ -204,8 +206,9 @@ static int check_sums(const uint8_t *buf,
                      1);
         }
     }
-    if (sha256(buf, (size_t)tail, md) != 0) {
-        FAIL(-ENOMEM, tail, "out of memory (SHA-256)");
+    rv = sha256(buf, (size_t)tail, md);
+    if (rv != 0) {
+        FAIL(rv, tail, "out of memory (SHA-256)");
     }
     if (memcmp(md, buf + tail, BACKUP_SHA_LEN) != 0) {
         FAIL(FSM_E_CHECKSUM, tail, "SHA-256 of the file mismatch");

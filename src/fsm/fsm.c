@@ -90,22 +90,7 @@ const char *fsm_state_name(enum fsm_state s)
 
 const char *fsm_strerror(int rv)
 {
-    switch (rv) {
-        case 0:
-            return "success";
-        case FSM_E_MALFORMED:
-            return "malformed batch or snapshot";
-        case FSM_E_SCHEMA:
-            return "newer schema version than this node knows";
-        case FSM_E_CHECKSUM:
-            return "snapshot checksum mismatch";
-        case FSM_E_TOOBIG:
-            return "over a size limit";
-        case FSM_E_BUSY:
-            return "a frozen view is live";
-        default:
-            return "unknown error";
-    }
+    return err_str(rv);
 }
 /* ------------------------------------------------------------------------
  * Life cycle

@@ -539,6 +539,7 @@ const char *fsm_pattern_check(const uint8_t *p, size_t len);
 /* Names for logs, JSON and tests. */
 const char *fsm_outcome_name(enum fsm_outcome o);
 const char *fsm_state_name(enum fsm_state s);
+/* err_str(rv): kept so callers name the module they call. */
 const char *fsm_strerror(int rv);
 
 /* NULL if the lengths are a valid identity (scope 1..128, key 1..256),

@@ -468,8 +468,9 @@ bool fsm_quota_rec_fits(struct fsm *f, const struct rec *r, uint64_t n);
 /* Log time reached tick @to (from @from): uncount every quota's records
  * of the ticks passed. */
 void fsm_quota_pass(struct fsm *f, uint64_t from, uint64_t to);
-/* Insert a validated quota in pattern order (restore): 0, or -1 if there
- * are FSM_QUOTAS_MAX already or @p is not after the last one. */
+/* Insert a validated quota in pattern order (restore): 0, FSM_E_TOOBIG if
+ * there are FSM_QUOTAS_MAX already, FSM_E_MALFORMED if @p is not after the
+ * last one. */
 int fsm_quota_append(struct fsm *f,
                      const uint8_t *p,
                      size_t len,

@@ -214,10 +214,12 @@ int fsm_quota_append(struct fsm *f,
     const struct quota *last =
         f->n_quotas > 0 ? &f->quotas[f->n_quotas - 1] : NULL;
 
-    if (f->n_quotas == FSM_QUOTAS_MAX ||
-        (last != NULL &&
-         pattern_cmp((const uint8_t *)last->pattern, last->len, p, len) >= 0)) {
-        return -1;
+    if (f->n_quotas == FSM_QUOTAS_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    if (last != NULL &&
+        pattern_cmp((const uint8_t *)last->pattern, last->len, p, len) >= 0) {
+        return FSM_E_MALFORMED;
     }
     ONCE_ASSERT(fsm_pattern_check(p, len) == NULL,
                 "callers check a pattern before appending it");

@@ -1,5 +1,6 @@
 #include "fsm/slab.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,31 +97,32 @@ static uint8_t *page_mem(struct slab *s)
            (size_t)s->group_used++ * SLAB_PAGE_SIZE;
 }
 
+/* A fresh page in *@page: 0, -ENOSPC at SLAB_MAX_PAGES, or -ENOMEM. */
 static int new_page(struct slab *s, uint32_t *page)
 {
     uint8_t *p;
 
     if (s->n_pages == SLAB_MAX_PAGES) {
-        return -1;
+        return -ENOSPC;
     }
     if (s->n_pages == s->cap_pages) {
         uint32_t cap = s->cap_pages == 0 ? 64 : s->cap_pages * 2;
         uint8_t **pages = realloc(s->pages, cap * sizeof *pages);
         struct slab_page *meta;
         if (pages == NULL) {
-            return -1;
+            return -ENOMEM;
         }
         s->pages = pages;
         meta = realloc(s->meta, cap * sizeof *meta);
         if (meta == NULL) {
-            return -1;
+            return -ENOMEM;
         }
         s->meta = meta;
         s->cap_pages = cap;
     }
     p = page_mem(s);
     if (p == NULL) {
-        return -1;
+        return -ENOMEM;
     }
     *page = s->n_pages;
     s->pages[s->n_pages++] = p;

@@ -1,5 +1,6 @@
 #include "fsm/table.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +91,7 @@ static void place(uint64_t *slots,
     }
 }
 
+/* Rehash into @cap slots: 0, or -ENOMEM (the table is then unchanged). */
 static int resize(struct table *t, const struct slab *s, uint32_t cap)
 {
     uint64_t *slots;
@@ -99,7 +101,7 @@ static int resize(struct table *t, const struct slab *s, uint32_t cap)
                  "%u entries in a table of %u", t->n, cap);
     slots = calloc(cap, sizeof *slots);
     if (slots == NULL) {
-        return -1;
+        return -ENOMEM;
     }
     for (uint32_t i = 0; i < t->cap; i++) {
         if (t->slots[i] != 0) {
@@ -162,8 +164,11 @@ int table_insert(struct table *t,
 {
     if (t->cap == 0 || ((uint64_t)t->n + 1) * 8 > (uint64_t)t->cap * 7) {
         uint32_t cap = t->cap == 0 ? TABLE_MIN_CAP : t->cap * 2;
-        if (cap == 0 || resize(t, s, cap) != 0) {
-            return -1;
+        if (cap == 0) {
+            return -ENOMEM; /* the capacity would wrap: no room to make */
+        }
+        if (resize(t, s, cap) != 0) {
+            return -ENOMEM;
         }
     }
     ONCE_ASSERT(h != 0, "handle 0 marks an empty slot");

@@ -37,7 +37,7 @@ struct table_key
 void table_init(struct table *t);
 void table_close(struct table *t);
 
-/* Make room for @n entries without resizing. Returns 0 or -1 on OOM. */
+/* Make room for @n entries without resizing. Returns 0 or -ENOMEM. */
 int table_reserve(struct table *t, const struct slab *s, uint32_t n);
 
 /* Handle of the record for @k, or 0. */
@@ -45,7 +45,7 @@ uint32_t table_find(const struct table *t,
                     const struct slab *s,
                     const struct table_key *k);
 
-/* Insert record @h (not present) with hash @hash. Returns 0 or -1 on OOM
+/* Insert record @h (not present) with hash @hash. Returns 0 or -ENOMEM
  * (the table is then unchanged). */
 int table_insert(struct table *t,
                  const struct slab *s,

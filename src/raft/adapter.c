@@ -101,12 +101,11 @@ static int adapter_apply(struct raft_fsm *rf,
     }
     if (rv != 0) {
         rep->stats.malformed_entries++;
-        replica_logf(
-            rep, "error",
-            "entry %llu does not decode (%s): skipped on every "
-            "replica",
-            (unsigned long long)ctx.index,
-            rv == ENTRY_E_MALFORMED ? "bad entry framing" : fsm_strerror(rv));
+        replica_logf(rep, "error",
+                     "entry %llu does not decode (%s): skipped on every "
+                     "replica",
+                     (unsigned long long)ctx.index,
+                     err_str(rv)); /* an ENTRY_E_* or FSM_E_* code */
     }
     if (ctx.index > rep->live_from) {
         ltime_applied(&rep->ltime, fsm_now(rep->fsm),

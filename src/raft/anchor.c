@@ -13,11 +13,16 @@
 #define MAGIC        "once-ltime-anchor 1 "
 #define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
 
-static int fail(char *why, size_t cap, const char *msg, const char *detail)
+/* Say why in @why (@cap bytes) and return @code (a negated errno). */
+static int fail(int code,
+                char *why,
+                size_t cap,
+                const char *msg,
+                const char *detail)
 {
     snprintf(why, cap, "%s%s%s", msg, detail != NULL ? ": " : "",
              detail != NULL ? detail : "");
-    return -1;
+    return code;
 }
 
 static bool boot_id_ok(const char *s, size_t len)
@@ -28,8 +33,8 @@ static bool boot_id_ok(const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         bool dash = i == 8 || i == 13 || i == 18 || i == 23;
 
-        bool hex_lower =
-            text_hex_digit(s[i]) >= 0 && !(s[i] >= 'A' && s[i] <= 'F');
+        bool hex_lower = text_hex_digit(s[i]) != TEXT_NOT_HEX &&
+                         !(s[i] >= 'A' && s[i] <= 'F');
 
         if (dash ? s[i] != '-' : !hex_lower) {
             return false;
@@ -39,7 +44,7 @@ static bool boot_id_ok(const char *s, size_t len)
 }
 
 /* Read at most @cap - 1 bytes of @path into @buf (NUL-terminated); *len
- * is what was read. Returns 0, 1 (no such file) or -1. */
+ * is what was read. Returns 0, 1 (no such file) or -errno with @why. */
 static int read_small(const char *path,
                       char *buf,
                       size_t cap,
@@ -55,7 +60,7 @@ static int read_small(const char *path,
         if (errno == ENOENT) {
             return 1;
         }
-        return fail(why, wcap, path, strerror(errno));
+        return fail(-errno, why, wcap, path, strerror(errno));
     }
     while (got < cap - 1) {
         n = read(fd, buf + got, cap - 1 - got);
@@ -66,7 +71,7 @@ static int read_small(const char *path,
             int e = errno;
 
             close(fd);
-            return fail(why, wcap, path, strerror(e));
+            return fail(-e, why, wcap, path, strerror(e));
         }
         if (n == 0) {
             break;
@@ -90,16 +95,17 @@ int anchor_boot_id(const char *path,
                         &len, why, cap);
 
     if (rv == 1) {
-        return fail(why, cap, "no boot id", path != NULL ? path : BOOT_ID_PATH);
+        return fail(-ENOENT, why, cap, "no boot id",
+                    path != NULL ? path : BOOT_ID_PATH);
     }
     if (rv != 0) {
-        return -1;
+        return rv;
     }
     if (len > 0 && buf[len - 1] == '\n') {
         len--;
     }
     if (!boot_id_ok(buf, len)) {
-        return fail(why, cap, "the boot id is not a UUID", NULL);
+        return fail(-EBADMSG, why, cap, "the boot id is not a UUID", NULL);
     }
     memcpy(out, buf, ANCHOR_BOOT_ID_LEN);
     out[ANCHOR_BOOT_ID_LEN] = '\0';
@@ -145,24 +151,25 @@ int anchor_parse(const char *buf,
     char id[ANCHOR_BOOT_ID_LEN + 2], num[24];
 
     if (len > ANCHOR_FILE_MAX) {
-        return fail(why, cap, "longer than an anchor line", NULL);
+        return fail(-EBADMSG, why, cap, "longer than an anchor line", NULL);
     }
     if (len < sizeof MAGIC - 1 || memcmp(buf, MAGIC, sizeof MAGIC - 1) != 0) {
-        return fail(why, cap, "not an anchor file (or another version)", NULL);
+        return fail(-EBADMSG, why, cap,
+                    "not an anchor file (or another version)", NULL);
     }
     p += sizeof MAGIC - 1;
     if (!field(&p, end, ' ', id, sizeof id) || !boot_id_ok(id, strlen(id))) {
-        return fail(why, cap, "bad boot id", NULL);
+        return fail(-EBADMSG, why, cap, "bad boot id", NULL);
     }
     memcpy(a->boot_id, id, sizeof a->boot_id);
     if (!field(&p, end, ' ', num, sizeof num) || !decimal(num, &a->log_ms)) {
-        return fail(why, cap, "bad log time", NULL);
+        return fail(-EBADMSG, why, cap, "bad log time", NULL);
     }
     if (!field(&p, end, '\n', num, sizeof num) || !decimal(num, &a->mono_ms)) {
-        return fail(why, cap, "bad monotonic time", NULL);
+        return fail(-EBADMSG, why, cap, "bad monotonic time", NULL);
     }
     if (p != end) {
-        return fail(why, cap, "bytes after the line", NULL);
+        return fail(-EBADMSG, why, cap, "bytes after the line", NULL);
     }
     return 0;
 }
@@ -179,20 +186,24 @@ int anchor_load(const char *dir,
     int rv;
 
     if (path_join(path, sizeof path, dir, ANCHOR_FILE) != 0) {
-        return fail(why, cap, "data directory path too long", NULL);
+        return fail(-ENAMETOOLONG, why, cap, "data directory path too long",
+                    NULL);
     }
     rv = read_small(path, buf, sizeof buf, &len, why, cap);
     if (rv != 0) {
-        return rv == 1 ? 0 : -1;
+        return rv == 1 ? 0 : rv;
     }
-    if (anchor_parse(buf, len, a, reason, sizeof reason) != 0) {
-        return fail(why, cap, path, reason);
+    rv = anchor_parse(buf, len, a, reason, sizeof reason);
+    if (rv != 0) {
+        return fail(rv, why, cap, path, reason);
     }
     if (strcmp(a->boot_id, boot_id) != 0) {
-        return fail(why, cap, "written before the host's last boot", NULL);
+        return fail(-ESTALE, why, cap, "written before the host's last boot",
+                    NULL);
     }
     if (a->mono_ms > mono_now_ms) {
-        return fail(why, cap, "its monotonic time is in the future", NULL);
+        return fail(-ERANGE, why, cap, "its monotonic time is in the future",
+                    NULL);
     }
     return 1;
 }
@@ -202,7 +213,7 @@ int anchor_format(const struct anchor *a, char *buf, size_t cap)
     int n = snprintf(buf, cap, MAGIC "%s %" PRIu64 " %" PRIu64 "\n", a->boot_id,
                      a->log_ms, a->mono_ms);
 
-    return n < 0 || (size_t)n >= cap ? -1 : n;
+    return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
 }
 
 int anchor_write(const char *dir, const struct anchor *a, char *why, size_t cap)
@@ -213,15 +224,16 @@ int anchor_write(const char *dir, const struct anchor *a, char *why, size_t cap)
 
     n = anchor_format(a, line, sizeof line);
     if (n < 0) {
-        return fail(why, cap, "anchor line too long", NULL);
+        return fail(n, why, cap, "anchor line too long", NULL);
     }
     if (path_join(path, sizeof path, dir, ANCHOR_FILE) != 0) {
-        return fail(why, cap, "data directory path too long", NULL);
+        return fail(-ENAMETOOLONG, why, cap, "data directory path too long",
+                    NULL);
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        return fail(why, cap, tmp, strerror(errno));
+        return fail(-errno, why, cap, tmp, strerror(errno));
     }
     do {
         w = write(fd, line, (size_t)n);
@@ -231,13 +243,13 @@ int anchor_write(const char *dir, const struct anchor *a, char *why, size_t cap)
 
         close(fd);
         unlink(tmp);
-        return fail(why, cap, tmp, strerror(e));
+        return fail(-e, why, cap, tmp, strerror(e));
     }
     if (close(fd) != 0 || rename(tmp, path) != 0) {
         int e = errno;
 
         unlink(tmp);
-        return fail(why, cap, path, strerror(e));
+        return fail(-e, why, cap, path, strerror(e));
     }
     return 0;
 }

@@ -55,18 +55,20 @@ struct anchor
 };
 
 /* This boot's id from @path (NULL: /proc/sys/kernel/random/boot_id) into
- * @out. Returns 0, or -1 with @why (@cap bytes) set. */
+ * @out. Returns 0, or with @why (@cap bytes) set -ENOENT (no file),
+ * -EBADMSG (not a UUID) or the -errno of the read. */
 int anchor_boot_id(const char *path,
                    char out[ANCHOR_BOOT_ID_LEN + 1],
                    char *why,
                    size_t cap);
 
 /* The file's line for @a into @buf (@cap bytes, NUL-terminated): its
- * length, or -1 if it does not fit. */
+ * length, or -ENOSPC if it does not fit. */
 int anchor_format(const struct anchor *a, char *buf, size_t cap);
 
 /* Parse one file's @len bytes (decimals without leading zeros: a line
- * that parses is exactly anchor_format's). Returns 0, or -1 with @why set. */
+ * that parses is exactly anchor_format's). Returns 0, or -EBADMSG with @why
+ * set. */
 int anchor_parse(const char *buf,
                  size_t len,
                  struct anchor *a,
@@ -75,8 +77,9 @@ int anchor_parse(const char *buf,
 
 /* The seed for this start: DIR/ltime-anchor if it parses, its boot id is
  * @boot_id and its M is at most @mono_now_ms. Returns 1 (seed in @a), 0 (no
- * file) or -1 (file refused, or DIR/ltime-anchor too long a path; @why
- * says why). */
+ * file) or, the file refused with @why saying why, a negated errno: the
+ * read's, -ENAMETOOLONG (DIR/ltime-anchor too long a path), -EBADMSG (does
+ * not parse), -ESTALE (another boot's), -ERANGE (its M is in the future). */
 int anchor_load(const char *dir,
                 const char *boot_id,
                 uint64_t mono_now_ms,
@@ -85,7 +88,7 @@ int anchor_load(const char *dir,
                 size_t cap);
 
 /* Write @a to DIR/ltime-anchor (temporary file, then rename; no fsync).
- * Returns 0, or -1 with @why set. */
+ * Returns 0, or the -errno of the failed call with @why set. */
 int anchor_write(const char *dir,
                  const struct anchor *a,
                  char *why,

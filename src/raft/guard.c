@@ -1,5 +1,6 @@
 #include "raft/guard.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "common/assert.h"
@@ -42,7 +43,7 @@ int guard_test_parse(const char *list, unsigned *mask)
             }
         }
         if (i == sizeof names / sizeof names[0] && n > 0) {
-            return -1;
+            return -EINVAL;
         }
         p += n;
         if (*p == ',') {

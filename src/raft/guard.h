@@ -84,7 +84,7 @@ bool guard_on(unsigned g);
 #ifdef ONCE_GUARD_SWITCHES
 /* Turn the guards in @mask off (0 = all on). Test builds only. */
 void guard_test_set_off(unsigned mask);
-/* Parse "g1,g2,g7" into a mask; returns -1 on an unknown name. */
+/* Parse "g1,g2,g7" into a mask; returns 0, or -EINVAL on an unknown name. */
 int guard_test_parse(const char *list, unsigned *mask);
 #endif
 

@@ -46,12 +46,12 @@ int identity_parse(const char *s, uint64_t *id)
         } else if (c >= 'a' && c <= 'f') {
             d = (unsigned)(c - 'a' + 10);
         } else {
-            return -1; /* also the NUL of a short string */
+            return IDENTITY_E_INVALID; /* also the NUL of a short string */
         }
         v = v << 4 | d;
     }
     if (s[IDENTITY_HEX_LEN] != '\0') {
-        return -1;
+        return IDENTITY_E_INVALID;
     }
     *id = v;
     return 0;
@@ -80,6 +80,7 @@ static int exists(const char *path, bool *found, char *errmsg)
     return IDENTITY_E_IO;
 }
 
+/* Write all @len bytes: 0, or -errno of the failed write. */
 static int write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
@@ -90,7 +91,7 @@ static int write_all(int fd, const void *buf, size_t len)
             if (errno == EINTR) {
                 continue;
             }
-            return -1;
+            return -errno;
         }
         p += n;
         len -= (size_t)n;
@@ -141,8 +142,8 @@ static int write_durable(const char *dir,
         err_printf(errmsg, "create %s: %s", tmp, strerror(errno));
         return IDENTITY_E_IO;
     }
-    if (write_all(fd, buf, len) != 0) {
-        e = errno;
+    e = -write_all(fd, buf, len);
+    if (e != 0) {
         close(fd);
         unlink(tmp);
         err_printf(errmsg, "write %s: %s", tmp, strerror(e));

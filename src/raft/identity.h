@@ -60,7 +60,8 @@ int identity_tombstone(const char *dir, const char *reason, char *errmsg);
 char *identity_format(uint64_t id, char *buf);
 
 /* Parse the C string @s, which must be exactly 16 lowercase hex digits (no
- * prefix, no sign, no white space). Returns 0 and sets *@id, or -1. Zero
+ * prefix, no sign, no white space). Returns 0 and sets *@id, or
+ * IDENTITY_E_INVALID. Zero
  * parses: the caller decides whether it is acceptable. */
 int identity_parse(const char *s, uint64_t *id);
 

@@ -64,6 +64,7 @@ enum { ERR_REPLICA_CODES(ERR_ENUM) }; /* common/err.h */
 #define REPLICA_QUEUE_MAX       65536
 #define REPLICA_QUEUE_BYTES_MAX (64u << 20)
 
+/* err_str(rv) (common/err.h's table), but "ok" for 0. */
 const char *replica_strerror(int rv);
 /* "false", "unknown", or NULL for 0. */
 const char *replica_status_applied(int rv);

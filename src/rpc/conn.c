@@ -776,25 +776,5 @@ void conn_close(struct conn *c)
 
 const char *rpc_conn_strerror(int rv)
 {
-    switch (rv) {
-        case RPC_E_ADDR:
-            return "address is not IPv4 IP:PORT";
-        case RPC_E_LISTEN:
-            return "cannot listen";
-        case RPC_E_CONNECT:
-            return "cannot connect (not sent)";
-        case RPC_E_LOST:
-            return "connection lost after sending (outcome unknown)";
-        case RPC_E_TIMEOUT:
-            return "no answer within the timeout";
-        case RPC_E_CLOSED:
-            return "channel closed";
-        case RPC_E_BUSY:
-            return "too many calls in flight (not sent)";
-        case RPC_E_PROTOCOL:
-            return "the server sent an invalid or connection-level error "
-                   "frame";
-        default:
-            return rpc_strerror(rv);
-    }
+    return err_str(rv);
 }

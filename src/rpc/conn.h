@@ -209,16 +209,16 @@ typedef void (*rpc_local_fn)(void *arg,
                              const struct rpc_reply *r);
 
 /* Serve @req (a request built in this process, e.g. by the HTTP API; its
- * method, deadline_ms (0: the server's default), group_id and body are
- * used) through the server's own serve callback, exactly like a call from
- * a connection: the same handler, the same deadline timer and the same
- * answered hook, with no cluster pin and not forwarded. @peer: the
+ * method, deadline_ms (0: the server's default), group_id, cluster id pin
+ * (has_cluster_id: the service refuses a call for another cluster before
+ * proposing it) and body are used) through the server's own serve
+ * callback, exactly like a call from a connection: the same handler, the
+ * same deadline timer and the same answered hook, not forwarded. @peer: the
  * caller's verified certificate, as a connection's would be (the call's
- * peer_cert; the call takes its own reference), or NULL: none. The answer goes
- * to
- * @cb instead of a connection, exactly once, possibly before this returns
- * (a request refused at once). @req need stay valid only during this call.
- * Returns 0, or RPC_E_CLOSED (the server is closing) / RPC_E_NOMEM, and
+ * peer_cert; the call takes its own reference), or NULL: none. The answer
+ * goes to @cb instead of a connection, exactly once, possibly before this
+ * returns (a request refused at once). @req need stay valid only during this
+ * call. Returns 0, or RPC_E_CLOSED (the server is closing) / RPC_E_NOMEM, and
  * then @cb never runs. A local call holds the server open like any call. */
 int rpc_server_call_local(struct rpc_server *s,
                           struct envelope_view *req,
@@ -320,7 +320,7 @@ void rpc_channel_close(struct rpc_channel *ch);
 struct conn;
 X509 *conn_peer_cert(const struct conn *c);
 
-/* Text for an RPC_E_* code of either header. */
+/* Text for an RPC_E_* code of either header: err_str(rv). */
 const char *rpc_conn_strerror(int rv);
 
 #endif /* ONCE_RPC_CONN_H_ */

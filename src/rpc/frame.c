@@ -753,34 +753,5 @@ const char *rpc_applied_name(enum rpc_applied a)
 
 const char *rpc_strerror(int rv)
 {
-    switch (rv) {
-        case 0:
-            return "success";
-        case RPC_E_EMPTY:
-            return "empty frame";
-        case RPC_E_TOOBIG:
-            return "frame over the size limit";
-        case RPC_E_MALFORMED:
-            return "malformed message";
-        case RPC_E_BUDGET:
-            return "message too expensive to decode";
-        case RPC_E_ID:
-            return "id of the wrong length";
-        case RPC_E_STRING:
-            return "text field too long or with a NUL byte";
-        case RPC_E_ENUM:
-            return "unknown enum value";
-        case RPC_E_DEADLINE:
-            return "deadline too long";
-        case RPC_E_FIELDS:
-            return "inconsistent envelope fields";
-        case RPC_E_NOSPACE:
-            return "buffer too small";
-        case RPC_E_LIMIT:
-            return "invalid frame size limit";
-        case RPC_E_NOMEM:
-            return "out of memory";
-        default:
-            return "unknown error";
-    }
+    return err_str(rv);
 }

@@ -236,6 +236,7 @@ int envelope_unpack_body(struct envelope_view *v,
 const char *rpc_method_name(enum rpc_method m);
 const char *rpc_status_name(enum rpc_status s);
 const char *rpc_applied_name(enum rpc_applied a);
+/* err_str(rv): the texts live in common/err.h's table. */
 const char *rpc_strerror(int rv);
 
 #endif /* ONCE_RPC_FRAME_H_ */

@@ -455,6 +455,10 @@ int rpc_server_call_local(struct rpc_server *s,
         req->deadline_ms != 0 ? req->deadline_ms : s->lim.deadline_ms;
     k->pub.received_mono_ms = uv_now(s->loop);
     k->pub.received_ns = uv_hrtime();
+    /* The caller's pin: the service refuses a call for another cluster
+     * before proposing it (service.c), as for a connection's call. */
+    k->pub.has_cluster_id = req->has_cluster_id;
+    memcpy(k->pub.cluster_id, req->cluster_id, RPC_ID_LEN);
     k->srv = s;
     k->local_cb = cb;
     k->local_arg = arg;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "rpc/status.h"
 #include "server/leader.h"
 #include "server/reply.h"
 #include "server/server.h"
@@ -65,14 +66,17 @@ static void forward_cb(void *arg, int rv, bool sent, struct envelope_view *ans)
     struct rpc_reply r;
 
     if (rv != 0) {
+        enum rpc_applied applied;
+        enum rpc_status status = rpc_status_of(rv, sent, &applied);
+
         forward_log(fw->f, fw->addr, rv, sent);
-        if (sent) {
-            reply_error(fw->call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN,
+        if (status == RPC_STATUS_UNKNOWN) {
+            reply_error(fw->call, status, applied,
                         "forwarded to the leader; no answer (outcome unknown)",
                         NULL);
         } else {
-            reply_error(fw->call, RPC_STATUS_UNAVAILABLE, RPC_APPLIED_FALSE,
-                        "could not reach the leader", fw->addr);
+            reply_error(fw->call, status, applied, "could not reach the leader",
+                        fw->addr);
         }
         free(fw);
         return;

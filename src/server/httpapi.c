@@ -8,6 +8,7 @@
 
 #include <openssl/rand.h>
 
+#include "rpc/status.h"
 #include "server/httpapi_json.h"
 #include "server/httpapi_parse.h"
 #include "server/server.h"
@@ -23,40 +24,6 @@ struct api_call
     bool has_request_id;
     uint8_t request_id[HTTPAPI_REQUEST_ID_LEN];
 };
-
-/* --- the HTTP status of an answer: one table ------------------------------
- *
- * A decision is 200, also a denial (REPLAYED, STALE, DUPLICATE, NOT_OWNER,
- * NOT_FOUND...). An error answer: applied unknown is 504 whatever its
- * status; otherwise the status's row. */
-static const struct
-{
-    enum rpc_status status;
-    unsigned http;
-} status_http[] = {
-    {RPC_STATUS_INVALID_ARGUMENT, 400},
-    {RPC_STATUS_PERMISSION_DENIED, 403},
-    {RPC_STATUS_UNAVAILABLE, 503},
-    {RPC_STATUS_RESOURCE_EXHAUSTED, 503},
-    {RPC_STATUS_FAILED_PRECONDITION, 503},
-    {RPC_STATUS_DEADLINE_EXCEEDED, 503},
-    {RPC_STATUS_WRONG_GROUP, 503},
-    {RPC_STATUS_MOVING, 503},
-    {RPC_STATUS_UNKNOWN, 504},
-};
-
-static unsigned http_of(enum rpc_status status, bool applied_unknown)
-{
-    if (applied_unknown) {
-        return 504;
-    }
-    for (size_t i = 0; i < sizeof status_http / sizeof status_http[0]; i++) {
-        if (status_http[i].status == status) {
-            return status_http[i].http;
-        }
-    }
-    return 503;
-}
 
 /* @o (taken) as the JSON answer with @status. */
 static void answer_json(struct http_response *resp, unsigned status, json_t *o)
@@ -103,7 +70,10 @@ static void answer_error(struct server *s,
         node_sync_ids(s);
         httpapi_json_origin(o, &s->ids);
     }
-    answer_json(resp, http_of(status, applied_unknown), o);
+    answer_json(resp,
+                rpc_status_http(status, applied_unknown ? RPC_APPLIED_UNKNOWN
+                                                        : RPC_APPLIED_FALSE),
+                o);
 }
 
 /* --- the answer of a local call ------------------------------------------- */
@@ -235,6 +205,8 @@ static void start_call(struct server *s,
     v.method = q->method;
     v.direction = RPC_REQUEST;
     v.deadline_ms = q->timeout_ms;
+    v.has_cluster_id = q->has_cluster_id; /* the caller's pin, if given */
+    memcpy(v.cluster_id, q->cluster_id, RPC_ID_LEN);
     v.body = body;
     v.body_len = len;
     /* The caller's certificate, authorized by the service exactly as a

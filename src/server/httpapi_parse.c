@@ -19,7 +19,7 @@
 
 enum field_kind {
     K_BYTES,    /* a string, its bytes (no NUL) */
-    K_HEX16,    /* request_id: 32 hex digits */
+    K_HEX16,    /* request_id, cluster_id: 32 hex digits */
     K_HEXVAR,   /* payload_hash: 0..64 bytes in hex */
     K_DURATION, /* "30s" or integer ms */
     K_U64,      /* ts: integer or decimal string */
@@ -45,6 +45,7 @@ enum field_id {
     F_RESULT_B64,
     F_TERMINAL,
     F_ERROR,
+    F_CLUSTER_ID,
     F_COUNT
 };
 
@@ -69,6 +70,7 @@ static const struct
     [F_RESULT_B64] = {"result_b64", K_B64},
     [F_TERMINAL] = {"terminal", K_FLAG},
     [F_ERROR] = {"error", K_BYTES},
+    [F_CLUSTER_ID] = {"cluster_id", K_HEX16},
 };
 
 #define BIT(f) (1u << (f))
@@ -81,20 +83,24 @@ static unsigned method_fields(enum rpc_method m)
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_EXECUTION_ID) | BIT(F_TTL) | BIT(F_TS) |
                    BIT(F_WINDOW) | BIT(F_IDEMPOTENT) | BIT(F_PAYLOAD_HASH) |
-                   BIT(F_LEASE) | BIT(F_TIMEOUT);
+                   BIT(F_LEASE) | BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID);
         case RPC_METHOD_COMPLETE:
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_OWNER_TOKEN) | BIT(F_RESULT) | BIT(F_RESULT_B64) |
-                   BIT(F_TIMEOUT);
+                   BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID);
         case RPC_METHOD_RELEASE:
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_OWNER_TOKEN) | BIT(F_TERMINAL) | BIT(F_ERROR) |
-                   BIT(F_TIMEOUT);
+                   BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID);
         default:
             return 0;
     }
 }
 
+/* field_of's answer for a name no field has (a value, not an error). */
+#define F_NONE (-1)
+
+/* The index of the field called @name in fields[], or F_NONE. */
 static int field_of(const char *name)
 {
     for (int i = 0; i < F_COUNT; i++) {
@@ -102,7 +108,7 @@ static int field_of(const char *name)
             return i;
         }
     }
-    return -1;
+    return F_NONE;
 }
 
 /* One parsed value, before it is stored into the message. */
@@ -311,6 +317,13 @@ static int store(struct httpapi_req *r, enum field_id f, json_t *v, char *why)
             }
             r->has_request_id = true;
             return 0;
+        case F_CLUSTER_ID:
+            if (x.len != 2 * RPC_ID_LEN ||
+                !text_parse_hex(x.s, r->cluster_id, RPC_ID_LEN)) {
+                return want(name, "32 hex digits (16 bytes)", why);
+            }
+            r->has_cluster_id = true;
+            return 0;
         case F_EXECUTION_ID:
             c->execution_id = bin(x.s, x.len);
             return 0;
@@ -464,7 +477,7 @@ int httpapi_parse_body(enum rpc_method method,
     {
         int f = field_of(k);
 
-        if (f < 0 || (allowed & BIT(f)) == 0) {
+        if (f == F_NONE || (allowed & BIT(f)) == 0) {
             err_printf(why, "%.64s: unknown field", k);
             return -EINVAL;
         }
@@ -497,10 +510,10 @@ static int decode_part(const char *s,
         int c = (unsigned char)s[i];
 
         if (c == '%') {
-            int hi = i + 2 < n ? text_hex_digit(s[i + 1]) : -1;
-            int lo = i + 2 < n ? text_hex_digit(s[i + 2]) : -1;
+            int hi = i + 2 < n ? text_hex_digit(s[i + 1]) : TEXT_NOT_HEX;
+            int lo = i + 2 < n ? text_hex_digit(s[i + 2]) : TEXT_NOT_HEX;
 
-            if (hi < 0 || lo < 0) {
+            if (hi == TEXT_NOT_HEX || lo == TEXT_NOT_HEX) {
                 err_printf(why, "%s: bad percent-encoding", name);
                 return -EINVAL;
             }

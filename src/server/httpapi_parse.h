@@ -46,6 +46,8 @@ struct httpapi_req
     uint64_t timeout_ms;    /* `timeout`; 0: the node's default */
     bool has_request_id;    /* given; else the caller fills request_id */
     uint8_t request_id[HTTPAPI_REQUEST_ID_LEN];
+    bool has_cluster_id; /* `cluster_id`: the caller's pin (POSTs only) */
+    uint8_t cluster_id[RPC_ID_LEN];
     union {
         Once__Rpc__ClaimRequest claim;
         Once__Rpc__CompleteRequest complete;

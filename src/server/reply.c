@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc/status.h"
 #include "server/leader.h"
 #include "server/server.h"
 
@@ -67,40 +68,18 @@ void reply_replica_error(struct server *s,
                          const char *msg)
 {
     char text[RPC_ERROR_MAX + 1];
+    enum rpc_applied applied;
+    enum rpc_status status;
 
     if (msg != NULL && msg[0] != '\0') {
         snprintf(text, sizeof text, "%s: %s", replica_strerror(rv), msg);
     } else {
         snprintf(text, sizeof text, "%s", replica_strerror(rv));
     }
-    switch (rv) {
-        case REPLICA_E_NOTLEADER:
-        case REPLICA_E_SHUTDOWN:
-        case REPLICA_E_NOMEM:
-        case REPLICA_E_INTERNAL:
-            reply_unavailable(s, call, text);
-            return;
-        case REPLICA_E_UNKNOWN:
-            reply_error(call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, text,
-                        NULL);
-            return;
-        case REPLICA_E_PRECONDITION:
-            reply_error(call, RPC_STATUS_FAILED_PRECONDITION, RPC_APPLIED_FALSE,
-                        text, NULL);
-            return;
-        case REPLICA_E_BUSY:
-            reply_error(call, RPC_STATUS_RESOURCE_EXHAUSTED, RPC_APPLIED_FALSE,
-                        text, NULL);
-            return;
-        case REPLICA_E_INVALID:
-        case REPLICA_E_TOOBIG:
-            reply_error(call, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE,
-                        text, NULL);
-            return;
-        default:
-            /* Not a code of the layer: the safe answer is "unknown". */
-            reply_error(call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, text,
-                        NULL);
-            return;
+    status = rpc_status_of(rv, true, &applied);
+    if (status == RPC_STATUS_UNAVAILABLE) {
+        reply_unavailable(s, call, text); /* with the leader hint */
+        return;
     }
+    reply_error(call, status, applied, text, NULL);
 }

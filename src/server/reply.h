@@ -2,10 +2,10 @@
  * admin.c, forward.c).
  *
  * Each function answers @call exactly once (rpc_call_reply); the call must
- * not be used afterwards. The mapping of the Raft layer's codes to wire
- * statuses (reply_replica_error) lives here only, so that the leader's own
- * path, the admin operations and the forwarding agree (docs/server.md,
- * "Serving a call"). Loop thread only. */
+ * not be used afterwards. The Raft layer's codes become wire statuses
+ * through rpc_status_of (rpc/status.h) only, so that the leader's own path,
+ * the admin operations and the forwarding agree (docs/server.md, "Serving a
+ * call"). Loop thread only. */
 #ifndef ONCE_SERVER_REPLY_H_
 #define ONCE_SERVER_REPLY_H_
 
@@ -35,8 +35,8 @@ void reply_unavailable(struct server *s,
                        struct rpc_call *call,
                        const char *why);
 
-/* A REPLICA_E_* code (raft/replica.h) as its wire status and applied flag;
- * @msg (may be NULL) is appended to the code's text. */
+/* A REPLICA_E_* code (raft/replica.h) as its wire status and applied flag
+ * (rpc_status_of); @msg (may be NULL) is appended to the code's text. */
 void reply_replica_error(struct server *s,
                          struct rpc_call *call,
                          int rv,

@@ -41,8 +41,9 @@ static uint64_t wall_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The backup at @path, checked whole, as a state: 0 and *@out, or -1
- * (logged). */
+/* The backup at @path, checked whole, as a state: 0 and *@out, or (logged)
+ * the -errno of reading it, -ENODATA for an empty file, or backup_verify's
+ * code. */
 static int load_backup(const char *path,
                        struct backup_info *info,
                        struct fsm **out)
@@ -53,15 +54,18 @@ static int load_backup(const char *path,
     void *map = MAP_FAILED;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     const char *why = NULL;
-    int rv = -1;
+    int rv = 0;
 
     if (fd < 0 || fstat(fd, &st) != 0) {
+        rv = -errno;
         why = strerror(errno);
     } else if (st.st_size == 0) {
+        rv = -ENODATA;
         why = "the file is empty";
     } else {
         map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
+            rv = -errno;
             why = strerror(errno);
         }
     }
@@ -72,12 +76,11 @@ static int load_backup(const char *path,
         if (fd >= 0) {
             close(fd);
         }
-        return -1;
+        return rv;
     }
     close(fd);
-    if (backup_verify(map, (size_t)st.st_size, info, out, &off, err) == 0) {
-        rv = 0;
-    } else {
+    rv = backup_verify(map, (size_t)st.st_size, info, out, &off, err);
+    if (rv != 0) {
         log_kv(LOG_ERROR, "refusing to restore: the backup does not verify",
                "file=%s offset=%" PRIu64 " error=%s",
                log_quote(path, q, sizeof q), off,

@@ -1,6 +1,7 @@
 /* store/store_format.c: see store_format.h. */
 #include "store/store_format.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,10 +35,10 @@ int sf_seg_header_check(const uint8_t in[SF_SEG_HDR], uint64_t *first)
 {
     if (memcmp(in, seg_magic, 8) != 0 || le_get32(in + 8) != SF_FORMAT ||
         le_get32(in + 12) != crc32c(0, in + 16, SF_SEG_HDR - 16)) {
-        return -1;
+        return -EBADMSG;
     }
     *first = le_get64(in + 16);
-    return *first == 0 ? -1 : 0;
+    return *first == 0 ? -EBADMSG : 0;
 }
 
 void sf_rec_encode(uint8_t *out,
@@ -127,7 +128,7 @@ int sf_meta_decode(const uint8_t in[SF_META_SIZE],
     }
     if (memcmp(in, meta_magic, 8) != 0 || le_get32(in + 8) != SF_FORMAT ||
         le_get32(in + 12) != crc32c(0, in + 16, SF_META_SIZE - 16)) {
-        return -1;
+        return -EBADMSG;
     }
     *seq = le_get64(in + 16);
     *term = le_get64(in + 24);
@@ -234,7 +235,7 @@ int sf_snap_header_check(const uint8_t hdr[SF_SNAP_HDR],
                          uint32_t *crc)
 {
     if (memcmp(hdr, snap_magic, 8) != 0 || le_get32(hdr + 8) != SF_FORMAT) {
-        return -1;
+        return -EBADMSG;
     }
     info->term = le_get64(hdr + 16);
     info->index = le_get64(hdr + 24);
@@ -245,7 +246,7 @@ int sf_snap_header_check(const uint8_t hdr[SF_SNAP_HDR],
     if (info->index == 0 || info->term == 0 || info->conf_len > SF_CONF_MAX ||
         info->conf_len % 8 != 0 || info->data_len > SF_SNAP_MAX ||
         file_size != SF_SNAP_HDR + info->conf_len + info->data_len) {
-        return -1;
+        return -EBADMSG;
     }
     return 0;
 }

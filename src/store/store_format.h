@@ -49,7 +49,7 @@ static inline size_t sf_rec_size(size_t len)
 }
 
 void sf_seg_header(uint8_t out[SF_SEG_HDR], uint64_t first);
-/* 0 and *first, or -1 when the header is not valid. */
+/* 0 and *first, or -EBADMSG when the header is not valid. */
 int sf_seg_header_check(const uint8_t in[SF_SEG_HDR], uint64_t *first);
 
 /* Write one record into @out (sf_rec_size(len) bytes, zero padded). */
@@ -89,7 +89,7 @@ void sf_meta_encode(uint8_t out[SF_META_SIZE],
                     uint64_t term,
                     uint64_t vote,
                     uint64_t cut);
-/* 0 when valid, 1 when all zero (never written), -1 when bad. */
+/* 0 when valid, 1 when all zero (never written), -EBADMSG when bad. */
 int sf_meta_decode(const uint8_t in[SF_META_SIZE],
                    uint64_t *seq,
                    uint64_t *term,
@@ -115,7 +115,7 @@ void sf_snap_header(uint8_t out[SF_SNAP_HDR],
                     uint32_t crc);
 /* The crc a header must carry: over header bytes 16..64, then the rest. */
 uint32_t sf_snap_crc_start(const uint8_t hdr[SF_SNAP_HDR]);
-/* Check magic, format and bounds against the file size; -1 if bad. */
+/* Check magic, format and bounds against the file size; -EBADMSG if bad. */
 int sf_snap_header_check(const uint8_t hdr[SF_SNAP_HDR],
                          uint64_t file_size,
                          struct sf_snap_info *info,

@@ -287,23 +287,23 @@ static int keep_current(struct slog *sl,
     return 0;
 }
 
-/* Read segment @name whole into *file (reallocated); its open fd, or -1
- * with the error. */
+/* Read segment @name whole into *file (reallocated), its open fd in *@fd_out:
+ * 0, or RAFT_IOERR / RAFT_NOMEM with sl->s->errmsg (raft reads the code). */
 static int read_segment(struct slog *sl,
                         const char *name,
                         uint8_t **file,
                         size_t *size,
-                        int *rv)
+                        int *fd_out)
 {
     struct stat st;
     uint8_t *f;
-    int fd, err;
+    int fd, err, rv;
 
     fd = openat(sl->dirfd, name, O_RDWR | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0) {
         err_printf(sl->s->errmsg, "open %s/%s: %s", sl->dir, name,
                    strerror(errno));
-        *rv = RAFT_IOERR;
+        rv = RAFT_IOERR;
         goto err;
     }
     *size = (size_t)st.st_size;
@@ -311,21 +311,22 @@ static int read_segment(struct slog *sl,
     *file = f = malloc(*size > 0 ? *size : 1);
     if (f == NULL) {
         err_printf(sl->s->errmsg, "out of memory reading %s", name);
-        *rv = RAFT_NOMEM;
+        rv = RAFT_NOMEM;
         goto err;
     }
     if ((err = store_read_all(fd, f, *size, 0)) != 0) {
         err_printf(sl->s->errmsg, "read %s/%s: %s", sl->dir, name,
                    strerror(-err));
-        *rv = RAFT_IOERR;
+        rv = RAFT_IOERR;
         goto err;
     }
-    return fd;
+    *fd_out = fd;
+    return 0;
 err:
     if (fd >= 0) {
         close(fd);
     }
-    return -1;
+    return rv;
 }
 
 /* Read every segment into @sc and the store's bookkeeping. */
@@ -343,8 +344,8 @@ static int load_segments(struct slog *sl, struct scan *sc)
         int fd;
 
         store_seg_name(name, sc->segs[k]);
-        fd = read_segment(sl, name, &file, &size, &rv);
-        if (fd < 0) {
+        rv = read_segment(sl, name, &file, &size, &fd);
+        if (rv != 0) {
             break;
         }
         in.name = name;

@@ -8,6 +8,7 @@
  *
  * Run: ./tests/fuzz/fuzz_anchor -max_total_time=60 WORKDIR
  *      tests/fuzz/corpus/anchor */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[256] = "", line[ANCHOR_FILE_MAX + 1];
     int rv = anchor_parse((const char *)data, size, &a, why, sizeof why);
 
-    CHECK(rv == 0 || rv == -1);
+    CHECK(rv == 0 || rv == -EBADMSG);
     if (rv != 0) {
         CHECK(why[0] != '\0');
         return 0;

@@ -258,6 +258,29 @@ def check_refusals(t, via):
             "POST /v1/status: 405 with Allow: GET", "%s %r" % (st, hd))
 
 
+def check_pin(t, nodes, cid):
+    """`cluster_id` in a POST body is the caller's pin: a node of another
+    cluster refuses the call before proposing it, on the leader and through
+    a follower, so nothing lands in a cluster its client would refuse."""
+    t.require(len(cid) == 32, "answers carry the cluster id", repr(cid))
+    other = "00" * 16 if cid != "00" * 16 else "11" * 16
+    for n in nodes:
+        key = "p-" + oc.rand_hex(4)
+        st, _, a = claim(n.http_addr, key, cluster_id=other)
+        t.check(st == 503 and a.get("error") == "FAILED_PRECONDITION"
+                and a.get("applied") == "false"
+                and "cluster id mismatch" in a.get("message", ""),
+                "claim pinned to another cluster via %s: refused, not "
+                "applied" % n.name, "%s %r" % (st, a))
+        st, _, b = call(n.http_addr, "/v1/records/%s/%s" % (SCOPE, key))
+        t.check(st == 200 and b.get("outcome") == "NOT_FOUND",
+                "the refused claim left no record", "%s %r" % (st, b))
+        st, _, c = claim(n.http_addr, key, cluster_id=cid.upper())
+        t.check(st == 200 and c.get("outcome") == "ACCEPTED",
+                "the same claim pinned to this cluster via %s: ACCEPTED"
+                % n.name, "%s %r" % (st, c))
+
+
 def scenario(t):
     # A longer election timeout than the harness's: the 504 case needs a
     # leader that still leads for a while after losing its quorum.
@@ -286,6 +309,7 @@ def scenario(t):
     st, _, b2 = call(f.http_addr, "/v1/records/%s/%s" % (SCOPE, key))
     t.check(st == 200 and b2.get("outcome") == "FOUND",
             "lookup through a follower: FOUND", "%s %r" % (st, b2))
+    check_pin(t, [leader, f], b.get("cluster_id", ""))
 
     # No quorum: the two followers killed by PID. The leader still leads
     # for an election timeout (1.5 s here): a claim it proposes cannot

@@ -1,6 +1,7 @@
 /* tests/raft/test_guards.c: the guards' decisions on synthetic raft state,
  * and the decorator's no-vote state and payload check on a cluster. */
 #include <check.h>
+#include <errno.h>
 #include <string.h>
 
 #include "cluster.h"
@@ -195,8 +196,8 @@ START_TEST(switch_list_parses)
     ck_assert_int_eq(guard_test_parse("g7,g6,g8,g4,g5,g9", &mask), 0);
     ck_assert_uint_eq(
         mask, GUARD_G4 | GUARD_G5 | GUARD_G6 | GUARD_G7 | GUARD_G8 | GUARD_G9);
-    ck_assert_int_eq(guard_test_parse("g3", &mask), -1);
-    ck_assert_int_eq(guard_test_parse("g1,bogus", &mask), -1);
+    ck_assert_int_eq(guard_test_parse("g3", &mask), -EINVAL);
+    ck_assert_int_eq(guard_test_parse("g1,bogus", &mask), -EINVAL);
 }
 END_TEST
 

@@ -2,6 +2,7 @@
  * merge, atomic recording) and its flag parser (defaults, every flag, and
  * the refusals with the flag named). */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -217,11 +218,11 @@ START_TEST(test_args_all)
 }
 END_TEST
 
-/* Each refusal: -1 and a message that names the flag. */
+/* Each refusal: -EINVAL and a message that names the flag. */
 static void refused(const char *flag, const char *val, const char *needle)
 {
     ck_assert_int_eq(val != NULL ? parse(flag, val, NULL) : parse(flag, NULL),
-                     -1);
+                     -EINVAL);
     ck_assert_msg(strstr(err, needle) != NULL, "%s %s: \"%s\" lacks \"%s\"",
                   flag, val != NULL ? val : "", err, needle);
 }
@@ -258,7 +259,7 @@ START_TEST(test_args_refused)
     refused("--cluster", "127.0.0.1", "bad address");
     refused("--frobnicate", NULL, "unknown flag");
     refused("--jsonx", NULL, "unknown flag");
-    ck_assert_int_eq(parse("--connections", "4", "--rate", "3", NULL), -1);
+    ck_assert_int_eq(parse("--connections", "4", "--rate", "3", NULL), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "--rate"));
 }
 END_TEST
@@ -296,7 +297,7 @@ START_TEST(test_args_cluster_bounds)
         n += (size_t)snprintf(big + n, sizeof big - n, "%s127.0.0.1:%zu",
                               i ? "," : "", 1000 + i);
     }
-    ck_assert_int_eq(parse("--cluster", big, NULL), -1);
+    ck_assert_int_eq(parse("--cluster", big, NULL), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "more than"));
     /* Exactly the maximum is fine. */
     *strrchr(big, ',') = '\0';

@@ -4,6 +4,7 @@
  * encode/decode/unpack), names. The public API against scripted servers is
  * test_client_net.c. */
 #include <check.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,23 @@ START_TEST(status_mapping)
                      ONCE_STATUS_UNAVAILABLE);
     ck_assert_int_eq(client_status_from_rpc((enum rpc_status)55),
                      ONCE_STATUS_UNKNOWN);
+    /* Total: every status the wire names is a public status with a name. */
+    for (int v = 0; v <= 200; v++) {
+        if (strcmp(rpc_status_name((enum rpc_status)v), "unknown") != 0) {
+            ck_assert_str_ne(
+                once_status_name(client_status_from_rpc((enum rpc_status)v)),
+                "UNKNOWN_VALUE");
+        }
+    }
+    /* No answer at all: the code and whether it left. */
+    ck_assert_int_eq(client_status_of_channel(RPC_E_TIMEOUT, true),
+                     ONCE_STATUS_DEADLINE_EXCEEDED);
+    ck_assert_int_eq(client_status_of_channel(RPC_E_LOST, true),
+                     ONCE_STATUS_UNKNOWN);
+    ck_assert_int_eq(client_status_of_channel(RPC_E_CONNECT, false),
+                     ONCE_STATUS_UNAVAILABLE);
+    ck_assert_int_eq(client_status_of_channel(-ENOMEM, false),
+                     ONCE_STATUS_UNAVAILABLE);
 }
 END_TEST
 
@@ -617,7 +635,7 @@ START_TEST(result_malformed)
         full_result_init(&f);                                     \
         mutate;                                                   \
         once_result_init(&r);                                     \
-        ck_assert_int_eq(read_full(&f, &r, err), -1);             \
+        ck_assert_int_eq(read_full(&f, &r, err), RPC_E_PROTOCOL); \
         ck_assert_msg(strncmp(err, prefix, strlen(prefix)) == 0,  \
                       "got \"%s\", want \"%s...\"", err, prefix); \
         once_result_clear(&r);                                    \
@@ -650,7 +668,7 @@ START_TEST(result_malformed)
         buf = pack_msg(&cr.base, &len);
         once_result_init(&r);
         ck_assert_int_eq(read_answer(RPC_METHOD_CLAIM, buf, len, &r, NULL, err),
-                         -1);
+                         RPC_E_PROTOCOL);
         ck_assert_str_eq(err, "answer without a result");
         free(buf);
     }
@@ -724,7 +742,7 @@ START_TEST(status_answer)
     s.n_config_voters = 65;
     buf = pack_msg(&s.base, &len);
     ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
-                     -1);
+                     RPC_E_PROTOCOL);
     free(buf);
     ck_assert_ptr_nonnull(strstr(err, "status.config_voters"));
     s.n_config_voters = 2;
@@ -735,7 +753,7 @@ START_TEST(status_answer)
     m[1].client_addr = longs;
     buf = pack_msg(&s.base, &len);
     ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
-                     -1);
+                     RPC_E_PROTOCOL);
     ck_assert_str_eq(err,
                      "status.members[1].client_addr: longer than 64 bytes");
     free(buf);
@@ -743,14 +761,14 @@ START_TEST(status_answer)
     m[0].id = 0;
     buf = pack_msg(&s.base, &len);
     ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
-                     -1);
+                     RPC_E_PROTOCOL);
     ck_assert_str_eq(err, "status.members[0].id: 0");
     free(buf);
     m[0].id = 1;
     s.role = 9;
     buf = pack_msg(&s.base, &len);
     ck_assert_int_eq(read_answer(RPC_METHOD_STATUS, buf, len, &r, &out, err),
-                     -1);
+                     RPC_E_PROTOCOL);
     ck_assert_str_eq(err, "status.role: unknown value 9");
     free(buf);
 }
@@ -783,7 +801,8 @@ START_TEST(config_answers)
     a.result = NULL;
     buf = pack_msg(&a.base, &len);
     ck_assert_int_eq(
-        read_answer(RPC_METHOD_MEMBERS_ADD, buf, len, &r, NULL, err), -1);
+        read_answer(RPC_METHOD_MEMBERS_ADD, buf, len, &r, NULL, err),
+        RPC_E_PROTOCOL);
     free(buf);
 
     t.leader_id = 77;
@@ -804,7 +823,8 @@ START_TEST(config_answers)
     ck_assert_uint_eq(y, 4096);
     /* A body of another method is refused. */
     ck_assert_int_eq(
-        client_read_body(RPC_METHOD_CLAIM, &sn.base, &r, &out, err), -1);
+        client_read_body(RPC_METHOD_CLAIM, &sn.base, &r, &out, err),
+        RPC_E_PROTOCOL);
     once_result_clear(&r);
 }
 END_TEST
@@ -854,20 +874,23 @@ START_TEST(backup_answers)
     m.crc32c ^= 1;
     buf = pack_msg(&m.base, &len);
     ck_assert_int_eq(
-        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err), -1);
+        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err),
+        RPC_E_PROTOCOL);
     ck_assert_str_eq(err, "backup chunk checksum mismatch");
     free(buf);
     m.crc32c ^= 1;
     out.buf_cap = 8; /* more than asked */
     buf = pack_msg(&m.base, &len);
     ck_assert_int_eq(
-        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err), -1);
+        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err),
+        RPC_E_PROTOCOL);
     free(buf);
     m.ready = false; /* data while not ready */
     out.buf_cap = sizeof got;
     buf = pack_msg(&m.base, &len);
     ck_assert_int_eq(
-        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err), -1);
+        read_answer(RPC_METHOD_BACKUP_READ, buf, len, &r, &out, err),
+        RPC_E_PROTOCOL);
     free(buf);
     once_result_clear(&r);
 }

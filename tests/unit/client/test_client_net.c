@@ -553,7 +553,7 @@ START_TEST(async_calls)
     ck_assert_int_eq(log.ok, 100);
     ck_assert(log.nested_ok);
     a.key_len = 0;
-    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), -1);
+    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), -EINVAL);
     ck_assert_str_eq(once_client_last_error(c), "key: 0 bytes, must be 1..256");
     once_client_free(c);
     fake_stop(pid);
@@ -579,7 +579,7 @@ START_TEST(async_bound_and_free)
     a.scope_len = 7;
     ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), 0);
     ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), 0);
-    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), -1);
+    ck_assert_int_eq(once_claim_async(c, &a, on_claim, &log), -EBUSY);
     ck_assert(strstr(once_client_last_error(c), "max_inflight") != NULL);
     /* Sent, never answered: still outstanding after 200 ms. */
     ck_assert_int_eq(once_run(c, 200), 2);
@@ -651,11 +651,11 @@ START_TEST(new_refuses_bad_options)
     once_options_init(&o);
     o.addrs = addrs;
     o.n_addrs = 1;
-    ck_assert_int_eq(once_client_new(&o, &c, err, sizeof err), -1);
+    ck_assert_int_eq(once_client_new(&o, &c, err, sizeof err), -EINVAL);
     ck_assert_ptr_null(c);
     ck_assert_str_eq(err, "addrs[0]: \"1.2.3.4\" is not IPv4 IP:PORT");
-    ck_assert_int_eq(once_client_new(NULL, &c, err, sizeof err), -1);
-    ck_assert_int_eq(once_client_new(&o, NULL, NULL, 0), -1);
+    ck_assert_int_eq(once_client_new(NULL, &c, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(once_client_new(&o, NULL, NULL, 0), -EINVAL);
 }
 END_TEST
 

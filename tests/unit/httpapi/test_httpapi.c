@@ -49,6 +49,7 @@ START_TEST(claim_fields)
               "\"payload_hash\":\"ab12\",\"lease\":\"30s\",\"ttl\":5000,"
               "\"ts\":\"123\",\"window\":\"5m\",\"execution_id\":\"e1\","
               "\"request_id\":\"00112233445566778899AABBCCDDEEFF\","
+              "\"cluster_id\":\"0f0e0d0c0b0a09080706050403020100\","
               "\"timeout\":\"2s\"}",
               &q, why),
         0);
@@ -64,6 +65,9 @@ START_TEST(claim_fields)
     ck_assert(bin_is(c->execution_id, "e1"));
     ck_assert(q.has_request_id);
     ck_assert_uint_eq(q.request_id[15], 0xff);
+    ck_assert(q.has_cluster_id);
+    ck_assert_uint_eq(q.cluster_id[0], 0x0f);
+    ck_assert_uint_eq(q.cluster_id[15], 0x00);
     ck_assert_uint_eq(q.timeout_ms, 2000);
     ck_assert_uint_eq(c->request_id.len, 0); /* bound by the caller */
     httpapi_req_bind_request_id(&q);
@@ -80,6 +84,7 @@ START_TEST(claim_fields)
     ck_assert_int_eq(q.u.claim.kind, ONCE__RPC__KIND__KIND_NONCE);
     ck_assert_uint_eq(q.u.claim.ttl_ms, HTTPAPI_TTL_DEFAULT_MS);
     ck_assert(!q.has_request_id);
+    ck_assert(!q.has_cluster_id);
     httpapi_req_free(&q);
     /* With ts and no ttl: no default ttl (the window bounds it). */
     ck_assert_int_eq(parse(RPC_METHOD_CLAIM,
@@ -122,6 +127,10 @@ START_TEST(claim_refusals)
             "{\"scope\":\"s\",\"key\":\"k\",\"request_id\":"
             "\"0011223344556677889900aabbccddeg\"}",
             "request_id");
+    refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"cluster_id\":\"00ff\"}",
+            "cluster_id: want 32 hex digits");
+    refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"cluster_id\":7}",
+            "cluster_id: want a string");
     refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"payload_hash\":\"abc\"}",
             "payload_hash:");
     refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"timeout\":\"61s\"}",

@@ -1,5 +1,6 @@
 /* tests/unit/raft/test_anchor.c: raft/anchor.h, the log-time anchor file. */
 #include <check.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,9 +74,11 @@ START_TEST(other_boot_or_future_refused)
     char why[256];
 
     ck_assert_int_eq(anchor_write(dir, &a, why, sizeof why), 0);
-    ck_assert_int_eq(anchor_load(dir, OTHER, 200000, &b, why, sizeof why), -1);
+    ck_assert_int_eq(anchor_load(dir, OTHER, 200000, &b, why, sizeof why),
+                     -ESTALE);
     ck_assert_ptr_nonnull(strstr(why, "boot"));
-    ck_assert_int_eq(anchor_load(dir, BOOT, 123455, &b, why, sizeof why), -1);
+    ck_assert_int_eq(anchor_load(dir, BOOT, 123455, &b, why, sizeof why),
+                     -ERANGE);
     ck_assert_ptr_nonnull(strstr(why, "future"));
     ck_assert_int_eq(anchor_load(dir, BOOT, 123456, &b, why, sizeof why), 1);
 }
@@ -104,14 +107,14 @@ START_TEST(malformed_refused)
     char why[256];
 
     ck_assert_int_eq(anchor_parse(nul, sizeof nul - 1, &b, why, sizeof why),
-                     -1);
+                     -EBADMSG);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put(bad[i]);
-        ck_assert_msg(anchor_load(dir, BOOT, 200000, &b, why, sizeof why) == -1,
+        ck_assert_msg(anchor_load(dir, BOOT, 200000, &b, why, sizeof why) < 0,
                       "accepted: %s", bad[i]);
-        ck_assert_msg(
-            anchor_parse(bad[i], strlen(bad[i]), &b, why, sizeof why) == -1,
-            "parsed: %s", bad[i]);
+        ck_assert_msg(anchor_parse(bad[i], strlen(bad[i]), &b, why,
+                                   sizeof why) == -EBADMSG,
+                      "parsed: %s", bad[i]);
     }
 }
 END_TEST
@@ -134,7 +137,7 @@ START_TEST(boot_id)
     ck_assert_int_eq(anchor_boot_id(p, id, why, sizeof why), 0);
     ck_assert_str_eq(id, BOOT);
     put("not-a-uuid\n");
-    ck_assert_int_eq(anchor_boot_id(p, id, why, sizeof why), -1);
+    ck_assert_int_eq(anchor_boot_id(p, id, why, sizeof why), -EBADMSG);
 }
 END_TEST
 

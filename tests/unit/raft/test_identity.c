@@ -262,9 +262,11 @@ START_TEST(test_format_parse)
     ck_assert_str_eq(identity_format(UINT64_MAX, hex), "ffffffffffffffff");
     ck_assert_int_eq(identity_parse("ffffffffffffffff", &v), 0);
     ck_assert(v == UINT64_MAX);
-    ck_assert_int_eq(identity_parse("fffffffffffffff", &v), -1);
-    ck_assert_int_eq(identity_parse("ffffffffffffffff0", &v), -1);
-    ck_assert_int_eq(identity_parse("FFFFFFFFFFFFFFFF", &v), -1);
+    ck_assert_int_eq(identity_parse("fffffffffffffff", &v), IDENTITY_E_INVALID);
+    ck_assert_int_eq(identity_parse("ffffffffffffffff0", &v),
+                     IDENTITY_E_INVALID);
+    ck_assert_int_eq(identity_parse("FFFFFFFFFFFFFFFF", &v),
+                     IDENTITY_E_INVALID);
 }
 END_TEST
 

@@ -1,6 +1,7 @@
 /* libonce's webhook verification (include/once_verify.h): the published
  * vectors of each scheme, rotation, tampering, header garbage, bounds. */
 #include <check.h>
+#include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdio.h>
@@ -438,7 +439,7 @@ START_TEST(secrets_refused)
         once_verifier_new(ONCE_SCHEME_STANDARD, &v, err, sizeof err), 0);
     for (size_t i = 0; i < sizeof bad_std / sizeof bad_std[0]; i++) {
         ck_assert_msg(once_verifier_add(v, bad_std[i], strlen(bad_std[i]), err,
-                                        sizeof err) == -1,
+                                        sizeof err) == -EINVAL,
                       "%s", bad_std[i]);
         /* The message never quotes the secret ("whsec_" alone is part
          * of the message's own text). */
@@ -451,7 +452,7 @@ START_TEST(secrets_refused)
                      0);
     ck_assert_int_eq(
         once_verifier_add(v, SW_SECRET, strlen(SW_SECRET), err, sizeof err),
-        -1); /* the same key twice */
+        -EEXIST); /* the same key twice */
     ck_assert_uint_eq(once_verifier_count(v), 1);
     for (int i = 1; i < ONCE_VERIFY_SECRETS_MAX; i++) {
         char raw[25];
@@ -464,14 +465,15 @@ START_TEST(secrets_refused)
     }
     ck_assert_int_eq(
         once_verifier_add(v, ED_PUB, strlen(ED_PUB), err, sizeof err),
-        -1); /* over ONCE_VERIFY_SECRETS_MAX */
+        -ENOSPC); /* over ONCE_VERIFY_SECRETS_MAX */
     once_verifier_free(v);
     ck_assert_int_eq(once_verifier_new(ONCE_SCHEME_STRIPE, &v, err, sizeof err),
                      0);
-    ck_assert_int_eq(once_verifier_add(v, "short", 5, err, sizeof err), -1);
+    ck_assert_int_eq(once_verifier_add(v, "short", 5, err, sizeof err),
+                     -EINVAL);
     once_verifier_free(v);
     ck_assert_int_eq(
-        once_verifier_new((enum once_scheme)9, &v, err, sizeof err), -1);
+        once_verifier_new((enum once_scheme)9, &v, err, sizeof err), -EINVAL);
 }
 END_TEST
 
