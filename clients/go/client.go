@@ -289,8 +289,9 @@ func (c *Client) run(ctx context.Context, k *call, out interface{}) error {
 		if final {
 			return finish(e)
 		}
-		if k.oneNode == "" {
-			// Later calls should not start at a node that just failed.
+		if k.oneNode == "" && e.HTTPStatus == 0 {
+			// Later calls should not start at a node that did not
+			// answer (libonce's rule: an error answer leaves it).
 			c.mu.Lock()
 			if c.preferred == node {
 				c.preferred = (node + 1) % len(nodes)
@@ -391,6 +392,15 @@ func (c *Client) attempt(ctx context.Context, node string, k *call, budget time.
 			m[key] = v
 		}
 		m["timeout"] = ms
+		// The pin travels with every write: a node of another cluster
+		// refuses it before proposing (503 FAILED_PRECONDITION, applied
+		// "false"), so a write never lands in a cluster this client
+		// refuses.
+		c.mu.Lock()
+		if c.pinned != "" {
+			m["cluster_id"] = c.pinned
+		}
+		c.mu.Unlock()
 		b, err := json.Marshal(m)
 		if err != nil {
 			return invalid("%s: %v", k.op, err), true
@@ -477,9 +487,10 @@ func (c *Client) attempt(ctx context.Context, node string, k *call, budget time.
 		c.mu.Unlock()
 		if cid != pinned {
 			// Another cluster (re-created, restored, or a wrong address)
-			// must never decide for this one: fail closed, no retry.
-			// The HTTP API carries no pin in the request, so a write may
-			// have been applied there: applied "unknown" for writes.
+			// must never decide for this one: fail closed, no retry. A
+			// write carried the pin, so that node refused it before
+			// proposing: not applied there (an earlier attempt's
+			// "unknown" stays, as finish makes it).
 			e := &Error{
 				Kind: Definite, Status: StatusFailedPrecondition, Applied: "false",
 				Message:    fmt.Sprintf("cluster id mismatch: pinned %s, answered %s by node %s at %s", pinned, cid, ea.NodeID, node),
@@ -487,9 +498,6 @@ func (c *Client) attempt(ctx context.Context, node string, k *call, budget time.
 				HTTPStatus: resp.StatusCode,
 				ClusterID:  cid, NodeID: ea.NodeID, BootID: ea.BootID,
 				Err: errMismatch,
-			}
-			if k.write {
-				*maybeApplied = true
 			}
 			return e, true
 		}
@@ -520,6 +528,11 @@ func (c *Client) attempt(ctx context.Context, node string, k *call, budget time.
 		switch ea.Error {
 		case StatusInvalidArgument, StatusPermissionDenied, StatusFailedPrecondition:
 			e.Kind = Definite
+			if ea.Error == StatusFailedPrecondition && strings.Contains(ea.Message, "cluster id mismatch") {
+				// The node refused the pin (an answer without its own
+				// cluster id, which the check above would have caught).
+				e.Err = errMismatch
+			}
 			return e, true
 		case StatusUnavailable, StatusResourceExhausted:
 			e.Kind = NotApplied

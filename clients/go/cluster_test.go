@@ -717,18 +717,21 @@ func TestPinRefusesARecreatedCluster(t *testing.T) {
 	}
 	_, err = c.Claim(ctxFor(t, 20*time.Second), ClaimRequest{Scope: sc, Key: "before"})
 	var e *Error
-	// The HTTP API's requests carry no pin (the RPC's envelope does), so
-	// the new cluster may have applied the refused write: "unknown".
-	if !errors.As(err, &e) || !errors.Is(err, ErrClusterMismatch) || e.Kind != Definite || e.Applied != "unknown" ||
-		!strings.Contains(e.Message, old) || e.ClusterID != info["cluster_id"] {
-		t.Fatalf("the re-created cluster: want a cluster id mismatch, got %#v", err)
+	// The write carried the pin: the new cluster refused it before
+	// proposing it, so it is not applied anywhere.
+	if !errors.As(err, &e) || !errors.Is(err, ErrClusterMismatch) || e.Kind != Definite || e.Applied != "false" ||
+		errors.Is(err, ErrUnknown) || !strings.Contains(e.Message, old) || e.ClusterID != info["cluster_id"] {
+		t.Fatalf("the re-created cluster: want a cluster id mismatch, not applied, got %#v", err)
 	}
 	_, err = c.Lookup(ctxFor(t, 20*time.Second), sc, "before")
 	if !errors.Is(err, ErrClusterMismatch) {
 		t.Fatalf("lookup on the re-created cluster: %v", err)
 	}
-	// A new client pins the new cluster (which forgot everything).
+	// A new client pins the new cluster (which forgot everything), and
+	// finds no trace of the refused claim.
 	n := tc.client(t)
+	a, err = n.Lookup(ctxFor(t, 20*time.Second), sc, "before")
+	mustOutcome(t, "lookup of the refused claim's key on the new cluster", a, err, NotFound)
 	a, err = n.Claim(ctxFor(t, 20*time.Second), ClaimRequest{Scope: sc, Key: "after"})
 	mustOutcome(t, "a new client's claim", a, err, Accepted)
 	if n.ClusterID() == old {

@@ -520,16 +520,23 @@ func TestClusterIDPinnedAtTheFirstAnswer(t *testing.T) {
 	if c.ClusterID() != fakeCluster {
 		t.Fatalf("pinned %q", c.ClusterID())
 	}
+	if _, ok := a.got()[0]["cluster_id"]; ok {
+		t.Fatalf("an unpinned client sent a cluster_id: %v", a.got()[0])
+	}
 	// The same client, now reaching the other cluster.
 	c.nodes = []string{b.srv.URL}
 	_, err := c.Claim(context.Background(), ClaimRequest{Scope: "s", Key: "k"})
 	var e *Error
 	if !errors.As(err, &e) || !errors.Is(err, ErrClusterMismatch) || e.Kind != Definite ||
-		e.Status != StatusFailedPrecondition || !strings.Contains(e.Error(), "cluster id mismatch") {
-		t.Fatalf("want a cluster id mismatch, got %#v", err)
+		e.Status != StatusFailedPrecondition || !strings.Contains(e.Error(), "cluster id mismatch") || e.Applied != "false" {
+		t.Fatalf("want a cluster id mismatch, not applied, got %#v", err)
 	}
 	if len(b.got()) != 1 {
 		t.Fatalf("a mismatch was retried: %d attempts", len(b.got()))
+	}
+	// The pinned client's write carried the pin, for the node to refuse.
+	if got := b.got()[0]["cluster_id"]; got != fakeCluster {
+		t.Fatalf("the pinned write's cluster_id: %v", got)
 	}
 	// Given in the Config, the pin holds from the first call.
 	c2, _ := New(Config{Nodes: []string{b.srv.URL}, ClusterID: strings.ToUpper(fakeCluster)})
