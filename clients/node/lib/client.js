@@ -221,7 +221,11 @@ class Client {
       if (req.body) {
         // The node's deadline for this attempt: what we wait, a little less.
         const t = Math.min(Math.max(budget - NODE_DEADLINE_MARGIN_MS, 1), args.ATTEMPT_TIMEOUT_MAX_MS);
-        body = JSON.stringify({ ...req.body, timeout: t });
+        // A pinned client's write carries the pin: a node of another
+        // cluster refuses it before proposing (503 FAILED_PRECONDITION,
+        // applied "false"), so it never lands in a cluster we refuse.
+        const pin = this._clusterId !== null ? { cluster_id: this._clusterId } : {};
+        body = JSON.stringify({ ...req.body, ...pin, timeout: t });
       }
       let err;
       try {
@@ -352,6 +356,12 @@ class Client {
     if (FINAL_STATUSES.has(code)) {
       let e;
       if (code === 'INVALID_ARGUMENT') e = new errors.InvalidArgumentError(message, info);
+      else if (code === 'FAILED_PRECONDITION' && typeof obj.message === 'string' &&
+               obj.message.includes('cluster id mismatch')) {
+        // The node refused our pin (an answer without its own cluster id,
+        // else the pin check in _answer had caught it).
+        e = new errors.ClusterMismatchError(message, { ...info, expected: this._clusterId });
+      }
       else if (code === 'PERMISSION_DENIED') e = new errors.PermissionDeniedError(message, info);
       else e = new errors.DefiniteError(message, info);
       if (maybe) e.applied = errors.APPLIED_UNKNOWN;

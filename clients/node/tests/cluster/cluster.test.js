@@ -362,22 +362,26 @@ test('a cluster re-created empty on the same addresses is refused by the pin', {
   const given = new Client({ nodes: env.http, clusterId: pinnedId });
   const fresh = await control({ op: 'recreate' }, 120000);
   assert.notStrictEqual(fresh.cluster_id, pinnedId);
-  // The amnesiac cluster would say ACCEPTED for the key: refused instead.
+  // The amnesiac cluster would say ACCEPTED for the key: refused instead,
+  // before it proposed the claim (the write carried the pin).
   for (const c of [client, given]) {
     await assert.rejects(c.claim(S, k), (e) => {
       assert.ok(e instanceof ClusterMismatchError, `${e.name}: ${e.message}`);
       assert.strictEqual(e.expected, pinnedId);
       assert.strictEqual(e.actual, fresh.cluster_id);
+      assert.strictEqual(e.applied, 'false');
       assert.match(e.message, /cluster id mismatch/);
       return true;
     });
     await assert.rejects(c.lookup(S, k), ClusterMismatchError);
   }
   assert.strictEqual(client.clusterId, pinnedId);
-  // A new client pins the new cluster. (Over HTTP the node cannot see the
-  // pin, so the refused claims may be recorded there: another key.)
+  // A new client pins the new cluster, which has no record of the key:
+  // the refused claims were not applied there.
   const next = new Client({ nodes: env.http });
+  const l = await next.lookup(S, k);
+  assert.strictEqual(l.outcome, Outcome.NOT_FOUND);
+  assert.strictEqual(next.clusterId, fresh.cluster_id);
   const a = await next.claim(S, uniq('pin'));
   assert.strictEqual(a.outcome, Outcome.ACCEPTED);
-  assert.strictEqual(next.clusterId, fresh.cluster_id);
 });

@@ -156,6 +156,22 @@ test('the cluster id is pinned at the first answer; another cluster is refused',
   });
   assert.strictEqual(a.requests.length, 2, 'a mismatch is never retried');
   assert.strictEqual(c.clusterId, CLUSTER_ID, 'the pin does not move');
+  assert.strictEqual(a.requests[0].body.cluster_id, undefined, 'an unpinned write carries no pin');
+  assert.strictEqual(a.requests[1].body.cluster_id, CLUSTER_ID, 'a pinned write carries the pin');
+});
+
+test('a node that refuses the pin is a cluster mismatch, not applied, never retried', async () => {
+  const a = await fake((r) => ({ status: 503, body: errorAnswer('FAILED_PRECONDITION', 'false', r.body.request_id,
+    { cluster_id: '', message: 'cluster id mismatch: pinned x' }) }));
+  const b = await fake((r) => ({ body: accepted(r.body.request_id) }));
+  const c = new Client({ nodes: [a.url, b.url], clusterId: CLUSTER_ID });
+  await assert.rejects(c.claim('s', 'k'), (e) => {
+    assert.ok(e instanceof ClusterMismatchError, `${e.name}: ${e.message}`);
+    assert.strictEqual(e.applied, 'false');
+    return true;
+  });
+  assert.strictEqual(a.requests[0].body.cluster_id, CLUSTER_ID);
+  assert.strictEqual(b.requests.length, 0);
 });
 
 test('a given cluster id is pinned from the start, errors and other nodes too', async () => {
