@@ -8,27 +8,29 @@ What it does for every call (docs/design.md §1.6, §1.11, §5; include/once.h,
     the same id, byte for byte, so the state machine answers a retry of an
     accepted call ACCEPTED with retry true instead of deciding twice;
   * retries within the call's deadline (the client's `timeout`, or the
-    call's): an attempt that certainly did not apply (the node could not be
-    reached, UNAVAILABLE, RESOURCE_EXHAUSTED) moves to the next node after
-    a backoff (20 ms doubling to 200 ms, as libonce); an attempt whose
-    outcome is unknown (504, DEADLINE_EXCEEDED, the connection lost after
-    the request went out) is retried with the same request id: once more
-    on the same node when that node answered (it is alive and forwards to
-    whichever node leads), then on the next one, and on the next one at
-    once when it went silent; INVALID_ARGUMENT,
-    PERMISSION_DENIED and FAILED_PRECONDITION are final. Once an attempt
+    call's), as src/client/op.c does them: an attempt that certainly did
+    not apply (the node could not be reached, UNAVAILABLE,
+    RESOURCE_EXHAUSTED) and one whose outcome is unknown (504,
+    DEADLINE_EXCEEDED, the connection lost after the request went out)
+    alike move to the next node after a backoff (20 ms doubling to
+    200 ms), the unknown one with the same request id; a node that gave no
+    answer at all stops being where later calls start (the answer's
+    leader_hint is an RPC address, not one of ours: any node forwards to
+    the leader); INVALID_ARGUMENT, PERMISSION_DENIED and
+    FAILED_PRECONDITION are final. Once an attempt
     of a call was "unknown", the call stays "unknown" whatever later
     attempts say. An attempt never takes more than half of what remains
     (at least 1 s) when another node could answer, so a node that swallows
     requests cannot eat the whole deadline; each attempt tells the node
     its share as the body's `timeout`;
-  * the cluster id: pinned at the first well-formed answer (or given), and
-    every answer of another cluster is refused with ClusterMismatchError,
-    never retried elsewhere: a cluster re-created empty on the same
-    addresses cannot answer ACCEPTED for keys the old one saw. Since the
-    HTTP API cannot carry the pin, a pinned client checks the node's status
-    on every new connection before its first write there (_preflight), so
-    a write never reaches another cluster;
+  * the cluster id: pinned at the first well-formed answer (or given);
+    every write of a pinned client carries it as the body's `cluster_id`,
+    which a node of another cluster refuses before proposing (503
+    FAILED_PRECONDITION, applied false, "cluster id mismatch"), and every
+    answer of another cluster is refused with ClusterMismatchError, never
+    retried elsewhere: a cluster re-created empty on the same addresses
+    neither records the write nor answers ACCEPTED for keys the old one
+    saw;
   * bad arguments are refused with InvalidArgumentError before any network
     call (the bounds of docs/http-api.md, "Requests").
 
@@ -130,15 +132,6 @@ class _NotSent(Exception):
 
 class _Lost(Exception):
     """The request went out and no answer came back: perhaps applied."""
-
-
-class _Foreign(Exception):
-    """A new connection's node belongs to another cluster than the pinned
-    one; the write was not sent."""
-
-    def __init__(self, cluster_id: str) -> None:
-        super().__init__(cluster_id)
-        self.cluster_id = cluster_id
 
 
 class _Pool:
@@ -552,7 +545,6 @@ class Client:
         attempts = 0
         maybe_applied = False
         backoff = 0.0
-        stayed = False
         last: Optional[OnceError] = None
         while True:
             left = deadline - time.monotonic()
@@ -568,23 +560,20 @@ class Client:
                 ms = int(budget * 1000)
                 ms = max(1, min(NODE_TIMEOUT_MAX_MS, ms - min(100, ms // 10)))
                 body["timeout"] = ms
+                # The pin travels with the write, for a node of another
+                # cluster to refuse it before proposing.
+                with self._lock:
+                    if self._pinned is not None:
+                        body["cluster_id"] = self._pinned
                 data = json.dumps(body).encode("utf-8")
             attempts += 1
-            same_node = False
             try:
                 status, obj = self._send(i, method, path, data, budget)
             except _NotSent as e:
                 last = UnavailableError(
                     "%s: not reached: %s" % (node.url, e),
                     status="UNAVAILABLE", request_id=rid, node=node.url)
-            except _Foreign as e:
-                raise ClusterMismatchError(
-                    "cluster id mismatch: pinned %s, %s belongs to %s "
-                    "(checked before the request was sent)"
-                    % (self._pinned, node.url, e.cluster_id),
-                    pinned=self._pinned or "", answered=e.cluster_id,
-                    applied="unknown" if maybe_applied else "false",
-                    request_id=rid, node=node.url)
+                self._leave(i, one_node)
             except _Lost as e:
                 if write:
                     maybe_applied = True
@@ -593,6 +582,7 @@ class Client:
                     % (node.url, e), status="UNKNOWN",
                     applied="unknown" if write else "false",
                     request_id=rid, node=node.url)
+                self._leave(i, one_node)
             else:
                 decided, err, unknown, final = self._judge(
                     status, obj, node, decode, write, rid, maybe_applied)
@@ -603,18 +593,12 @@ class Client:
                 assert err is not None
                 if unknown and write:
                     maybe_applied = True
-                    # It answered, so it is alive and forwards to whoever
-                    # leads: ask it again once; then the next node, in
-                    # case it is the one cut off from the leader.
-                    same_node = not stayed
                 if final:
                     raise self._sticky(err, maybe_applied)
                 last = err
             if one_node is not None:
                 break
-            stayed = same_node
-            if not same_node:
-                i = (i + 1) % n_nodes
+            i = (i + 1) % n_nodes
             backoff = BACKOFF_FIRST_S if backoff == 0 else \
                 min(BACKOFF_MAX_S, backoff * 2)
             delay = backoff
@@ -647,6 +631,14 @@ class Client:
         raise cls(msg, status=last.status, applied="false", request_id=rid,
                   leader_hint=last.leader_hint, node=last.node,
                   http_status=last.http_status, answer=last.answer)
+
+    def _leave(self, i: int, one_node: Optional[int]) -> None:
+        """Node @i gave no answer: later calls should not start there
+        (perhaps it is down); an error answer leaves the preference."""
+        if one_node is None:
+            with self._lock:
+                if self._preferred == i:
+                    self._preferred = (i + 1) % len(self._nodes)
 
     @staticmethod
     def _sticky(err: OnceError, maybe_applied: bool) -> OnceError:
@@ -728,6 +720,14 @@ class Client:
         if name == "PERMISSION_DENIED":
             return None, PermissionDeniedError(text, **kw), False, True
         if name == "FAILED_PRECONDITION":
+            if isinstance(msg, str) and "cluster id mismatch" in msg:
+                # The node refused our pin (an answer without its own
+                # cluster id; one with it was caught above).
+                return None, ClusterMismatchError(
+                    text, pinned=self._pinned or "", answered="",
+                    applied="unknown" if write and maybe_applied
+                    else "false", **{k: v for k, v in kw.items()
+                                     if k != "status"}), False, True
             return None, FailedPreconditionError(text, **kw), False, True
         if name == "RESOURCE_EXHAUSTED":
             return None, ResourceExhaustedError(text, **kw), False, False
@@ -767,8 +767,6 @@ class Client:
                     conn.connect()
                 except (OSError, ssl.SSLError) as e:
                     raise _NotSent(_describe(e))
-                if data is not None:
-                    self._preflight(conn)
             headers = {"Accept": "application/json"}
             if data is not None:
                 headers["Content-Type"] = "application/json"
@@ -783,7 +781,7 @@ class Client:
             raw = resp.read()
             status = resp.status
             keep = not resp.will_close
-        except (_NotSent, _Lost, _Foreign):
+        except (_NotSent, _Lost):
             conn.close()
             raise
         except (OSError, http.client.HTTPException, ssl.SSLError) as e:
@@ -800,39 +798,6 @@ class Client:
             return status, json.loads(text)
         except ValueError:
             return status, text.strip()
-
-
-    def _preflight(self, conn: http.client.HTTPConnection) -> None:
-        """Before the first write on a new connection of a pinned client:
-        the node's own status must name the pinned cluster. The HTTP API
-        has no request field for the pin (the RPC carries it, and a node
-        refuses a call pinned to another cluster before Raft sees it), and
-        a node that restarted -- a cluster re-created or restored on the
-        same addresses -- is only ever reached through a new connection:
-        so the write never reaches another cluster. Raises _Foreign, or
-        _NotSent when the node does not answer the status."""
-        with self._lock:
-            pinned = self._pinned
-        if pinned is None:
-            return
-        try:
-            conn.request("GET", "/v1/status",
-                         headers={"Accept": "application/json"})
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException, ssl.SSLError) as e:
-            raise _NotSent("status before the write: %s" % _describe(e))
-        if resp.will_close:
-            raise _NotSent("status before the write: the node closed the "
-                           "connection")
-        try:
-            cid = json.loads(raw).get("cluster_id")
-        except (ValueError, AttributeError):
-            cid = None
-        # Every answer names the node's cluster, a refusal too; one without
-        # (a node not bootstrapped yet) is checked again after the write.
-        if isinstance(cid, str) and cid and cid.lower() != pinned:
-            raise _Foreign(cid.lower())
 
 
 def _describe(e: BaseException) -> str:

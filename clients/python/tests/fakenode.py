@@ -40,12 +40,8 @@ class FakeNode:
     the connection without an answer; ("hang", secs) reads it and answers
     nothing for secs, then closes."""
 
-    def __init__(self, script, status=None):
+    def __init__(self, script):
         self.script = list(script)
-        # (status, obj) for GET /v1/status, outside the script (what a
-        # pinned client asks on a new connection before a write).
-        self.status = status
-        self.status_asked = 0
         self.requests = []
         self.lock = threading.Lock()
         node = self
@@ -60,11 +56,6 @@ class FakeNode:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
                 body = json.loads(raw) if raw else None
-                if self.path == "/v1/status" and node.status is not None:
-                    with node.lock:
-                        node.status_asked += 1
-                    self._answer(*node.status)
-                    return
                 with node.lock:
                     node.requests.append((self.command, self.path, body,
                                           time.monotonic()))
@@ -77,9 +68,7 @@ class FakeNode:
                     time.sleep(act[1])
                     self.close_connection = True
                     return
-                self._answer(*act)
-
-            def _answer(self, status, obj):
+                status, obj = act
                 data = (json.dumps(obj) + "\n").encode() \
                     if not isinstance(obj, str) else obj.encode()
                 self.send_response(status)

@@ -406,8 +406,8 @@ class TestZRecreatedCluster(unittest.TestCase):
                     cl.lookup(s, "k1")
                 self.assertEqual(e.applied, "false")
             # A new client pins the new cluster, which has forgotten k1 --
-            # and never saw the refused claims: a pinned client checks a
-            # new connection's cluster before it writes there.
+            # and never saw the refused claims: they carried the pin, and
+            # the new cluster refused them before proposing.
             fresh = ce.client()
             self.assertIs(fresh.lookup(s, "k1").outcome, Outcome.NOT_FOUND)
             self.assertEqual(fresh.cluster_id, new)
