@@ -634,7 +634,11 @@ class TestInstall(unittest.TestCase):
         d = tempfile.mkdtemp(prefix="once-py-venv.")
         try:
             venv = os.path.join(d, "venv")
-            r = subprocess.run([sys.executable, "-m", "venv",
+            # The system's Python, which scripts/deps.sh equips (python3-venv,
+            # python3-pip with setuptools and wheel), where there is one.
+            system = "/usr/bin/python3"
+            base = system if os.access(system, os.X_OK) else sys.executable
+            r = subprocess.run([base, "-m", "venv",
                                 "--system-site-packages", "--without-pip", venv],
                                capture_output=True)
             if r.returncode != 0:
