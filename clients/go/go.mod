@@ -1,0 +1,3 @@
+module once.example/once
+
+go 1.19
