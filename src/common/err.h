@@ -41,9 +41,9 @@
  *        applied and outcome of a result;
  *     -> HTTP status of the JSON API: rpc_status_http (rpc/status.h), from
  *        the RPC status and applied of the answer; once-ingress answers a
- *        webhook from the verdict of once_verify_claim with
+ *        webhook from the verdict of once_verify_and_claim with
  *        ingress_answer_for (ingress/ingress.h), a once_status other than
- *        OK being its verdict UNAVAILABLE.
+ *        OK being its verdict UNAVAILABLE (INVALID_ARGUMENT: REFUSED).
  *
  * and the texts: err_str for a code, rpc_status_name / once_status_name for
  * a status (the wire and public spellings, which tests and harnesses parse).

@@ -28,7 +28,7 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Println("claim:", a.Outcome)
-	id, err := once.Do(ctx, c, "orders", "o-42", func(ctx context.Context) (string, error) {
+	id, err := once.Do(ctx, c, "orders", "o-go-42", func(ctx context.Context) (string, error) {
 		return "charge-7", nil // runs at most once per key, whoever calls
 	}, nil)
 	fmt.Println("charge:", id, err)
