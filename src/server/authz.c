@@ -242,7 +242,7 @@ int authz_check(const struct authz_caller *c,
         return deny(why,
                     "permission denied: the right \"status with the state "
                     "digest\" is missing: identity \"%.80s\" has role "
-                    "client; it is for monitor, admin",
+                    "client; it is for monitor, member, admin",
                     id->text);
     }
     if (rt->scoped && id->role == ACCESS_ROLE_CLIENT &&
