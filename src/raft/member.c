@@ -511,8 +511,17 @@ void member_poll(struct replica *rep)
                                m->op == REPLICA_MEMBER_REMOVE ? 0 : m->id,
                                transfer_cb);
             if (rv != 0) {
-                snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(rv));
-                done(rep, translate(rv), m->msg);
+                /* Refused before anything started: a definite answer,
+                 * never "unknown" (raft 0.15's strerror has no text for
+                 * RAFT_NOTFOUND: no voter to hand leadership to). */
+                int st = translate(rv);
+
+                snprintf(m->msg, sizeof m->msg, "%s",
+                         rv == RAFT_NOTFOUND
+                             ? "no other voter to transfer leadership to"
+                             : raft_strerror(rv));
+                done(rep, st == REPLICA_E_UNKNOWN ? REPLICA_E_PRECONDITION : st,
+                     m->msg);
             } else {
                 m->busy = true;
                 rep->inflight = INFLIGHT_TRANSFER;

@@ -460,6 +460,28 @@ START_TEST(transfer)
 }
 END_TEST
 
+/* A transfer raft refuses at once is a definite refusal: a one-voter
+ * cluster has nobody to hand leadership to (it answered "unknown" with
+ * "unknown error" before), and an id that is not a voter is refused. */
+START_TEST(transfer_refused_at_once)
+{
+    struct mop o;
+    int l;
+
+    cl_init(&C, 1, 2);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    ck_assert_int_eq(mop_run((unsigned)l, REPLICA_MEMBER_TRANSFER, 0, 0, &o),
+                     REPLICA_E_PRECONDITION);
+    ck_assert_msg(strstr(o.msg, "no other voter") != NULL, "msg: %s", o.msg);
+    ck_assert_int_eq(mop_run((unsigned)l, REPLICA_MEMBER_TRANSFER, 99, 0, &o),
+                     REPLICA_E_PRECONDITION);
+    ck_assert_int_eq(cl_leader(&C), l);
+    claim_ok((unsigned)l, 0);
+    cl_close(&C);
+}
+END_TEST
+
 /* --- 5. 3 -> 5 -> 3 --------------------------------------------------- */
 
 START_TEST(grow_shrink)
@@ -997,6 +1019,7 @@ Suite *scenarios_suite(void)
         {"partition", partition_check_quorum},
         {"notleader_not_applied", notleader_not_applied},
         {"transfer", transfer},
+        {"transfer_refused_at_once", transfer_refused_at_once},
         {"grow_shrink", grow_shrink},
         {"remove_leader", remove_leader},
         {"install_snapshot", install_snapshot},
