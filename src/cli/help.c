@@ -117,8 +117,11 @@ static const char help_status[] =
     "hex digits: equal on nodes at the same applied_index), config_index,\n"
     "config_voters (the Raft configuration's voter ids at config_index),\n"
     "leader (hex id, \"\" if none), leader_addr, store_backend, members\n"
-    "(the directory: [{id, raft_addr, client_addr, role, reachable}]).\n"
-    "Exit 0 when it answered.\n";
+    "(the directory: [{id, raft_addr, client_addr, role, reachable}]),\n"
+    "schema (in force), schema_max (this binary's newest); on a restored\n"
+    "cluster while its fence stands restored_from, restore_time_ms,\n"
+    "replay_window_until_ms, restore_stale_ts_ms; backups_open when the\n"
+    "node serves backups. Exit 0 when it answered.\n";
 
 static const char help_members_list[] =
     "usage: oncectl members list\n"
@@ -143,7 +146,9 @@ static const char help_members_remove[] =
     "usage: oncectl members remove ID [--force]\n"
     "\n"
     "Remove a node (a dead one may always be removed). Its id is retired\n"
-    "for ever. Transfer leadership first when removing the leader.\n"
+    "for ever. Removing the leader: it hands leadership to another voter\n"
+    "first and answers \"not leader\"; oncectl repeats the removal on the\n"
+    "new leader.\n"
     "\n"
     "The leader refuses (FAILED_PRECONDITION with the reason) to remove a\n"
     "voter when that would leave a single voter, or while a majority of\n"
