@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ingresslib as il  # noqa: E402
 import oncecluster as oc  # noqa: E402
 
-BASE = 7600
+BASE = 10100
 SCOPE = "hooks"
 LEASE = "3s"
 FLAGS = ["--scope", SCOPE, "--lease", LEASE, "--upstream-timeout", "2s",

@@ -70,8 +70,12 @@ SLOTS = 50
 # below the kernel's ephemeral range (checked), where outgoing connections
 # (the nodes connect to each other all the time) could take a port between
 # our check and the node's bind.
+# PORT_LO stays above the ports the C suites bind without a reservation
+# (unit-conn 7601..7699, unit-client 7321..7329, unit-verify 7331; make
+# check runs them beside these tests): a span that wandered into them made
+# unit-conn's listen fail with "address already in use".
 PORT_SPAN = 2 * SLOTS
-PORT_LO, PORT_HI = 6000, 20000
+PORT_LO, PORT_HI = 7700, 20000
 PORT_LOCK_DIR = os.environ.get("ONCE_TEST_PORT_LOCKS",
                                os.path.join(tempfile.gettempdir(),
                                             "once-test-ports"))
