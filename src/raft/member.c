@@ -123,6 +123,18 @@ static int translate(int rv)
     }
 }
 
+/* A raft call refused before it started (its return value, not its
+ * callback): nothing of it happened, so a code translate() cannot place is
+ * a refusal, never "unknown" (raft 0.15 answers e.g. RAFT_NOTFOUND, which
+ * its strerror has no text for). Earlier steps of the operation are the
+ * callers' `progressed` rule, not this. */
+static int translate_refused(int rv)
+{
+    int st = translate(rv);
+
+    return st == REPLICA_E_UNKNOWN ? REPLICA_E_PRECONDITION : st;
+}
+
 /* --- directory commands through the pipeline --------------------------- */
 
 static void dir_done(struct replica_req *req,
@@ -341,8 +353,8 @@ static int call_change(struct replica *rep,
     }
     if (rv != 0) {
         snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(rv));
-        done(rep, translate(rv), m->msg);
-        return translate(rv);
+        done(rep, translate_refused(rv), m->msg);
+        return translate_refused(rv);
     }
     m->busy = true;
     m->step = next;
@@ -472,7 +484,7 @@ void member_poll(struct replica *rep)
             rv = raft_barrier(r, &m->barrier, member_barrier_cb);
             if (rv != 0) {
                 snprintf(m->msg, sizeof m->msg, "%s", raft_strerror(rv));
-                done(rep, translate(rv), m->msg);
+                done(rep, translate_refused(rv), m->msg);
                 break;
             }
             m->busy = true;
@@ -511,17 +523,11 @@ void member_poll(struct replica *rep)
                                m->op == REPLICA_MEMBER_REMOVE ? 0 : m->id,
                                transfer_cb);
             if (rv != 0) {
-                /* Refused before anything started: a definite answer,
-                 * never "unknown" (raft 0.15's strerror has no text for
-                 * RAFT_NOTFOUND: no voter to hand leadership to). */
-                int st = translate(rv);
-
                 snprintf(m->msg, sizeof m->msg, "%s",
                          rv == RAFT_NOTFOUND
                              ? "no other voter to transfer leadership to"
                              : raft_strerror(rv));
-                done(rep, st == REPLICA_E_UNKNOWN ? REPLICA_E_PRECONDITION : st,
-                     m->msg);
+                done(rep, translate_refused(rv), m->msg);
             } else {
                 m->busy = true;
                 rep->inflight = INFLIGHT_TRANSFER;
