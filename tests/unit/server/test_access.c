@@ -335,6 +335,104 @@ START_TEST(scopes_exact_and_prefix)
 }
 END_TEST
 
+START_TEST(raft_addrs_parse)
+{
+    struct access *a = parse_ok(
+        "{\"identities\": [{\"match\": \"dns:n1.x.org\", \"role\": "
+        "\"member\", \"raft_addrs\": [\"10.0.0.1:7102\", "
+        "\"10.0.0.1:7202\"]}, {\"match\": \"dns:*.x.org\", "
+        "\"role\": \"member\"}]}");
+
+    ck_assert_uint_eq(a->ids[0].n_raft_addrs, 2);
+    ck_assert_str_eq(a->ids[0].raft_addrs[1], "10.0.0.1:7202");
+    ck_assert_uint_eq(a->ids[1].n_raft_addrs, 0);
+    access_free(a);
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"admin\", \"raft_addrs\": [\"10.0.0.1:7102\"]}]}",
+        ACCESS_E_INVALID,
+        "identities[0].raft_addrs: only for role "
+        "member");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": []}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs: want 1..64");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": \"10.0.0.1:7102\"}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs: want an array");
+    /* one spelling: the directory's (no leading zero, no name) */
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": [\"10.0.0.1:7102\", "
+        "\"10.0.0.1:07102\"]}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs[1]: want an IPv4");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": [\"n1.x.org:7102\"]}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs[0]: want an IPv4");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": [7102]}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs[0]: want an IPv4");
+}
+END_TEST
+
+/* Two member certificates: each speaks for the address it names, never
+ * for the other's; a pin narrows it to the exact address. */
+START_TEST(member_bound_to_its_certificate)
+{
+    struct access *a = parse_ok(
+        "{\"identities\": ["
+        "{\"match\": \"dns:n1.x.org\", \"role\": \"member\", "
+        "\"raft_addrs\": [\"127.0.0.1:7102\"]},"
+        "{\"match\": \"dns:*.x.org\", \"role\": \"member\"},"
+        "{\"match\": \"dns:ops\", \"role\": \"admin\"}]}");
+    X509 *n1 = test_cert("n1", "DNS:n1.x.org,IP:127.0.0.1");
+    X509 *n2 = test_cert("n2", "DNS:n2.x.org,IP:127.0.0.2");
+    X509 *ops = test_cert("ops", "DNS:ops,IP:127.0.0.2");
+    const struct access_identity *i1 = access_match(a, n1);
+    const struct access_identity *i2 = access_match(a, n2);
+    char why[ERR_MSG_SIZE];
+
+    ck_assert_ptr_eq(i1, &a->ids[0]);
+    ck_assert_ptr_eq(i2, &a->ids[1]);
+    /* each as itself */
+    ck_assert_int_eq(access_member_bind(i1, n1, "127.0.0.1:7102", why), 0);
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.2:7102", why), 0);
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.2:9", why), 0);
+    /* n2 naming n1's address: its certificate does not name that IP */
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.1:7102", why),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why, "no IP SAN 127.0.0.1") != NULL, "%s", why);
+    ck_assert_int_eq(access_member_bind(i1, n1, "127.0.0.2:7102", why),
+                     ACCESS_E_DENIED);
+    /* n1 is pinned: the right IP at another port is not n1 */
+    ck_assert_int_eq(access_member_bind(i1, n1, "127.0.0.1:7202", why),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why, "is not one of them") != NULL, "%s", why);
+    /* not a member identity, or not an address */
+    ck_assert_int_eq(
+        access_member_bind(access_match(a, ops), ops, "127.0.0.2:7102", why),
+        ACCESS_E_DENIED);
+    ck_assert_int_eq(access_member_bind(NULL, n2, "127.0.0.2:7102", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(access_member_bind(i2, n2, "n2.x.org:7102", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.2", why),
+                     ACCESS_E_DENIED);
+    /* the client address of a join: its IP only */
+    ck_assert_int_eq(access_cert_ip(n2, "127.0.0.2:7101", why), 0);
+    ck_assert_int_eq(access_cert_ip(n2, "127.0.0.1:7101", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(access_cert_ip(n2, NULL, why), ACCESS_E_DENIED);
+    X509_free(n1);
+    X509_free(n2);
+    X509_free(ops);
+    access_free(a);
+}
+END_TEST
+
 Suite *access_suite(void)
 {
     Suite *s = suite_create("access");
@@ -350,6 +448,8 @@ Suite *access_suite(void)
     tcase_add_test(tc, first_match_wins);
     tcase_add_test(tc, der_round_trip);
     tcase_add_test(tc, scopes_exact_and_prefix);
+    tcase_add_test(tc, raft_addrs_parse);
+    tcase_add_test(tc, member_bound_to_its_certificate);
     suite_add_tcase(s, tc);
     return s;
 }
