@@ -700,3 +700,40 @@ int access_member_bind(const struct access_identity *id,
                id->text, id->n_raft_addrs, raft_addr);
     return ACCESS_E_DENIED;
 }
+
+int access_member_claim(const struct access_identity *id,
+                        X509 *cert,
+                        const struct access_member *known,
+                        size_t n,
+                        uint64_t rid,
+                        const char *raft_addr,
+                        char *why)
+{
+    const struct access_member *same_id = NULL, *same_addr = NULL;
+
+    if (rid == 0) {
+        err_printf(why, "id 0 is not a member id");
+        return ACCESS_E_DENIED;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (same_id == NULL && known[i].id == rid) {
+            same_id = &known[i];
+        }
+        if (same_addr == NULL && strcmp(known[i].raft_addr, raft_addr) == 0) {
+            same_addr = &known[i];
+        }
+    }
+    if (same_id != NULL && strcmp(same_id->raft_addr, raft_addr) != 0) {
+        err_printf(why, "the member directory pairs id %016llx with %.80s",
+                   (unsigned long long)rid, same_id->raft_addr);
+        return ACCESS_E_DENIED;
+    }
+    /* A node that does not know the id yet (it is new, or it lags) still
+     * refuses a known member's address under another id. */
+    if (same_id == NULL && same_addr != NULL) {
+        err_printf(why, "%.80s is the Raft address of member %016llx",
+                   raft_addr, (unsigned long long)same_addr->id);
+        return ACCESS_E_DENIED;
+    }
+    return access_member_bind(id, cert, raft_addr, why);
+}

@@ -133,4 +133,25 @@ int access_member_bind(const struct access_identity *id,
                        const char *raft_addr,
                        char *why);
 
+/* A member this node knows: from the member directory or the Raft
+ * configuration (borrowed strings). */
+struct access_member
+{
+    uint64_t id;
+    const char *raft_addr;
+};
+
+/* Whether @cert (identity @id) may speak as Raft id @rid at Raft address
+ * @raft_addr, given the @n members this node knows (@known): refused for
+ * id 0, for an id @known pairs with another address, for an id @known
+ * does not hold at the address of one it does, and as access_member_bind.
+ * 0, or ACCESS_E_DENIED with @why (ERR_MSG_SIZE). */
+int access_member_claim(const struct access_identity *id,
+                        X509 *cert,
+                        const struct access_member *known,
+                        size_t n,
+                        uint64_t rid,
+                        const char *raft_addr,
+                        char *why);
+
 #endif /* ONCE_SERVER_ACCESS_H_ */

@@ -187,45 +187,31 @@ static const struct fsm *dir_fsm(const struct server *s)
     return s->rep.fsm != NULL ? s->rep.fsm : s->fsm;
 }
 
-/* The Raft address the directory, else the configuration in force, pairs
- * with @id; NULL: neither knows it. */
-static const char *known_addr(const struct server *s, uint64_t id)
+/* The members this node knows, into @out (at most @max): the directory's,
+ * then the configuration's (it holds an id before this node has applied
+ * its SetMember). Returns how many, or more than @max if they do not fit. */
+static size_t known_members(const struct server *s,
+                            struct access_member *out,
+                            size_t max)
 {
     const struct fsm *f = dir_fsm(s);
     struct replica_server sv;
+    size_t n = 0;
 
-    for (size_t i = 0; f != NULL && i < fsm_n_members(f); i++) {
-        if (fsm_member(f, i)->id == id) {
-            return fsm_member(f, i)->raft_addr;
+    for (size_t i = 0; f != NULL && i < fsm_n_members(f); i++, n++) {
+        if (n < max) {
+            out[n].id = fsm_member(f, i)->id;
+            out[n].raft_addr = fsm_member(f, i)->raft_addr;
         }
     }
-    for (unsigned i = 0; i < replica_conf_n(&s->rep); i++) {
+    for (unsigned i = 0; i < replica_conf_n(&s->rep); i++, n++) {
         replica_conf_server(&s->rep, i, &sv);
-        if (sv.id == id) {
-            return sv.address;
+        if (n < max) {
+            out[n].id = sv.id;
+            out[n].raft_addr = sv.address;
         }
     }
-    return NULL;
-}
-
-/* The id the directory, else the configuration, holds at @addr (0: none). */
-static uint64_t known_id(const struct server *s, const char *addr)
-{
-    const struct fsm *f = dir_fsm(s);
-    struct replica_server sv;
-
-    for (size_t i = 0; f != NULL && i < fsm_n_members(f); i++) {
-        if (strcmp(fsm_member(f, i)->raft_addr, addr) == 0) {
-            return fsm_member(f, i)->id;
-        }
-    }
-    for (unsigned i = 0; i < replica_conf_n(&s->rep); i++) {
-        replica_conf_server(&s->rep, i, &sv);
-        if (strcmp(sv.address, addr) == 0) {
-            return sv.id;
-        }
-    }
-    return 0;
+    return n;
 }
 
 int node_tls_bind(void *arg,
@@ -236,8 +222,10 @@ int node_tls_bind(void *arg,
 {
     struct server *s = arg;
     const struct access_identity *ident = access_match(s->access, cert);
-    const char *known;
-    uint64_t other;
+    /* The directory's members, the configuration's servers (one refresh
+     * spare beyond them, docs/raft.md) and room to spare. */
+    struct access_member known[2 * FSM_MEMBERS_MAX + 2];
+    size_t n = known_members(s, known, sizeof known / sizeof known[0]);
 
     if (ident == NULL || ident->role != ACCESS_ROLE_MEMBER) {
         /* Only after a reload: the member hook let it in. */
@@ -246,27 +234,16 @@ int node_tls_bind(void *arg,
                    "file in force");
         return ACCESS_E_DENIED;
     }
-    /* A retired id is not refused here: the leader still sends it the
-     * barrier that tells it it was removed (docs/raft.md, "Membership"),
-     * and its address stays in the configuration until raft_remove. */
-    if (id == 0) {
-        err_printf(why, "id 0 is not a member id");
+    if (n > sizeof known / sizeof known[0]) {
+        /* UNTESTED: a configuration is never this far from the directory;
+         * fail closed rather than bind against part of it. */
+        err_printf(why, "%zu members known, more than can be bound", n);
         return ACCESS_E_DENIED;
     }
-    known = known_addr(s, id);
-    if (known != NULL && strcmp(known, addr) != 0) {
-        err_printf(why, "the member directory pairs id %016llx with %.80s",
-                   (unsigned long long)id, known);
-        return ACCESS_E_DENIED;
-    }
-    /* A node that does not know the id yet (it is new, or this node lags)
-     * still refuses a known member's address under another id. */
-    if (known == NULL && (other = known_id(s, addr)) != 0) {
-        err_printf(why, "%.80s is the Raft address of member %016llx", addr,
-                   (unsigned long long)other);
-        return ACCESS_E_DENIED;
-    }
-    return access_member_bind(ident, cert, addr, why);
+    /* A retired id is not refused: the leader still sends it the barrier
+     * that tells it it was removed (docs/raft.md, "Membership"), and its
+     * address stays in the configuration until raft_remove. */
+    return access_member_claim(ident, cert, known, n, id, addr, why);
 }
 
 int node_tls_bind_join(struct server *s,

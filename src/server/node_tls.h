@@ -26,7 +26,7 @@
  * is bound to its certificate"): node_tls_bind, the Raft transport's bind
  * hook, lets a member's certificate speak only as the member whose Raft id
  * and address the directory (or the Raft configuration) pairs and whose
- * address the certificate names (access_member_bind). It is asked when a
+ * address the certificate names (access_member_claim). It is asked when a
  * peer names its id (inbound) or raft dials one (outbound), and again for
  * every open link when the directory, the Raft configuration or the files
  * change (node_tls_tick notices; transport_recheck closes what it refuses
@@ -88,11 +88,10 @@ bool node_tls_peer_member(void *arg, X509 *cert, STACK_OF(X509) * chain);
 int node_tls_member(void *arg, X509 *cert, char *why);
 
 /* The bind hook as the Raft transport calls it (@arg is the server): may
- * @cert speak as Raft id @id at Raft address @addr? Refused: id 0; an id
- * the directory (or the configuration) pairs with another address; an id it
- * does not know at the address of one it knows; a certificate whose identity is
- * no longer a member, or that may not speak for @addr (access_member_bind). 0,
- * or ACCESS_E_DENIED with @why. */
+ * @cert speak as Raft id @id at Raft address @addr? A certificate whose
+ * identity is no longer a member is refused; then access_member_claim
+ * decides over the members of the directory and the configuration. 0, or
+ * ACCESS_E_DENIED with @why. */
 int node_tls_bind(void *arg,
                   X509 *cert,
                   uint64_t id,

@@ -433,6 +433,66 @@ START_TEST(member_bound_to_its_certificate)
 }
 END_TEST
 
+/* The whole rule of node_tls_bind over the members a node knows: member
+ * b's certificate speaks as b and never as c, by c's address or by its
+ * own; a new id may not take b's address. */
+START_TEST(member_claims_with_two_certificates)
+{
+    struct access *a = parse_ok(
+        "{\"identities\": [{\"match\": "
+        "\"dns:*.x.org\", \"role\": \"member\"}]}");
+    X509 *cb = test_cert("b", "DNS:b.x.org,IP:127.0.0.2");
+    X509 *cc = test_cert("c", "DNS:c.x.org,IP:127.0.0.3");
+    const struct access_identity *ib = access_match(a, cb);
+    const struct access_identity *ic = access_match(a, cc);
+    const struct access_member known[] = {{0xa, "127.0.0.1:7102"},
+                                          {0xb, "127.0.0.2:7102"},
+                                          {0xc, "127.0.0.3:7102"}};
+    char why[ERR_MSG_SIZE];
+
+#define CLAIM(id, cert, k, n, rid, addr) \
+    access_member_claim(id, cert, k, n, rid, addr, why)
+    ck_assert_ptr_nonnull(ib);
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xb, "127.0.0.2:7102"), 0);
+    ck_assert_int_eq(CLAIM(ic, cc, known, 3, 0xc, "127.0.0.3:7102"), 0);
+    /* b as c, at c's address: b's certificate does not name it */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xc, "127.0.0.3:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why, "no IP SAN 127.0.0.3") != NULL, "%s", why);
+    /* b as c, at its own address: the directory pairs c with another */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xc, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why,
+                         "pairs id 000000000000000c with "
+                         "127.0.0.3:7102") != NULL,
+                  "%s", why);
+    /* c as b, either way */
+    ck_assert_int_eq(CLAIM(ic, cc, known, 3, 0xb, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(CLAIM(ic, cc, known, 3, 0xb, "127.0.0.3:7102"),
+                     ACCESS_E_DENIED);
+    /* a new id at member b's address */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xd, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why,
+                         "is the Raft address of member "
+                         "000000000000000b") != NULL,
+                  "%s", why);
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    /* a new id at a new address its certificate names: a joining node */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xd, "127.0.0.2:7202"), 0);
+    /* a node that knows no one yet binds by the IP SAN alone */
+    ck_assert_int_eq(CLAIM(ib, cb, NULL, 0, 0xc, "127.0.0.3:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(CLAIM(ib, cb, NULL, 0, 0xb, "127.0.0.2:7102"), 0);
+#undef CLAIM
+    X509_free(cb);
+    X509_free(cc);
+    access_free(a);
+}
+END_TEST
+
 Suite *access_suite(void)
 {
     Suite *s = suite_create("access");
@@ -450,6 +510,7 @@ Suite *access_suite(void)
     tcase_add_test(tc, scopes_exact_and_prefix);
     tcase_add_test(tc, raft_addrs_parse);
     tcase_add_test(tc, member_bound_to_its_certificate);
+    tcase_add_test(tc, member_claims_with_two_certificates);
     suite_add_tcase(s, tc);
     return s;
 }
