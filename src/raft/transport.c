@@ -217,6 +217,9 @@ static bool link_bind(struct link *l, uint64_t id, const char *address)
     struct transport *t = l->t;
     char why[ERR_MSG_SIZE], name[128], text[ERR_MSG_SIZE + 200];
 
+    ONCE_ASSERT(!l->tls_on || t->cfg.bind == NULL || l->cert != NULL,
+                "a TLS link with a bind hook is named after its handshake, "
+                "and keeps its peer's certificate from there");
     if (l->cert == NULL || t->cfg.bind == NULL) {
         return true;
     }
