@@ -65,6 +65,10 @@ struct link
     struct raft_uv_connect *req;
     int req_status; /* given to req->cb when the link is freed */
     char peer[ADDR_MAX];
+    uint64_t peer_id; /* outbound: the id raft dials */
+    /* TLS with a bind hook: the peer's verified certificate (owned), kept
+     * for transport_recheck. */
+    X509 *cert;
     /* Inbound: raft_uv_tcp's handshake from the peer. */
     uint8_t hs[HS_FIXED];
     unsigned hs_n;
@@ -141,6 +145,7 @@ static void link_freed(struct link *l)
     ONCE_ASSERT(l->closing && l->handles == 0 && t->n_links > 0,
                 "a link is freed once, after its last handle closed");
     tls_session_free(&l->tls);
+    X509_free(l->cert);
     rframe_free(&l->fr);
     free(l);
     t->n_links--;
@@ -203,6 +208,31 @@ static void link_refuse(struct link *l, const char *why)
                     : l->peer,
          why);
     link_close(l);
+}
+
+/* The bind hook for @l, which names @id at @address; false: refused,
+ * counted and closed. Plaintext links have no certificate to bind. */
+static bool link_bind(struct link *l, uint64_t id, const char *address)
+{
+    struct transport *t = l->t;
+    char why[ERR_MSG_SIZE], name[128], text[ERR_MSG_SIZE + 200];
+
+    ONCE_ASSERT(!l->tls_on || t->cfg.bind == NULL || l->cert != NULL,
+                "a TLS link with a bind hook is named after its handshake, "
+                "and keeps its peer's certificate from there");
+    if (l->cert == NULL || t->cfg.bind == NULL) {
+        return true;
+    }
+    if (t->cfg.bind(t->cfg.arg, l->cert, id, address, why) == 0) {
+        return true;
+    }
+    snprintf(text, sizeof text,
+             "TLS: %s may not speak as member %016llx at %.100s: %s",
+             tls_cert_name(l->cert, name, sizeof name), (unsigned long long)id,
+             address, why);
+    t->st.bind_refused++;
+    link_refuse(l, text);
+    return false;
 }
 
 /* --- writes, both ways --------------------------------------------------- */
@@ -414,6 +444,9 @@ static long read_handshake(struct link *l, const uint8_t *p, size_t n)
             link_refuse(l, "the handshake's address is not a string");
             return TLS_E_FRAME;
         }
+        if (!link_bind(l, le64_of(l->hs + 8), l->addr)) {
+            return TLS_E_FRAME;
+        }
         rv = hand_inbound(l);
         if (rv != 0) {
             return rv; /* UNTESTED: system resources */
@@ -467,8 +500,12 @@ static bool tls_verified(struct link *l)
         link_refuse(l, text);
         return false;
     }
-    X509_free(cert);
-    if (!l->inbound) {
+    if (t->cfg.bind != NULL) {
+        l->cert = cert; /* bound when the peer is named, and rechecked */
+    } else {
+        X509_free(cert);
+    }
+    if (!l->inbound && link_bind(l, l->peer_id, l->peer)) {
         hand_outbound(l);
     }
     return !l->closing;
@@ -714,7 +751,6 @@ static int t_connect(struct raft_uv_transport *rt,
     char ip[INET_ADDRSTRLEN];
     struct link *l;
 
-    (void)id;
     req->cb = cb;
     if (strlen(address) >= ADDR_MAX || !parse_addr(address, &sa, ip)) {
         snprintf(rt->errmsg, sizeof rt->errmsg,
@@ -726,6 +762,7 @@ static int t_connect(struct raft_uv_transport *rt,
         return RAFT_NOMEM; /* UNTESTED: malloc */
     }
     l->req = req;
+    l->peer_id = id;
     snprintf(l->peer, sizeof l->peer, "%s", address);
     l->creq.data = l;
     if (uv_tcp_connect(&l->creq, &l->tcp, (const struct sockaddr *)&sa,
@@ -790,4 +827,19 @@ void transport_stats(const struct raft_uv_transport *rt,
     const struct transport *t = rt->impl;
 
     *st = t->st;
+}
+
+void transport_recheck(struct raft_uv_transport *rt)
+{
+    struct transport *t = rt->impl;
+    struct link *l = t->links, *next;
+
+    /* link_bind may close (unlink) @l: take its successor first. */
+    for (; l != NULL; l = next) {
+        next = l->next;
+        if (l->handed) {
+            (void)link_bind(l, l->inbound ? le64_of(l->hs + 8) : l->peer_id,
+                            l->inbound ? l->addr : l->peer);
+        }
+    }
 }

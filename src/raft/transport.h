@@ -24,6 +24,13 @@
  * callback. raft_uv never reads an outbound stream; what a peer sends on one
  * is dropped.
  *
+ * With TLS and a bind hook, a member's certificate is also bound to the
+ * member it speaks as: inbound, once raft's handshake named the peer's id
+ * and address (before raft gets its end); outbound, for the id and address
+ * raft dials (before our handshake). A TLS link keeps its peer's
+ * certificate, and transport_recheck asks the bind hook again for every
+ * open link (the directory or the access file changed).
+ *
  * Every link has a handshake deadline (TLS and raft handshake together).
  * Copies are bounded both ways (tls/splice.h, shared with the HTTPS
  * terminator): past LINK_QUEUE_MAX bytes queued towards one end, the other
@@ -60,6 +67,15 @@ struct transport_config
      * role). 0, or a negative code with @why (ERR_MSG_SIZE). NULL: every
      * certificate from the peer CA may. */
     int (*member)(void *arg, X509 *cert, char *why);
+    /* TLS: may this member's certificate speak as Raft id @id at Raft
+     * address @address (inbound: what its handshake names; outbound: what
+     * raft dials)? 0, or a negative code with @why (ERR_MSG_SIZE); a
+     * refusal counts in bind_refused. NULL: any member may name any id. */
+    int (*bind)(void *arg,
+                X509 *cert,
+                uint64_t id,
+                const char *address,
+                char *why);
     void *arg;
     struct rframe_limits limits;
     /* "IP:PORT" to listen on when it is not the node's Raft address (the
@@ -80,6 +96,9 @@ struct transport_stats
     uint64_t refused;   /* links closed for a handshake, TLS, the member
                            hook or a framing/size check */
     uint64_t messages;  /* inbound messages checked whole */
+    /* Of refused: the bind hook said no (a member's certificate naming a
+     * Raft id or address not its own). */
+    uint64_t bind_refused;
 };
 
 struct transport;
@@ -96,5 +115,10 @@ void transport_free(struct raft_uv_transport *t);
 
 void transport_stats(const struct raft_uv_transport *t,
                      struct transport_stats *st);
+
+/* Ask the bind hook again for every open TLS link, with the id and address
+ * it was opened with; close (and count in bind_refused) those it refuses
+ * now. Never from inside a raft callback (it may close raft's streams). */
+void transport_recheck(struct raft_uv_transport *t);
 
 #endif /* ONCE_RAFT_TRANSPORT_H_ */

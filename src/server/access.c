@@ -15,8 +15,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include <arpa/inet.h>
 #include <jansson.h>
 #include <openssl/x509v3.h>
+
+#include "common/addr.h"
 
 /* --- small checks ----------------------------------------------------------
  */
@@ -235,13 +238,58 @@ static int parse_scopes(struct access_identity *id,
     return 0;
 }
 
+/* A member's Raft addresses: 1..ACCESS_RAFT_ADDRS_MAX of "IP:PORT" as the
+ * member directory spells them (ADDR_PORT_CANONICAL), so that comparing
+ * with a directory address is comparing bytes. */
+static int parse_raft_addrs(struct access_identity *id,
+                            json_t *arr,
+                            const char *path,
+                            char *errmsg)
+{
+    char sub[192];
+    char **addrs;
+    size_t n;
+
+    if (!json_is_array(arr)) {
+        return invalid(errmsg, path, "want an array of strings");
+    }
+    n = json_array_size(arr);
+    if (n == 0 || n > ACCESS_RAFT_ADDRS_MAX) {
+        return invalid(errmsg, path, "want 1..%u addresses (got %zu)",
+                       ACCESS_RAFT_ADDRS_MAX, n);
+    }
+    addrs = calloc(n, sizeof *addrs);
+    if (addrs == NULL) {
+        return ACCESS_E_NOMEM;
+    }
+    id->raft_addrs = (const char *const *)addrs;
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = json_array_get(arr, i);
+        const char *v = json_is_string(a) ? json_string_value(a) : NULL;
+
+        snprintf(sub, sizeof sub, "%.150s[%zu]", path, i);
+        if (v == NULL || strlen(v) > ACCESS_ADDR_MAX ||
+            !addr_parse_ipv4(v, ADDR_PORT_CANONICAL, NULL)) {
+            return invalid(errmsg, sub,
+                           "want an IPv4 \"IP:PORT\" (port 1..65535, no "
+                           "leading zero), as in the member directory");
+        }
+        addrs[i] = strdup(v);
+        if (addrs[i] == NULL) {
+            return ACCESS_E_NOMEM;
+        }
+        id->n_raft_addrs = i + 1;
+    }
+    return 0;
+}
+
 static int parse_identity(struct access_identity *id,
                           json_t *o,
                           size_t idx,
                           char *errmsg)
 {
     char path[64], sub[192];
-    json_t *match, *role, *scopes;
+    json_t *match, *role, *scopes, *raft_addrs;
     const char *key;
     json_t *val;
     int rv;
@@ -254,15 +302,17 @@ static int parse_identity(struct access_identity *id,
     {
         (void)val;
         if (strcmp(key, "match") != 0 && strcmp(key, "role") != 0 &&
-            strcmp(key, "scopes") != 0) {
+            strcmp(key, "scopes") != 0 && strcmp(key, "raft_addrs") != 0) {
             snprintf(sub, sizeof sub, "%s.%.40s", path, key);
             return invalid(errmsg, sub,
-                           "unknown key (want match, role, scopes)");
+                           "unknown key (want match, role, scopes, "
+                           "raft_addrs)");
         }
     }
     match = json_object_get(o, "match");
     role = json_object_get(o, "role");
     scopes = json_object_get(o, "scopes");
+    raft_addrs = json_object_get(o, "raft_addrs");
     snprintf(sub, sizeof sub, "%s.match", path);
     if (!json_is_string(match)) {
         return invalid(errmsg, sub, "required, a string");
@@ -276,6 +326,19 @@ static int parse_identity(struct access_identity *id,
     }
     if ((rv = parse_role(id, json_string_value(role), sub, errmsg)) != 0) {
         return rv;
+    }
+    snprintf(sub, sizeof sub, "%s.raft_addrs", path);
+    if (raft_addrs != NULL) {
+        if (id->role != ACCESS_ROLE_MEMBER) {
+            return invalid(errmsg, sub,
+                           "only for role member (role %s speaks for no "
+                           "member)",
+                           access_role_name(id->role));
+        }
+        rv = parse_raft_addrs(id, raft_addrs, sub, errmsg);
+        if (rv != 0) {
+            return rv;
+        }
     }
     snprintf(sub, sizeof sub, "%s.scopes", path);
     if (id->role != ACCESS_ROLE_CLIENT) {
@@ -418,6 +481,10 @@ void access_free(struct access *a)
             free((char *)id->scopes[j]);
         }
         free((void *)id->scopes);
+        for (size_t j = 0; j < id->n_raft_addrs; j++) {
+            free((char *)id->raft_addrs[j]);
+        }
+        free((void *)id->raft_addrs);
         free((char *)id->text);
     }
     free(a->ids);
@@ -580,4 +647,93 @@ bool access_scope_allowed(const struct access_identity *id,
         }
     }
     return false;
+}
+
+/* --- a member and its certificate ----------------------------------------- */
+
+int access_cert_ip(X509 *cert, const char *addr, char *why)
+{
+    struct sockaddr_in sa;
+    char ip[INET_ADDRSTRLEN];
+
+    /* The transport's own rule: raft_uv hands us what peers announce. */
+    if (addr == NULL || !addr_parse_ipv4(addr, ADDR_PORT_STRTOUL, &sa)) {
+        err_printf(why, "\"%.80s\" is not an IPv4 IP:PORT address",
+                   addr != NULL ? addr : "");
+        return ACCESS_E_DENIED;
+    }
+    if (X509_check_ip(cert, (const unsigned char *)&sa.sin_addr.s_addr,
+                      sizeof sa.sin_addr.s_addr, 0) != 1) {
+        (void)inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+        err_printf(why, "its certificate does not name %s (no IP SAN %s)", addr,
+                   ip);
+        return ACCESS_E_DENIED;
+    }
+    return 0;
+}
+
+int access_member_bind(const struct access_identity *id,
+                       X509 *cert,
+                       const char *raft_addr,
+                       char *why)
+{
+    int rv;
+
+    if (id == NULL || id->role != ACCESS_ROLE_MEMBER) {
+        err_printf(why, "its certificate has no member identity");
+        return ACCESS_E_DENIED;
+    }
+    if ((rv = access_cert_ip(cert, raft_addr, why)) != 0) {
+        return rv;
+    }
+    if (id->n_raft_addrs == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < id->n_raft_addrs; i++) {
+        if (strcmp(id->raft_addrs[i], raft_addr) == 0) {
+            return 0;
+        }
+    }
+    err_printf(why,
+               "identity \"%.80s\" may speak for the members at %zu Raft "
+               "address(es) of the access file; %.80s is not one of them",
+               id->text, id->n_raft_addrs, raft_addr);
+    return ACCESS_E_DENIED;
+}
+
+int access_member_claim(const struct access_identity *id,
+                        X509 *cert,
+                        const struct access_member *known,
+                        size_t n,
+                        uint64_t rid,
+                        const char *raft_addr,
+                        char *why)
+{
+    const struct access_member *same_id = NULL, *same_addr = NULL;
+
+    if (rid == 0) {
+        err_printf(why, "id 0 is not a member id");
+        return ACCESS_E_DENIED;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (same_id == NULL && known[i].id == rid) {
+            same_id = &known[i];
+        }
+        if (same_addr == NULL && strcmp(known[i].raft_addr, raft_addr) == 0) {
+            same_addr = &known[i];
+        }
+    }
+    if (same_id != NULL && strcmp(same_id->raft_addr, raft_addr) != 0) {
+        err_printf(why, "the member directory pairs id %016llx with %.80s",
+                   (unsigned long long)rid, same_id->raft_addr);
+        return ACCESS_E_DENIED;
+    }
+    /* A node that does not know the id yet (it is new, or it lags) still
+     * refuses a known member's address under another id. */
+    if (same_id == NULL && same_addr != NULL) {
+        err_printf(why, "%.80s is the Raft address of member %016llx",
+                   raft_addr, (unsigned long long)same_addr->id);
+        return ACCESS_E_DENIED;
+    }
+    return access_member_bind(id, cert, raft_addr, why);
 }

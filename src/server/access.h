@@ -16,7 +16,11 @@
  * subject CN ("cn:"). The identities are tried in file order: the first
  * that matches the certificate is the caller's; none is no access.
  * `scopes` (role client only, required there) are exact scope names or a
- * prefix followed by one trailing '*'.
+ * prefix followed by one trailing '*'. `raft_addrs` (role member only,
+ * optional: {"match": "dns:n1.x.org", "role": "member", "raft_addrs":
+ * ["10.0.0.1:7102"]}) are the Raft addresses ("IP:PORT", the member
+ * directory's spelling) of the members this identity may speak as
+ * (access_member_bind); without it, the certificate's IP SANs decide.
  *
  * Everything is bounded (ACCESS_* below) and checked when the file is
  * read: an unknown key, a bad value or a limit passed refuses the whole
@@ -45,6 +49,8 @@ enum { ERR_ACCESS_CODES(ERR_ENUM) }; /* common/err.h */
 #define ACCESS_MATCH_MAX      512 /* bytes of a match value, after "uri:" */
 #define ACCESS_DNS_MAX        253 /* a DNS name */
 #define ACCESS_SCOPE_MAX      128 /* a scope (fsm's bound); +1 for '*' */
+#define ACCESS_RAFT_ADDRS_MAX 64  /* per identity: the member directory's */
+#define ACCESS_ADDR_MAX       64  /* bytes of an "IP:PORT" (the directory's) */
 /* The DER of a forwarded caller's certificate (Envelope.caller_cert). */
 #define ACCESS_CERT_DER_MAX RPC_CALLER_CERT_MAX
 
@@ -70,6 +76,8 @@ struct access_identity
     enum access_role role;
     size_t n_scopes;
     const char *const *scopes; /* client: exact names or "prefix*" */
+    size_t n_raft_addrs;
+    const char *const *raft_addrs; /* member: "IP:PORT", canonical */
 };
 
 struct access
@@ -109,5 +117,41 @@ bool access_scope_allowed(const struct access_identity *id,
                           size_t len);
 
 const char *access_role_name(enum access_role r);
+
+/* Whether @cert (verified, borrowed) names the IP of @addr ("IP:PORT") in
+ * an IP SAN: what a node that dials @addr checks at the TLS handshake.
+ * 0, or ACCESS_E_DENIED with @why (ERR_MSG_SIZE). */
+int access_cert_ip(X509 *cert, const char *addr, char *why);
+
+/* Whether @cert, whose first matching identity is @id (role member), may
+ * speak as the member whose Raft address is @raft_addr: the certificate
+ * names its IP (access_cert_ip), and if @id lists raft_addrs, @raft_addr
+ * is one of them, byte for byte (docs/security.md, "A member is bound to
+ * its certificate"). 0, or ACCESS_E_DENIED with @why (ERR_MSG_SIZE). */
+int access_member_bind(const struct access_identity *id,
+                       X509 *cert,
+                       const char *raft_addr,
+                       char *why);
+
+/* A member this node knows: from the member directory or the Raft
+ * configuration (borrowed strings). */
+struct access_member
+{
+    uint64_t id;
+    const char *raft_addr;
+};
+
+/* Whether @cert (identity @id) may speak as Raft id @rid at Raft address
+ * @raft_addr, given the @n members this node knows (@known): refused for
+ * id 0, for an id @known pairs with another address, for an id @known
+ * does not hold at the address of one it does, and as access_member_bind.
+ * 0, or ACCESS_E_DENIED with @why (ERR_MSG_SIZE). */
+int access_member_claim(const struct access_identity *id,
+                        X509 *cert,
+                        const struct access_member *known,
+                        size_t n,
+                        uint64_t rid,
+                        const char *raft_addr,
+                        char *why);
 
 #endif /* ONCE_SERVER_ACCESS_H_ */

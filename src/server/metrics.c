@@ -362,6 +362,11 @@ static void reg_rpc(struct reg *g)
                              "handshake (not TLS, a certificate that does "
                              "not verify, or too slow; logged at most 100 "
                              "times per 10 s).");
+    m->raft_member_refused =
+        one(g, "once_raft_member_refused_total", PROM_COUNTER,
+            "Raft links closed because a member's certificate named a "
+            "Raft id or address that is not its own (at the handshake, or "
+            "when the directory or the access file changed).");
 }
 
 int metrics_init(struct metrics *m, struct server *s, char *errmsg)
@@ -694,6 +699,12 @@ static void collect(struct metrics *m)
     collect_shards(m, f);
     prom_set(m->forwarded, (double)s->fwd.forwarded);
     prom_set(m->forward_errors, (double)s->fwd.errors);
+    if ((s->up & SERVER_UP_UVIO) && s->uvio.transport.impl != NULL) {
+        struct transport_stats ts;
+
+        transport_stats(&s->uvio.transport, &ts);
+        prom_set(m->raft_member_refused, (double)ts.bind_refused);
+    }
     if (s->rpc != NULL) {
         rpc_server_stats(s->rpc, &rs);
         prom_set(m->conns, (double)rs.conns_open);

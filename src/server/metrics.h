@@ -81,6 +81,7 @@ struct metrics
         *calls_refused;
     struct prom_series *permission_denied;
     struct prom_series *http_tls_refused, *rpc_tls_refused, *http_conns;
+    struct prom_series *raft_member_refused;
 
     /* what the tick saw last */
     bool seen;

@@ -398,6 +398,7 @@ static int step_uvio(struct server *s)
         net.server = &s->tls.raft_in;
         net.client = &s->tls.raft_out;
         net.member = node_tls_member;
+        net.bind = node_tls_bind;
     }
     net.arg = s;
     net.limits = s->cfg.raft_limits;

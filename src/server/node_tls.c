@@ -130,6 +130,9 @@ int node_tls_reload(struct server *s, char *errmsg)
     struct ctx_set c;
     int rv;
 
+    /* The access file reloads in the same SIGHUP (node_tick.c): the next
+     * tick binds every Raft link again under whatever is in force then. */
+    s->tls.rebind = true;
     if (!s->tls.on) {
         err_printf(errmsg, "no TLS: nothing to reload");
         return 0;
@@ -175,10 +178,133 @@ bool node_tls_peer_member(void *arg, X509 *cert, STACK_OF(X509) * chain)
     return true;
 }
 
+/* --- a member bound to its certificate ------------------------------------
+ */
+
+/* The fsm the node reads: its own until replica_init takes it. */
+static const struct fsm *dir_fsm(const struct server *s)
+{
+    return s->rep.fsm != NULL ? s->rep.fsm : s->fsm;
+}
+
+/* The members this node knows, into @out (at most @max): the directory's,
+ * then the configuration's (it holds an id before this node has applied
+ * its SetMember). Returns how many, or more than @max if they do not fit. */
+static size_t known_members(const struct server *s,
+                            struct access_member *out,
+                            size_t max)
+{
+    const struct fsm *f = dir_fsm(s);
+    struct replica_server sv;
+    size_t n = 0;
+
+    for (size_t i = 0; f != NULL && i < fsm_n_members(f); i++, n++) {
+        if (n < max) {
+            out[n].id = fsm_member(f, i)->id;
+            out[n].raft_addr = fsm_member(f, i)->raft_addr;
+        }
+    }
+    for (unsigned i = 0; i < replica_conf_n(&s->rep); i++, n++) {
+        replica_conf_server(&s->rep, i, &sv);
+        if (n < max) {
+            out[n].id = sv.id;
+            out[n].raft_addr = sv.address;
+        }
+    }
+    return n;
+}
+
+int node_tls_bind(void *arg,
+                  X509 *cert,
+                  uint64_t id,
+                  const char *addr,
+                  char *why)
+{
+    struct server *s = arg;
+    const struct access_identity *ident = access_match(s->access, cert);
+    /* The directory's members, the configuration's servers (one refresh
+     * spare beyond them, docs/raft.md) and room to spare. */
+    struct access_member known[2 * FSM_MEMBERS_MAX + 2];
+    size_t n = known_members(s, known, sizeof known / sizeof known[0]);
+
+    if (ident == NULL || ident->role != ACCESS_ROLE_MEMBER) {
+        /* Only after a reload: the member hook let it in. */
+        err_printf(why,
+                   "its certificate is not a member's in the access "
+                   "file in force");
+        return ACCESS_E_DENIED;
+    }
+    if (n > sizeof known / sizeof known[0]) {
+        /* UNTESTED: a configuration is never this far from the directory;
+         * fail closed rather than bind against part of it. */
+        err_printf(why, "%zu members known, more than can be bound", n);
+        return ACCESS_E_DENIED;
+    }
+    /* A retired id is not refused: the leader still sends it the barrier
+     * that tells it it was removed (docs/raft.md, "Membership"), and its
+     * address stays in the configuration until raft_remove. */
+    return access_member_claim(ident, cert, known, n, id, addr, why);
+}
+
+int node_tls_bind_join(struct server *s,
+                       X509 *cert,
+                       const struct fsm_member *m,
+                       char *why)
+{
+    int rv = node_tls_bind(s, cert, m->id, m->raft_addr, why);
+
+    if (rv == 0) {
+        rv = access_cert_ip(cert, m->client_addr, why);
+    }
+    return rv;
+}
+
+/* FNV-1a of what the bind hook reads: the directory's and the
+ * configuration's ids and Raft addresses. */
+static uint64_t bind_sig(const struct server *s)
+{
+    const struct fsm *f = dir_fsm(s);
+    struct replica_server sv;
+    uint64_t h = 1469598103934665603ull;
+
+    for (size_t i = 0; f != NULL && i < fsm_n_members(f); i++) {
+        h = (h ^ fsm_member(f, i)->id) * 1099511628211ull;
+        for (const char *p = fsm_member(f, i)->raft_addr; *p != '\0'; p++) {
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        }
+    }
+    for (unsigned i = 0; i < replica_conf_n(&s->rep); i++) {
+        replica_conf_server(&s->rep, i, &sv);
+        h = (h ^ sv.id) * 1099511628211ull;
+        for (const char *p = sv.address; *p != '\0'; p++) {
+            h = (h ^ (uint8_t)*p) * 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+static void rebind_tick(struct server *s)
+{
+    struct node_tls *t = &s->tls;
+    uint64_t sig;
+
+    if (!t->on || !(s->up & SERVER_UP_UVIO) || s->uvio.transport.impl == NULL) {
+        return;
+    }
+    sig = bind_sig(s);
+    if (sig == t->bind_sig && !t->rebind) {
+        return;
+    }
+    t->bind_sig = sig;
+    t->rebind = false;
+    transport_recheck(&s->uvio.transport);
+}
+
 void node_tls_tick(struct server *s, uint64_t now_ms)
 {
     struct node_tls *t = &s->tls;
 
+    rebind_tick(s);
     if (!t->insecure_public) {
         return;
     }

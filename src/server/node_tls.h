@@ -22,6 +22,16 @@
  * each Raft link (both directions) and once per client-port connection (the
  * answer decides whether that connection may make forwarded calls).
  *
+ * A member is also bound to its certificate (docs/security.md, "A member
+ * is bound to its certificate"): node_tls_bind, the Raft transport's bind
+ * hook, lets a member's certificate speak only as the member whose Raft id
+ * and address the directory (or the Raft configuration) pairs and whose
+ * address the certificate names (access_member_claim). It is asked when a
+ * peer names its id (inbound) or raft dials one (outbound), and again for
+ * every open link when the directory, the Raft configuration or the files
+ * change (node_tls_tick notices; transport_recheck closes what it refuses
+ * now). node_tls_bind_join applies the same rule to a member's MembersAdd.
+ *
  * node_tls_reload (SIGHUP) makes all four contexts from the same files
  * again and swaps them in only if every one of them loaded: new
  * connections use the new certificates, established ones keep theirs.
@@ -33,6 +43,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fsm/fsm.h"
 #include "tls/tls.h"
 
 struct server;
@@ -53,6 +64,8 @@ struct node_tls
     int (*member_check)(void *arg, X509 *cert, char *why);
     void *member_arg;
     bool insecure_public; /* plaintext on a non-loopback address */
+    uint64_t bind_sig;    /* the directory and configuration last bound */
+    bool rebind;          /* the files were reloaded: bind the links again */
     uint64_t warned_ms;   /* when that was last said (monotonic) */
 };
 
@@ -74,11 +87,33 @@ bool node_tls_peer_member(void *arg, X509 *cert, STACK_OF(X509) * chain);
 /* The member hook as the Raft transport calls it; @arg is the server. */
 int node_tls_member(void *arg, X509 *cert, char *why);
 
+/* The bind hook as the Raft transport calls it (@arg is the server): may
+ * @cert speak as Raft id @id at Raft address @addr? A certificate whose
+ * identity is no longer a member is refused; then access_member_claim
+ * decides over the members of the directory and the configuration. 0, or
+ * ACCESS_E_DENIED with @why. */
+int node_tls_bind(void *arg,
+                  X509 *cert,
+                  uint64_t id,
+                  const char *addr,
+                  char *why);
+
+/* A MembersAdd from @cert (the caller's certificate: the peer's, or the
+ * forwarded caller_cert), which has the role member, for @m: as
+ * node_tls_bind for its id and Raft address, and the certificate names
+ * the IP of its client address. An admin's add is not bound. 0, or
+ * ACCESS_E_DENIED with @why (ERR_MSG_SIZE). */
+int node_tls_bind_join(struct server *s,
+                       X509 *cert,
+                       const struct fsm_member *m,
+                       char *why);
+
 /* Is @addr ("IP:PORT") on 127.0.0.0/8? */
 bool node_tls_loopback(const char *addr);
 
 /* From the tick: the warning of a node serving plaintext off loopback,
- * every NODE_TLS_WARN_MS. */
+ * every NODE_TLS_WARN_MS; and, when the directory, the configuration or
+ * the files changed, the Raft links bound again (transport_recheck). */
 void node_tls_tick(struct server *s, uint64_t now_ms);
 
 #endif /* ONCE_SERVER_NODE_TLS_H_ */

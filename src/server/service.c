@@ -389,6 +389,36 @@ static const uint8_t *cmd_scope(const struct fsm_cmd *cmd, size_t *len)
     }
 }
 
+/* A member (not an admin) adds only the member its certificate is
+ * (node_tls_bind_join): the caller's certificate is the forwarded
+ * caller_cert, else the peer's. 0, or ACCESS_E_DENIED with @why (answered
+ * PERMISSION_DENIED, which once_permission_denied_total counts). */
+static int bind_join(struct server *s,
+                     const struct rpc_call *call,
+                     const struct envelope_view *req,
+                     const struct service_in *in,
+                     char *why)
+{
+    X509 *cert = call->peer_cert, *orig = NULL;
+    char sub[ERR_MSG_SIZE];
+    int rv;
+
+    if (req->caller_cert_len > 0) {
+        if (access_cert_from_der(req->caller_cert, req->caller_cert_len, &orig,
+                                 why) != 0) {
+            return ACCESS_E_DENIED; /* UNTESTED: authz_resolve decoded it */
+        }
+        cert = orig;
+    }
+    rv = node_tls_bind_join(s, cert, &in->member, sub);
+    X509_free(orig);
+    if (rv != 0) {
+        err_printf(why, "permission denied: a member adds only itself: %s",
+                   sub);
+    }
+    return rv;
+}
+
 /* Whether the caller may make this call; false: answered PERMISSION_DENIED
  * (applied FALSE) and logged at debug (a tenant probing other scopes must
  * not fill the log; the refusals are counted). */
@@ -413,6 +443,10 @@ static bool authorized(struct server *s,
             call->method == RPC_METHOD_STATUS && msg != NULL &&
             ((const Once__Rpc__StatusRequest *)(const void *)msg)->state_digest;
         rv = authz_check(&who, &ar, why);
+    }
+    if (rv == 0 && call->method == RPC_METHOD_MEMBERS_ADD && who.id != NULL &&
+        who.id->role == ACCESS_ROLE_MEMBER) {
+        rv = bind_join(s, call, req, in, why);
     }
     if (rv == 0) {
         return true;

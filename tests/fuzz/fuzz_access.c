@@ -7,7 +7,9 @@
  * ACCESS_IDENTITIES_MAX identities; each with a known kind and role, a
  * match text that starts with its kind's prefix and a value within
  * ACCESS_MATCH_MAX; scopes only for role client and there 1..256 of them,
- * each 1..128 bytes with '*' only as the last byte. Every scope pattern of
+ * each 1..128 bytes with '*' only as the last byte; raft_addrs only for
+ * role member and there 1..64 of them, each an IPv4 "IP:PORT" of at most
+ * ACCESS_ADDR_MAX bytes in the directory's spelling. Every scope pattern of
  * an accepted file then allows the scope it names (the pattern without its
  * '*'). A refusal must say why (a non-empty message).
  *
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/addr.h"
 #include "server/access.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,6 +39,16 @@ static void check_identity(const struct access_identity *id)
             (id->n_scopes >= 1 && id->n_scopes <= ACCESS_SCOPES_MAX) ||
         (id->role != ACCESS_ROLE_CLIENT && id->n_scopes != 0)) {
         abort();
+    }
+    if ((id->role != ACCESS_ROLE_MEMBER && id->n_raft_addrs != 0) ||
+        id->n_raft_addrs > ACCESS_RAFT_ADDRS_MAX) {
+        abort();
+    }
+    for (size_t j = 0; j < id->n_raft_addrs; j++) {
+        if (strlen(id->raft_addrs[j]) > ACCESS_ADDR_MAX ||
+            !addr_parse_ipv4(id->raft_addrs[j], ADDR_PORT_CANONICAL, NULL)) {
+            abort();
+        }
     }
     for (size_t j = 0; j < id->n_scopes; j++) {
         const char *p = id->scopes[j];

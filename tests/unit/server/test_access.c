@@ -335,6 +335,164 @@ START_TEST(scopes_exact_and_prefix)
 }
 END_TEST
 
+START_TEST(raft_addrs_parse)
+{
+    struct access *a = parse_ok(
+        "{\"identities\": [{\"match\": \"dns:n1.x.org\", \"role\": "
+        "\"member\", \"raft_addrs\": [\"10.0.0.1:7102\", "
+        "\"10.0.0.1:7202\"]}, {\"match\": \"dns:*.x.org\", "
+        "\"role\": \"member\"}]}");
+
+    ck_assert_uint_eq(a->ids[0].n_raft_addrs, 2);
+    ck_assert_str_eq(a->ids[0].raft_addrs[1], "10.0.0.1:7202");
+    ck_assert_uint_eq(a->ids[1].n_raft_addrs, 0);
+    access_free(a);
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"admin\", \"raft_addrs\": [\"10.0.0.1:7102\"]}]}",
+        ACCESS_E_INVALID,
+        "identities[0].raft_addrs: only for role "
+        "member");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": []}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs: want 1..64");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": \"10.0.0.1:7102\"}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs: want an array");
+    /* one spelling: the directory's (no leading zero, no name) */
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": [\"10.0.0.1:7102\", "
+        "\"10.0.0.1:07102\"]}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs[1]: want an IPv4");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": [\"n1.x.org:7102\"]}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs[0]: want an IPv4");
+    parse_bad(
+        "{\"identities\": [{\"match\": \"dns:a.b\", \"role\": "
+        "\"member\", \"raft_addrs\": [7102]}]}",
+        ACCESS_E_INVALID, "identities[0].raft_addrs[0]: want an IPv4");
+}
+END_TEST
+
+/* Two member certificates: each speaks for the address it names, never
+ * for the other's; a pin narrows it to the exact address. */
+START_TEST(member_bound_to_its_certificate)
+{
+    struct access *a = parse_ok(
+        "{\"identities\": ["
+        "{\"match\": \"dns:n1.x.org\", \"role\": \"member\", "
+        "\"raft_addrs\": [\"127.0.0.1:7102\"]},"
+        "{\"match\": \"dns:*.x.org\", \"role\": \"member\"},"
+        "{\"match\": \"dns:ops\", \"role\": \"admin\"}]}");
+    X509 *n1 = test_cert("n1", "DNS:n1.x.org,IP:127.0.0.1");
+    X509 *n2 = test_cert("n2", "DNS:n2.x.org,IP:127.0.0.2");
+    X509 *ops = test_cert("ops", "DNS:ops,IP:127.0.0.2");
+    const struct access_identity *i1 = access_match(a, n1);
+    const struct access_identity *i2 = access_match(a, n2);
+    char why[ERR_MSG_SIZE];
+
+    ck_assert_ptr_eq(i1, &a->ids[0]);
+    ck_assert_ptr_eq(i2, &a->ids[1]);
+    /* each as itself */
+    ck_assert_int_eq(access_member_bind(i1, n1, "127.0.0.1:7102", why), 0);
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.2:7102", why), 0);
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.2:9", why), 0);
+    /* n2 naming n1's address: its certificate does not name that IP */
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.1:7102", why),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why, "no IP SAN 127.0.0.1") != NULL, "%s", why);
+    ck_assert_int_eq(access_member_bind(i1, n1, "127.0.0.2:7102", why),
+                     ACCESS_E_DENIED);
+    /* n1 is pinned: the right IP at another port is not n1 */
+    ck_assert_int_eq(access_member_bind(i1, n1, "127.0.0.1:7202", why),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why, "is not one of them") != NULL, "%s", why);
+    /* not a member identity, or not an address */
+    ck_assert_int_eq(
+        access_member_bind(access_match(a, ops), ops, "127.0.0.2:7102", why),
+        ACCESS_E_DENIED);
+    ck_assert_int_eq(access_member_bind(NULL, n2, "127.0.0.2:7102", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(access_member_bind(i2, n2, "n2.x.org:7102", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(access_member_bind(i2, n2, "127.0.0.2", why),
+                     ACCESS_E_DENIED);
+    /* the client address of a join: its IP only */
+    ck_assert_int_eq(access_cert_ip(n2, "127.0.0.2:7101", why), 0);
+    ck_assert_int_eq(access_cert_ip(n2, "127.0.0.1:7101", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(access_cert_ip(n2, NULL, why), ACCESS_E_DENIED);
+    X509_free(n1);
+    X509_free(n2);
+    X509_free(ops);
+    access_free(a);
+}
+END_TEST
+
+/* The whole rule of node_tls_bind over the members a node knows: member
+ * b's certificate speaks as b and never as c, by c's address or by its
+ * own; a new id may not take b's address. */
+START_TEST(member_claims_with_two_certificates)
+{
+    struct access *a = parse_ok(
+        "{\"identities\": [{\"match\": "
+        "\"dns:*.x.org\", \"role\": \"member\"}]}");
+    X509 *cb = test_cert("b", "DNS:b.x.org,IP:127.0.0.2");
+    X509 *cc = test_cert("c", "DNS:c.x.org,IP:127.0.0.3");
+    const struct access_identity *ib = access_match(a, cb);
+    const struct access_identity *ic = access_match(a, cc);
+    const struct access_member known[] = {{0xa, "127.0.0.1:7102"},
+                                          {0xb, "127.0.0.2:7102"},
+                                          {0xc, "127.0.0.3:7102"}};
+    char why[ERR_MSG_SIZE];
+
+#define CLAIM(id, cert, k, n, rid, addr) \
+    access_member_claim(id, cert, k, n, rid, addr, why)
+    ck_assert_ptr_nonnull(ib);
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xb, "127.0.0.2:7102"), 0);
+    ck_assert_int_eq(CLAIM(ic, cc, known, 3, 0xc, "127.0.0.3:7102"), 0);
+    /* b as c, at c's address: b's certificate does not name it */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xc, "127.0.0.3:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why, "no IP SAN 127.0.0.3") != NULL, "%s", why);
+    /* b as c, at its own address: the directory pairs c with another */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xc, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why,
+                         "pairs id 000000000000000c with "
+                         "127.0.0.3:7102") != NULL,
+                  "%s", why);
+    /* c as b, either way */
+    ck_assert_int_eq(CLAIM(ic, cc, known, 3, 0xb, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(CLAIM(ic, cc, known, 3, 0xb, "127.0.0.3:7102"),
+                     ACCESS_E_DENIED);
+    /* a new id at member b's address */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xd, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why,
+                         "is the Raft address of member "
+                         "000000000000000b") != NULL,
+                  "%s", why);
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0, "127.0.0.2:7102"),
+                     ACCESS_E_DENIED);
+    /* a new id at a new address its certificate names: a joining node */
+    ck_assert_int_eq(CLAIM(ib, cb, known, 3, 0xd, "127.0.0.2:7202"), 0);
+    /* a node that knows no one yet binds by the IP SAN alone */
+    ck_assert_int_eq(CLAIM(ib, cb, NULL, 0, 0xc, "127.0.0.3:7102"),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(CLAIM(ib, cb, NULL, 0, 0xb, "127.0.0.2:7102"), 0);
+#undef CLAIM
+    X509_free(cb);
+    X509_free(cc);
+    access_free(a);
+}
+END_TEST
+
 Suite *access_suite(void)
 {
     Suite *s = suite_create("access");
@@ -350,6 +508,9 @@ Suite *access_suite(void)
     tcase_add_test(tc, first_match_wins);
     tcase_add_test(tc, der_round_trip);
     tcase_add_test(tc, scopes_exact_and_prefix);
+    tcase_add_test(tc, raft_addrs_parse);
+    tcase_add_test(tc, member_bound_to_its_certificate);
+    tcase_add_test(tc, member_claims_with_two_certificates);
     suite_add_tcase(s, tc);
     return s;
 }
