@@ -140,7 +140,8 @@ static const char help_members_add[] =
     "  --role voter|standby  the role it ends with (default voter)\n"
     "\n"
     "Outcomes: OK (exit 0), FAILED_PRECONDITION with reason (a retired id,\n"
-    "a change in progress, ...): exit 1.\n";
+    "a RAFT_ADDR another member already has, a change in progress, ...):\n"
+    "exit 1. A refused add leaves nothing in the member directory.\n";
 
 static const char help_members_remove[] =
     "usage: oncectl members remove ID [--force]\n"

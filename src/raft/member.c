@@ -1,12 +1,13 @@
 /* raft/member.c: membership operations (docs/design.md §4), one at a time, on
  * the ready leader, each step a proposal of its own in the pipeline.
  *
- *   add:      SetMember(spare) in the directory (refused for a retired id,
- *             atomically at apply) -> raft_add (spare) -> raft_assign
- *             (standby: it now gets the log, by snapshot if needed) -> wait
- *             until it has caught up and a majority of voters is healthy
- *             -> raft_assign(voter) (raft's own catch-up rounds) ->
- *             SetMember(final role).
+ *   add:      what raft_add would refuse is refused before anything is
+ *             proposed (add_check_new) -> SetMember(spare) in the directory
+ *             (refused for a retired id, atomically at apply) -> raft_add
+ *             (spare) -> raft_assign(standby: it now gets the log, by
+ *             snapshot if needed) -> wait until it has caught up and a
+ *             majority of voters is healthy -> raft_assign(voter) (raft's
+ *             own catch-up rounds) -> SetMember(final role).
  *   remove:   RetireMember (directory + retired ids, so the node learns it
  *             was removed while it still gets the log) -> raft_remove. A dead
  *             node may always be removed. Removing the leader itself
@@ -544,6 +545,61 @@ static bool valid_addr(const char *a)
     return n > 0 && n <= FSM_ADDR_MAX;
 }
 
+/* An add of @m, whose id the configuration does not hold, decided before
+ * anything is proposed: its first step commits SetMember(spare) in the
+ * directory, and a refusal of raft_add after that would leave a stray
+ * directory entry (there is no command that takes one back without retiring
+ * the id for ever). So what raft_add would refuse is refused here: an
+ * address the configuration holds (RAFT_DUPLICATEADDRESS), or a
+ * configuration change in flight (RAFT_CANTCHANGE). The directory's
+ * addresses too: two ids at one Raft address is a pairing the member
+ * binding refuses (server/access.h, access_member_claim). The refresh
+ * spare's id and address are the leader's own (start_internal): an add
+ * holding either would make every later refresh fail. 0, or
+ * REPLICA_E_PRECONDITION / REPLICA_E_BUSY with @m->msg. */
+static int add_check_new(const struct replica *rep,
+                         struct replica_member_req *m)
+{
+    const struct raft *r = rep->raft;
+
+    if (m->id == REPLICA_REFRESH_ID ||
+        strcmp(m->raft_addr, REPLICA_REFRESH_ADDR) == 0) {
+        snprintf(m->msg, sizeof m->msg,
+                 "id %016llx and Raft address %s are reserved for the "
+                 "leader's configuration refresh",
+                 (unsigned long long)REPLICA_REFRESH_ID, REPLICA_REFRESH_ADDR);
+        return REPLICA_E_PRECONDITION;
+    }
+    for (unsigned i = 0; i < r->configuration.n; i++) {
+        const struct raft_server *s = &r->configuration.servers[i];
+
+        if (strcmp(s->address, m->raft_addr) == 0) {
+            snprintf(m->msg, sizeof m->msg,
+                     "Raft address %s is already member %016llx's",
+                     m->raft_addr, (unsigned long long)s->id);
+            return REPLICA_E_PRECONDITION;
+        }
+    }
+    for (size_t i = 0; i < fsm_n_members(rep->fsm); i++) {
+        const struct fsm_member *fm = fsm_member(rep->fsm, i);
+
+        if (fm->id != m->id && strcmp(fm->raft_addr, m->raft_addr) == 0) {
+            snprintf(m->msg, sizeof m->msg,
+                     "Raft address %s is member %016llx's in the directory "
+                     "(an add cut short: finish or remove it first)",
+                     m->raft_addr, (unsigned long long)fm->id);
+            return REPLICA_E_PRECONDITION;
+        }
+    }
+    if (r->configuration_uncommitted_index != 0 ||
+        r->leader_state.promotee_id != 0) {
+        snprintf(m->msg, sizeof m->msg,
+                 "a configuration change is still in flight");
+        return REPLICA_E_BUSY;
+    }
+    return 0;
+}
+
 int replica_member(struct replica *rep,
                    struct replica_member_req *m,
                    replica_member_cb cb)
@@ -594,6 +650,10 @@ int replica_member(struct replica *rep,
                                                     : STEP_DIR_FINAL;
                 m->wait_start = r->io->time(r->io);
                 break;
+            }
+            rv = add_check_new(rep, m);
+            if (rv != 0) {
+                return rv;
             }
             rep->member = m;
             rv = propose_dir(rep, m, false, FSM_ROLE_SPARE, STEP_ADD);

@@ -482,7 +482,10 @@ int replica_view_work(struct replica *rep,
                       replica_digest_cb cb);
 
 /* Start a membership operation (leader only, after G1, one at a time).
- * Returns 0 (then @cb reports) or an error (no callback). */
+ * Returns 0 (then @cb reports) or an error (no callback; @req->msg says
+ * why when it is not empty). An add that raft would refuse (its address
+ * already a member's, in the configuration or the directory) is refused
+ * here, before anything is proposed. */
 int replica_member(struct replica *rep,
                    struct replica_member_req *req,
                    replica_member_cb cb);

@@ -181,7 +181,7 @@ static void start_member(struct server *s,
     rv = replica_member(&s->rep, &op->mem, member_cb);
     if (rv != 0) {
         s->admin.member_op = NULL; /* refused: the callback never runs */
-        answer_member(op, rv, NULL);
+        answer_member(op, rv, op->mem.msg[0] != '\0' ? op->mem.msg : NULL);
         free(op);
     }
 }

@@ -135,7 +135,7 @@ def main():
     with open(os.path.join(prom, "alerts.yml")) as f:
         alerts = f.read()
     for a in ("OnceLeaderChanges", "OnceNoLeader", "OnceFsyncSlow",
-              "OncePendingOld", "OnceNodeNotReady"):
+              "OncePendingOld", "OnceNodeNotReady", "OnceRaftMemberRefused"):
         check("alert: %s" % a in alerts, "alerts.yml has %s" % a)
     have = registered()
     check(len(have) > 30, "metrics.c registers its families (%d)" % len(have))

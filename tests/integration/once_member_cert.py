@@ -20,6 +20,8 @@ b's and c's, then try to speak for a member they are not:
   3. on the client port, b's certificate asks the leader to add a member
      at c's addresses, and under c's id: PERMISSION_DENIED, applied false
      ("a member adds only itself"), and the directory still has 3 members;
+     the admin certificate adding a new id at b's Raft address is refused
+     FAILED_PRECONDITION before anything is proposed (no directory entry);
   4. SIGHUP on a with an access file that pins b's identity to another
      Raft address ("raft_addrs"): a closes b's links and refuses the new
      ones (counted), while a and c still decide claims; the file put back
@@ -190,6 +192,22 @@ def joins(t, c, d, L, b, cn, nodes):
             "members=%s" % ms)
 
 
+def admin_taken(t, c, L, b, nodes):
+    """An admin may add any member, but not at a Raft address a member
+    holds: refused before anything is proposed, so no stray entry."""
+    fresh = "%016x" % (random.getrandbits(63) | 1)
+    r = c.ctl(["members", "add", fresh, b.raft_addr, "127.0.0.9:9"], via=[L],
+              timeout="3s")
+    t.check(r.is_outcome("FAILED_PRECONDITION", oc.RC_NO) and
+            "already member %s" % b.id in str(r.get("reason")),
+            "ops adds a new id at b's Raft address -> FAILED_PRECONDITION "
+            "naming b", r.describe())
+    ms = c.members(nodes)
+    t.check(ms is not None and len(ms) == 3 and
+            fresh not in json.dumps(ms),
+            "no directory entry for the refused id", "members=%s" % ms)
+
+
 def reload_pin(t, c, d, a, b, cn, nodes):
     before = refused_count(d, a)
     write_access(d, pin_b="127.0.0.2:1")
@@ -255,6 +273,7 @@ def scenario(t):
             "decides a claim", r.describe())
     impostors(t, d, a, b, cn)
     joins(t, c, d, L, b, cn, nodes)
+    admin_taken(t, c, L, b, nodes)
     reload_pin(t, c, d, a, b, cn, nodes)
 
 

@@ -294,11 +294,12 @@ static void do_member(struct creq *q, char **w, int n)
     if (rv != 0) {
         if (rv == REPLICA_E_PRECONDITION && a->m.op == REPLICA_MEMBER_ADD) {
             answer_admin_error(q, rv,
-                               fsm_is_retired(g.rep.fsm, id)
+                               a->m.msg[0] != '\0' ? a->m.msg
+                               : fsm_is_retired(g.rep.fsm, id)
                                    ? "the id is retired"
                                    : "the id is already a member");
         } else {
-            answer_admin_error(q, rv, NULL);
+            answer_admin_error(q, rv, a->m.msg);
         }
         free(a);
         return;

@@ -1,8 +1,9 @@
 /* tests/raft/test_scenarios.c: fixture scenarios of the guarded Raft layer:
  * elections and the G1 ready gate, leader loss, partitions, transfers,
- * membership 3 -> 5 -> 3, removing the leader, InstallSnapshot, snapshots
- * on demand, storage faults (fail-stop), replicated time with wrong leader
- * clocks, configuration checks and linearizable lookups.
+ * membership 3 -> 5 -> 3, adds refused before anything is proposed,
+ * removing the leader, InstallSnapshot, snapshots on demand, storage faults
+ * (fail-stop), replicated time with wrong leader clocks, configuration
+ * checks and linearizable lookups.
  *
  * Each test runs in its own forked Check process on a fresh cluster. */
 #include <check.h>
@@ -559,6 +560,102 @@ START_TEST(grow_shrink)
 }
 END_TEST
 
+/* --- 5b. an add raft would refuse leaves nothing behind ------------- */
+
+/* Add @id at Raft address @raft_addr on server @l: refused at once, with
+ * PRECONDITION and a reason naming @why, before anything is proposed. */
+static void add_refused_at_once(unsigned l,
+                                raft_id id,
+                                const char *raft_addr,
+                                const char *why)
+{
+    struct mop o;
+    raft_index last = raft_last_index(cl_raft(&C, l));
+    size_t n = fsm_n_members(C.s[l].rep.fsm);
+    int rv;
+
+    memset(&o, 0, sizeof o);
+    o.m.data = &o;
+    o.m.op = REPLICA_MEMBER_ADD;
+    o.m.id = id;
+    o.m.role = FSM_ROLE_VOTER;
+    snprintf(o.m.raft_addr, sizeof o.m.raft_addr, "%s", raft_addr);
+    snprintf(o.m.client_addr, sizeof o.m.client_addr, "c%llu",
+             (unsigned long long)id);
+    rv = replica_member(&C.s[l].rep, &o.m, mop_cb);
+    if (rv == 0) {
+        mop_wait(&o, 10000);
+    }
+    ck_assert_msg(rv == REPLICA_E_PRECONDITION,
+                  "add of %llx at %s: %s, answered later with %s (%s)",
+                  (unsigned long long)id, raft_addr, replica_strerror(rv),
+                  replica_strerror(o.status), o.msg);
+    ck_assert_msg(strstr(o.m.msg, why) != NULL, "msg: %s", o.m.msg);
+    ck_assert(!o.done);
+    cl_step_ms(&C, 200);
+    ck_assert_uint_eq(raft_last_index(cl_raft(&C, l)), last);
+    ck_assert_uint_eq(fsm_n_members(C.s[l].rep.fsm), n);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_ne(fsm_member(C.s[l].rep.fsm, i)->id, id);
+    }
+    ck_assert(!in_config(l, id));
+}
+
+START_TEST(add_refused_before_proposal)
+{
+    struct fsm_cmd cmd;
+    struct cl_op op;
+    struct mop o;
+    char addr[16];
+    unsigned n;
+    int l, rv;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    claim_ok((unsigned)l, 0);
+    ck_assert_uint_eq(fsm_n_members(C.s[l].rep.fsm), 3);
+    /* A new id at a follower's, then at the leader's own Raft address:
+     * raft_add would say RAFT_DUPLICATEADDRESS only after SetMember(spare)
+     * committed. */
+    snprintf(addr, sizeof addr, "%u", (unsigned)(l + 1) % 3 + 1);
+    add_refused_at_once((unsigned)l, 90, addr, "is already member");
+    snprintf(addr, sizeof addr, "%u", (unsigned)l + 1);
+    add_refused_at_once((unsigned)l, 91, addr, "is already member");
+    /* The configuration refresh's own id and address. */
+    add_refused_at_once((unsigned)l, REPLICA_REFRESH_ID, "77", "reserved");
+    add_refused_at_once((unsigned)l, 92, REPLICA_REFRESH_ADDR, "reserved");
+    /* What an add cut short leaves (its SetMember(spare) committed, not
+     * raft_add): a directory entry the configuration does not hold. Another
+     * id at its address is refused; the same id continues the add. */
+    n = cl_grow(&C);
+    memset(&cmd, 0, sizeof cmd);
+    cmd.type = FSM_CMD_SET_MEMBER;
+    cmd.u.member.id = (raft_id)n + 1;
+    snprintf(cmd.u.member.raft_addr, sizeof cmd.u.member.raft_addr, "%u",
+             n + 1);
+    snprintf(cmd.u.member.client_addr, sizeof cmd.u.member.client_addr, "c%u",
+             n + 1);
+    cmd.u.member.role = FSM_ROLE_SPARE;
+    ck_assert_int_eq(cl_submit(&C, (unsigned)l, &op, &cmd), 0);
+    ck_assert(cl_wait_op(&C, &op, 10000));
+    ck_assert_int_eq(op.outcome, FSM_OK);
+    ck_assert_uint_eq(fsm_n_members(C.s[l].rep.fsm), 4);
+    snprintf(addr, sizeof addr, "%u", n + 1);
+    add_refused_at_once((unsigned)l, 93, addr, "in the directory");
+    rv = mop_run((unsigned)l, REPLICA_MEMBER_ADD, (raft_id)n + 1,
+                 FSM_ROLE_VOTER, &o);
+    ck_assert_msg(rv == 0, "add: %s (%s)", replica_strerror(rv), o.msg);
+    ck_assert(in_config((unsigned)l, (raft_id)n + 1));
+    ck_assert_uint_eq(fsm_n_members(C.s[l].rep.fsm), 4);
+    ck_assert_uint_eq(n_voters((unsigned)l), 4);
+    claim_ok((unsigned)l, 1);
+    sync_all((unsigned)l);
+    check_invariants();
+    cl_close(&C);
+}
+END_TEST
+
 /* --- 6. remove the leader itself ------------------------------------- */
 
 START_TEST(remove_leader)
@@ -1021,6 +1118,7 @@ Suite *scenarios_suite(void)
         {"transfer", transfer},
         {"transfer_refused_at_once", transfer_refused_at_once},
         {"grow_shrink", grow_shrink},
+        {"add_refused_before_proposal", add_refused_before_proposal},
         {"remove_leader", remove_leader},
         {"install_snapshot", install_snapshot},
         {"snapshot_on_demand", snapshot_on_demand},
