@@ -377,6 +377,19 @@ static uint64_t give_up_at(const struct rpc_call *call)
     return call->received_mono_ms + d - margin;
 }
 
+bool readindex_can_serve(struct server *s)
+{
+    struct replica_server sv;
+
+    for (unsigned i = 0; i < replica_conf_n(&s->rep); i++) {
+        replica_conf_server(&s->rep, i, &sv);
+        if (sv.id == s->id) {
+            return sv.role == FSM_ROLE_VOTER || sv.role == FSM_ROLE_STANDBY;
+        }
+    }
+    return false;
+}
+
 void readindex_lookup(struct readindex *ri,
                       struct rpc_call *call,
                       const struct fsm_ident *ident)

@@ -69,6 +69,12 @@ struct readindex
 
 void readindex_init(struct readindex *ri, struct server *s);
 
+/* Whether this node can read after a read barrier: it is a voter or a
+ * standby of the configuration in force (the leader replicates the log to
+ * those). A spare, or a node not in the configuration, never applies the
+ * leader's index: it forwards its lookups instead. */
+bool readindex_can_serve(struct server *s);
+
 /* Serve the Lookup @call (its checked identity @ident, borrowed) here
  * after a read barrier; @call is answered exactly once, later or now. */
 void readindex_lookup(struct readindex *ri,

@@ -463,9 +463,10 @@ static void route(struct server *s,
         return;
     }
     if (call->method == RPC_METHOD_LOOKUP && !in->leader_only &&
-        !call->forwarded) {
+        !call->forwarded && readindex_can_serve(s)) {
         /* Read here after a read barrier (readindex.h); a forwarded one
-         * came from a node that chose the leader's read. */
+         * came from a node that chose the leader's read, and a spare does
+         * not replicate the log. */
         readindex_lookup(&s->reads, call, &in->cmd.u.ident);
         return;
     }
