@@ -500,6 +500,9 @@ static void reads_poll(struct replica *rep)
         struct replica_req *req = rep->rd_head;
         struct fsm_result res;
 
+        ONCE_ASSERT(rep->rd_n > 0 && (req->next == NULL ||
+                                      req->next->read_at >= req->read_at),
+                    "waiting reads are counted and sorted by index");
         rep->rd_head = req->next;
         rep->rd_n--;
         req->next = NULL;
@@ -776,6 +779,7 @@ void replica_read_cancel(struct replica *rep, struct replica_req *req)
         at = &(*at)->next;
     }
     if (*at == req) {
+        ONCE_ASSERT(rep->rd_n > 0, "a waiting read is counted");
         *at = req->next;
         req->next = NULL;
         rep->rd_n--;
