@@ -195,6 +195,10 @@ struct once_result
     uint64_t expires_ms;
     uint64_t lease_expires_ms;
     uint32_t owner_attempt;
+    /* Lookup (appended last): the id of the node that read its table (the
+     * node the call reached, after a read barrier, or the leader with
+     * ONCE_LOOKUP_LEADER); 0 from a node that does not send it. */
+    uint64_t served_by;
 };
 
 /* Zero @r (no allocation). */
@@ -327,6 +331,22 @@ int once_lookup(once_client *c,
                 size_t key_len,
                 uint32_t timeout_ms,
                 struct once_result *r);
+/* once_lookup_flags: ONCE_LOOKUP_LEADER asks that the leader read (the
+ * node the call reaches forwards it there), as every lookup did before
+ * follower reads. Without it (once_lookup) the node the call reaches reads
+ * its own table after a read barrier: it asks the leader for an index
+ * proven current, waits until it applied it, then reads; as linearizable,
+ * and r->served_by names the node. A node cut off from the leader answers
+ * UNAVAILABLE within the deadline, never a stale read. */
+#define ONCE_LOOKUP_LEADER 1u
+int once_lookup_flags(once_client *c,
+                      const uint8_t *scope,
+                      size_t scope_len,
+                      const uint8_t *key,
+                      size_t key_len,
+                      unsigned flags,
+                      uint32_t timeout_ms,
+                      struct once_result *r);
 /* Admin: delete a record's business history (FORGOTTEN or NOT_FOUND). */
 int once_forget(once_client *c,
                 const uint8_t *scope,
@@ -353,6 +373,18 @@ int once_claim_async(once_client *c,
                      const struct once_claim *a,
                      once_cb cb,
                      void *arg);
+
+/* A lookup (as once_lookup_flags), pipelined; the same return convention
+ * as once_claim_async. */
+int once_lookup_async(once_client *c,
+                      const uint8_t *scope,
+                      size_t scope_len,
+                      const uint8_t *key,
+                      size_t key_len,
+                      unsigned flags,
+                      uint32_t timeout_ms,
+                      once_cb cb,
+                      void *arg);
 
 /* Run I/O and callbacks until no call is outstanding or @timeout_ms passed
  * (-1: no limit; 0: only what is ready now). Returns the number of calls

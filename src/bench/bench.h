@@ -23,6 +23,12 @@ enum bench_keys {
     BENCH_KEYS_HOT = 3,    /* uniformly from K keys shared by all */
 };
 
+enum bench_op {
+    BENCH_OP_CLAIM = 0,         /* once_claim_async (the default) */
+    BENCH_OP_LOOKUP = 1,        /* once_lookup_async: the node reached reads */
+    BENCH_OP_LOOKUP_LEADER = 2, /* ... with ONCE_LOOKUP_LEADER */
+};
+
 struct bench_cfg
 {
     const char *addrs[ONCE_ADDRS_MAX];
@@ -52,6 +58,11 @@ struct bench_cfg
     const char *tls_cert;
     const char *tls_key;
     char scope[ONCE_SCOPE_MAX + 1];
+    enum bench_op op; /* --op */
+    /* --spread: connection i talks to address i mod n_addrs only (its
+     * client is given that one address), so the load is spread over the
+     * nodes; else every connection gets every address. */
+    bool spread;
 };
 
 /* Parse argv into @cfg (defaults first). 0: run; 1: --help asked;

@@ -19,6 +19,7 @@ const char bench_usage[] =
     "                  [--timeout DUR] [--gap DUR] [--scope S] [--json]\n"
     "                  [--plot FILE.png] [--count N]\n"
     "                  [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]\n"
+    "                  [--op claim|lookup|lookup-leader] [--spread]\n"
     "\n"
     "Claims against a once cluster through libonce's pipelined interface\n"
     "(once_claim_async + once_run): N connections, one thread and one\n"
@@ -66,6 +67,15 @@ const char bench_usage[] =
     "                         again (closed loop; with --rate, not once N\n"
     "                         were sent). --duration stays an upper bound\n"
     "                         (default with --count: 24h)\n"
+    "  --op claim             what each call is (default claim)\n"
+    "  --op lookup            a lookup of the next key: the node it reaches\n"
+    "                         reads after a read barrier (FOUND or\n"
+    "                         NOT_FOUND both count as answered)\n"
+    "  --op lookup-leader     a lookup the leader reads (forwarded there)\n"
+    "  --spread               connection i talks to the i-th address of\n"
+    "                         --cluster only (mod their number), so the load\n"
+    "                         is spread over the nodes; without it every\n"
+    "                         connection gets every address\n"
     "  --help                 this text\n"
     "\n"
     "Prints ops/s (answered claims, status OK, per second of the measured\n"
@@ -251,6 +261,24 @@ static int duration(const char *name,
     return 0;
 }
 
+static int parse_op(struct bench_cfg *cfg,
+                    const char *v,
+                    char err[ERR_MSG_SIZE])
+{
+    if (strcmp(v, "claim") == 0) {
+        cfg->op = BENCH_OP_CLAIM;
+    } else if (strcmp(v, "lookup") == 0) {
+        cfg->op = BENCH_OP_LOOKUP;
+    } else if (strcmp(v, "lookup-leader") == 0) {
+        cfg->op = BENCH_OP_LOOKUP_LEADER;
+    } else {
+        err_printf(
+            err, "--op: want claim, lookup or lookup-leader, got \"%.32s\"", v);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int parse_kind(struct bench_cfg *cfg,
                       const char *v,
                       char err[ERR_MSG_SIZE])
@@ -271,7 +299,7 @@ static const char *const value_flags[] = {
     "--cluster",  "--connections", "--pipeline", "--duration", "--warmup",
     "--keys",     "--kind",        "--rate",     "--ttl",      "--timeout",
     "--gap",      "--scope",       "--count",    "--plot",     "--tls-ca",
-    "--tls-cert", "--tls-key",
+    "--tls-cert", "--tls-key",     "--op",
 };
 
 /* Set flag @name (one of value_flags) from @v. 0, or -EINVAL with @err. */
@@ -290,6 +318,8 @@ static int set_flag(struct bench_cfg *cfg,
         return parse_keys(cfg, v, err);
     } else if (strcmp(name, "--kind") == 0) {
         return parse_kind(cfg, v, err);
+    } else if (strcmp(name, "--op") == 0) {
+        return parse_op(cfg, v, err);
     } else if (strcmp(name, "--connections") == 0) {
         rv = number(name, v, 1, BENCH_CONNECTIONS_MAX, "", &n, err);
         cfg->connections = rv == 0 ? (uint32_t)n : cfg->connections;
@@ -370,6 +400,10 @@ int bench_parse(int argc,
         }
         if (strcmp(a, "--json") == 0) {
             cfg->json = true;
+            continue;
+        }
+        if (strcmp(a, "--spread") == 0) {
+            cfg->spread = true;
             continue;
         }
         for (k = 0; k < sizeof value_flags / sizeof value_flags[0]; k++) {

@@ -218,6 +218,36 @@ static void on_stop_signal(int sig)
 
 static void on_done(void *arg, struct once_result *r);
 
+/* A refused submission: the slot and the budget back, counted. */
+static bool refused(struct worker *w, struct slot *s, uint64_t due_ns)
+{
+    w->free_slots[w->n_free++] = s;
+    give_back_budget(w->run, due_ns);
+    if (due_ns >= w->run->start_ns && due_ns < end_of(w->run)) {
+        w->submit_errors++;
+    }
+    if (w->first_error[0] == '\0') {
+        (void)snprintf(w->first_error, sizeof w->first_error, "submit: %s",
+                       once_client_last_error(w->c));
+    }
+    return false;
+}
+
+/* --op lookup / lookup-leader on slot @s (its key set). */
+static bool send_lookup(struct worker *w, struct slot *s, uint64_t due_ns)
+{
+    const struct bench_cfg *cfg = w->run->cfg;
+
+    if (once_lookup_async(
+            w->c, (const uint8_t *)cfg->scope, strlen(cfg->scope),
+            (const uint8_t *)s->key, strlen(s->key),
+            cfg->op == BENCH_OP_LOOKUP_LEADER ? ONCE_LOOKUP_LEADER : 0,
+            cfg->timeout_ms, on_done, s) != 0) {
+        return refused(w, s, due_ns);
+    }
+    return true;
+}
+
 /* Send one claim on a free slot, due at @due_ns. False if refused. */
 static bool send_claim(struct worker *w, uint64_t due_ns)
 {
@@ -235,6 +265,9 @@ static bool send_claim(struct worker *w, uint64_t due_ns)
     memset(&a, 0, sizeof a);
     next_key(w, s->key);
     s->due_ns = due_ns;
+    if (cfg->op != BENCH_OP_CLAIM) {
+        return send_lookup(w, s, due_ns);
+    }
     a.scope = (const uint8_t *)cfg->scope;
     a.scope_len = strlen(cfg->scope);
     a.key = (const uint8_t *)s->key;
@@ -243,16 +276,7 @@ static bool send_claim(struct worker *w, uint64_t due_ns)
     a.ttl_ms = cfg->ttl_ms;
     a.timeout_ms = cfg->timeout_ms;
     if (once_claim_async(w->c, &a, on_done, s) != 0) {
-        w->free_slots[w->n_free++] = s;
-        give_back_budget(w->run, due_ns);
-        if (due_ns >= w->run->start_ns && due_ns < end_of(w->run)) {
-            w->submit_errors++;
-        }
-        if (w->first_error[0] == '\0') {
-            (void)snprintf(w->first_error, sizeof w->first_error, "submit: %s",
-                           once_client_last_error(w->c));
-        }
-        return false;
+        return refused(w, s, due_ns);
     }
     return true;
 }
@@ -444,6 +468,13 @@ static double ms(uint64_t ns)
     return (double)ns / 1e6;
 }
 
+static const char *op_name(enum bench_op op)
+{
+    return op == BENCH_OP_LOOKUP          ? "lookup"
+           : op == BENCH_OP_LOOKUP_LEADER ? "lookup-leader"
+                                          : "claim";
+}
+
 static const char *keys_text(const struct bench_cfg *cfg, char *buf, size_t len)
 {
     switch (cfg->keys) {
@@ -490,9 +521,10 @@ static void print_text(const struct run *run, const struct totals *t)
     bool any = false;
 
     printf(
-        "once-bench: %zu address(es), connections %u, pipeline %u, %s, "
+        "once-bench: %s, %zu address(es)%s, connections %u, pipeline %u, %s, "
         "keys %s, kind %s, %.1f s measured\n",
-        cfg->n_addrs, cfg->connections, cfg->pipeline,
+        op_name(cfg->op), cfg->n_addrs, cfg->spread ? " spread" : "",
+        cfg->connections, cfg->pipeline,
         cfg->rate == 0 ? "closed loop" : "fixed rate",
         keys_text(cfg, kb, sizeof kb),
         cfg->kind == ONCE_NONCE ? "nonce" : "idempotent", t->seconds);
@@ -600,10 +632,11 @@ static void print_json(const struct run *run, const struct totals *t)
         "],\"cpu_user_s\":%.3f,\"cpu_sys_s\":%.3f,\"connections\":%u,"
         "\"pipeline\":%u,\"rate\":%" PRIu64 ",\"count\":%" PRIu64
         ",\"keys\":\"%s\","
-        "\"kind\":\"%s\"}\n",
+        "\"kind\":\"%s\",\"op\":\"%s\",\"spread\":%s}\n",
         t->cpu_user_s, t->cpu_sys_s, cfg->connections, cfg->pipeline, cfg->rate,
         cfg->count, keys_text(cfg, kb, sizeof kb),
-        cfg->kind == ONCE_NONCE ? "nonce" : "idempotent");
+        cfg->kind == ONCE_NONCE ? "nonce" : "idempotent", op_name(cfg->op),
+        cfg->spread ? "true" : "false");
 }
 
 /* gnuplot on PATH? */
@@ -771,6 +804,10 @@ static int setup_worker(struct run *run, struct worker *w, unsigned i)
     once_options_init(&o);
     o.addrs = cfg->addrs;
     o.n_addrs = cfg->n_addrs;
+    if (cfg->spread) {
+        o.addrs = &cfg->addrs[i % cfg->n_addrs];
+        o.n_addrs = 1;
+    }
     o.timeout_ms = cfg->timeout_ms;
     o.max_inflight = cfg->pipeline;
     o.tls_ca = flag_or_env(cfg->tls_ca, "ONCE_TLS_CA");

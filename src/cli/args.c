@@ -49,6 +49,7 @@ enum field {
     F_MAX_RECORDS,
     F_MAX_BYTES,
     F_TO,
+    F_LEADER,
     F_COUNT,
 };
 
@@ -318,6 +319,7 @@ static const struct field_def fields[F_COUNT] = {
     [F_MAX_BYTES] = {"max_bytes", parse_u64, U64(max_bytes), 0,
                      HAS(has_max_bytes), 0, UINT64_MAX, -1,
                      "a decimal integer of bytes (0: no limit)"},
+    [F_LEADER] = {"leader", NULL, 0, 0, HAS(leader_only), 0, 0, -1, ""},
     [F_TO] = {"to", parse_u64, U64(schema_to), 0, HAS(has_schema_to), 0,
               UINT32_MAX, -1, "a schema version (a decimal integer)"},
 };
@@ -351,7 +353,7 @@ static const struct cmd_def cmds[] = {
      {F_SCOPE, F_KEY, -1},
      2,
      BIT(F_OWNER_TOKEN) | BIT(F_TERMINAL) | BIT(F_ERROR) | BIT(F_REQUEST_ID)},
-    {CLI_LOOKUP, "lookup", {F_SCOPE, F_KEY, -1}, 2, 0},
+    {CLI_LOOKUP, "lookup", {F_SCOPE, F_KEY, -1}, 2, BIT(F_LEADER)},
     {CLI_FORGET, "forget", {F_SCOPE, F_KEY, -1}, 2, 0},
     {CLI_STATUS, "status", {-1, -1, -1}, 0, BIT(F_NODE) | BIT(F_STATE_DIGEST)},
     {CLI_MEMBERS_LIST, "members list", {-1, -1, -1}, 0, 0},

@@ -151,6 +151,7 @@ struct cli_req
     uint64_t max_bytes;
     bool has_schema_to; /* schema upgrade --to */
     uint64_t schema_to;
+    bool leader_only; /* lookup --leader */
 };
 
 /* ------------------------------------------------------------------------

@@ -142,8 +142,8 @@ static int run_read(const struct cli_ctx *x,
 
     once_result_init(&r);
     if (q->cmd == CLI_LOOKUP) {
-        once_lookup(x->client, q->scope, q->scope_len, q->key, q->key_len, t,
-                    &r);
+        once_lookup_flags(x->client, q->scope, q->scope_len, q->key, q->key_len,
+                          q->leader_only ? ONCE_LOOKUP_LEADER : 0, t, &r);
     } else {
         once_forget(x->client, q->scope, q->scope_len, q->key, q->key_len, t,
                     &r);

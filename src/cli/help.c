@@ -81,17 +81,23 @@ static const char help_release[] =
     "NOT_FOUND, CONFLICT, and FAILED without --terminal: exit 1.\n";
 
 static const char help_lookup[] =
-    "usage: oncectl lookup SCOPE KEY\n"
+    "usage: oncectl lookup SCOPE KEY [--leader]\n"
     "\n"
-    "Read a record, linearizably (through the leader and a barrier);\n"
-    "records nothing.\n"
+    "Read a record, linearizably; records nothing. The node the call\n"
+    "reaches reads its own table after a read barrier (it asks the leader\n"
+    "for an index proven current and waits until it applied it); a node\n"
+    "cut off from the leader answers UNAVAILABLE (exit 3), never a stale\n"
+    "read.\n"
     "\n"
-    "Outcomes: FOUND (exit 0) with log_time_ms (the log time of the read),\n"
+    "  --leader              the leader reads (the call is forwarded there)\n"
+    "\n"
+    "Outcomes: FOUND (exit 0) with served_by (the id of the node that\n"
+    "read), log_time_ms (the log time of the read),\n"
     "kind, state, first_request_id, first_index, first_time_ms,\n"
     "expires_ms, attempts_total, attempts [{request_id, execution_id,\n"
     "index, time_ms, outcome, retry}] (the first and the last 4), and for\n"
     "IDEMPOTENT records owner_token, owner_attempt, lease_expires_ms,\n"
-    "result_b64 or stored_error; NOT_FOUND (exit 1).\n";
+    "result_b64 or stored_error; NOT_FOUND (exit 1) with served_by.\n";
 
 static const char help_forget[] =
     "usage: oncectl forget SCOPE KEY\n"

@@ -252,6 +252,9 @@ json_t *cli_json_result(enum cli_cmd cmd, const struct once_result *r)
     if (r->kind != 0) {
         cli_set(o, "kind", json_string(kind_name(r->kind)));
     }
+    if (cmd == CLI_LOOKUP && r->served_by != 0) {
+        cli_set(o, "served_by", cli_jid(r->served_by));
+    }
     if (r->state != ONCE_STATE_NONE) {
         cli_set(o, "state", json_string(once_state_name(r->state)));
     }

@@ -421,8 +421,68 @@ int once_lookup(once_client *c,
                 uint32_t timeout_ms,
                 struct once_result *r)
 {
-    return record_call(c, RPC_METHOD_LOOKUP, scope, scope_len, key, key_len,
-                       timeout_ms, r);
+    return once_lookup_flags(c, scope, scope_len, key, key_len, 0, timeout_ms,
+                             r);
+}
+
+/* A lookup's op, or NULL with @r failed (a bad argument, out of memory). */
+static struct op *lookup_op(once_client *c,
+                            const uint8_t *scope,
+                            size_t scope_len,
+                            const uint8_t *key,
+                            size_t key_len,
+                            unsigned flags,
+                            uint32_t timeout_ms,
+                            struct once_result *r)
+{
+    char err[ERR_MSG_SIZE];
+    struct op *op;
+
+    if (!client_check_record(scope, scope_len, key, key_len, err) ||
+        !client_check_timeout(timeout_ms, err)) {
+        client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT, err);
+        return NULL;
+    }
+    if ((flags & ~ONCE_LOOKUP_LEADER) != 0) {
+        client_fail_local(r, ONCE_STATUS_INVALID_ARGUMENT,
+                          "flags: unknown bits");
+        return NULL;
+    }
+    op = op_new(c, RPC_METHOD_LOOKUP, false); /* a read: never "unknown" */
+    if (op == NULL || client_pack_lookup(scope, scope_len, key, key_len,
+                                         (flags & ONCE_LOOKUP_LEADER) != 0,
+                                         &op->body, &op->body_len) != 0) {
+        if (op != NULL) {
+            op_free(op);
+        }
+        client_fail_local(r, ONCE_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
+    }
+    return op;
+}
+
+int once_lookup_flags(once_client *c,
+                      const uint8_t *scope,
+                      size_t scope_len,
+                      const uint8_t *key,
+                      size_t key_len,
+                      unsigned flags,
+                      uint32_t timeout_ms,
+                      struct once_result *r)
+{
+    struct op *op;
+
+    if (r == NULL) {
+        return ONCE_STATUS_INVALID_ARGUMENT;
+    }
+    if (!client_sync_begin(c, r)) {
+        return r->status;
+    }
+    op = lookup_op(c, scope, scope_len, key, key_len, flags, timeout_ms, r);
+    if (op == NULL) {
+        return r->status;
+    }
+    return op_run_sync(op, timeout_ms, r);
 }
 
 int once_forget(once_client *c,
@@ -489,6 +549,58 @@ int once_claim_async(once_client *c,
     c->async_ops = op;
     c->outstanding++;
     op_start(op, a->timeout_ms);
+    return 0;
+}
+
+int once_lookup_async(once_client *c,
+                      const uint8_t *scope,
+                      size_t scope_len,
+                      const uint8_t *key,
+                      size_t key_len,
+                      unsigned flags,
+                      uint32_t timeout_ms,
+                      once_cb cb,
+                      void *arg)
+{
+    struct once_result r;
+    struct op *op;
+
+    if (c == NULL) {
+        return -EINVAL;
+    }
+    if (cb == NULL) {
+        err_printf(c->last_error, "cb: NULL");
+        return -EINVAL;
+    }
+    if (c->closing || c->free_pending) {
+        err_printf(c->last_error, "client is closing");
+        return -ESHUTDOWN;
+    }
+    if (c->outstanding >= c->max_inflight) {
+        err_printf(c->last_error, "max_inflight: %u calls already outstanding",
+                   c->max_inflight);
+        return -EBUSY;
+    }
+    once_result_init(&r);
+    op = lookup_op(c, scope, scope_len, key, key_len, flags, timeout_ms, &r);
+    if (op == NULL) {
+        int rv = r.status == ONCE_STATUS_RESOURCE_EXHAUSTED ? -ENOMEM : -EINVAL;
+
+        client_text_put(c->last_error, sizeof c->last_error, "%s", r.error);
+        once_result_clear(&r);
+        return rv;
+    }
+    op->async = true;
+    op->cb = cb;
+    op->arg = arg;
+    op->aprev = NULL;
+    op->anext = c->async_ops;
+    if (c->async_ops != NULL) {
+        c->async_ops->aprev = op;
+    }
+    c->async_ops = op;
+    c->outstanding++;
+    op_start(op, timeout_ms);
     return 0;
 }
 

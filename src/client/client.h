@@ -123,6 +123,14 @@ int client_pack_record(enum rpc_method method,
                        size_t key_len,
                        uint8_t **out,
                        size_t *out_len);
+/* A LookupRequest; @leader_only: the leader reads (ONCE_LOOKUP_LEADER). */
+int client_pack_lookup(const uint8_t *scope,
+                       size_t scope_len,
+                       const uint8_t *key,
+                       size_t key_len,
+                       bool leader_only,
+                       uint8_t **out,
+                       size_t *out_len);
 int client_pack_member_add(const struct once_member *m,
                            uint8_t **out,
                            size_t *out_len);

@@ -458,6 +458,22 @@ int client_pack_record(enum rpc_method method,
     }
 }
 
+int client_pack_lookup(const uint8_t *scope,
+                       size_t scope_len,
+                       const uint8_t *key,
+                       size_t key_len,
+                       bool leader_only,
+                       uint8_t **out,
+                       size_t *out_len)
+{
+    Once__Rpc__LookupRequest m = ONCE__RPC__LOOKUP_REQUEST__INIT;
+
+    m.scope = bin(scope, scope_len);
+    m.key = bin(key, key_len);
+    m.leader_only = leader_only;
+    return pack(&m.base, out, out_len);
+}
+
 int client_pack_member_add(const struct once_member *m,
                            uint8_t **out,
                            size_t *out_len)

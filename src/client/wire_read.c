@@ -410,6 +410,7 @@ int client_read_body(enum rpc_method method,
             return client_read_result(
                 ((const Once__Rpc__ReleaseResponse *)body)->result, r, err);
         case RPC_METHOD_LOOKUP:
+            r->served_by = ((const Once__Rpc__LookupResponse *)body)->served_by;
             return client_read_result(
                 ((const Once__Rpc__LookupResponse *)body)->result, r, err);
         case RPC_METHOD_FORGET:
@@ -505,6 +506,7 @@ int client_read_body(enum rpc_method method,
             }
             return read_config(u->result, r, err);
         }
+        case RPC_METHOD_READ_INDEX: /* node to node: libonce never asks */
         case RPC_METHOD_UNSPECIFIED:
             break;
     }

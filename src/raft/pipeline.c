@@ -94,6 +94,53 @@ static void fail_queue(struct replica *rep, int status)
     }
 }
 
+/* --- read indexes (replica.h, "reads served by any node") --------------- */
+
+/* Answer every read index riding the proposal in flight: @status 0 with
+ * @index (the proposal applied), else NOTLEADER (a read applies nothing,
+ * so the caller may ask again anywhere). */
+static void ri_answer(struct replica *rep, int status, uint64_t index)
+{
+    struct replica_index_req *req = rep->ri_fl;
+
+    rep->ri_fl = NULL;
+    while (req != NULL) {
+        struct replica_index_req *next = req->next;
+
+        req->next = NULL;
+        if (status == 0) {
+            rep->stats.read_indexes++;
+        }
+        req->cb(req, status, status == 0 ? index : 0);
+        req = next;
+    }
+}
+
+/* The proposal just made carries every read index waiting now: they were
+ * all requested before it was proposed. */
+static void ri_board(struct replica *rep)
+{
+    ONCE_ASSERT(rep->ri_fl == NULL, "one proposal in flight");
+    rep->ri_fl = rep->ri_head;
+    rep->ri_head = rep->ri_tail = NULL;
+    rep->ri_n = 0;
+}
+
+static void ri_fail_queue(struct replica *rep, int status)
+{
+    struct replica_index_req *req = rep->ri_head;
+
+    rep->ri_head = rep->ri_tail = NULL;
+    rep->ri_n = 0;
+    while (req != NULL) {
+        struct replica_index_req *next = req->next;
+
+        req->next = NULL;
+        req->cb(req, status, 0);
+        req = next;
+    }
+}
+
 /* --- the request in flight ---------------------------------------------- */
 
 /* Room for @n requests in flight, and for their commands while the batch
@@ -186,9 +233,11 @@ static void apply_cb(struct raft_apply *areq, int status, void *result)
         /* Every command was answered from apply, unless the entry did not
          * decode (it then did nothing anywhere). */
         fl_fail(rep, REPLICA_E_INTERNAL);
+        ri_answer(rep, 0, rep->fl_index);
     } else {
         /* LEADERSHIPLOST or SHUTDOWN: the entry may still commit. */
         fl_fail(rep, REPLICA_E_UNKNOWN);
+        ri_answer(rep, REPLICA_E_NOTLEADER, 0);
     }
     fl_clear(rep);
     rep->cb_depth--;
@@ -238,8 +287,10 @@ static void barrier_cb(struct raft_barrier *breq, int status)
                 /* Everything before the barrier is applied, and this node
                  * led a majority when it committed: a linearizable read. */
                 lookups_answer(rep);
+                ri_answer(rep, 0, rep->fl_index);
             } else {
                 fl_fail(rep, REPLICA_E_NOTLEADER); /* reads apply nothing */
+                ri_answer(rep, REPLICA_E_NOTLEADER, 0);
             }
             break;
         case INFLIGHT_SNAPSHOT:
@@ -276,14 +327,15 @@ static int propose_barrier(struct replica *rep, enum replica_inflight kind)
     return 0;
 }
 
-/* Only lookups are queued: they ride a barrier. */
+/* Only lookups (maybe none) and read indexes wait: they ride a barrier. */
 static void propose_lookups(struct replica *rep)
 {
     size_t n = rep->q_n, i;
     int rv;
 
-    ONCE_ASSERT(n > 0 && rep->q_lookups == n, "only lookups ride a barrier");
-    if (fl_reserve(rep, n) != 0) {
+    ONCE_ASSERT(rep->q_lookups == n && (n > 0 || rep->ri_n > 0),
+                "only reads ride a barrier");
+    if (n > 0 && fl_reserve(rep, n) != 0) {
         return; /* retried at the next poll */
     }
     rv = propose_barrier(rep, INFLIGHT_BARRIER);
@@ -294,6 +346,7 @@ static void propose_lookups(struct replica *rep)
         rep->fl_reqs[i] = q_pop(rep);
     }
     rep->fl_n = n;
+    ri_board(rep);
 }
 
 static size_t batch_take(struct replica *rep)
@@ -375,6 +428,7 @@ static void propose_batch(struct replica *rep)
     rep->fl_n = n;
     rep->fl_batch_n = n;
     rep->fl_t0_ns = uv_hrtime();
+    ri_board(rep);
     rep->stats.batches++;
     rep->stats.batch_commands += n;
 }
@@ -411,13 +465,61 @@ static void dispatch(struct replica *rep)
         return;
     }
     member_poll(rep);
-    if (rep->inflight != INFLIGHT_NONE || rep->q_n == 0) {
+    if (rep->inflight != INFLIGHT_NONE || (rep->q_n == 0 && rep->ri_n == 0)) {
         return;
     }
     if (rep->q_lookups == rep->q_n) {
         propose_lookups(rep);
     } else {
         propose_batch(rep);
+    }
+}
+
+/* --- reads at an index (any node) ----------------------------------------- */
+
+static void read_now(struct replica *rep,
+                     const struct replica_req *req,
+                     struct fsm_result *res)
+{
+    struct fsm_ident id = {req->scope, req->scope_len, req->key, req->key_len};
+
+    fsm_lookup(rep->fsm, &id, res);
+    rep->stats.reads_at++;
+}
+
+/* Serve the reads whose index is applied now (the list is sorted). */
+static void reads_poll(struct replica *rep)
+{
+    uint64_t applied;
+
+    if (rep->rd_head == NULL) {
+        return;
+    }
+    applied = raft_last_applied(rep->raft);
+    while (rep->rd_head != NULL && rep->rd_head->read_at <= applied) {
+        struct replica_req *req = rep->rd_head;
+        struct fsm_result res;
+
+        ONCE_ASSERT(rep->rd_n > 0 && (req->next == NULL ||
+                                      req->next->read_at >= req->read_at),
+                    "waiting reads are counted and sorted by index");
+        rep->rd_head = req->next;
+        rep->rd_n--;
+        req->next = NULL;
+        read_now(rep, req, &res);
+        req->cb(req, 0, &res);
+    }
+}
+
+static void reads_fail(struct replica *rep, int status)
+{
+    while (rep->rd_head != NULL) {
+        struct replica_req *req = rep->rd_head;
+
+        rep->rd_head = req->next;
+        rep->rd_n--;
+        req->next = NULL;
+        req->cb(req, status, NULL);
     }
 }
 
@@ -481,6 +583,7 @@ void replica_poll(struct replica *rep)
         replica_logf(rep, "info", "lost leadership of term %llu",
                      (unsigned long long)rep->term);
         fail_queue(rep, REPLICA_E_NOTLEADER);
+        ri_fail_queue(rep, REPLICA_E_NOTLEADER);
         if (rep->snap_wanted) {
             rep->snap_wanted = false;
             rep->snap_barrier_index = 0;
@@ -488,6 +591,7 @@ void replica_poll(struct replica *rep)
         member_fail(rep, REPLICA_E_NOTLEADER, "leadership lost");
     }
     snapshot_poll(rep);
+    reads_poll(rep);
     /* A digest waiting for the view (an install or a snapshot had it). */
     replica_digest_poll(rep);
     dispatch(rep);
@@ -496,6 +600,8 @@ void replica_poll(struct replica *rep)
 void pipeline_fail_all(struct replica *rep, int status)
 {
     fail_queue(rep, status);
+    ri_fail_queue(rep, status);
+    reads_fail(rep, status);
 }
 
 /* --- submitting ----------------------------------------------------------- */
@@ -594,6 +700,90 @@ int replica_lookup(struct replica *rep,
     cmd.type = FSM_CMD_LOOKUP;
     cmd.u.ident = *ident;
     return enqueue(rep, req, &cmd, ident, cb);
+}
+
+int replica_read_index(struct replica *rep,
+                       struct replica_index_req *req,
+                       replica_index_cb cb)
+{
+    int rv = admit(rep, 0);
+
+    if (rv == 0 && rep->ri_n >= REPLICA_QUEUE_MAX) {
+        rv = REPLICA_E_BUSY;
+    }
+    if (rv != 0) {
+        return rv;
+    }
+    ONCE_ASSERT(cb != NULL, "a read index needs a callback");
+    req->cb = cb;
+    req->next = NULL;
+    if (rep->ri_tail != NULL) {
+        rep->ri_tail->next = req;
+    } else {
+        rep->ri_head = req;
+    }
+    rep->ri_tail = req;
+    rep->ri_n++;
+    dispatch(rep);
+    return 0;
+}
+
+int replica_read_at(struct replica *rep,
+                    struct replica_req *req,
+                    const struct fsm_ident *ident,
+                    uint64_t index,
+                    struct fsm_result *res,
+                    replica_cb cb)
+{
+    struct replica_req **at;
+
+    if (fsm_check_ident(ident->scope_len, ident->key_len) != NULL) {
+        return REPLICA_E_INVALID;
+    }
+    if (rep->closing) {
+        return REPLICA_E_SHUTDOWN;
+    }
+    memcpy(req->scope, ident->scope, ident->scope_len);
+    req->scope_len = ident->scope_len;
+    memcpy(req->key, ident->key, ident->key_len);
+    req->key_len = ident->key_len;
+    req->read_at = index;
+    req->lookup = true;
+    req->cmd = NULL;
+    req->cmd_len = 0;
+    if (raft_last_applied(rep->raft) >= index) {
+        read_now(rep, req, res);
+        return 1;
+    }
+    if (rep->rd_n >= REPLICA_QUEUE_MAX) {
+        return REPLICA_E_BUSY;
+    }
+    ONCE_ASSERT(cb != NULL, "a waiting read needs a callback");
+    req->cb = cb;
+    /* Sorted by index; indexes mostly grow, but a scan is bounded. */
+    at = &rep->rd_head;
+    while (*at != NULL && (*at)->read_at <= index) {
+        at = &(*at)->next;
+    }
+    req->next = *at;
+    *at = req;
+    rep->rd_n++;
+    return 0;
+}
+
+void replica_read_cancel(struct replica *rep, struct replica_req *req)
+{
+    struct replica_req **at = &rep->rd_head;
+
+    while (*at != NULL && *at != req) {
+        at = &(*at)->next;
+    }
+    if (*at == req) {
+        ONCE_ASSERT(rep->rd_n > 0, "a waiting read is counted");
+        *at = req->next;
+        req->next = NULL;
+        rep->rd_n--;
+    }
 }
 
 int replica_snapshot(struct replica *rep,

@@ -145,6 +145,25 @@ struct replica_req
     size_t scope_len;
     uint8_t key[FSM_KEY_MAX];
     size_t key_len;
+    uint64_t read_at; /* replica_read_at: the index it waits for */
+};
+
+/* A read index asked of the leader (replica_read_index). @status 0:
+ * @index is an index this leader proved current after the request was
+ * made; else REPLICA_E_NOTLEADER (leadership lost or never ready: nothing
+ * applied, ask again) or REPLICA_E_SHUTDOWN. Called on the loop thread,
+ * never from inside replica_read_index. */
+struct replica_index_req;
+typedef void (*replica_index_cb)(struct replica_index_req *req,
+                                 int status,
+                                 uint64_t index);
+
+struct replica_index_req
+{
+    void *data; /* the caller's */
+    /* private */
+    replica_index_cb cb;
+    struct replica_index_req *next;
 };
 
 /* --- membership operations ----------------------------------------------- */
@@ -258,6 +277,8 @@ struct replica_stats
     uint64_t snapshot_last_ms;   /* freeze to finalize */
     uint64_t snapshot_extra_max; /* most bytes a frozen view held */
     int snapshot_last_nice;      /* the nice value it was encoded at */
+    uint64_t read_indexes;       /* read indexes answered (leader) */
+    uint64_t reads_at;           /* replica_read_at reads served */
 };
 
 /* The adapter's snapshot state (fsm v3: snapshot freezes on the loop,
@@ -344,6 +365,15 @@ struct replica
     raft_index fl_index;
     uint64_t fl_t0_ns; /* uv_hrtime() when the batch was proposed */
     size_t fl_batch_n; /* its commands */
+
+    /* read indexes (leader): waiting for the next proposal, and riding
+     * the one in flight; answered with its index once it applied */
+    struct replica_index_req *ri_head, *ri_tail, *ri_fl;
+    size_t ri_n;
+    /* reads at an index (any node): waiting until applied >= read_at,
+     * sorted by read_at */
+    struct replica_req *rd_head;
+    size_t rd_n;
 
     /* leadership */
     bool leader;
@@ -460,6 +490,42 @@ int replica_lookup(struct replica *rep,
                    struct replica_req *req,
                    const struct fsm_ident *ident,
                    replica_cb cb);
+
+/* --- reads served by any node (docs/raft.md, "Reads on any node") ------
+ *
+ * libraft 0.15 has no ReadIndex: the leader proves an index current with
+ * the next barrier (or batch) it proposes after the request, shared by
+ * every read index and lookup waiting at that moment, and answers its
+ * index once applied. That entry committed in this leader's term, so when
+ * it did this node still led a majority, and every write acknowledged
+ * before the request was made has a lower index. A node that then
+ * applied that index and reads its own state machine gives a
+ * linearizable answer. No leases, no clocks. */
+
+/* Leader (ready or not: a request made before G1 applied waits for it):
+ * queue @req for the next proposal. 0 (then @cb), or REPLICA_E_NOTLEADER,
+ * _SHUTDOWN, _BUSY (REPLICA_QUEUE_MAX waiting) without callback. */
+int replica_read_index(struct replica *rep,
+                       struct replica_index_req *req,
+                       replica_index_cb cb);
+
+/* Read (scope, key) from this node's state machine once it has applied
+ * @index. 1: already applied, *@res holds the read now (no callback; its
+ * borrowed fields live until the next apply). 0: @req waits, @cb gets the
+ * read when applied reaches @index (or REPLICA_E_SHUTDOWN). Else
+ * REPLICA_E_INVALID (a bad identity), _BUSY (REPLICA_QUEUE_MAX waiting) or
+ * _SHUTDOWN, without callback. A caller that stops waiting (its
+ * deadline) withdraws @req with replica_read_cancel. */
+int replica_read_at(struct replica *rep,
+                    struct replica_req *req,
+                    const struct fsm_ident *ident,
+                    uint64_t index,
+                    struct fsm_result *res,
+                    replica_cb cb);
+
+/* Withdraw @req if it still waits in replica_read_at's list (no
+ * callback); a no-op otherwise. */
+void replica_read_cancel(struct replica *rep, struct replica_req *req);
 
 /* Take a snapshot now (0.15 has no call for it): lower the threshold to 1,
  * propose a barrier, restore the threshold. @cb gets 0, REPLICA_E_BUSY (G5

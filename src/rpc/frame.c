@@ -41,6 +41,7 @@ SAME(RPC_METHOD_BACKUP_CLOSE, ONCE__RPC__METHOD__METHOD_BACKUP_CLOSE);
 SAME(RPC_METHOD_QUOTA_SET, ONCE__RPC__METHOD__METHOD_QUOTA_SET);
 SAME(RPC_METHOD_QUOTA_LIST, ONCE__RPC__METHOD__METHOD_QUOTA_LIST);
 SAME(RPC_METHOD_SCHEMA_UPGRADE, ONCE__RPC__METHOD__METHOD_SCHEMA_UPGRADE);
+SAME(RPC_METHOD_READ_INDEX, ONCE__RPC__METHOD__METHOD_READ_INDEX);
 SAME(RPC_REQUEST, ONCE__RPC__DIRECTION__DIRECTION_REQUEST);
 SAME(RPC_RESPONSE, ONCE__RPC__DIRECTION__DIRECTION_RESPONSE);
 SAME(RPC_STATUS_OK, ONCE__RPC__STATUS__STATUS_OK);
@@ -659,6 +660,8 @@ const ProtobufCMessageDescriptor *envelope_body_descriptor(
              once__rpc__quota_list_response__descriptor);
         BODY(SCHEMA_UPGRADE, once__rpc__schema_upgrade_request__descriptor,
              once__rpc__schema_upgrade_response__descriptor);
+        BODY(READ_INDEX, once__rpc__read_index_request__descriptor,
+             once__rpc__read_index_response__descriptor);
         case RPC_METHOD_UNSPECIFIED:
             break;
     }
@@ -705,7 +708,7 @@ const char *rpc_method_name(enum rpc_method m)
         "LOOKUP",        "FORGET",         "STATUS",         "MEMBERS_LIST",
         "MEMBERS_ADD",   "MEMBERS_REMOVE", "MEMBERS_ASSIGN", "TRANSFER",
         "SNAPSHOT_TAKE", "BACKUP_OPEN",    "BACKUP_READ",    "BACKUP_CLOSE",
-        "QUOTA_SET",     "QUOTA_LIST",     "SCHEMA_UPGRADE",
+        "QUOTA_SET",     "QUOTA_LIST",     "SCHEMA_UPGRADE", "READ_INDEX",
     };
 
     return method_known(m) ? names[m] : "unknown";

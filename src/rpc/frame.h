@@ -70,10 +70,11 @@ enum rpc_method {
     RPC_METHOD_QUOTA_SET,
     RPC_METHOD_QUOTA_LIST,
     RPC_METHOD_SCHEMA_UPGRADE,
+    RPC_METHOD_READ_INDEX,
 };
 /* Envelope.caller_cert: the DER of one certificate. */
 #define RPC_CALLER_CERT_MAX (16u << 10)
-#define RPC_METHOD_LAST     RPC_METHOD_SCHEMA_UPGRADE
+#define RPC_METHOD_LAST     RPC_METHOD_READ_INDEX
 
 enum rpc_direction {
     RPC_REQUEST = 1,

@@ -47,6 +47,8 @@ static const struct right rights[] = {
     {RPC_METHOD_QUOTA_SET, "quota set", R_ADMIN, false},
     {RPC_METHOD_QUOTA_LIST, "quota list", R_ADMIN, false},
     {RPC_METHOD_SCHEMA_UPGRADE, "schema upgrade", R_ADMIN, false},
+    /* A follower's read barrier: an index, nothing of any record. */
+    {RPC_METHOD_READ_INDEX, "read index", R_MEMBER | R_ADMIN, false},
 };
 
 /* Not a method: GET /metrics on the HTTP port with TLS. */

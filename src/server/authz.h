@@ -11,6 +11,8 @@
  *   MembersAdd                         member (a joining node), admin
  *   Transfer                           member (a node handing leadership
  *                                      on before it stops), admin
+ *   ReadIndex                          member (a follower's read barrier),
+ *                                      admin
  *   Forget, MembersRemove, MembersAssign, SnapshotTake,
  *   BackupOpen/Read/Close, QuotaSet, QuotaList, SchemaUpgrade
  *                                      admin

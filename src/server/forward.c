@@ -129,6 +129,11 @@ static struct rpc_channel *channel_for(struct forwarder *f, const char *addr)
     return ch;
 }
 
+struct rpc_channel *forward_channel(struct forwarder *f, const char *addr)
+{
+    return channel_for(f, addr);
+}
+
 /* What remains of the caller's deadline into *@budget; false (answered
  * DEADLINE_EXCEEDED) if nothing does. */
 static bool forward_budget(struct forwarder *f,

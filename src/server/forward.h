@@ -52,6 +52,12 @@ void forward_call(struct server *s,
                   struct rpc_call *call,
                   const struct envelope_view *req);
 
+/* The kept channel to the leader at @addr, opened if the leader changed
+ * (the previous one drains), or NULL (logged): for the node's own calls
+ * to the leader (readindex.c's ReadIndex), which the channel's callback
+ * answers like any forwarded call's. */
+struct rpc_channel *forward_channel(struct forwarder *f, const char *addr);
+
 /* Close the draining channels whose calls have all been answered. */
 void forward_tick(struct forwarder *f);
 

@@ -128,6 +128,10 @@ static json_t *decided(const struct api_call *k,
         o = httpapi_json_status((const Once__Rpc__StatusResponse *)msg);
     } else if ((res = result_in(k->method, msg)) != NULL) {
         o = httpapi_json_result(k->method, res);
+        if (o != NULL && k->method == RPC_METHOD_LOOKUP) {
+            httpapi_json_served_by(
+                o, ((const Once__Rpc__LookupResponse *)msg)->served_by);
+        }
         /* The state machine's refusals: nothing was decided. */
         if (res->outcome == ONCE__RPC__OUTCOME__OUTCOME_INVALID_ARGUMENT) {
             *status = 400;

@@ -325,3 +325,10 @@ json_t *httpapi_json_status(const Once__Rpc__StatusResponse *st)
     set(o, "members", members_array(st));
     return o;
 }
+
+void httpapi_json_served_by(json_t *o, uint64_t id)
+{
+    if (id != 0) {
+        set(o, "served_by", json_value_id(id));
+    }
+}

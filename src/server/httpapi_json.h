@@ -25,6 +25,10 @@
 /* A decided answer of Claim, Complete, Release or Lookup. */
 json_t *httpapi_json_result(enum rpc_method m, const Once__Rpc__Result *r);
 
+/* A Lookup's answer: add served_by, the id of the node that read (none
+ * when @id is 0), as oncectl prints it. */
+void httpapi_json_served_by(json_t *o, uint64_t id);
+
 /* An error answer: @status (an enum rpc_status), @applied unknown or not,
  * @hint and @message (may be NULL), the call's @request_id (NULL: none). */
 json_t *httpapi_json_error(enum rpc_status status,

@@ -332,6 +332,19 @@ static void reg_rpc(struct reg *g)
     m->forward_errors = one(g, "once_forward_errors_total", PROM_COUNTER,
                             "Forwarded calls that failed on the channel to "
                             "the leader.");
+    m->reads_local = one(g, "once_reads_local_total", PROM_COUNTER,
+                         "Lookups this node answered from its own table "
+                         "after a read barrier.");
+    m->read_index_asks = one(g, "once_read_index_asks_total", PROM_COUNTER,
+                             "ReadIndex calls this node sent to the leader "
+                             "(each shared by every read waiting).");
+    m->read_index_served = one(g, "once_read_index_served_total", PROM_COUNTER,
+                               "ReadIndex calls this node answered as the "
+                               "leader.");
+    m->reads_unavailable = one(g, "once_reads_unavailable_total", PROM_COUNTER,
+                               "Lookups read here that were answered "
+                               "UNAVAILABLE (no read index, or not applied, "
+                               "in time).");
     m->conns =
         one(g, "once_connections", PROM_GAUGE, "Open client connections.");
     m->conns_accepted = one(g, "once_connections_accepted_total", PROM_COUNTER,
@@ -705,6 +718,10 @@ static void collect(struct metrics *m)
         transport_stats(&s->uvio.transport, &ts);
         prom_set(m->raft_member_refused, (double)ts.bind_refused);
     }
+    prom_set(m->reads_local, (double)s->reads.reads);
+    prom_set(m->read_index_asks, (double)s->reads.asks);
+    prom_set(m->read_index_served, (double)s->reads.served_index);
+    prom_set(m->reads_unavailable, (double)s->reads.unavailable);
     if (s->rpc != NULL) {
         rpc_server_stats(s->rpc, &rs);
         prom_set(m->conns, (double)rs.conns_open);

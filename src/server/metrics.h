@@ -77,6 +77,10 @@ struct metrics
         *shard_bytes;
     struct prom_series *pending, *pending_age;
     struct prom_series *forwarded, *forward_errors;
+    /* readindex.c: lookups read here, ReadIndex calls asked and served,
+     * reads given up (UNAVAILABLE) */
+    struct prom_series *reads_local, *read_index_asks, *read_index_served,
+        *reads_unavailable;
     struct prom_series *conns, *conns_accepted, *conns_refused, *frames_bad,
         *calls_refused;
     struct prom_series *permission_denied;

@@ -585,6 +585,7 @@ static int step_handles(struct server *s)
     s->tick.data = s;
     forward_init(&s->fwd, &s->loop, &s->cfg.limits,
                  s->tls.on ? &s->tls.out : NULL);
+    readindex_init(&s->reads, s);
     backups_init(&s->backups, s);
     s->up |= SERVER_UP_HANDLES;
     return 0;

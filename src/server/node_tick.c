@@ -234,6 +234,7 @@ void node_tick_cb(uv_timer_t *t)
     }
     node_sync_ids(s);
     forward_tick(&s->fwd);
+    readindex_tick(&s->reads);
     metrics_tick(&s->metrics);
     admin_tick(s);
     node_tls_tick(s, uv_now(&s->loop));
@@ -282,6 +283,7 @@ void node_stop(struct server *s, const char *why, int exit_code)
      * waiting (outcome unknown) and close every forwarding channel. */
     admin_shutdown(&s->admin);
     backups_close(&s->backups); /* encodings end with their work */
+    readindex_close(&s->reads); /* before its channel's callbacks run */
     forward_close(&s->fwd);
     if (s->rpc != NULL) {
         rpc_server_close(s->rpc, on_rpc_closed, s);

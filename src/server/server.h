@@ -36,6 +36,7 @@
 #include "server/metrics.h"
 #include "server/node_tls.h"
 #include "server/notify.h"
+#include "server/readindex.h"
 
 #define SERVER_JOIN_MAX 16 /* addresses in --join */
 
@@ -155,6 +156,7 @@ struct server
     struct metrics metrics; /* metrics.c */
     struct http *http;      /* http_front.c: --http-addr's listener */
     struct notify notify;   /* notify.c */
+    struct readindex reads; /* readindex.c: lookups served here */
 
     /* The log-time anchor (node_anchor.c, raft/anchor.h): this boot's id
      * ("" if unknown: no anchor) and the pair last written, at loop time

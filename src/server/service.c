@@ -14,9 +14,11 @@
  *      applied) with a bootstrapped fsm the handler runs: Claim, Complete,
  *      Release and Forget through replica_submit, Lookup through
  *      replica_lookup (linearizable: it rides a barrier), here; the Admin
- *      methods in admin.c;
- *   5. anywhere else a SERVICE_FORWARD method is forwarded to the leader
- *      (forward.c, one hop).
+ *      methods in admin.c; ReadIndex (a follower's read barrier) in
+ *      readindex.c;
+ *   5. anywhere else a Lookup that did not ask for the leader is read here
+ *      after a read barrier (readindex.c), and any other SERVICE_FORWARD
+ *      method is forwarded to the leader (forward.c, one hop).
  *
  * Errors of the Raft layer map to the wire in reply.c (docs/server.md). */
 #include "server/service.h"
@@ -32,6 +34,7 @@
 #include "server/backup.h"
 #include "server/convert.h"
 #include "server/forward.h"
+#include "server/readindex.h"
 #include "server/reply.h"
 #include "server/server.h"
 
@@ -92,6 +95,7 @@ static void result_cb(struct replica_req *req,
             break;
         case RPC_METHOD_LOOKUP:
             lookup.result = &b.res;
+            lookup.served_by = op->s->id;
             msg = &lookup.base;
             break;
         case RPC_METHOD_QUOTA_SET:
@@ -207,6 +211,7 @@ static int check_lookup(const ProtobufCMessage *msg,
 {
     const Once__Rpc__LookupRequest *r = (const void *)msg;
 
+    in->leader_only = r->leader_only;
     return convert_ident_in(&r->scope, &r->key, FSM_CMD_LOOKUP, &in->cmd, why);
 }
 
@@ -344,6 +349,8 @@ static const struct service_method methods[] = {
     {RPC_METHOD_QUOTA_LIST, ON_LEADER | SERVICE_ADMIN, NULL, admin_quota_list},
     {RPC_METHOD_SCHEMA_UPGRADE, ON_LEADER | SERVICE_ADMIN, NULL,
      admin_schema_upgrade},
+    /* Not forwarded: a follower asks the leader it knows, itself. */
+    {RPC_METHOD_READ_INDEX, SERVICE_LEADER, NULL, readindex_serve},
 };
 
 static const struct service_method *method_of(enum rpc_method m)
@@ -487,6 +494,14 @@ static void route(struct server *s,
             return;
         }
         m->serve(s, call, msg, in);
+        return;
+    }
+    if (call->method == RPC_METHOD_LOOKUP && !in->leader_only &&
+        !call->forwarded && readindex_can_serve(s)) {
+        /* Read here after a read barrier (readindex.h); a forwarded one
+         * came from a node that chose the leader's read, and a spare does
+         * not replicate the log. */
+        readindex_lookup(&s->reads, call, &in->cmd.u.ident);
         return;
     }
     if (m->flags & SERVICE_FORWARD) {

@@ -44,6 +44,7 @@ struct service_in
     struct fsm_cmd cmd;        /* Claim, Complete, Release, Lookup, Forget */
     const uint8_t *request_id; /* Claim, Complete, Release; else NULL */
     struct fsm_member member;  /* MembersAdd */
+    bool leader_only;          /* Lookup: the caller asks the leader */
 };
 
 typedef int (*service_check_fn)(const ProtobufCMessage *msg,

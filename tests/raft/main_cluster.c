@@ -7,6 +7,7 @@ Suite *cluster_suite(void);
 Suite *scenarios_suite(void);
 Suite *guards_suite(void);
 Suite *snapshot_async_suite(void);
+Suite *reads_suite(void);
 
 int main(void)
 {
@@ -16,6 +17,7 @@ int main(void)
     srunner_add_suite(sr, scenarios_suite());
     srunner_add_suite(sr, guards_suite());
     srunner_add_suite(sr, snapshot_async_suite());
+    srunner_add_suite(sr, reads_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

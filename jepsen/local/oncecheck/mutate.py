@@ -104,7 +104,12 @@ OUTCOMES = {
               "STALE", "FUTURE", "CONFLICT"),
     "complete": ("COMPLETED", "NOT_OWNER", "NOT_FOUND", "CONFLICT"),
     "release": ("RELEASED", "FAILED", "NOT_OWNER", "NOT_FOUND", "CONFLICT"),
+    "lookup": ("FOUND", "NOT_FOUND"),
 }
+# The operations mutated and judged per key: the client calls the R-rules
+# take, and lookups (reads served by any node, judged by the model alone:
+# a lookup that misses an acknowledged claim is not linearizable).
+MUTATED_FS = CLIENT_FS + ("lookup",)
 # Answer fields mutated one at a time, and how (see _alternatives).
 TIME_FIELDS = ("first-time-ms", "lease-expires-ms", "expires-ms", "retry-after-ms")
 ANSWER_FIELDS = ("outcome", "retry", "first-request-id", "first-index", "owner-attempt",
@@ -302,7 +307,7 @@ class Source:
         self.pos = {id(o): i for i, o in enumerate(self.ops)}
         self.bykey = {}
         for c in self.calls:
-            if c.f in CLIENT_FS:
+            if c.f in MUTATED_FS:
                 self.bykey.setdefault(c.kkey, []).append(c)
         procs = [o.process for o in self.ops if isinstance(o.process, int)]
         self.fresh_process = (max(procs) + 1) if procs else 1
@@ -615,7 +620,7 @@ class Score:
 def _key_calls(calls, events, kkey):
     """The mutated key's calls, as the model groups them (with the
     settings of the events)."""
-    cs = [c for c in calls if c.f in CLIENT_FS and c.kkey == kkey]
+    cs = [c for c in calls if c.f in MUTATED_FS and c.kkey == kkey]
     if not cs:
         return None, []
     groups = model.key_ops(cs, events)

@@ -7,6 +7,8 @@ idempotent  keys i-0, i-1, ...: IDEMPOTENT claims with a short lease, then
             complete (most), release, terminal release, or abandon; later
             claims of old keys (DUPLICATE, or a takeover after the lease
             expired), completes with an abandoned (fenced) owner token.
+Both also look old keys up (LOOKUP_P of the steps) through the worker's own
+node: reads served by followers, judged as reads by the checker.
 
 Every call is an :invoke and one completion in the history: :ok when the
 answer has an outcome, :fail when `applied` is "false", :info otherwise
@@ -26,6 +28,10 @@ from .common import K, edn_value, rid
 
 LEASE = "2s"
 LEASE_S = 2.0
+# Share of steps that read an old key instead of claiming: through the
+# worker's own node, so most reads are served by followers (docs/design.md
+# §5, "Reads on any node"); the checker judges them as reads.
+LOOKUP_P = 0.15
 
 
 class Client:
@@ -120,6 +126,14 @@ class Client:
             req["error"] = "declined"
         return self.call("release", inv, req, hint)
 
+    def lookup(self, scope, key, hint=0):
+        """A linearizable read of @key, served by the node this client is
+        bound to (a follower reads after a read barrier)."""
+        inv = {K("scope"): scope, K("key"): key}
+        req = {"cmd": "lookup", "scope": scope, "key": key,
+               "timeout": self.run.call_timeout}
+        return self.call("lookup", inv, req, hint)
+
     def _lost(self):
         self.process = self.run.next_process()
         s, self.session = self.session, None
@@ -193,6 +207,11 @@ class NonceWorkload:
         return {"retry": None}
 
     def step(self, w, cl, rng, st):
+        if st["retry"] is None and rng.random() < LOOKUP_P:
+            old = self.keys.old_key()
+            if old is not None:
+                cl.lookup(self.run.scope, old, hint=w)
+                return
         if st["retry"] is not None:
             key, req_id = st["retry"]
             st["retry"] = None
@@ -257,6 +276,9 @@ class IdempotentWorkload:
                 return
         elif self._takeover_due() is not None:
             call = ("claim", self._takeover_due(pop=True), rid())
+        elif rng.random() < LOOKUP_P and self.keys.old_key() is not None:
+            cl.lookup(self.run.scope, self.keys.old_key(), hint=w)
+            return
         elif st["abandoned"] and st["abandoned"][0][0] <= time.monotonic():
             _, key, token = st["abandoned"].pop(0)
             call = ("complete", key, token, self._result(rng), rid())

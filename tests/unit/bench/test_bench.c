@@ -288,6 +288,28 @@ START_TEST(test_args_count)
 }
 END_TEST
 
+/* --op and --spread: claims by default; lookups the node reaches reads, or
+ * the leader; the names refused otherwise. */
+START_TEST(test_args_op_spread)
+{
+    ck_assert_int_eq(parse(NULL), 0);
+    ck_assert_int_eq(cfg.op, BENCH_OP_CLAIM);
+    ck_assert(!cfg.spread);
+    ck_assert_int_eq(parse("--op", "lookup", "--spread", NULL), 0);
+    ck_assert_int_eq(cfg.op, BENCH_OP_LOOKUP);
+    ck_assert(cfg.spread);
+    ck_assert_int_eq(parse("--op=lookup-leader", NULL), 0);
+    ck_assert_int_eq(cfg.op, BENCH_OP_LOOKUP_LEADER);
+    ck_assert_int_eq(parse("--op", "claim", NULL), 0);
+    ck_assert_int_eq(cfg.op, BENCH_OP_CLAIM);
+    refused("--op", "read", "--op");
+    refused("--op", NULL, "needs a value");
+    refused("--spread=1", NULL, "unknown flag");
+    ck_assert_ptr_nonnull(strstr(bench_usage, "--op lookup"));
+    ck_assert_ptr_nonnull(strstr(bench_usage, "--spread"));
+}
+END_TEST
+
 START_TEST(test_args_cluster_bounds)
 {
     char big[ONCE_ADDRS_MAX * 20];
@@ -322,6 +344,7 @@ Suite *bench_suite(void)
     tcase_add_test(tc, test_args_all);
     tcase_add_test(tc, test_args_refused);
     tcase_add_test(tc, test_args_count);
+    tcase_add_test(tc, test_args_op_spread);
     tcase_add_test(tc, test_args_cluster_bounds);
     suite_add_tcase(s, tc);
     return s;

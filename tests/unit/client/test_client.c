@@ -354,6 +354,71 @@ START_TEST(claim_body)
 }
 END_TEST
 
+static void never_cb(void *arg, struct once_result *r)
+{
+    (void)arg;
+    (void)r;
+    ck_abort_msg("a refused lookup has no callback");
+}
+
+/* A lookup's body carries leader_only (ONCE_LOOKUP_LEADER); its answer's
+ * served_by reaches once_result; unknown flags are refused before any
+ * round trip. */
+START_TEST(lookup_body_and_served_by)
+{
+    Once__Rpc__LookupRequest *m;
+    Once__Rpc__LookupResponse resp = ONCE__RPC__LOOKUP_RESPONSE__INIT;
+    Once__Rpc__Result res = ONCE__RPC__RESULT__INIT;
+    struct once_result r;
+    struct once_options o;
+    const char *addrs[] = {"127.0.0.1:9"};
+    once_client *c = NULL;
+    char err[ERR_MSG_SIZE];
+    uint8_t *buf;
+    size_t len;
+
+    for (int leader = 0; leader < 2; leader++) {
+        ck_assert_int_eq(
+            client_pack_lookup((const uint8_t *)"s", 1, (const uint8_t *)"k", 1,
+                               leader == 1, &buf, &len),
+            0);
+        m = once__rpc__lookup_request__unpack(NULL, len, buf);
+        ck_assert_ptr_nonnull(m);
+        ck_assert_uint_eq(m->scope.len, 1);
+        ck_assert_uint_eq(m->key.len, 1);
+        ck_assert(m->leader_only == (leader == 1));
+        once__rpc__lookup_request__free_unpacked(m, NULL);
+        free(buf);
+    }
+
+    res.outcome = ONCE__RPC__OUTCOME__OUTCOME_NOT_FOUND;
+    resp.result = &res;
+    resp.served_by = 0x2f45eef2b79daa77ull;
+    once_result_init(&r);
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_LOOKUP, &resp.base, &r, NULL, err), 0);
+    ck_assert_int_eq(r.outcome, ONCE_NOT_FOUND);
+    ck_assert_uint_eq(r.served_by, 0x2f45eef2b79daa77ull);
+    once_result_clear(&r);
+
+    once_options_init(&o);
+    o.addrs = addrs;
+    o.n_addrs = 1;
+    ck_assert_int_eq(once_client_new(&o, &c, err, sizeof err), 0);
+    once_result_init(&r);
+    ck_assert_int_eq(once_lookup_flags(c, (const uint8_t *)"s", 1,
+                                       (const uint8_t *)"k", 1, 2, 100, &r),
+                     ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_str_eq(r.error, "flags: unknown bits");
+    ck_assert_int_eq(
+        once_lookup_async(c, (const uint8_t *)"s", 1, (const uint8_t *)"", 0, 0,
+                          100, never_cb, NULL),
+        -EINVAL);
+    once_result_clear(&r);
+    once_client_free(c);
+}
+END_TEST
+
 START_TEST(admin_bodies)
 {
     struct once_member mem;
@@ -941,6 +1006,7 @@ Suite *client_pure_suite(void)
     tcase_add_test(tc, claim_checks);
     tcase_add_test(tc, other_checks);
     tcase_add_test(tc, claim_body);
+    tcase_add_test(tc, lookup_body_and_served_by);
     tcase_add_test(tc, admin_bodies);
     tcase_add_test(tc, result_every_field);
     tcase_add_test(tc, result_malformed);

@@ -513,7 +513,8 @@ END_TEST
 
 START_TEST(refuses_bad_enums)
 {
-    const int bad_methods[] = {-1, 19, 20, 1000, INT32_MAX, INT32_MIN};
+    const int bad_methods[] = {-1,   RPC_METHOD_LAST + 1, RPC_METHOD_LAST + 2,
+                               1000, INT32_MAX,           INT32_MIN};
     const int bad_status[] = {1, 5, 6, 10, 13, 15, 99, 102, -3};
     Once__Rpc__Envelope e;
 
@@ -902,7 +903,9 @@ START_TEST(names)
     ck_assert_str_eq(rpc_method_name(RPC_METHOD_QUOTA_SET), "QUOTA_SET");
     ck_assert_str_eq(rpc_method_name(RPC_METHOD_SCHEMA_UPGRADE),
                      "SCHEMA_UPGRADE");
-    ck_assert_str_eq(rpc_method_name((enum rpc_method)19), "unknown");
+    ck_assert_str_eq(rpc_method_name(RPC_METHOD_READ_INDEX), "READ_INDEX");
+    ck_assert_str_eq(rpc_method_name((enum rpc_method)(RPC_METHOD_LAST + 1)),
+                     "unknown");
     ck_assert_str_eq(rpc_status_name(RPC_STATUS_UNAVAILABLE), "UNAVAILABLE");
     ck_assert_str_eq(rpc_status_name((enum rpc_status)1), "unknown");
     ck_assert_str_eq(rpc_applied_name(RPC_APPLIED_FALSE), "false");

@@ -177,6 +177,12 @@ START_TEST(monitor_and_member)
     ck_assert_int_eq(check(MEMBER, RPC_METHOD_STATUS, "", why), 0);
     ck_assert_int_eq(check(MEMBER, RPC_METHOD_MEMBERS_LIST, "", why), 0);
     ck_assert_int_eq(check(MEMBER, RPC_METHOD_TRANSFER, "", why), 0);
+    /* a follower asks the leader for a read index; nobody else needs to */
+    ck_assert_int_eq(check(MEMBER, RPC_METHOD_READ_INDEX, "", why), 0);
+    ck_assert_int_eq(check(MONITOR, RPC_METHOD_READ_INDEX, "", why),
+                     ACCESS_E_DENIED);
+    ck_assert_int_eq(check(TENANT_A, RPC_METHOD_READ_INDEX, "", why),
+                     ACCESS_E_DENIED);
     ck_assert_int_eq(check(MONITOR, RPC_METHOD_TRANSFER, "", why),
                      ACCESS_E_DENIED);
     ck_assert_int_eq(check(TENANT_A, RPC_METHOD_TRANSFER, "", why),
