@@ -184,16 +184,19 @@ class Delays:
         self.proc = None
         self.final = None         # the child's last report, once stopped
 
-    def install(self):
+    def install(self, serve=True):
         """Start the delayers (they bind their queues, then say "ready"),
-        then send each pair's packets to its queue."""
-        args = [sys.executable, os.path.abspath(__file__), "--nice", str(NICE)]
-        args += ["%d:%r" % (q, d) for d, q in sorted(self.queues.items())]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if line.strip() != "ready":
-            raise RuntimeError("netdelay did not start: %r (rc %s)"
-                               % (line, self.proc.poll()))
+        then send each pair's packets to its queue. @serve=False (the
+        test-only no-op switch) starts none: --queue-bypass then lets every
+        packet through at once, and the round-trip check must see it."""
+        if serve:
+            args = [sys.executable, os.path.abspath(__file__), "--nice", str(NICE)]
+            args += ["%d:%r" % (q, d) for d, q in sorted(self.queues.items())]
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+            line = self.proc.stdout.readline()
+            if line.strip() != "ready":
+                raise RuntimeError("netdelay did not start: %r (rc %s)"
+                                   % (line, self.proc.poll()))
         for (src, dst), d in sorted(self.pairs.items()):
             rule = ["OUTPUT", "-s", src, "-d", dst, "-j", "NFQUEUE",
                     "--queue-num", str(self.queues[d]), "--queue-bypass"]
@@ -213,6 +216,8 @@ class Delays:
         """Stop the delayers (the rules stay: with --queue-bypass they let
         packets through undelayed); their report: {"stats": {delay:
         [packets, mean late s, worst late s]}, "problems": [...]}."""
+        if self.proc is None and self.final is None:
+            self.final = {"stats": {}, "problems": ["no delayer was started"]}
         if self.proc is not None and self.final is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

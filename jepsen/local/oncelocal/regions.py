@@ -10,12 +10,14 @@ with fixed one-way delays between every pair of addresses (netdelay.py:
 NFQUEUE in user space, since the kernel has no netem): 1 ms inside a
 region, A-B 10 ms, A-C 15 ms, B-C 20 ms, so round trips of 2 ms inside and
 20, 30 and 40 ms between regions. The delays are measured (TCP connect
-round trips) before the cluster starts and after the final probes; a link
-faster than 90 % of its round trip fails the drill.
+round trips) before the cluster starts and after the last phase (the final
+phase runs without them); a link
+faster than 90 % of its round trip fails the drill. --flat runs the same
+drill with no delay at all (what a claim costs without round trips).
 
 Under the nonce workload (workload.py, every worker's oncectl bound to the
 clients' address in region A) and a latency probe (one claim of a fresh key
-every 100 ms through the current leader), the drill runs, in this order:
+every 200 ms through the current leader), the drill runs, in this order:
 
     baseline      leader moved to A, nothing down
     crash C       kill -9 of the region's node (the leader stays in A)
@@ -25,9 +27,14 @@ every 100 ms through the current leader), the drill runs, in this order:
     isolate A     leader moved to A first, then A cut from B and C
     isolate B     leader moved to B first, then B cut from A and C
 
-each held --hold seconds, then restarted or healed, then --recover seconds
-to catch up. A cut is between nodes only: the clients still reach the
-isolated nodes, which must acknowledge nothing. The leader is moved into
+each held --hold seconds, then restarted or healed; the drill then waits
+until every member follows one leader and has applied to within 64 entries
+of it (the "rejoin" time, from the status samples: ~0.5 s resolution), and
+--recover seconds more. Without that wait a region still reconnecting
+(after a cut, TCP's retransmission backoff keeps a link silent for
+seconds) would turn the next region's loss into a majority's. A cut is
+between nodes only: the clients still reach the isolated nodes, which must
+acknowledge nothing. The leader is moved into
 the region about to be lost so that the loss takes the leader with it (the
 worst case) except for C, whose loss is measured with the leader in A (the
 latency "without the far region").
@@ -35,8 +42,10 @@ latency "without the far region").
 Per phase the drill prints the window without a successful claim (the
 longest stretch between two :ok claim answers that overlaps the fault;
 the fault's start and its end bound it), the latency probe's p50/p99 in the
-phase's steady part (after that window) and where the leader was. The
-checker (oncecheck) judges the whole history: no acknowledged claim lost,
+phase's steady part (the second half of the hold, or after the window if
+it ends later), the p50 of every :ok claim of the workers there, where the
+leader was before and during the fault, and the rejoin time. The checker
+(oncecheck) judges the whole history: no acknowledged claim lost,
 every replay REPLAYED. The drill fails if the checker does, if a fault or
 heal did not take effect, if a delay did not hold, or if a phase with a
 region down had no successful claim at all (every 2 + 2 + 1 loss leaves a
@@ -51,7 +60,7 @@ import sys
 import threading
 import time
 
-from . import netdelay, sandbox
+from . import faults, netdelay, sandbox
 from .cluster import CLIENT_PORT, RAFT_PORT
 from .common import K, dumps, log
 from .faults import FaultError
@@ -65,7 +74,9 @@ INSIDE_S = 0.001                 # one-way delay inside a region
 BETWEEN_S = {frozenset("AB"): 0.010, frozenset("AC"): 0.015,
              frozenset("BC"): 0.020}
 DELAY_FLOOR = 0.9                # a measured round trip below 90 % fails
-LAT_PERIOD_S = 0.1               # the latency probe's pace
+LAT_PERIOD_S = 0.2               # the latency probe's pace
+REJOIN_SLACK = 64                # "caught up": applied within this of the leader
+REJOIN_TIMEOUT_S = 60
 # (name, region, fault, region the leader is moved to first)
 PLAN = (("baseline", None, None, "A"),
         ("crash C", "C", "crash", "A"),
@@ -221,6 +232,33 @@ class RegionDrill(Run):
         log("drill: leader still in %s, not %s, after %ds" % (r, region, timeout))
         return r
 
+    def rejoined(self):
+        """True when every member runs, follows one leader (status samples)
+        and has applied to within REJOIN_SLACK of the leader."""
+        cl = self.cluster
+        with cl.lock:
+            ms = list(cl.members)
+        sts = [cl.last_status.get(n.client_addr) or {} for n in ms]
+        if not all(n.alive() for n in ms):
+            return False
+        lids = {st.get("leader") for st in sts}
+        leads = [st for st in sts if str(st.get("role", "")).upper() == "LEADER"]
+        if len(lids) != 1 or None in lids or len(leads) != 1:
+            return False
+        top = leads[0].get("applied_index") or 0
+        return all((st.get("applied_index") or 0) + REJOIN_SLACK >= top for st in sts)
+
+    def wait_rejoined(self, since):
+        """Seconds from @since (monotonic) until rejoined(), or None after
+        REJOIN_TIMEOUT_S. The samples are 2 Hz: a resolution of ~0.5 s."""
+        deadline = since + REJOIN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.rejoined():
+                return time.monotonic() - since
+            time.sleep(0.1)
+        log("drill: the cluster has not rejoined %ds after the heal" % REJOIN_TIMEOUT_S)
+        return None
+
     # -- the latency probe --------------------------------------------------------
 
     def latency_probe(self, stop):
@@ -284,6 +322,19 @@ class RegionDrill(Run):
             self.hist.op("info", "nemesis", "stop-partition", {})
         log("drill: %s %s undone" % (kind, region))
 
+    def restore(self):
+        """Heal every cut and start every member that is not running."""
+        cl = self.cluster
+        try:
+            if cl.heal("partition"):
+                self.hist.op("info", "nemesis", "stop-partition", {})
+        except FaultError as e:
+            log("drill: heal: %s" % e)
+        for n in cl.members:
+            if not n.alive():
+                n.start()
+                self.hist.op("info", "nemesis", "restart", {K("node"): n.client_addr})
+
     def phase(self, name, region, kind, lead, stop):
         a = self.a
         where = self.lead_from(lead)
@@ -292,12 +343,22 @@ class RegionDrill(Run):
         stop.wait(a.hold)
         ld_region, ld = self.leader_region()
         t_heal = self.hist.now()
+        rejoin = None
         if kind:
+            t0 = time.monotonic()
             self.undo(region, kind, victims)
+            # the next phase starts from a whole cluster: a region still
+            # reconnecting (TCP's retransmission backoff after a cut lasts
+            # seconds) would make the next loss one of a majority
+            rejoin = self.wait_rejoined(t0)
+            log("drill: %s %s: every member follows the leader and has caught "
+                "up %s after the %s" % (kind, region, "never" if rejoin is None
+                                       else "%.1f s" % rejoin,
+                                       "restart" if kind == "crash" else "heal"))
             stop.wait(a.recover)
         self.phases.append({"name": name, "region": region, "kind": kind,
                             "leader-before": where, "leader-during": ld_region,
-                            "leader-node": ld.name if ld else None,
+                            "leader-node": ld.name if ld else None, "rejoin": rejoin,
                             "t-fault": t_fault, "t-heal": t_heal,
                             "t-end": self.hist.now()})
 
@@ -309,8 +370,10 @@ class RegionDrill(Run):
         for p in self.phases:
             gap, g0, g1 = longest_gap(oks, p["t-fault"], p["t-heal"])
             n_ok = sum(1 for t in oks if p["t-fault"] < t < p["t-heal"])
-            # the steady part: after the window, until the fault ends
-            steady0 = g1 if p["kind"] else p["t-fault"]
+            # the steady part: the second half of the hold (or after the
+            # window, if that ends later), until the fault ends
+            steady0 = max(g1, p["t-fault"] + self.a.hold * 5e8) if p["kind"] \
+                else p["t-fault"]
             lat = [l / 1e6 for t, l, typ, _, k, _ in self.calls
                    if typ == "ok" and k in self.lat_set and steady0 < t - l and
                    t < p["t-heal"]]
@@ -327,14 +390,14 @@ class RegionDrill(Run):
         fmt = lambda v: "-" if v is None else "%.1f" % v   # noqa: E731
         log("region drill: %d phases, hold %gs, recover %gs" % (
             len(rows), self.a.hold, self.a.recover))
-        log("  %-10s %-6s %-6s %8s %6s %9s %9s %9s %9s" % (
+        log("  %-10s %-6s %-6s %8s %6s %8s %8s %8s %8s %8s" % (
             "phase", "leader", "during", "window_s", "ok", "probe_n", "p50_ms",
-            "p99_ms", "all_p50"))
+            "p99_ms", "all_p50", "rejoin_s"))
         for r in rows:
-            log("  %-10s %-6s %-6s %8.2f %6d %9d %9s %9s %9s" % (
+            log("  %-10s %-6s %-6s %8.2f %6d %8d %8s %8s %8s %8s" % (
                 r["name"], r["leader-before"] or "-", r["leader-during"] or "-",
                 r["window"], r["ok"], r["lat_n"], fmt(r["p50"]), fmt(r["p99"]),
-                fmt(r["all_p50"])))
+                fmt(r["all_p50"]), fmt(r["rejoin"])))
         acc = sum(1 for c in self.calls if c[2] == "ok" and c[3] == "ACCEPTED")
         rep = sum(1 for c in self.calls if c[2] == "ok" and c[3] == "REPLAYED")
         log("claims: %d acknowledged ACCEPTED, %d REPLAYED, %d ok, %d fail, %d info"
@@ -375,10 +438,14 @@ class RegionDrill(Run):
                 ", ".join("%s %.0f ms" % ("-".join(sorted(k)), 1000 * v)
                           for k, v in sorted(BETWEEN_S.items(), key=lambda kv: kv[1])),
                 a.hold, a.recover, a.rate, a.seed))
-        self.write_options({K("drill"): "regions", K("hold"): a.hold,
+        self.write_options({K("drill"): "regions", K("flat"): a.flat, K("hold"): a.hold,
                             K("recover"): a.recover, K("workload"): "nonce"})
-        self.delays.install()
-        before = self.measure_delays("before")
+        before = {}
+        if not a.flat:
+            # ONCE_JEPSEN_NOOP_FAULT=delay (test-only): no delayer, so the
+            # drill must fail with delay-not-effective
+            self.delays.install(serve=not faults.noop("delay"))
+            before = self.measure_delays("before")
         self.cluster.bootstrap(5)
         self.wl = NonceWorkload(self, random.Random(a.seed + 1))
         self.lat_set = set()
@@ -396,28 +463,30 @@ class RegionDrill(Run):
                 try:
                     self.phase(name, region, kind, lead, dstop)
                 except FaultError as e:
+                    # already an assertion (the drill fails); the next
+                    # phase starts from a whole cluster all the same
                     log("drill %s: %s" % (name, e))
+                    self.restore()
         finally:
-            cl = self.cluster
-            try:
-                if cl.heal("partition"):
-                    self.hist.op("info", "nemesis", "stop-partition", {})
-            except FaultError as e:
-                log("drill: heal: %s" % e)
-            for n in cl.members:
-                if not n.alive():
-                    n.start()
+            self.restore()
             stop.set()
             for e in self.wl.keys.wake:
                 e.set()
             for t in ws:
                 t.join(timeout=30)
         self.lat_set = set(self.lat_keys)
+        after = {}
+        if not a.flat:
+            # the delays end with the drill: the final phase checks the
+            # state, not the network, and its probes (every key through
+            # every member, one at a time) would take minutes over it
+            after = self.measure_delays("after")
+            self.delays.remove()
+            for why in self.delays.final["problems"]:
+                self.cluster.fail("delay-not-effective", "delayer " + why)
         members = self.settle()
+        self.lead_from("A")
         self.probe_all(list(self.wl.keys.keys), members, False)
-        after = self.measure_delays("after")
-        for why in self.delays.stop()["problems"]:
-            self.cluster.fail("delay-not-effective", "delayer " + why)
         rows = self.analyse()
         self.report(rows, before, after)
         self.finish()
@@ -433,14 +502,18 @@ def parse(argv):
         "when every check passed (1 anomalies, 2 runner error).")
     p.add_argument("--hold", type=float, default=8,
                    help="seconds each region stays down (default 8)")
-    p.add_argument("--recover", type=float, default=5,
-                   help="seconds after each restart or heal (default 5)")
+    p.add_argument("--recover", type=float, default=3,
+                   help="seconds after each restart or heal, once every "
+                   "member has caught up (default 3)")
     p.add_argument("--rate", type=float, default=40,
                    help="target workload ops/s over all workers (default 40)")
     p.add_argument("--workers", type=int, default=6)
     p.add_argument("--only", action="append", default=[], metavar="PHASE",
                    help="run only this phase (repeatable; the baseline "
                    "always runs): %s" % ", ".join(n for n, _, _, _ in PLAN[1:]))
+    p.add_argument("--flat", action="store_true",
+                   help="no delays at all (the same drill on a flat network: "
+                   "what a claim costs without any round trip)")
     p.add_argument("--seed", type=int, default=None)
     sandbox.add_common_args(p)
     a = p.parse_args(argv)
