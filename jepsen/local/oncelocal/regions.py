@@ -131,6 +131,11 @@ def longest_gap(times, start, end):
 
 
 class RegionDrill(Run):
+    """One drill: a Run (history, cluster, final phase, checker) whose
+    clients stand in region A, with the delays, the phases of PLAN and the
+    per-phase figures (self.calls: every claim's completion time and
+    latency, noted as the history records it)."""
+
     def __init__(self, a):
         super().__init__(a)
         cl = self.cluster
