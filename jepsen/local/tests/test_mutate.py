@@ -220,6 +220,8 @@ class CiHook(unittest.TestCase):
                     return real(cmd, **kw)
                 return types.SimpleNamespace(stdout=mutate_out, stderr="", returncode=1)
             nem = cmd[cmd.index("--nemesis") + 1].split(",") if "--nemesis" in cmd else []
+            if str(cmd[1]).endswith("/region-drill"):
+                nem = ["kill", "partition"]     # its region crashes and cuts
             noop = ci.faults.NOOP_ENV in (kw.get("env") or {})
             with open(os.path.join(self.tmp, "faults.edn"), "w") as fh:
                 fh.write("{:asked [%s], :effective {%s}, :not-effective {%s}, :heal-failed {}, "
@@ -248,9 +250,10 @@ class CiHook(unittest.TestCase):
     def test_ci_prints_scores(self):
         rc, out = self._ci_main()
         self.assertEqual(rc, 0, out)
-        # 4 acceptance + 4 randomized runs; not the negative control
+        # 4 acceptance + 4 randomized runs + the region drill; not the
+        # negative control
         self.assertEqual(len(re.findall(r"(?m)^    mutation score: (\d+)/\1 \(100\.0 %\)", out)),
-                         8, out)
+                         9, out)
         self.assertRegex(out, r"mutation tests of their histories: \d+ s")
 
     def test_ci_fails_a_run_below_100(self):
@@ -260,7 +263,7 @@ class CiHook(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertRegex(out, r"(?m)^FAILED acceptance base .*\n    mutation score: 8/9")
         self.assertIn("mutation test (rc 1): survivor: swap", out)
-        self.assertRegex(out, r"(?m)^1 passed, 8 failed$")
+        self.assertRegex(out, r"(?m)^1 passed, 9 failed$")
 
 
 class Mechanics(unittest.TestCase):
