@@ -10,7 +10,8 @@
  * dropped, never kept), the request line and headers by libmicrohttpd's
  * per-connection memory (HEADER_MEMORY: a request whose headers do not
  * fit is answered 431 by the library), connections by --max-connections,
- * an idle connection by IDLE_TIMEOUT_S. */
+ * an idle connection by IDLE_TIMEOUT_S. With --mode idempotency-key any
+ * method is read the same way and handed to idem_server.c whole. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -310,11 +311,13 @@ static enum MHD_Result on_request(void *cls,
                 return rv;
             }
         }
-        if (strcmp(method, "POST") != 0) {
+        if (g->cfg.mode != INGRESS_MODE_IDEM && strcmp(method, "POST") != 0) {
             return plain(conn, 405, "POST a webhook\n");
         }
         if (content_length_over(g, conn)) {
-            return too_large(g, conn);
+            return g->cfg.mode == INGRESS_MODE_IDEM
+                       ? (enum MHD_Result)idem_too_large(g, conn)
+                       : too_large(g, conn);
         }
         q = calloc(1, sizeof *q);
         if (q == NULL) {
@@ -334,6 +337,12 @@ static enum MHD_Result on_request(void *cls,
         return MHD_YES;
     }
     q->answered = true;
+    if (g->cfg.mode == INGRESS_MODE_IDEM) {
+        return q->too_big
+                   ? (enum MHD_Result)idem_too_large(g, conn)
+                   : (enum MHD_Result)idem_serve(g, worker(g), conn, method,
+                                                 url, q->body, q->len);
+    }
     return q->too_big ? too_large(g, conn) : webhook(g, conn, q);
 }
 
@@ -411,7 +420,8 @@ static struct MHD_Daemon *start_one(struct ingress *g,
         MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, BACKLOG, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, g, MHD_OPTION_END);
+        on_completed, g, MHD_OPTION_UNESCAPE_CALLBACK, ingress_unescape, g,
+        MHD_OPTION_END);
 }
 
 int ingress_server_start(struct ingress *g, char *msg)
