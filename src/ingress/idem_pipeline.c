@@ -261,7 +261,9 @@ static void pass_through(struct ingress *g,
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *colon = memchr(p, ':', (size_t)(nl - p));
 
-        if (colon != NULL && !idem_hop_header(p, (size_t)(colon - p))) {
+        /* Date is the proxy's own (libmicrohttpd adds it). */
+        if (colon != NULL && !idem_hop_header(p, (size_t)(colon - p)) &&
+            !(colon - p == 4 && strncasecmp(p, "Date", 4) == 0)) {
             const char *v = colon + 1;
 
             while (v < nl && *v == ' ') {
@@ -428,6 +430,7 @@ static void forward(struct ingress *g,
     } else if (!final) {
         release(g, wk, p, claim);
         answer_stored(out, enc, len, "upstream_failed", false);
+        out->outcome = "upstream_failed"; /* also when its body was dropped */
         out->retry_after = ceil_s(g->cfg.retry_after_ms);
     } else if (complete(g, wk, p, claim, enc, len)) {
         struct idem_stored s;

@@ -205,6 +205,11 @@ int idem_serve(struct ingress *g,
             idem_handle(g, wk, &rq, &out);
         }
     }
+    if (out.status == 0 || out.outcome == NULL) { /* out of memory on the way */
+        idem_answer_problem(&out, 503, "unavailable", "Service Unavailable",
+                            "out of memory");
+        out.retry_after = 1;
+    }
     rv = respond(g, conn, &out);
     ingress_metrics_answer(&g->metrics, out.status, now_us() - t0);
     idem_response_clear(&out);
