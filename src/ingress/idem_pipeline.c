@@ -231,7 +231,9 @@ static int call_upstream(struct ingress *g,
 }
 
 /* Not covered (or the cluster is down and the operator chose to pass):
- * the upstream's answer as it is, headers but the hop-by-hop ones. */
+ * the upstream's answer as it is, headers but the hop-by-hop ones; its
+ * body up to INGRESS_BODY_MAX_MAX (16 MiB, then 502), since nothing of it
+ * is stored. */
 static void pass_through(struct ingress *g,
                          struct ingress_worker *wk,
                          const struct idem_http_request *rq,
@@ -243,7 +245,7 @@ static void pass_through(struct ingress *g,
     const char *end;
 
     bump(&g->metrics.idem_pass_through, 1);
-    if (call_upstream(g, wk, rq, 0, INGRESS_UPSTREAM_BODY_MAX, &reply) != 0 ||
+    if (call_upstream(g, wk, rq, 0, INGRESS_BODY_MAX_MAX, &reply) != 0 ||
         reply.truncated) {
         idem_answer_problem(out, 502, outcome, "Bad Gateway",
                             reply.status == 0

@@ -18,7 +18,8 @@ oncecluster.py, ingresslib.py, idemlib.py).
      key released, the retry is forwarded with Once-Attempt 2 and stored;
      an API 400 is stored and replayed; a key failing every time: after
      --max-attempts (2) the failure is the stored answer; a response
-     over --max-response: 502 not_stored now and on every retry, one call;
+     over --max-response: 502 not_stored now and on every retry, one call
+     (a 200 kB GET passed through is returned whole);
   5. bad input: no key (--require-key), an empty, 256-byte or non-ASCII
      key: 400; a quoted (sf-string) key works; a body over --max-body,
      by Content-Length or chunked: 413; a chunked body within it is
@@ -230,6 +231,13 @@ def failures(t, w):
             "a response over --max-response: 502 not_stored (naming the "
             "API's 201) now and on the retry, one call",
             "%s / %s" % (r1.describe(), r2.describe()))
+    k = w.key("biglist")
+    w.api.big[k] = 200000
+    g = idl.request(w.px[2].addr, "GET", "/payments", {"Idempotency-Key": k})
+    t.check(g.status == 201 and g.outcome == "pass_through" and
+            len(g.body) > 200000 and len(w.api.of(k)) == 1,
+            "a passed-through response is not bounded by --max-response "
+            "(200 kB returned whole)", g.describe()[:120])
 
 
 def raw(addr, data, read=True, timeout=10):
