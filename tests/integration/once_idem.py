@@ -20,6 +20,8 @@ oncecluster.py, ingresslib.py, idemlib.py).
      --max-attempts (2) the failure is the stored answer; a response
      over --max-response: 502 not_stored now and on every retry, one call
      (a 200 kB GET passed through is returned whole);
+     --scope-header: the same key under two tenants is two keys, and a
+     request without the header is 400;
   5. bad input: no key (--require-key), an empty, 256-byte or non-ASCII
      key: 400; a quoted (sf-string) key works; a body over --max-body,
      by Content-Length or chunked: 413; a chunked body within it is
@@ -238,6 +240,33 @@ def failures(t, w):
             len(g.body) > 200000 and len(w.api.of(k)) == 1,
             "a passed-through response is not bounded by --max-response "
             "(200 kB returned whole)", g.describe()[:120])
+
+
+def tenants(t, w):
+    """--scope-header: the same key under two tenants is two keys."""
+    p = w.proxy("P4", 44, ["--scope-header", "X-Tenant"])
+    p.start()
+    try:
+        k = w.key("tenant")
+        b = body_of("tenant")
+        ra = idl.post(p.addr, k, b, headers={"X-Tenant": "acme"})
+        rb = idl.post(p.addr, k, b, headers={"X-Tenant": "globex"})
+        ra2 = idl.post(p.addr, k, b, headers={"X-Tenant": "acme"})
+        rn = idl.post(p.addr, k, b)
+        t.check(ra.outcome == "forwarded" and rb.outcome == "forwarded" and
+                ra2.replayed and idl.same_answer(ra, ra2) and
+                len(w.api.of(k)) == 2,
+                "--scope-header: one key under two tenants is forwarded "
+                "once per tenant, replayed within each",
+                "; ".join(x.describe() for x in (ra, rb, ra2)))
+        t.check(rn.status == 400 and rn.outcome == "bad_request",
+                "--scope-header: a request without it is 400",
+                rn.describe())
+        look = w.c.ctl(["lookup", "globex", k], via=w.nodes)
+        t.check(look.is_outcome("FOUND"),
+                "the record lives in the tenant's scope", look.describe())
+    finally:
+        il.stop_ingresses(t, [p])
 
 
 def raw(addr, data, read=True, timeout=10):
@@ -514,6 +543,7 @@ def scenario(t):
         stored = happy(t, w)
         fan_in(t, w)
         conflicts(t, w, stored[0], stored[1])
+        tenants(t, w)
         failures(t, w)
         bad_input(t, w)
         killed(t, w)
