@@ -313,7 +313,28 @@ static bool is_known(const char *name)
 static bool is_switch(const char *name)
 {
     return strcmp(name, "--require-key") == 0 ||
-           strcmp(name, "--pass-through-unavailable") == 0;
+           strcmp(name, "--pass-through-unavailable") == 0 ||
+           strcmp(name, "--scope-from-cert") == 0;
+}
+
+static int check_idem_tls(const struct idem_config *t, char *msg)
+{
+    if ((t->tls_cert[0] == '\0') != (t->tls_key[0] == '\0')) {
+        err_printf(msg, "--tls-cert and --tls-key go together");
+        return INGRESS_E_CONFIG;
+    }
+    if (t->tls_client_ca[0] != '\0' && t->tls_cert[0] == '\0') {
+        err_printf(msg, "--tls-client-ca needs --tls-cert and --tls-key");
+        return INGRESS_E_CONFIG;
+    }
+    if (t->scope_from_cert &&
+        (t->tls_client_ca[0] == '\0' || t->scope_header[0] != '\0')) {
+        err_printf(msg,
+                   "--scope-from-cert needs --tls-client-ca and excludes "
+                   "--scope-header");
+        return INGRESS_E_CONFIG;
+    }
+    return 0;
 }
 
 static int check_idem(const struct ingress_config *c, char *msg)
@@ -344,7 +365,7 @@ static int check_idem(const struct ingress_config *c, char *msg)
         err_printf(msg, "--http-addr must differ from --listen");
         return INGRESS_E_CONFIG;
     }
-    return 0;
+    return check_idem_tls(&c->idem, msg);
 }
 
 static int check_whole(const struct ingress_config *c, char *msg)

@@ -34,7 +34,9 @@
 #define IDEM_ENC_OVERHEAD       16 /* magic, flags, status, lengths */
 #define IDEM_RESPONSE_MAX \
     (ONCE_RESULT_MAX - IDEM_STORED_HEADERS_MAX - IDEM_ENC_OVERHEAD)
-#define IDEM_FINGERPRINT_LEN 32 /* SHA-256 */
+#define IDEM_FINGERPRINT_LEN 32    /* SHA-256 */
+#define IDEM_PATH_MAX        4096  /* a file flag's value */
+#define IDEM_PEM_MAX         65536 /* bytes of one PEM file */
 
 enum ingress_mode {
     INGRESS_MODE_WEBHOOK = 0, /* the default */
@@ -64,6 +66,11 @@ struct idem_config
     /* Upstream statuses that count as failures (release, retry); an
      * upstream that gives no answer always counts. Default 5xx. */
     bool fail_status[600];
+    /* TLS on --listen (libmicrohttpd over GnuTLS): "" for plain HTTP. */
+    char tls_cert[IDEM_PATH_MAX + 1];
+    char tls_key[IDEM_PATH_MAX + 1];
+    char tls_client_ca[IDEM_PATH_MAX + 1]; /* "": no client certificates */
+    bool scope_from_cert; /* the scope is the client certificate's CN */
 };
 
 /* Defaults of the mode's flags. */
@@ -122,7 +129,9 @@ struct idem_parsed
 
 /* Route @rq and, for a claim, decode its key (a bare token or a
  * Structured Fields string, 1..255 printable ASCII bytes), take its
- * scope (@default_scope, or the --scope-header's value) and compute its
+ * scope (@default_scope, or the --scope-header's value; a NULL
+ * @default_scope, with no --scope-header, refuses the request 403: the
+ * client certificate that was to name it is missing) and compute its
  * fingerprint: SHA-256 over method, path, query, the
  * --fingerprint-headers and the body, each length-prefixed. */
 void idem_parse(const struct idem_config *c,

@@ -24,7 +24,11 @@ const char *const idem_flag_names[] = {"--key-header",
                                        "--store-headers",
                                        "--fingerprint-headers",
                                        "--fail-on",
-                                       "--pass-through-unavailable"};
+                                       "--pass-through-unavailable",
+                                       "--tls-cert",
+                                       "--tls-key",
+                                       "--tls-client-ca",
+                                       "--scope-from-cert"};
 const size_t idem_flag_count =
     sizeof idem_flag_names / sizeof idem_flag_names[0];
 
@@ -150,6 +154,31 @@ static bool storable(const struct idem_names *l)
     return true;
 }
 
+static int copy_path(char *dst, const char *v)
+{
+    size_t n = strlen(v);
+
+    if (n == 0 || n > IDEM_PATH_MAX) {
+        return -1;
+    }
+    memcpy(dst, v, n + 1);
+    return 1;
+}
+
+static int apply_tls(struct idem_config *c, const char *name, const char *v)
+{
+    if (strcmp(name, "--tls-cert") == 0) {
+        return copy_path(c->tls_cert, v);
+    }
+    if (strcmp(name, "--tls-key") == 0) {
+        return copy_path(c->tls_key, v);
+    }
+    if (strcmp(name, "--tls-client-ca") == 0) {
+        return copy_path(c->tls_client_ca, v);
+    }
+    return 0;
+}
+
 void idem_config_defaults(struct idem_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -213,7 +242,10 @@ int idem_config_apply(struct idem_config *c, const char *name, const char *v)
     if (strcmp(name, "--fail-on") == 0) {
         return parse_fail_on(c, v) ? 1 : -1;
     }
-    return 0;
+    if (strcmp(name, "--scope-from-cert") == 0) {
+        return parse_bool(v, &c->scope_from_cert) ? 1 : -1;
+    }
+    return apply_tls(c, name, v);
 }
 
 static const char idem_usage_text[] =
@@ -261,6 +293,11 @@ static const char idem_usage_text[] =
     "                          always does. Other statuses are stored\n"
     "  --max-attempts N        failed forwards before the failure is stored\n"
     "                          as the answer (default 5)\n"
+    "  --tls-cert FILE --tls-key FILE  serve HTTPS on --listen (PEM)\n"
+    "  --tls-client-ca FILE    ask clients for a certificate and verify it\n"
+    "                          against this CA (PEM)\n"
+    "  --scope-from-cert       the scope is the verified client\n"
+    "                          certificate's CN (none or invalid: 403)\n"
     "  --pass-through-unavailable  when the cluster gives no decision,\n"
     "                          forward without a claim instead of 503. GIVES\n"
     "                          UP the guarantee: a retry may then be\n"

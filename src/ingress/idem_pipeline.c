@@ -599,23 +599,26 @@ static bool decided(struct ingress *g,
 void idem_handle(struct ingress *g,
                  struct ingress_worker *wk,
                  const struct idem_http_request *rq,
+                 const char *cert_scope,
                  struct idem_response *out)
 {
     struct idem_parsed p;
     uint64_t deadline = mono_ms() + g->cfg.idem.wait_ms;
 
     memset(out, 0, sizeof *out);
-    idem_parse(&g->cfg.idem, g->cfg.scope, rq, &p);
+    idem_parse(&g->cfg.idem,
+               g->cfg.idem.scope_from_cert ? cert_scope : g->cfg.scope, rq, &p);
     if (p.route == IDEM_PASS) {
         pass_through(g, wk, rq, "pass_through", out);
         return;
     }
     if (p.route == IDEM_REFUSE) {
         bump(&g->metrics.idem_bad_request, 1);
-        idem_answer_problem(
-            out, p.status, "bad_request",
-            p.status == 400 ? "Bad Request" : "Internal Server Error",
-            p.reason);
+        idem_answer_problem(out, p.status, "bad_request",
+                            p.status == 400   ? "Bad Request"
+                            : p.status == 403 ? "Forbidden"
+                                              : "Internal Server Error",
+                            p.reason);
         return;
     }
     for (;;) {

@@ -182,6 +182,13 @@ static bool take_scope(const struct idem_config *c,
 {
     struct idem_header h;
 
+    if (c->scope_header[0] == '\0' && default_scope == NULL) {
+        refuse(out, 403,
+               "the scope is the client certificate's CN: a verified "
+               "certificate whose CN is 1..128 visible ASCII bytes is "
+               "required");
+        return false;
+    }
     if (c->scope_header[0] == '\0') {
         size_t n = strlen(default_scope);
 

@@ -8,12 +8,22 @@
  * (431 past HEADER_MEMORY), and this file bounds their count
  * (HEADERS_MAX, 431). Every answer carries Once-Outcome and Once-Retention
  * (the seconds a key and its stored response live: the draft's published
- * expiry policy). */
+ * expiry policy).
+ *
+ * TLS (--tls-cert, --tls-key) is libmicrohttpd's, over GnuTLS; with
+ * --tls-client-ca it asks each client for a certificate, and this file
+ * verifies the chain (gnutls_certificate_verify_peers2) before a CN is
+ * ever used as a scope (--scope-from-cert). */
+#include <errno.h>
+#include <fcntl.h>
+#include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ingress/ingress.h"
 
@@ -169,6 +179,131 @@ int idem_too_large(struct ingress *g, struct MHD_Connection *conn)
     return rv;
 }
 
+/* ------------------------------------------------------------------------
+ * TLS
+ * ---------------------------------------------------------------------- */
+
+static char *read_pem(const char *path, char *msg)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *buf = fd >= 0 ? malloc(IDEM_PEM_MAX + 1) : NULL;
+    size_t n = 0;
+
+    if (fd < 0 || buf == NULL) {
+        err_printf(msg, "%s: %s", path, fd < 0 ? strerror(errno) : "no memory");
+        if (fd >= 0) {
+            close(fd);
+        }
+        return NULL;
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + n, IDEM_PEM_MAX + 1 - n);
+
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0 || (n += (size_t)r) > IDEM_PEM_MAX) {
+            break;
+        }
+    }
+    close(fd);
+    if (n == 0 || n > IDEM_PEM_MAX) {
+        err_printf(msg, "%s: empty, unreadable or over %d bytes", path,
+                   IDEM_PEM_MAX);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+int idem_tls_load(struct ingress *g, char *msg)
+{
+    const char *paths[3] = {g->cfg.idem.tls_cert, g->cfg.idem.tls_key,
+                            g->cfg.idem.tls_client_ca};
+
+    for (int i = 0; i < 3; i++) {
+        if (paths[i][0] != '\0' &&
+            (g->tls_pem[i] = read_pem(paths[i], msg)) == NULL) {
+            idem_tls_free(g);
+            return INGRESS_E_CONFIG;
+        }
+    }
+    return 0;
+}
+
+void idem_tls_free(struct ingress *g)
+{
+    for (int i = 0; i < 3; i++) {
+        if (g->tls_pem[i] != NULL) {
+            explicit_bzero(g->tls_pem[i], strlen(g->tls_pem[i]));
+            free(g->tls_pem[i]);
+            g->tls_pem[i] = NULL;
+        }
+    }
+}
+
+unsigned idem_tls_options(const struct ingress *g,
+                          bool main,
+                          struct MHD_OptionItem *items)
+{
+    size_t n = 0;
+
+    if (main && g->tls_pem[0] != NULL && g->tls_pem[1] != NULL) {
+        items[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0,
+                                             g->tls_pem[0]};
+        items[n++] =
+            (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, g->tls_pem[1]};
+        if (g->tls_pem[2] != NULL) {
+            items[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0,
+                                                 g->tls_pem[2]};
+        }
+    }
+    items[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    return n > 0 ? (unsigned)MHD_USE_TLS : 0u;
+}
+
+static bool visible(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e) {
+            return false;
+        }
+    }
+    return n > 0;
+}
+
+/* The CN of the client's certificate into @cn, only if its chain verified
+ * against --tls-client-ca; false otherwise. */
+static bool cert_scope(struct MHD_Connection *conn, char cn[ONCE_SCOPE_MAX + 1])
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t s = ci != NULL ? (gnutls_session_t)ci->tls_session : NULL;
+    const gnutls_datum_t *peers;
+    gnutls_x509_crt_t crt;
+    unsigned status = 1;
+    unsigned n = 0;
+    size_t len = ONCE_SCOPE_MAX + 1;
+    bool ok;
+
+    if (s == NULL || gnutls_certificate_verify_peers2(s, &status) != 0 ||
+        status != 0 || (peers = gnutls_certificate_get_peers(s, &n)) == NULL ||
+        n == 0 || gnutls_x509_crt_init(&crt) != 0) {
+        return false;
+    }
+    ok = gnutls_x509_crt_import(crt, &peers[0], GNUTLS_X509_FMT_DER) == 0 &&
+         gnutls_x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0,
+                                       cn, &len) == 0 &&
+         len <= ONCE_SCOPE_MAX && strlen(cn) == len && visible(cn, len);
+    gnutls_x509_crt_deinit(crt);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------
+ * Requests
+ * ---------------------------------------------------------------------- */
+
 int idem_serve(struct ingress *g,
                struct ingress_worker *wk,
                struct MHD_Connection *conn,
@@ -202,7 +337,10 @@ int idem_serve(struct ingress *g,
             rq = (struct idem_http_request){
                 method, url, c->has_query ? c->query : NULL, c->h, c->n,
                 body,   len};
-            idem_handle(g, wk, &rq, &out);
+            char cn[ONCE_SCOPE_MAX + 1];
+            bool has_cn = g->cfg.idem.scope_from_cert && cert_scope(conn, cn);
+
+            idem_handle(g, wk, &rq, has_cn ? cn : NULL, &out);
         }
     }
     if (out.status == 0 || out.outcome == NULL) { /* out of memory on the way */

@@ -244,6 +244,7 @@ struct ingress
     void *http_main; /* struct MHD_Daemon * */
     void *http_ops;  /* on --http-addr, or NULL */
     pthread_key_t worker_key;
+    char *tls_pem[3]; /* --mode idempotency-key: cert, key, client CA */
 };
 
 /* One thread's resources: its cluster client and its upstream handle. */
@@ -325,9 +326,11 @@ struct idem_response
     size_t body_len;
 };
 
+/* @cert_scope: the verified client certificate's CN, or NULL. */
 void idem_handle(struct ingress *g,
                  struct ingress_worker *wk,
                  const struct idem_http_request *rq,
+                 const char *cert_scope,
                  struct idem_response *out);
 void idem_response_clear(struct idem_response *r);
 /* A problem answer (application/problem+json) into @out. */
@@ -352,5 +355,16 @@ int idem_too_large(struct ingress *g, struct MHD_Connection *conn);
 /* MHD's unescape callback: the mode forwards the path and query as they
  * came; the webhook mode keeps libmicrohttpd's decoding. */
 size_t ingress_unescape(void *cls, struct MHD_Connection *conn, char *s);
+
+/* TLS on --listen (--tls-cert, --tls-key, --tls-client-ca): the PEM files
+ * read into g->tls_pem at start (0 or INGRESS_E_CONFIG with a message),
+ * freed at the end; the daemon's extra flags and options (@items, 4,
+ * ended by MHD_OPTION_END; none unless @main and TLS is configured). */
+int idem_tls_load(struct ingress *g, char *msg);
+void idem_tls_free(struct ingress *g);
+struct MHD_OptionItem;
+unsigned idem_tls_options(const struct ingress *g,
+                          bool main,
+                          struct MHD_OptionItem *items);
 
 #endif /* ONCE_INGRESS_INGRESS_H_ */

@@ -70,6 +70,10 @@ static int start(struct ingress *g, const sigset_t *set)
 
     if (g->cfg.mode == INGRESS_MODE_IDEM) {
         v = NULL; /* no signatures: the keyring stays empty */
+        if (idem_tls_load(g, msg) != 0) {
+            fprintf(stderr, "once-ingress: %s\n", msg);
+            return 1;
+        }
     } else if (ingress_load_secrets(&g->cfg, &v, msg) != 0) {
         fprintf(stderr, "once-ingress: %s\n", msg);
         return 1;
@@ -143,6 +147,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     rv = start(g, &set);
+    idem_tls_free(g);
     free(g);
     return rv;
 }

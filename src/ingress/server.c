@@ -405,6 +405,8 @@ static struct MHD_Daemon *start_one(struct ingress *g,
                                     unsigned threads)
 {
     struct sockaddr_in sa;
+    struct MHD_OptionItem tls[4]; /* --mode idempotency-key: HTTPS */
+    unsigned tls_flags = idem_tls_options(g, h == on_request, tls);
 
     /* The flags' check (config.c) took the port as sscanf's %5u does:
      * strtoul's rule reads every such port to the same number. */
@@ -412,7 +414,8 @@ static struct MHD_Daemon *start_one(struct ingress *g,
         return NULL;
     }
     return MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, h, g,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | tls_flags, 0, NULL,
+        NULL, h, g,
         /* The logger first: else MHD complains through its own logger. */
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, g, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
@@ -421,7 +424,7 @@ static struct MHD_Daemon *start_one(struct ingress *g,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, BACKLOG, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, g, MHD_OPTION_UNESCAPE_CALLBACK, ingress_unescape, g,
-        MHD_OPTION_END);
+        MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
 int ingress_server_start(struct ingress *g, char *msg)

@@ -3,7 +3,8 @@
  * reads every covered request's method, path, query, headers and body.
  *
  * Input: a flags byte (bit 0 --require-key, bit 1 --scope-header
- * X-Tenant, bit 2 --fingerprint-headers X-Tenant,Authorization), then
+ * X-Tenant, bit 2 --fingerprint-headers X-Tenant,Authorization, bit 3 no
+ * default scope: --scope-from-cert without a certificate), then
  * lines: method, path, query ("-" for none), "Name: value" headers up to
  * an empty line, and the rest is the body.
  *
@@ -119,9 +120,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                         nh,
                                         p,
                                         (size_t)(end - p)};
-        idem_parse(&c, "fuzz", &rq, &a);
+        const char *scope = (data[0] & 8) ? NULL : "fuzz";
+
+        idem_parse(&c, scope, &rq, &a);
         check_parsed(&a);
-        idem_parse(&c, "fuzz", &rq, &b);
+        idem_parse(&c, scope, &rq, &b);
         CHECK(a.route == b.route);
         if (a.route == IDEM_CLAIM) {
             CHECK(memcmp(a.fingerprint, b.fingerprint, IDEM_FINGERPRINT_LEN) ==

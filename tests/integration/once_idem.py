@@ -21,7 +21,9 @@ oncecluster.py, ingresslib.py, idemlib.py).
      over --max-response: 502 not_stored now and on every retry, one call
      (a 200 kB GET passed through is returned whole);
      --scope-header: the same key under two tenants is two keys, and a
-     request without the header is 400;
+     request without the header is 400; with TLS and --scope-from-cert
+     the verified client certificate's CN is the scope (none, or one
+     from another CA: 403);
   5. bad input: no key (--require-key), an empty, 256-byte or non-ASCII
      key: 400; a quoted (sf-string) key works; a body over --max-body,
      by Content-Length or chunked: 413; a chunked body within it is
@@ -265,6 +267,93 @@ def tenants(t, w):
         look = w.c.ctl(["lookup", "globex", k], via=w.nodes)
         t.check(look.is_outcome("FOUND"),
                 "the record lives in the tenant's scope", look.describe())
+    finally:
+        il.stop_ingresses(t, [p])
+
+
+def openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True,
+                   capture_output=True, timeout=60)
+
+
+def make_ca(d, name):
+    key, crt = os.path.join(d, name + ".key"), os.path.join(d, name + ".crt")
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", crt,
+            "-days", "2", "-subj", "/CN=" + name)
+    return key, crt
+
+
+def make_cert(d, name, cn, ca, san=None):
+    key, csr = os.path.join(d, name + ".key"), os.path.join(d, name + ".csr")
+    crt, ext = os.path.join(d, name + ".crt"), os.path.join(d, name + ".ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=%s\n" % (san or "DNS:" + cn))
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=" + cn)
+    openssl("x509", "-req", "-in", csr, "-CA", ca[1], "-CAkey", ca[0],
+            "-CAcreateserial", "-out", crt, "-days", "2", "-extfile", ext)
+    return crt, key
+
+
+def tls_scope(t, w):
+    """HTTPS on --listen; the scope from the verified client certificate."""
+    import http.client
+    import ssl
+    d = os.path.join(w.t.work, "tls")
+    os.makedirs(d, exist_ok=True)
+    ca = make_ca(d, "ca")
+    rogue = make_ca(d, "rogue")
+    srv = make_cert(d, "server", "proxy", ca, "IP:127.0.0.1")
+    certs = {n: make_cert(d, n, n, ca) for n in ("acme", "globex")}
+    certs["rogue"] = make_cert(d, "rogue-acme", "acme", rogue)
+    p = w.proxy("P5", 45, ["--tls-cert", srv[0], "--tls-key", srv[1],
+                           "--tls-client-ca", ca[1], "--scope-from-cert"])
+    p.args += ["--http-addr", "127.0.0.1:%d" % (w.c.base + 46)]
+    p.ops = "127.0.0.1:%d" % (w.c.base + 46)
+    p.start()
+
+    def send(who, key, body):
+        ctx = ssl.create_default_context(cafile=ca[1])
+        if who:
+            ctx.load_cert_chain(*certs[who])
+        host, port = p.addr.split(":")
+        conn = http.client.HTTPSConnection(host, int(port), context=ctx,
+                                           timeout=30)
+        try:
+            conn.request("POST", "/payments", body=body,
+                         headers={"Idempotency-Key": key,
+                                  "Content-Type": "application/json"})
+            r = conn.getresponse()
+            return idl.Reply(r.status, {k.lower(): v for k, v in
+                                        r.getheaders()}, r.read(), 0)
+        except (OSError, http.client.HTTPException) as e:
+            return idl.Reply(None, {}, b"", 0, error=repr(e))
+        finally:
+            conn.close()
+    try:
+        k = w.key("tls")
+        b = body_of("tls")
+        ra = send("acme", k, b)
+        rg = send("globex", k, b)
+        ra2 = send("acme", k, b)
+        t.check(ra.status == 201 and ra.outcome == "forwarded" and
+                rg.outcome == "forwarded" and ra2.replayed and
+                idl.same_answer(ra, ra2) and len(w.api.of(k)) == 2,
+                "HTTPS with --scope-from-cert: one key under two client "
+                "certificates is two keys, replayed within each",
+                "; ".join(x.describe() for x in (ra, rg, ra2)))
+        look = w.c.ctl(["lookup", "acme", k], via=w.nodes)
+        t.check(look.is_outcome("FOUND"), "the record lives in the "
+                "certificate's CN as scope", look.describe())
+        n0 = w.api.count()
+        rn = send(None, w.key("nocert"), b)
+        rr = send("rogue", k, b)
+        t.check(rn.status == 403 and rr.status == 403 and
+                w.api.count() == n0,
+                "no client certificate, or one from another CA with the "
+                "same CN: 403, nothing forwarded",
+                "%s / %s" % (rn.describe(), rr.describe()))
     finally:
         il.stop_ingresses(t, [p])
 
@@ -544,6 +633,7 @@ def scenario(t):
         fan_in(t, w)
         conflicts(t, w, stored[0], stored[1])
         tenants(t, w)
+        tls_scope(t, w)
         failures(t, w)
         bad_input(t, w)
         killed(t, w)

@@ -104,6 +104,23 @@ START_TEST(idem_flag_refusals)
                      INGRESS_E_CONFIG);
     ck_assert_int_eq(parse(c, msg, IDEM, "--lease", "1s", NULL),
                      INGRESS_E_CONFIG); /* below --upstream-timeout */
+    ck_assert_int_eq(parse(c, msg, IDEM, "--tls-cert", "c.pem", NULL),
+                     INGRESS_E_CONFIG); /* without --tls-key */
+    ck_assert_int_eq(parse(c, msg, IDEM, "--tls-client-ca", "ca.pem", NULL),
+                     INGRESS_E_CONFIG); /* without a certificate */
+    ck_assert_int_eq(parse(c, msg, IDEM, "--tls-cert", "c.pem", "--tls-key",
+                           "k.pem", "--scope-from-cert", NULL),
+                     INGRESS_E_CONFIG); /* without --tls-client-ca */
+    ck_assert_int_eq(parse(c, msg, IDEM, "--tls-cert", "c.pem", "--tls-key",
+                           "k.pem", "--tls-client-ca", "ca.pem",
+                           "--scope-from-cert", "--scope-header", "X-T", NULL),
+                     INGRESS_E_CONFIG); /* two sources of the scope */
+    ck_assert_int_eq(
+        parse(c, msg, IDEM, "--tls-cert", "c.pem", "--tls-key", "k.pem",
+              "--tls-client-ca", "ca.pem", "--scope-from-cert", NULL),
+        0);
+    ck_assert(c->idem.scope_from_cert);
+    ck_assert_str_eq(c->idem.tls_client_ca, "ca.pem");
     ck_assert_int_eq(parse(c, msg, "--mode", "idempotency-key", "--listen",
                            "127.0.0.1:8080", "--cluster", "127.0.0.1:7101",
                            "--upstream", "http://h:1/x?y=1", NULL),
@@ -118,6 +135,17 @@ static struct idem_config cfg(void)
 
     idem_config_defaults(&c);
     return c;
+}
+
+static void run_scoped(const struct idem_config *c,
+                       const char *scope,
+                       const char *key,
+                       struct idem_parsed *out)
+{
+    struct idem_header h = {"Idempotency-Key", 15, key, strlen(key)};
+    struct idem_http_request rq = {"POST", "/p", NULL, &h, 1, NULL, 0};
+
+    idem_parse(c, scope, &rq, out);
 }
 
 static void run(const struct idem_config *c,
@@ -196,6 +224,14 @@ START_TEST(idem_routes_and_keys)
     snprintf(c.scope_header, sizeof c.scope_header, "X-Missing");
     run(&c, "POST", "/p", NULL, "k", "{}", &p);
     ck_assert_int_eq(p.route, IDEM_REFUSE);
+    /* --scope-from-cert without a verified certificate: no scope, 403. */
+    c.scope_header[0] = '\0';
+    run_scoped(&c, NULL, "k", &p);
+    ck_assert_int_eq(p.route, IDEM_REFUSE);
+    ck_assert_uint_eq(p.status, 403);
+    run_scoped(&c, "acme", "k", &p);
+    ck_assert_int_eq(p.route, IDEM_CLAIM);
+    ck_assert_str_eq(p.scope, "acme");
 }
 END_TEST
 
