@@ -19,6 +19,7 @@ import http.client
 import http.server
 import json
 import os
+import subprocess
 import threading
 import time
 
@@ -126,8 +127,12 @@ class Api:
 
 
 class Proxy(il.Ingress):
+    """@slow: run every clock of the process (monotonic included) at this
+    rate under libfaketime, e.g. "0,25": its timeouts then last 4 times
+    longer in real time, while the cluster's leases do not."""
+
     def __init__(self, t, name, port, cluster_addrs, upstream_url, extra=(),
-                 ops_port=None):
+                 ops_port=None, slow=None):
         il.Ingress.__init__(self, t, name, port, cluster_addrs, upstream_url,
                             None, extra, ops_port=ops_port)
         self.args = [il.ingress_binary(), "--mode", "idempotency-key",
@@ -135,6 +140,33 @@ class Proxy(il.Ingress):
                      "--upstream", upstream_url] + list(extra)
         if ops_port:
             self.args += ["--http-addr", self.ops]
+        self.slow = slow
+
+    def start(self, timeout=30):
+        if not self.slow:
+            return il.Ingress.start(self, timeout)
+        env = dict(self.t.child_env)
+        asan = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + \
+            "verify_asan_link_order=0"
+        env["LD_PRELOAD"] = il.FAKETIME_LIB
+        env["FAKETIME"] = "+0 x" + self.slow
+        env["FAKETIME_NO_CACHE"] = "1"
+        with open(self.log, "ab") as f:
+            f.write(("=== start FAKETIME=%s: %s\n" % (
+                env["FAKETIME"], " ".join(self.args))).encode())
+            self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
+                                         stdout=f, stderr=f, env=env)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise il.oc.TestFailure("proxy %s exited at start: %s"
+                                        % (self.name, self.log_tail()))
+            st, _ = il.get(self.ops, "/readyz", timeout=10)
+            if st == 200:
+                return
+            time.sleep(0.3)
+        raise il.oc.TestFailure("proxy %s not ready" % self.name)
 
 
 class Reply(il.Reply):

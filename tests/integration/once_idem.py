@@ -34,7 +34,9 @@ oncecluster.py, ingresslib.py, idemlib.py).
   7. fencing: a replica stopped (SIGSTOP) past its lease while the API
      answers it; the takeover completes; the old owner, continued, cannot
      complete (its client gets no 2xx) and the record keeps attempt 2's
-     response;
+     response; and an owner whose clocks run slow (libfaketime) gets the
+     API's answer after its lease: its complete is refused NOT_OWNER and
+     its client gets 503 not_recorded;
   8. a full cluster restart: 503 unavailable with Retry-After and nothing
      forwarded while it is down; after it, the stored key replays and a
      released key is forwarded again;
@@ -526,6 +528,50 @@ def fenced(t, w):
             old.log_tail(5))
 
 
+def fenced_complete(t, w):
+    """The owner's clocks run at a quarter speed (libfaketime), so its
+    2 s upstream timeout lasts 8 s while its 3 s lease in the cluster
+    does not: the API answers it after 5.5 s, when another replica has
+    taken the key over; its complete with the old owner token is refused
+    (NOT_OWNER) and nothing of it is stored."""
+    old = idl.Proxy(w.t, "P6", w.c.base + 47, w.addrs, w.api.url, FLAGS,
+                    slow="0,25")
+    old.start(timeout=60)
+    try:
+        k = w.key("fencedc")
+        b = body_of("fencedc")
+        w.api.hold[k] = 5.5
+        ev = w.api.expect(k)
+        box = {}
+
+        def first():
+            box["r"] = idl.post(old.addr, k, b)
+        th = threading.Thread(target=first)
+        th.start()
+        t.require(ev.wait(30), "the API got the slow owner's call")
+        time.sleep(LEASE_S + 0.3)
+        r = idl.post(w.px[1].addr, k, b)
+        t.check(r.status == 201 and r.outcome == "forwarded",
+                "past the slow owner's lease the retry takes over",
+                r.describe())
+        th.join(60)
+        r1 = box.get("r")
+        t.check(r1 is not None and r1.status == 503 and
+                r1.outcome == "not_recorded" and
+                re.search(r"complete fenced.*outcome=NOT_OWNER",
+                          old.log_text()) is not None,
+                "the old owner's complete is fenced (NOT_OWNER): its client "
+                "gets 503 not_recorded", (r1.describe() if r1 else "none") +
+                " " + old.log_tail(3))
+        r3 = idl.post(w.px[2].addr, k, b)
+        calls = w.api.of(k)
+        t.check(r3.replayed and idl.same_answer(r, r3) and
+                [c["attempt"] for c in calls] == ["1", "2"],
+                "the record keeps the takeover's response", r3.describe())
+    finally:
+        il.stop_ingresses(t, [old])
+
+
 def restart(t, w, stored):
     k_stored, b_stored, first, path = stored
     k = w.key("restart")
@@ -638,6 +684,7 @@ def scenario(t):
         bad_input(t, w)
         killed(t, w)
         fenced(t, w)
+        fenced_complete(t, w)
         other_languages(t, w)
         metrics(t, w)
         restart(t, w, stored)
