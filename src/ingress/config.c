@@ -110,6 +110,7 @@ static void defaults(struct ingress_config *c)
     c->threads = 8;
     c->max_connections = 4096;
     c->log_level = LOG_INFO;
+    idem_config_defaults(&c->idem);
 }
 
 static bool check_addr(const char *s)
@@ -254,6 +255,22 @@ static bool apply(struct ingress_config *c, const char *name, const char *v)
         c->max_connections = (unsigned)n;
         return true;
     }
+    if (strcmp(name, "--mode") == 0) {
+        if (strcmp(v, "webhook") != 0 && strcmp(v, "idempotency-key") != 0) {
+            return false;
+        }
+        c->mode = v[0] == 'w' ? INGRESS_MODE_WEBHOOK : INGRESS_MODE_IDEM;
+        return true;
+    }
+    switch (idem_config_apply(&c->idem, name, v)) {
+        case 1:
+            c->idem_flags = true;
+            return true;
+        case -1:
+            return false;
+        default:
+            break;
+    }
     if (strcmp(name, "--log-level") == 0) {
         if (log_level_parse(v, &l) != 0) {
             return false;
@@ -281,11 +298,85 @@ static bool is_known(const char *name)
             return true;
         }
     }
+    if (strcmp(name, "--mode") == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < idem_flag_count; i++) {
+        if (strcmp(idem_flag_names[i], name) == 0) {
+            return true;
+        }
+    }
     return false;
+}
+
+/* The mode's switches may stand alone ("--require-key"). */
+static bool is_switch(const char *name)
+{
+    return strcmp(name, "--require-key") == 0 ||
+           strcmp(name, "--pass-through-unavailable") == 0 ||
+           strcmp(name, "--scope-from-cert") == 0;
+}
+
+static int check_idem_tls(const struct idem_config *t, char *msg)
+{
+    if ((t->tls_cert[0] == '\0') != (t->tls_key[0] == '\0')) {
+        err_printf(msg, "--tls-cert and --tls-key go together");
+        return INGRESS_E_CONFIG;
+    }
+    if (t->tls_client_ca[0] != '\0' && t->tls_cert[0] == '\0') {
+        err_printf(msg, "--tls-client-ca needs --tls-cert and --tls-key");
+        return INGRESS_E_CONFIG;
+    }
+    if (t->scope_from_cert &&
+        (t->tls_client_ca[0] == '\0' || t->scope_header[0] != '\0')) {
+        err_printf(msg,
+                   "--scope-from-cert needs --tls-client-ca and excludes "
+                   "--scope-header");
+        return INGRESS_E_CONFIG;
+    }
+    return 0;
+}
+
+static int check_idem(const struct ingress_config *c, char *msg)
+{
+    if (c->listen[0] == '\0' || c->n_cluster == 0 || c->upstream[0] == '\0') {
+        err_printf(msg,
+                   "--listen, --cluster and --upstream are required "
+                   "(see --help)");
+        return INGRESS_E_CONFIG;
+    }
+    if (c->scheme != 0 || c->secret_file[0] != '\0' ||
+        c->secret_env[0] != '\0') {
+        err_printf(msg, "--scheme and secrets belong to the webhook mode");
+        return INGRESS_E_CONFIG;
+    }
+    if (strchr(c->upstream + 8, '?') != NULL ||
+        strchr(c->upstream + 8, '#') != NULL) {
+        err_printf(msg,
+                   "--upstream: the request's path and query are "
+                   "appended; give http://HOST:PORT[/PREFIX]");
+        return INGRESS_E_CONFIG;
+    }
+    if (c->upstream_timeout_ms >= c->lease_ms) {
+        err_printf(msg, "--upstream-timeout must be below --lease");
+        return INGRESS_E_CONFIG;
+    }
+    if (c->http_addr[0] != '\0' && strcmp(c->http_addr, c->listen) == 0) {
+        err_printf(msg, "--http-addr must differ from --listen");
+        return INGRESS_E_CONFIG;
+    }
+    return check_idem_tls(&c->idem, msg);
 }
 
 static int check_whole(const struct ingress_config *c, char *msg)
 {
+    if (c->mode == INGRESS_MODE_IDEM) {
+        return check_idem(c, msg);
+    }
+    if (c->idem_flags) {
+        err_printf(msg, "that flag needs --mode idempotency-key");
+        return INGRESS_E_CONFIG;
+    }
     if (c->listen[0] == '\0' || c->n_cluster == 0 || c->upstream[0] == '\0' ||
         c->scheme == 0) {
         err_printf(msg,
@@ -338,6 +429,8 @@ int ingress_config_parse(struct ingress_config *c,
         }
         if (eq != NULL) {
             val = eq + 1;
+        } else if (is_switch(name)) {
+            val = "true";
         } else if (i + 1 < argc) {
             val = argv[++i];
         } else {

@@ -17,6 +17,10 @@
  *   metrics.c  counters and their Prometheus text;
  *   keyring.c  the secrets in force, swapped whole on reload;
  *   main.c     main(): flags, signals (SIGHUP reloads the secrets).
+ *   idem_*.c   --mode idempotency-key, the Idempotency-Key proxy
+ *              (idem.h): its flags, request parser, stored responses,
+ *              pipeline and HTTP side; it shares config.c, metrics.c,
+ *              upstream.c and server.c with the webhook mode.
  *
  * Threads: libmicrohttpd's pool threads run the pipeline; each owns its
  * once_client and curl handle (libonce clients are single-threaded). The
@@ -31,6 +35,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "ingress/idem.h"
 #include "once.h"
 #include "once_verify.h"
 
@@ -67,7 +72,10 @@ struct ingress_config
     size_t max_body;
     unsigned threads;
     unsigned max_connections;
-    int log_level; /* enum log_level */
+    int log_level;           /* enum log_level */
+    enum ingress_mode mode;  /* --mode: webhook (default) */
+    struct idem_config idem; /* --mode idempotency-key's flags */
+    bool idem_flags;         /* one of them was given */
 };
 
 /* Defaults, then argv. 0, 1 for --help (text on stdout), or
@@ -152,6 +160,11 @@ struct upstream_reply
     size_t body_len;
     bool truncated;
     char error[256]; /* when status is 0 */
+    /* ingress_upstream_call only: */
+    size_t cap;         /* bytes of body kept (0: INGRESS_UPSTREAM_BODY_MAX) */
+    char *headers;      /* malloc'd "Name: value\n" lines, or NULL */
+    size_t headers_len; /* at most 16 KiB kept */
+    bool headers_over;  /* more were sent than kept */
 };
 
 struct upstream_request
@@ -187,6 +200,12 @@ struct ingress_metrics
     atomic_uint_fast64_t lat_bucket[INGRESS_LAT_BUCKETS + 1];
     atomic_uint_fast64_t lat_sum_us, lat_count;
     atomic_uint_fast64_t secrets;
+    /* --mode idempotency-key */
+    atomic_uint_fast64_t idem_forwarded, idem_replays, idem_conflicts;
+    atomic_uint_fast64_t idem_in_flight, idem_waits, idem_upstream_failures;
+    atomic_uint_fast64_t idem_stored_bytes, idem_stored, idem_not_stored;
+    atomic_uint_fast64_t idem_not_recorded, idem_pass_through;
+    atomic_uint_fast64_t idem_bad_request, idem_unavailable;
 };
 
 void ingress_metrics_answer(struct ingress_metrics *m,
@@ -225,6 +244,7 @@ struct ingress
     void *http_main; /* struct MHD_Daemon * */
     void *http_ops;  /* on --http-addr, or NULL */
     pthread_key_t worker_key;
+    char *tls_pem[3]; /* --mode idempotency-key: cert, key, client CA */
 };
 
 /* One thread's resources: its cluster client and its upstream handle. */
@@ -269,5 +289,82 @@ void keyring_destroy(struct keyring *k);
 /* Start the listeners (0 or INGRESS_E_LISTEN / INGRESS_E_NOMEM). */
 int ingress_server_start(struct ingress *g, char *msg);
 void ingress_server_stop(struct ingress *g);
+
+/* ------------------------------------------------------------------------
+ * --mode idempotency-key (idem.h): the upstream call of any method
+ * (upstream.c), one request (idem_pipeline.c), its HTTP side
+ * (idem_server.c)
+ * ---------------------------------------------------------------------- */
+
+struct upstream_call
+{
+    const char *method; /* a token */
+    const char *url;
+    const uint8_t *body;
+    size_t body_len;
+    const char *const *headers; /* "Name: value" lines, NULL-ended */
+    uint64_t timeout_ms;
+    size_t body_cap; /* reply bytes kept; past it reply->truncated */
+};
+
+/* 0 (an HTTP answer, any status; reply->headers holds its header lines)
+ * or INGRESS_E_UPSTREAM (reply->error). */
+int ingress_upstream_call(void *h,
+                          const struct upstream_call *rq,
+                          struct upstream_reply *reply);
+
+/* The answer to one request; headers and body malloc'd (or NULL). */
+struct idem_response
+{
+    unsigned status;
+    const char *outcome;  /* Once-Outcome */
+    bool replayed;        /* Idempotent-Replayed: true */
+    uint64_t retry_after; /* seconds; 0: no Retry-After */
+    char *headers;        /* "Name: value\n" lines */
+    size_t headers_len;
+    uint8_t *body;
+    size_t body_len;
+};
+
+/* @cert_scope: the verified client certificate's CN, or NULL. */
+void idem_handle(struct ingress *g,
+                 struct ingress_worker *wk,
+                 const struct idem_http_request *rq,
+                 const char *cert_scope,
+                 struct idem_response *out);
+void idem_response_clear(struct idem_response *r);
+/* A problem answer (application/problem+json) into @out. */
+void idem_answer_problem(struct idem_response *out,
+                         unsigned status,
+                         const char *outcome,
+                         const char *title,
+                         const char *detail);
+
+struct MHD_Connection;
+/* server.c's hooks into the mode: one whole request read (@body, @len
+ * borrowed); @wk NULL if the thread has no resources. MHD_YES/MHD_NO. */
+int idem_serve(struct ingress *g,
+               struct ingress_worker *wk,
+               struct MHD_Connection *conn,
+               const char *method,
+               const char *url,
+               const uint8_t *body,
+               size_t len);
+/* A body over --max-body: 413. */
+int idem_too_large(struct ingress *g, struct MHD_Connection *conn);
+/* MHD's unescape callback: the mode forwards the path and query as they
+ * came; the webhook mode keeps libmicrohttpd's decoding. */
+size_t ingress_unescape(void *cls, struct MHD_Connection *conn, char *s);
+
+/* TLS on --listen (--tls-cert, --tls-key, --tls-client-ca): the PEM files
+ * read into g->tls_pem at start (0 or INGRESS_E_CONFIG with a message),
+ * freed at the end; the daemon's extra flags and options (@items, 4,
+ * ended by MHD_OPTION_END; none unless @main and TLS is configured). */
+int idem_tls_load(struct ingress *g, char *msg);
+void idem_tls_free(struct ingress *g);
+struct MHD_OptionItem;
+unsigned idem_tls_options(const struct ingress *g,
+                          bool main,
+                          struct MHD_OptionItem *items);
 
 #endif /* ONCE_INGRESS_INGRESS_H_ */

@@ -47,6 +47,9 @@ static int wait_for_signals(struct ingress *g, const sigset_t *set)
         if (sigwait(set, &sig) != 0) {
             return 1;
         }
+        if (sig == SIGHUP && g->cfg.mode == INGRESS_MODE_IDEM) {
+            continue; /* no secrets to reload */
+        }
         if (sig == SIGHUP) {
             reload(g);
             continue;
@@ -65,11 +68,18 @@ static int start(struct ingress *g, const sigset_t *set)
     char uq[INGRESS_URL_MAX + 8];
     int rv;
 
-    if (ingress_load_secrets(&g->cfg, &v, msg) != 0) {
+    if (g->cfg.mode == INGRESS_MODE_IDEM) {
+        v = NULL; /* no signatures: the keyring stays empty */
+        if (idem_tls_load(g, msg) != 0) {
+            fprintf(stderr, "once-ingress: %s\n", msg);
+            return 1;
+        }
+    } else if (ingress_load_secrets(&g->cfg, &v, msg) != 0) {
         fprintf(stderr, "once-ingress: %s\n", msg);
         return 1;
+    } else {
+        atomic_store(&g->metrics.secrets, once_verifier_count(v));
     }
-    atomic_store(&g->metrics.secrets, once_verifier_count(v));
     if (keyring_init(&g->keys, v) != 0) {
         once_verifier_free(v);
         return 1;
@@ -91,12 +101,15 @@ static int start(struct ingress *g, const sigset_t *set)
         return 1;
     }
     log_kv(LOG_INFO, "ready",
-           "listen=%s http_addr=%s upstream=%s scheme=%s secrets=%zu "
+           "mode=%s listen=%s http_addr=%s upstream=%s scheme=%s secrets=%zu "
            "threads=%u",
+           g->cfg.mode == INGRESS_MODE_IDEM ? "idempotency-key" : "webhook",
            g->cfg.listen, g->cfg.http_addr[0] != '\0' ? g->cfg.http_addr : "-",
            log_quote(g->cfg.upstream, uq, sizeof uq),
-           g->cfg.scheme == ONCE_SCHEME_STANDARD ? "standard" : "stripe",
-           once_verifier_count(v), g->cfg.threads);
+           g->cfg.mode == INGRESS_MODE_IDEM        ? "-"
+           : g->cfg.scheme == ONCE_SCHEME_STANDARD ? "standard"
+                                                   : "stripe",
+           v != NULL ? once_verifier_count(v) : 0, g->cfg.threads);
     rv = wait_for_signals(g, set);
     ingress_server_stop(g);
     curl_global_cleanup();
@@ -117,6 +130,7 @@ int main(int argc, char **argv)
     rv = ingress_config_parse(&g->cfg, argc, argv, msg);
     if (rv == 1) {
         fputs(ingress_usage(), stdout);
+        fputs(idem_usage(), stdout);
         free(g);
         return 0;
     }
@@ -133,6 +147,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     rv = start(g, &set);
+    idem_tls_free(g);
     free(g);
     return rv;
 }

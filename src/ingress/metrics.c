@@ -120,6 +120,44 @@ static void latency(struct out *o, struct ingress_metrics *m)
         cum, (double)get(&m->lat_sum_us) / 1e6, get(&m->lat_count));
 }
 
+/* --mode idempotency-key (docs/ingress.md lists them). */
+static void idem_counters(struct out *o, struct ingress_metrics *m)
+{
+    counter(o, "once_ingress_idem_forwarded_total",
+            "Covered requests forwarded by their key's owner.",
+            &m->idem_forwarded);
+    counter(o, "once_ingress_idem_replays_total",
+            "Stored responses replayed (Idempotent-Replayed).",
+            &m->idem_replays);
+    counter(o, "once_ingress_idem_conflicts_total",
+            "A key reused with another request: 422.", &m->idem_conflicts);
+    counter(o, "once_ingress_idem_in_flight_total",
+            "A key's first request still in flight: 409.", &m->idem_in_flight);
+    counter(o, "once_ingress_idem_waits_total",
+            "Requests that waited (--wait) for a key in flight.",
+            &m->idem_waits);
+    counter(o, "once_ingress_idem_upstream_failures_total",
+            "Upstream calls that failed (no answer or a --fail-on status).",
+            &m->idem_upstream_failures);
+    counter(o, "once_ingress_idem_stored_total",
+            "Responses completed into their key's record.", &m->idem_stored);
+    counter(o, "once_ingress_idem_stored_bytes_total",
+            "Bytes of the encoded responses completed.", &m->idem_stored_bytes);
+    counter(o, "once_ingress_idem_not_stored_total",
+            "Responses over --max-response: completed without their body.",
+            &m->idem_not_stored);
+    counter(o, "once_ingress_idem_not_recorded_total",
+            "Forwarded requests whose complete failed (503).",
+            &m->idem_not_recorded);
+    counter(o, "once_ingress_idem_pass_through_total",
+            "Requests forwarded without a claim.", &m->idem_pass_through);
+    counter(o, "once_ingress_idem_bad_requests_total",
+            "Covered requests refused before a claim (400).",
+            &m->idem_bad_request);
+    counter(o, "once_ingress_idem_unavailable_total",
+            "Claims the cluster gave no decision for.", &m->idem_unavailable);
+}
+
 size_t ingress_metrics_text(struct ingress_metrics *m, char *buf, size_t cap)
 {
     struct out o = {buf, cap, 0};
@@ -143,6 +181,7 @@ size_t ingress_metrics_text(struct ingress_metrics *m, char *buf, size_t cap)
     counter(&o, "once_ingress_secret_reload_failures_total",
             "SIGHUP reloads refused (the old secrets stay).",
             &m->reloads_failed);
+    idem_counters(&o, m);
     put(&o,
         "# HELP once_ingress_secrets Secrets in force.\n"
         "# TYPE once_ingress_secrets gauge\nonce_ingress_secrets %llu\n",

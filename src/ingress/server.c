@@ -10,7 +10,8 @@
  * dropped, never kept), the request line and headers by libmicrohttpd's
  * per-connection memory (HEADER_MEMORY: a request whose headers do not
  * fit is answered 431 by the library), connections by --max-connections,
- * an idle connection by IDLE_TIMEOUT_S. */
+ * an idle connection by IDLE_TIMEOUT_S. With --mode idempotency-key any
+ * method is read the same way and handed to idem_server.c whole. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -310,11 +311,13 @@ static enum MHD_Result on_request(void *cls,
                 return rv;
             }
         }
-        if (strcmp(method, "POST") != 0) {
+        if (g->cfg.mode != INGRESS_MODE_IDEM && strcmp(method, "POST") != 0) {
             return plain(conn, 405, "POST a webhook\n");
         }
         if (content_length_over(g, conn)) {
-            return too_large(g, conn);
+            return g->cfg.mode == INGRESS_MODE_IDEM
+                       ? (enum MHD_Result)idem_too_large(g, conn)
+                       : too_large(g, conn);
         }
         q = calloc(1, sizeof *q);
         if (q == NULL) {
@@ -334,6 +337,12 @@ static enum MHD_Result on_request(void *cls,
         return MHD_YES;
     }
     q->answered = true;
+    if (g->cfg.mode == INGRESS_MODE_IDEM) {
+        return q->too_big
+                   ? (enum MHD_Result)idem_too_large(g, conn)
+                   : (enum MHD_Result)idem_serve(g, worker(g), conn, method,
+                                                 url, q->body, q->len);
+    }
     return q->too_big ? too_large(g, conn) : webhook(g, conn, q);
 }
 
@@ -396,6 +405,8 @@ static struct MHD_Daemon *start_one(struct ingress *g,
                                     unsigned threads)
 {
     struct sockaddr_in sa;
+    struct MHD_OptionItem tls[4]; /* --mode idempotency-key: HTTPS */
+    unsigned tls_flags = idem_tls_options(g, h == on_request, tls);
 
     /* The flags' check (config.c) took the port as sscanf's %5u does:
      * strtoul's rule reads every such port to the same number. */
@@ -403,7 +414,8 @@ static struct MHD_Daemon *start_one(struct ingress *g,
         return NULL;
     }
     return MHD_start_daemon(
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, h, g,
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | tls_flags, 0, NULL,
+        NULL, h, g,
         /* The logger first: else MHD complains through its own logger. */
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, g, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads,
@@ -411,7 +423,8 @@ static struct MHD_Daemon *start_one(struct ingress *g,
         MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HEADER_MEMORY,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, BACKLOG, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, g, MHD_OPTION_END);
+        on_completed, g, MHD_OPTION_UNESCAPE_CALLBACK, ingress_unescape, g,
+        MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 }
 
 int ingress_server_start(struct ingress *g, char *msg)

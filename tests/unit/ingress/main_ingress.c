@@ -3,12 +3,14 @@
 #include <stdlib.h>
 
 Suite *ingress_suite(void);
+Suite *idem_suite(void);
 
 int main(void)
 {
     SRunner *sr = srunner_create(ingress_suite());
     int failed;
 
+    srunner_add_suite(sr, idem_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
