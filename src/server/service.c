@@ -34,6 +34,7 @@
 #include "server/forward.h"
 #include "server/reply.h"
 #include "server/server.h"
+#include "server/service_batch.h"
 
 /* One record command waiting for the Raft layer. */
 struct service_op
@@ -344,6 +345,8 @@ static const struct service_method methods[] = {
     {RPC_METHOD_QUOTA_LIST, ON_LEADER | SERVICE_ADMIN, NULL, admin_quota_list},
     {RPC_METHOD_SCHEMA_UPGRADE, ON_LEADER | SERVICE_ADMIN, NULL,
      admin_schema_upgrade},
+    {RPC_METHOD_CLAIM_BATCH, ON_LEADER, service_check_claim_batch,
+     service_serve_claim_batch},
 };
 
 static const struct service_method *method_of(enum rpc_method m)
@@ -396,7 +399,7 @@ static bool authorized(struct server *s,
                        struct rpc_call *call,
                        const struct envelope_view *req,
                        const ProtobufCMessage *msg,
-                       const struct service_in *in)
+                       struct service_in *in)
 {
     struct authz_caller who;
     struct authz_req ar;
@@ -415,6 +418,7 @@ static bool authorized(struct server *s,
         rv = authz_check(&who, &ar, why);
     }
     if (rv == 0) {
+        in->who = who;
         return true;
     }
     if (log_enabled(LOG_DEBUG)) {

@@ -27,6 +27,7 @@
 
 #include "fsm/fsm.h"
 #include "rpc/conn.h"
+#include "server/authz.h"
 
 struct server;
 
@@ -44,6 +45,9 @@ struct service_in
     struct fsm_cmd cmd;        /* Claim, Complete, Release, Lookup, Forget */
     const uint8_t *request_id; /* Claim, Complete, Release; else NULL */
     struct fsm_member member;  /* MembersAdd */
+    /* Who calls, once authorized (service.c): ClaimBatch authorizes each
+     * item's scope as this caller. */
+    struct authz_caller who;
 };
 
 typedef int (*service_check_fn)(const ProtobufCMessage *msg,
