@@ -220,22 +220,8 @@ int service_check_claim_batch(const ProtobufCMessage *msg,
                               struct service_in *in,
                               char *why)
 {
-    const Once__Rpc__ClaimBatchRequest *r = (const void *)msg;
-    size_t bytes;
-
     (void)in;
-    if (r->n_items < 1 || r->n_items > RPC_CLAIM_BATCH_MAX) {
-        err_printf(why, "items: must be 1..%u claims, got %zu",
-                   RPC_CLAIM_BATCH_MAX, r->n_items);
-        return -EINVAL;
-    }
-    bytes = once__rpc__claim_batch_request__get_packed_size(r);
-    if (bytes > RPC_CLAIM_BATCH_BYTES_MAX) {
-        err_printf(why, "items: %zu bytes encoded, over %u", bytes,
-                   RPC_CLAIM_BATCH_BYTES_MAX);
-        return -EINVAL;
-    }
-    return 0;
+    return convert_claim_batch_check((const void *)msg, why);
 }
 
 /* Item @i up to its submission; false: answered already. */
