@@ -8,16 +8,16 @@
  *   2. the caller's right to claim in its scope (authz_check with the
  *      Claim right): a refusal is that item's PERMISSION_DENIED;
  *   3. replica_submit as an ordinary Claim command: the items that pass go
- *      into the proposal queue one after the other in one loop turn, so
- *      they are consecutive commands of the log (one entry, or the next
- *      entries, with nothing between them: the queue is FIFO and this turn
- *      adds nothing else), applied in order and answered only from apply,
- *      after the majority fsync. Quotas are the state machine's, per
- *      command, at apply.
- * Each item's answer is packed as soon as it is known (the fsm's result is
- * borrowed for its callback only); the call is answered when the last one
- * is. The answer's items are concatenated in the request's order: the
- * encoding of a repeated message field is its elements one after the
+ *      into the proposal queue one after the other in one loop turn, held
+ *      (replica_submit_hold) so that none is proposed before the last is
+ *      queued, so they are consecutive commands of the log (one entry, or
+ *      the next entries, with nothing between them: the queue is FIFO and
+ *      this turn adds nothing else), applied in order and answered only
+ *      from apply, after the majority fsync. Quotas are the state machine's,
+ * per command, at apply. Each item's answer is packed as soon as it is known
+ * (the fsm's result is borrowed for its callback only); the call is answered
+ * when the last one is. The answer's items are concatenated in the request's
+ * order: the encoding of a repeated message field is its elements one after the
  * other, so the answer is the ClaimBatchResponse without a second copy.
  * An item whose answer would take the answer past RPC_CLAIM_BATCH_BYTES_MAX
  * (large stored results) is answered UNKNOWN instead: retried alone with
@@ -294,9 +294,13 @@ void service_serve_claim_batch(struct server *s,
     b->submitting = true;
     /* From here a passed deadline is "outcome unknown". */
     rpc_call_mark_sent(call);
+    /* One group: the items share the next proposal instead of the first
+     * going alone (replica_submit_hold). */
+    replica_submit_hold(&s->rep);
     for (size_t i = 0; i < n; i++) {
         (void)item_submit(b, i, r->items[i], &in->who);
     }
+    replica_submit_release(&s->rep);
     b->submitting = false;
     maybe_answer(b);
 }
