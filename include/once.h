@@ -395,6 +395,56 @@ int once_run(once_client *c, int timeout_ms);
 const char *once_client_last_error(const once_client *c);
 
 /* ------------------------------------------------------------------------
+ * Batch claims: up to ONCE_BATCH_MAX claims in one call, one round trip
+ * and one consensus round for all of them (docs/design.md §5, ClaimBatch).
+ *
+ * Each item is a struct once_claim as once_claim takes it (its timeout_ms
+ * is ignored: the batch has one deadline, @timeout_ms, 0: the client's)
+ * and gets its own request id (given, or fresh). The cluster applies the
+ * items in order, as consecutive claims, so @rs[i] is exactly what
+ * once_claim would have answered at that point (a key twice in one batch:
+ * ACCEPTED, then REPLAYED). Each result has its own status: an item the
+ * cluster refused alone (a bound, PERMISSION_DENIED for its scope, a full
+ * queue) says so in its @rs[i], never in the others'. Items whose outcome
+ * is unknown or that were refused "not now" (UNAVAILABLE, RESOURCE_EXHAUSTED)
+ * are sent again, alone, with their request ids, until the deadline; a
+ * call-level failure (no leader, connection lost) is retried for all of
+ * the items left, likewise. An item argument the library refuses makes
+ * the whole call INVALID_ARGUMENT without a round trip (the caller's bug).
+ *
+ * The encoded items are bounded too: ONCE_BATCH_BYTES_MAX bytes (about
+ * 1,600 claims of the largest size; 4,096 of up to ~240 bytes each).
+ * ---------------------------------------------------------------------- */
+
+#define ONCE_BATCH_MAX       4096
+#define ONCE_BATCH_BYTES_MAX 1015808 /* 992 KiB of encoded ClaimRequests */
+
+/* @rs: @n results the caller has initialised (once_result_init); each is
+ * cleared and filled. Returns ONCE_STATUS_OK if every item got a decision
+ * (status OK), else the status of the first item that did not. */
+int once_claim_batch(once_client *c,
+                     const struct once_claim *items,
+                     size_t n,
+                     uint32_t timeout_ms,
+                     struct once_result *rs);
+
+/* @rs[0..n) valid only during the callback (the library clears them);
+ * @status as once_claim_batch returns it. */
+typedef void (*once_batch_cb)(void *arg,
+                              int status,
+                              struct once_result *rs,
+                              size_t n);
+
+/* As once_claim_async, for a batch (it counts as one call against
+ * max_inflight): 0 if queued, else a negated errno and no callback. */
+int once_claim_batch_async(once_client *c,
+                           const struct once_claim *items,
+                           size_t n,
+                           uint32_t timeout_ms,
+                           once_batch_cb cb,
+                           void *arg);
+
+/* ------------------------------------------------------------------------
  * Admin
  * ---------------------------------------------------------------------- */
 

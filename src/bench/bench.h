@@ -51,6 +51,9 @@ struct bench_cfg
      * duration is BENCH_DURATION_MAX_MS, an upper bound only. */
     uint64_t count;
     bool json;
+    /* --batch: claims per call through once_claim_batch_async (0: single
+     * claims through once_claim_async). */
+    uint32_t batch;
     const char *plot; /* PNG path, or NULL */
     /* --tls-ca/--tls-cert/--tls-key (argv's; NULL: $ONCE_TLS_CA, ...,
      * read by once_bench.c, or plaintext). */

@@ -17,7 +17,7 @@ const char bench_usage[] =
     "                  [--keys unique|replay:PCT|hot:K]\n"
     "                  [--kind nonce|idempotent] [--rate R] [--ttl DUR]\n"
     "                  [--timeout DUR] [--gap DUR] [--scope S] [--json]\n"
-    "                  [--plot FILE.png] [--count N]\n"
+    "                  [--plot FILE.png] [--count N] [--batch N]\n"
     "                  [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]\n"
     "                  [--op claim|lookup|lookup-leader] [--spread]\n"
     "\n"
@@ -76,6 +76,13 @@ const char bench_usage[] =
     "                         --cluster only (mod their number), so the load\n"
     "                         is spread over the nodes; without it every\n"
     "                         connection gets every address\n"
+    "  --batch N              send batch claims (once_claim_batch_async):\n"
+    "                         N claims (1..4096) per call, each slot one\n"
+    "                         call; every item is a claim in the figures\n"
+    "                         (claims/s, outcomes, errors), its latency\n"
+    "                         that of its call. Default: single claims\n"
+    "                         (once_claim_async). Not with --rate,\n"
+    "                         --count or --op lookup*\n"
     "  --help                 this text\n"
     "\n"
     "Prints ops/s (answered claims, status OK, per second of the measured\n"
@@ -299,7 +306,7 @@ static const char *const value_flags[] = {
     "--cluster",  "--connections", "--pipeline", "--duration", "--warmup",
     "--keys",     "--kind",        "--rate",     "--ttl",      "--timeout",
     "--gap",      "--scope",       "--count",    "--plot",     "--tls-ca",
-    "--tls-cert", "--tls-key",     "--op",
+    "--tls-cert", "--tls-key",     "--op",       "--batch",
 };
 
 /* Set flag @name (one of value_flags) from @v. 0, or -EINVAL with @err. */
@@ -326,6 +333,9 @@ static int set_flag(struct bench_cfg *cfg,
     } else if (strcmp(name, "--pipeline") == 0) {
         rv = number(name, v, 1, BENCH_PIPELINE_MAX, "", &n, err);
         cfg->pipeline = rv == 0 ? (uint32_t)n : cfg->pipeline;
+    } else if (strcmp(name, "--batch") == 0) {
+        rv = number(name, v, 1, ONCE_BATCH_MAX, " claims", &n, err);
+        cfg->batch = rv == 0 ? (uint32_t)n : cfg->batch;
     } else if (strcmp(name, "--rate") == 0) {
         rv = number(name, v, 1, BENCH_RATE_MAX, " claims/s", &n, err);
         cfg->rate = rv == 0 ? n : cfg->rate;
@@ -428,6 +438,14 @@ int bench_parse(int argc,
         err_printf(err,
                    "--rate: %llu claims/s is less than one per connection (%u)",
                    (unsigned long long)cfg->rate, cfg->connections);
+        return -EINVAL;
+    }
+    if (cfg->batch != 0 && (cfg->rate != 0 || cfg->count != 0)) {
+        err_printf(err, "--batch: not with --rate or --count");
+        return -EINVAL;
+    }
+    if (cfg->batch != 0 && cfg->op != BENCH_OP_CLAIM) {
+        err_printf(err, "--batch: claims only, not with --op lookup");
         return -EINVAL;
     }
     if (cfg->count != 0 && !have_duration) {

@@ -78,8 +78,12 @@ struct worker
     uint64_t outcomes[OUTCOMES_N];
     uint64_t errors[STATUSES_N];
     uint64_t submit_errors;
+    uint64_t calls; /* --batch: batch calls answered in the window */
     char first_error[160];
     int failed; /* could not make its client */
+    /* --batch: the items of the call being made (libonce copies them). */
+    struct once_claim *items;
+    char (*keys)[KEY_BUF];
 };
 
 struct gap
@@ -217,6 +221,44 @@ static void on_stop_signal(int sig)
 }
 
 static void on_done(void *arg, struct once_result *r);
+static void on_batch_done(void *arg,
+                          int status,
+                          struct once_result *rs,
+                          size_t n);
+
+/* --batch: one call of cfg->batch claims on a free slot. */
+static bool send_batch(struct worker *w, uint64_t due_ns)
+{
+    const struct bench_cfg *cfg = w->run->cfg;
+    struct slot *s = w->free_slots[--w->n_free];
+
+    s->due_ns = due_ns;
+    for (uint32_t i = 0; i < cfg->batch; i++) {
+        struct once_claim *a = &w->items[i];
+
+        memset(a, 0, sizeof *a);
+        next_key(w, w->keys[i]);
+        a->scope = (const uint8_t *)cfg->scope;
+        a->scope_len = strlen(cfg->scope);
+        a->key = (const uint8_t *)w->keys[i];
+        a->key_len = strlen(w->keys[i]);
+        a->kind = cfg->kind;
+        a->ttl_ms = cfg->ttl_ms;
+    }
+    if (once_claim_batch_async(w->c, w->items, cfg->batch, cfg->timeout_ms,
+                               on_batch_done, s) != 0) {
+        w->free_slots[w->n_free++] = s;
+        if (due_ns >= w->run->start_ns && due_ns < end_of(w->run)) {
+            w->submit_errors++;
+        }
+        if (w->first_error[0] == '\0') {
+            (void)snprintf(w->first_error, sizeof w->first_error, "submit: %s",
+                           once_client_last_error(w->c));
+        }
+        return false;
+    }
+    return true;
+}
 
 /* A refused submission: the slot and the budget back, counted. */
 static bool refused(struct worker *w, struct slot *s, uint64_t due_ns)
@@ -255,6 +297,9 @@ static bool send_claim(struct worker *w, uint64_t due_ns)
     struct slot *s;
     struct once_claim a;
 
+    if (cfg->batch != 0) {
+        return send_batch(w, due_ns);
+    }
     if (!take_budget(w->run, due_ns)) {
         if (cfg->rate != 0) {
             w->stopping = true; /* nothing more to send, ever */
@@ -336,12 +381,11 @@ static void note_success(struct run *run, uint64_t now)
     }
 }
 
-static void on_done(void *arg, struct once_result *r)
+/* One claim's answer (a single claim, or an item of a batch) at @now. */
+static void count_one(struct slot *s, struct once_result *r, uint64_t now)
 {
-    struct slot *s = arg;
     struct worker *w = s->w;
     struct run *run = w->run;
-    uint64_t now = now_ns();
     uint64_t end = end_of(run);
 
     if (r->status != ONCE_STATUS_OK) {
@@ -377,6 +421,14 @@ static void on_done(void *arg, struct once_result *r)
         /* Warmup: the window without success starts at the first one. */
         __atomic_store_n(&run->last_ok_ns, now, __ATOMIC_RELAXED);
     }
+}
+
+/* Slot @s is free again at @now: send the next call. */
+static void slot_free(struct slot *s, uint64_t now)
+{
+    struct worker *w = s->w;
+    struct run *run = w->run;
+
     w->free_slots[w->n_free++] = s;
     if (now >= end_of(run)) {
         w->stopping = true;
@@ -387,6 +439,34 @@ static void on_done(void *arg, struct once_result *r)
     } else {
         send_due(w, now);
     }
+}
+
+static void on_done(void *arg, struct once_result *r)
+{
+    struct slot *s = arg;
+    uint64_t now = now_ns();
+
+    count_one(s, r, now);
+    slot_free(s, now);
+}
+
+static void on_batch_done(void *arg,
+                          int status,
+                          struct once_result *rs,
+                          size_t n)
+{
+    struct slot *s = arg;
+    struct run *run = s->w->run;
+    uint64_t now = now_ns();
+
+    (void)status;
+    for (size_t i = 0; i < n; i++) {
+        count_one(s, &rs[i], now);
+    }
+    if (now >= run->start_ns && now < end_of(run)) {
+        s->w->calls++;
+    }
+    slot_free(s, now);
 }
 
 static void *worker_main(void *arg)
@@ -499,6 +579,7 @@ struct totals
     uint64_t outcomes[OUTCOMES_N];
     uint64_t errors[STATUSES_N];
     uint64_t submit_errors;
+    uint64_t calls; /* --batch */
     double cpu_user_s;
     double cpu_sys_s;
     double seconds;
@@ -521,10 +602,10 @@ static void print_text(const struct run *run, const struct totals *t)
     bool any = false;
 
     printf(
-        "once-bench: %s, %zu address(es)%s, connections %u, pipeline %u, %s, "
-        "keys %s, kind %s, %.1f s measured\n",
+        "once-bench: %s, %zu address(es)%s, connections %u, pipeline %u, "
+        "batch %u, %s, keys %s, kind %s, %.1f s measured\n",
         op_name(cfg->op), cfg->n_addrs, cfg->spread ? " spread" : "",
-        cfg->connections, cfg->pipeline,
+        cfg->connections, cfg->pipeline, cfg->batch,
         cfg->rate == 0 ? "closed loop" : "fixed rate",
         keys_text(cfg, kb, sizeof kb),
         cfg->kind == ONCE_NONCE ? "nonce" : "idempotent", t->seconds);
@@ -541,6 +622,15 @@ static void print_text(const struct run *run, const struct totals *t)
     }
     printf("ops/s:      %.1f (%" PRIu64 " answered claims)\n",
            (double)t->ok / t->seconds, t->ok);
+    if (cfg->batch != 0) {
+        printf(
+            "batch:      %u claims per call: %.1f claims/s, %.1f calls/s "
+            "(%" PRIu64
+            " calls); latency below is per item (its "
+            "call's)\n",
+            cfg->batch, (double)t->ok / t->seconds,
+            (double)t->calls / t->seconds, t->calls);
+    }
     printf(
         "latency ms: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  "
         "mean %.3f\n",
@@ -631,10 +721,12 @@ static void print_json(const struct run *run, const struct totals *t)
     printf(
         "],\"cpu_user_s\":%.3f,\"cpu_sys_s\":%.3f,\"connections\":%u,"
         "\"pipeline\":%u,\"rate\":%" PRIu64 ",\"count\":%" PRIu64
-        ",\"keys\":\"%s\","
+        ",\"batch\":%u,\"calls\":%" PRIu64
+        ",\"claims_per_sec\":%.1f,\"keys\":\"%s\","
         "\"kind\":\"%s\",\"op\":\"%s\",\"spread\":%s}\n",
         t->cpu_user_s, t->cpu_sys_s, cfg->connections, cfg->pipeline, cfg->rate,
-        cfg->count, keys_text(cfg, kb, sizeof kb),
+        cfg->count, cfg->batch, t->calls, (double)t->ok / t->seconds,
+        keys_text(cfg, kb, sizeof kb),
         cfg->kind == ONCE_NONCE ? "nonce" : "idempotent", op_name(cfg->op),
         cfg->spread ? "true" : "false");
 }
@@ -828,6 +920,14 @@ static int setup_worker(struct run *run, struct worker *w, unsigned i)
         w->free_slots[j] = &w->slots[cfg->pipeline - 1 - j];
     }
     w->n_free = cfg->pipeline;
+    if (cfg->batch != 0) {
+        w->items = calloc(cfg->batch, sizeof *w->items);
+        w->keys = calloc(cfg->batch, sizeof *w->keys);
+        if (w->items == NULL || w->keys == NULL) {
+            fprintf(stderr, "once-bench: out of memory\n");
+            return 1;
+        }
+    }
     if (once_client_new(&o, &w->c, err, sizeof err) != 0) {
         fprintf(stderr, "once-bench: client: %s\n", err);
         return 1;
@@ -896,6 +996,7 @@ static void join_workers(const struct run *run,
             t->errors[j] += ws[i].errors[j];
         }
         t->submit_errors += ws[i].submit_errors;
+        t->calls += ws[i].calls;
         if (t->first_error == NULL && ws[i].first_error[0] != '\0') {
             t->first_error = ws[i].first_error;
         }
@@ -1003,6 +1104,8 @@ int main(int argc, char **argv)
         once_client_free(ws[i].c);
         free(ws[i].slots);
         free(ws[i].free_slots);
+        free(ws[i].items);
+        free(ws[i].keys);
     }
     free(ws);
     free(run.sec_ok);

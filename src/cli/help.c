@@ -293,7 +293,20 @@ static const char help_session[] =
     "\"message\":\"...\",\"exit\":2}\n"
     "and the session goes on. Blank lines are skipped; a null value is the\n"
     "same as an absent key; an unknown key is refused. EOF ends the session\n"
-    "with exit 0.\n";
+    "with exit 0.\n"
+    "\n"
+    "A batch claim (session only): up to 4096 claims in one call, applied\n"
+    "in order (a key twice: ACCEPTED, then REPLAYED):\n"
+    "  {\"cmd\":\"claim batch\",\"items\":[{\"scope\":\"s\",\"key\":\"k1\","
+    "\"ttl\":\"1h\"},\n"
+    "   {\"scope\":\"s\",\"key\":\"k2\",\"ttl\":\"1h\"}],\"timeout\":\"5s\","
+    "\"id\":ANY}\n"
+    "Each item takes the fields of a claim request (no cmd, id or timeout).\n"
+    "The answer is {\"items\":[one claim answer per item, in order, each\n"
+    "with its own \"exit\"], \"exit\":...}: 0 if every item got a decision\n"
+    "(any outcome), else the exit of the first item that did not. An item\n"
+    "refused alone (a bound, its scope's right, a quota) says so in its own\n"
+    "answer; a malformed item refuses the whole line, exit 2.\n";
 
 static const char help_overview[] =
     "usage: oncectl [--cluster IP:PORT,...] [--json] [--timeout DUR]\n"

@@ -179,6 +179,15 @@ int client_read_result(const Once__Rpc__Result *res,
  * the method has: @status_out, @members_out + @n_members_out,
  * @u64_a (transfer: new leader; snapshot: index), @u64_b (snapshot: size);
  * each may be NULL when @method has no such output). */
+/* ClaimBatch: where each answered item goes: item k of the answer into
+ * rs[idx[k]], for k < n (the items sent, in order). */
+struct client_batch_out
+{
+    struct once_result *rs;
+    const size_t *idx;
+    size_t n;
+};
+
 struct client_outputs
 {
     struct once_status_info *status;
@@ -194,6 +203,7 @@ struct client_outputs
     size_t buf_cap;
     size_t *buf_n;
     bool *ready;
+    struct client_batch_out *batch; /* ClaimBatch */
 };
 int client_read_body(enum rpc_method method,
                      const ProtobufCMessage *body,

@@ -105,6 +105,10 @@ int op_take_request_id(struct op *op, const uint8_t *given);
  * the client's default). */
 void op_start(struct op *op, uint32_t timeout_ms);
 
+/* As op_start, the first attempt @delay_ms from now (0: at once); the
+ * deadline still counts from now. A batch's next round (batch.c). */
+void op_start_after(struct op *op, uint32_t timeout_ms, uint64_t delay_ms);
+
 /* Run @op to its end, move its result into @r (the caller's to clear),
  * free @op; returns r->status. */
 int op_run_sync(struct op *op, uint32_t timeout_ms, struct once_result *r);

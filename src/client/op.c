@@ -577,6 +577,23 @@ void op_start(struct op *op, uint32_t timeout_ms)
     attempt(op);
 }
 
+void op_start_after(struct op *op, uint32_t timeout_ms, uint64_t delay_ms)
+{
+    struct once_client *c = op->c;
+
+    if (delay_ms == 0) {
+        op_start(op, timeout_ms);
+        return;
+    }
+    op->timeout_ms = timeout_ms != 0 ? timeout_ms : c->timeout_ms;
+    uv_update_time(&c->loop);
+    op->deadline = uv_now(&c->loop) + op->timeout_ms;
+    if (!op->one_node) {
+        op->node = c->preferred;
+    }
+    wait_then_attempt(op, delay_ms);
+}
+
 /* Run @op to its end and move its result into @r. */
 int op_run_sync(struct op *op, uint32_t timeout_ms, struct once_result *r)
 {

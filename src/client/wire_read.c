@@ -387,6 +387,98 @@ static int read_backup_chunk(const Once__Rpc__BackupReadResponse *m,
     return 0;
 }
 
+static bool rpc_status_known(int st)
+{
+    switch (st) {
+        case RPC_STATUS_UNKNOWN:
+        case RPC_STATUS_INVALID_ARGUMENT:
+        case RPC_STATUS_DEADLINE_EXCEEDED:
+        case RPC_STATUS_PERMISSION_DENIED:
+        case RPC_STATUS_RESOURCE_EXHAUSTED:
+        case RPC_STATUS_FAILED_PRECONDITION:
+        case RPC_STATUS_UNAVAILABLE:
+        case RPC_STATUS_WRONG_GROUP:
+        case RPC_STATUS_MOVING:
+            return true;
+        default:
+            return false;
+    }
+}
+
+/* One item of a ClaimBatch answer into @r (cleared first). */
+static int read_batch_item(size_t k,
+                           const Once__Rpc__ClaimBatchItem *it,
+                           struct once_result *r,
+                           char *err)
+{
+    char why[ERR_MSG_SIZE];
+
+    once_result_clear(r);
+    if (it == NULL) {
+        err_printf(err, "items[%zu]: missing", k);
+        return RPC_E_PROTOCOL;
+    }
+    if (it->status == ONCE__RPC__STATUS__STATUS_OK) {
+        if (it->applied != ONCE__RPC__APPLIED__APPLIED_UNSPECIFIED ||
+            it->result == NULL) {
+            err_printf(err, "items[%zu]: OK needs a result and no applied", k);
+            return RPC_E_PROTOCOL;
+        }
+        if (client_read_result(it->result, r, why) != 0) {
+            err_printf(err, "items[%zu].%s", k, why);
+            return RPC_E_PROTOCOL;
+        }
+        r->status = ONCE_STATUS_OK;
+        r->applied = ONCE_APPLIED_NONE;
+        return 0;
+    }
+    if (!rpc_status_known((int)it->status) ||
+        (it->applied != ONCE__RPC__APPLIED__APPLIED_FALSE &&
+         it->applied != ONCE__RPC__APPLIED__APPLIED_UNKNOWN) ||
+        it->error.len > ONCE_ERROR_MAX ||
+        (it->error.len > 0 &&
+         memchr(it->error.data, 0, it->error.len) != NULL)) {
+        err_printf(err, "items[%zu]: status, applied or error out of bounds",
+                   k);
+        return RPC_E_PROTOCOL;
+    }
+    r->status = client_status_from_rpc((enum rpc_status)it->status);
+    r->applied = it->applied == ONCE__RPC__APPLIED__APPLIED_UNKNOWN
+                     ? ONCE_APPLIED_UNKNOWN
+                     : ONCE_APPLIED_FALSE;
+    if (it->error.len > 0) {
+        memcpy(r->error, it->error.data, it->error.len);
+    }
+    r->error[it->error.len] = '\0';
+    return 0;
+}
+
+static int read_batch(const Once__Rpc__ClaimBatchResponse *m,
+                      const struct client_outputs *out,
+                      struct once_result *r,
+                      char *err)
+{
+    const struct client_batch_out *b = out != NULL ? out->batch : NULL;
+
+    if (b == NULL) {
+        err_printf(err, "ClaimBatch answer without a place for its items");
+        return -EINVAL;
+    }
+    if (m->n_items != b->n) {
+        err_printf(err, "items: %zu answered for %zu sent", m->n_items, b->n);
+        return RPC_E_PROTOCOL;
+    }
+    for (size_t k = 0; k < b->n; k++) {
+        int rv = read_batch_item(k, m->items[k], &b->rs[b->idx[k]], err);
+
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    r->outcome = ONCE_OK;
+    return 0;
+}
+
 int client_read_body(enum rpc_method method,
                      const ProtobufCMessage *body,
                      struct once_result *r,
@@ -506,6 +598,9 @@ int client_read_body(enum rpc_method method,
             }
             return read_config(u->result, r, err);
         }
+        case RPC_METHOD_CLAIM_BATCH:
+            return read_batch((const Once__Rpc__ClaimBatchResponse *)body, out,
+                              r, err);
         case RPC_METHOD_READ_INDEX: /* node to node: libonce never asks */
         case RPC_METHOD_UNSPECIFIED:
             break;

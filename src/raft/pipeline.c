@@ -437,9 +437,10 @@ static void dispatch(struct replica *rep)
 {
     struct raft *r = rep->raft;
 
-    /* Never propose from inside one of raft's callbacks (see the top). */
-    if (rep->cb_depth > 0 || rep->inflight != INFLIGHT_NONE || !rep->leader ||
-        r->transfer != NULL) {
+    /* Never propose from inside one of raft's callbacks (see the top), nor
+     * in the middle of a group of submissions (replica_submit_hold). */
+    if (rep->cb_depth > 0 || rep->held > 0 || rep->inflight != INFLIGHT_NONE ||
+        !rep->leader || r->transfer != NULL) {
         return;
     }
     if (rep->g1_due) {
@@ -684,6 +685,18 @@ int replica_submit(struct replica *rep,
                    replica_cb cb)
 {
     return enqueue(rep, req, cmd, NULL, cb);
+}
+
+void replica_submit_hold(struct replica *rep)
+{
+    rep->held++;
+}
+
+void replica_submit_release(struct replica *rep)
+{
+    ONCE_ASSERT(rep->held > 0, "a release follows its hold");
+    rep->held--;
+    dispatch(rep);
 }
 
 int replica_lookup(struct replica *rep,

@@ -394,6 +394,9 @@ struct replica
     struct replica_member_req internal;
     uint64_t reconcile_removals;
     uint64_t config_refreshes;
+
+    /* replica_submit_hold: submissions of one group still to come */
+    unsigned held;
 };
 
 /* Node use: set up @rep over @inner (an uninitialised-by-raft raft_io such as
@@ -483,6 +486,16 @@ int replica_submit(struct replica *rep,
                    struct replica_req *req,
                    const struct fsm_cmd *cmd,
                    replica_cb cb);
+
+/* A group of submissions that must share a proposal (a ClaimBatch's items):
+ * between replica_submit_hold and replica_submit_release nothing is
+ * proposed, so the group's commands queue up together and go into the
+ * next batch entry (or consecutive ones) in order, instead of the first
+ * going alone when nothing is in flight and the rest waiting for its
+ * commit. Release proposes at once if it can. Holds nest; loop thread
+ * only, in one loop turn (no raft callback runs in between). */
+void replica_submit_hold(struct replica *rep);
+void replica_submit_release(struct replica *rep);
 
 /* Linearizable read of (scope, key): rides the next barrier (or the next
  * batch, as a Lookup command). Same return convention. */

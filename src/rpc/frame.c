@@ -42,6 +42,7 @@ SAME(RPC_METHOD_QUOTA_SET, ONCE__RPC__METHOD__METHOD_QUOTA_SET);
 SAME(RPC_METHOD_QUOTA_LIST, ONCE__RPC__METHOD__METHOD_QUOTA_LIST);
 SAME(RPC_METHOD_SCHEMA_UPGRADE, ONCE__RPC__METHOD__METHOD_SCHEMA_UPGRADE);
 SAME(RPC_METHOD_READ_INDEX, ONCE__RPC__METHOD__METHOD_READ_INDEX);
+SAME(RPC_METHOD_CLAIM_BATCH, ONCE__RPC__METHOD__METHOD_CLAIM_BATCH);
 SAME(RPC_REQUEST, ONCE__RPC__DIRECTION__DIRECTION_REQUEST);
 SAME(RPC_RESPONSE, ONCE__RPC__DIRECTION__DIRECTION_RESPONSE);
 SAME(RPC_STATUS_OK, ONCE__RPC__STATUS__STATUS_OK);
@@ -662,10 +663,29 @@ const ProtobufCMessageDescriptor *envelope_body_descriptor(
              once__rpc__schema_upgrade_response__descriptor);
         BODY(READ_INDEX, once__rpc__read_index_request__descriptor,
              once__rpc__read_index_response__descriptor);
+        BODY(CLAIM_BATCH, once__rpc__claim_batch_request__descriptor,
+             once__rpc__claim_batch_response__descriptor);
         case RPC_METHOD_UNSPECIFIED:
             break;
     }
     return NULL;
+}
+
+/* A ClaimBatch holds up to RPC_CLAIM_BATCH_MAX messages, each unpacked
+ * into a struct several times the size of its few encoded bytes: what
+ * ENVELOPE_BUDGET's slack does not cover, bounded by the item count. */
+static size_t batch_budget(enum rpc_method method, enum rpc_direction direction)
+{
+    if (method != RPC_METHOD_CLAIM_BATCH) {
+        return 0;
+    }
+    if (direction == RPC_REQUEST) {
+        return RPC_CLAIM_BATCH_MAX *
+               (sizeof(Once__Rpc__ClaimRequest) + sizeof(void *) + 64);
+    }
+    return RPC_CLAIM_BATCH_MAX *
+           (sizeof(Once__Rpc__ClaimBatchItem) + sizeof(Once__Rpc__Result) +
+            sizeof(Once__Rpc__OwnerToken) + sizeof(void *) + 128);
 }
 
 int envelope_unpack_body(struct envelope_view *v,
@@ -682,7 +702,8 @@ int envelope_unpack_body(struct envelope_view *v,
         return RPC_E_ENUM;
     }
     /* The envelope's allocations stay (the body points into them). */
-    v->budget = v->used + ENVELOPE_BUDGET(v->body_len);
+    v->budget = v->used + ENVELOPE_BUDGET(v->body_len) +
+                batch_budget(v->method, v->direction);
     v->over_budget = false;
     v->nomem = false;
     *out = protobuf_c_message_unpack(d, &v->pb, v->body_len, v->body);
@@ -709,6 +730,7 @@ const char *rpc_method_name(enum rpc_method m)
         "MEMBERS_ADD",   "MEMBERS_REMOVE", "MEMBERS_ASSIGN", "TRANSFER",
         "SNAPSHOT_TAKE", "BACKUP_OPEN",    "BACKUP_READ",    "BACKUP_CLOSE",
         "QUOTA_SET",     "QUOTA_LIST",     "SCHEMA_UPGRADE", "READ_INDEX",
+        "CLAIM_BATCH",
     };
 
     return method_known(m) ? names[m] : "unknown";

@@ -71,10 +71,19 @@ enum rpc_method {
     RPC_METHOD_QUOTA_LIST,
     RPC_METHOD_SCHEMA_UPGRADE,
     RPC_METHOD_READ_INDEX,
+    RPC_METHOD_CLAIM_BATCH,
 };
 /* Envelope.caller_cert: the DER of one certificate. */
 #define RPC_CALLER_CERT_MAX (16u << 10)
-#define RPC_METHOD_LAST     RPC_METHOD_READ_INDEX
+#define RPC_METHOD_LAST     RPC_METHOD_CLAIM_BATCH
+/* ClaimBatch: items per call, and the encoded request's bytes: with its
+ * envelope (and a forwarded call's caller certificate, RPC_CALLER_CERT_MAX)
+ * it fits FRAME_MAX_DEFAULT, so any node with the default limits can take
+ * it and forward it. The answer is bounded by the same figure (the node
+ * answers an item that would overflow it UNKNOWN: retried alone, with its
+ * request id, it gets its answer in a smaller frame). */
+#define RPC_CLAIM_BATCH_MAX       4096u
+#define RPC_CLAIM_BATCH_BYTES_MAX (FRAME_MAX_DEFAULT - (32u << 10))
 
 enum rpc_direction {
     RPC_REQUEST = 1,

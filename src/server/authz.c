@@ -49,6 +49,10 @@ static const struct right rights[] = {
     {RPC_METHOD_SCHEMA_UPGRADE, "schema upgrade", R_ADMIN, false},
     /* A follower's read barrier: an index, nothing of any record. */
     {RPC_METHOD_READ_INDEX, "read index", R_MEMBER | R_ADMIN, false},
+    /* The call itself; each item is then checked with the Claim right in
+     * its own scope (service_batch.c), so one item out of scope is refused
+     * alone. */
+    {RPC_METHOD_CLAIM_BATCH, "claim batch", R_CLIENT | R_ADMIN, false},
 };
 
 /* Not a method: GET /metrics on the HTTP port with TLS. */

@@ -5,6 +5,8 @@
  * request:
  *
  *   Claim, Complete, Release, Lookup   client within its scopes; admin
+ *   ClaimBatch                         client, admin; each item then as
+ *                                      a Claim in its own scope
  *   Status                             client (no state digest), monitor,
  *                                      member, admin
  *   MembersList                        monitor, member, admin

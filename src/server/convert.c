@@ -8,6 +8,7 @@
 
 #include "common/addr.h"
 #include "common/err.h"
+#include "rpc/frame.h"
 
 /* Numbers of the wire enums equal the fsm's (once_rpc.proto says so). */
 _Static_assert((int)ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED == FSM_ACCEPTED,
@@ -596,4 +597,22 @@ void convert_config_out(enum fsm_outcome outcome,
         snprintf(b->reason, sizeof b->reason, "%s", reason);
         out->reason = b->reason;
     }
+}
+
+int convert_claim_batch_check(const Once__Rpc__ClaimBatchRequest *in, char *why)
+{
+    size_t bytes;
+
+    if (in->n_items < 1 || in->n_items > RPC_CLAIM_BATCH_MAX) {
+        err_printf(why, "items: must be 1..%u claims, got %zu",
+                   RPC_CLAIM_BATCH_MAX, in->n_items);
+        return -EINVAL;
+    }
+    bytes = once__rpc__claim_batch_request__get_packed_size(in);
+    if (bytes > RPC_CLAIM_BATCH_BYTES_MAX) {
+        err_printf(why, "items: %zu bytes encoded, over %u", bytes,
+                   RPC_CLAIM_BATCH_BYTES_MAX);
+        return -EINVAL;
+    }
+    return 0;
 }

@@ -117,6 +117,12 @@ int convert_result_in(const Once__Rpc__Result *in,
                       struct fsm_attempt attempts[1 + FSM_ATTEMPTS_LAST],
                       char *why);
 
+/* A ClaimBatchRequest's own bounds (not its items'): 1..RPC_CLAIM_BATCH_MAX
+ * items, at most RPC_CLAIM_BATCH_BYTES_MAX bytes encoded. Each item is
+ * then a ClaimRequest for convert_claim_in, answered alone. */
+int convert_claim_batch_check(const Once__Rpc__ClaimBatchRequest *in,
+                              char *why);
+
 /* fsm command -> request (pointers borrowed from @c). */
 void convert_claim_out(const struct fsm_claim *c, Once__Rpc__ClaimRequest *out);
 void convert_complete_out(const struct fsm_complete *c,

@@ -364,6 +364,212 @@ static void get_status(void *arg,
     httpapi_req_free(&q);
 }
 
+/* --- POST /v1/claims: a batch ------------------------------------------- */
+
+/* One item of a ClaimBatch answer as its JSON object (NULL: no memory or
+ * a malformed item, which the caller turns into an UNKNOWN). */
+static json_t *batch_item_json(struct server *s,
+                               const Once__Rpc__ClaimBatchItem *it,
+                               const uint8_t *request_id)
+{
+    char msg[RPC_ERROR_MAX + 1];
+    json_t *o;
+
+    if (it == NULL) {
+        return NULL;
+    }
+    if (it->status == ONCE__RPC__STATUS__STATUS_OK) {
+        o = it->result != NULL
+                ? httpapi_json_result(RPC_METHOD_CLAIM, it->result)
+                : NULL;
+    } else {
+        size_t n =
+            it->error.len < RPC_ERROR_MAX ? it->error.len : RPC_ERROR_MAX;
+
+        if (n > 0) {
+            memcpy(msg, it->error.data, n);
+        }
+        msg[n] = '\0';
+        o = httpapi_json_error(
+            (enum rpc_status)it->status,
+            it->applied == ONCE__RPC__APPLIED__APPLIED_UNKNOWN, NULL, msg,
+            request_id);
+    }
+    if (o != NULL) {
+        httpapi_json_origin(o, &s->ids);
+    }
+    return o;
+}
+
+/* One batch call in flight: the items' request ids, for error answers. */
+struct api_batch
+{
+    struct server *s;
+    struct http_pending *pending;
+    size_t n;
+    uint8_t (*rid)[HTTPAPI_REQUEST_ID_LEN];
+};
+
+static json_t *batch_json(struct api_batch *k, const struct rpc_reply *r)
+{
+    Once__Rpc__ClaimBatchResponse *m =
+        once__rpc__claim_batch_response__unpack(NULL, r->body_len, r->body);
+    json_t *arr = m != NULL ? json_array() : NULL;
+
+    if (arr != NULL && m->n_items != k->n) {
+        json_decref(arr);
+        arr = NULL;
+    }
+    node_sync_ids(k->s);
+    for (size_t i = 0; arr != NULL && i < k->n; i++) {
+        json_t *o = batch_item_json(k->s, m->items[i], k->rid[i]);
+
+        if (o == NULL || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (m != NULL) {
+        once__rpc__claim_batch_response__free_unpacked(m, NULL);
+    }
+    return arr;
+}
+
+static void on_batch_answer(void *arg,
+                            const struct rpc_call *call,
+                            const struct rpc_reply *r)
+{
+    struct api_batch *k = arg;
+    struct http_response resp;
+
+    (void)call;
+    memset(&resp, 0, sizeof resp);
+    if (r->status == RPC_STATUS_OK) {
+        json_t *o = batch_json(k, r);
+
+        if (o == NULL) {
+            /* The items were decided; their answers are lost here only. */
+            answer_error(k->s, &resp, RPC_STATUS_UNKNOWN, true, NULL,
+                         "the answer could not be decoded", NULL);
+        } else {
+            answer_json(&resp, 200, o);
+        }
+    } else {
+        answer_error(k->s, &resp, r->status, r->applied == RPC_APPLIED_UNKNOWN,
+                     r->leader_hint, r->error, NULL);
+    }
+    http_answer(k->pending, &resp);
+    free(k->rid);
+    free(k);
+}
+
+/* Every item's request id: given, or fresh; false if no random bytes. */
+static bool batch_request_ids(struct httpapi_batch *q, struct api_batch *k)
+{
+    for (size_t i = 0; i < q->n; i++) {
+        struct httpapi_req *it = &q->items[i];
+
+        if (!it->has_request_id &&
+            RAND_bytes(it->request_id, sizeof it->request_id) != 1) {
+            return false;
+        }
+        httpapi_req_bind_request_id(it);
+        memcpy(k->rid[i], it->request_id, sizeof k->rid[i]);
+    }
+    return true;
+}
+
+/* Serve @q as a local ClaimBatch call, answering the HTTP request later. */
+static void start_batch(struct server *s,
+                        const struct http_request *req,
+                        struct httpapi_batch *q,
+                        struct http_response *resp)
+{
+    struct api_batch *k = calloc(1, sizeof *k);
+    uint8_t *body = NULL;
+    struct envelope_view v;
+    size_t len;
+    int rv;
+
+    if (k == NULL || (k->rid = calloc(q->n, sizeof *k->rid)) == NULL) {
+        free(k);
+        answer_error(s, resp, RPC_STATUS_UNAVAILABLE, false, NULL,
+                     "out of memory", NULL);
+        return;
+    }
+    k->s = s;
+    k->n = q->n;
+    if (!batch_request_ids(q, k)) {
+        free(k->rid);
+        free(k);
+        answer_error(s, resp, RPC_STATUS_UNAVAILABLE, false, NULL,
+                     "no random bytes for a request id", NULL);
+        return;
+    }
+    len = once__rpc__claim_batch_request__get_packed_size(&q->msg);
+    body = malloc(len > 0 ? len : 1);
+    if (body == NULL || (k->pending = http_defer(req)) == NULL) {
+        free(body);
+        free(k->rid);
+        free(k);
+        answer_error(s, resp, RPC_STATUS_UNAVAILABLE, false, NULL,
+                     "out of memory", NULL);
+        return;
+    }
+    once__rpc__claim_batch_request__pack(&q->msg, body);
+    envelope_view_init(&v);
+    v.method = RPC_METHOD_CLAIM_BATCH;
+    v.direction = RPC_REQUEST;
+    v.deadline_ms = q->timeout_ms;
+    v.has_cluster_id = q->has_cluster_id;
+    memcpy(v.cluster_id, q->cluster_id, RPC_ID_LEN);
+    v.body = body;
+    v.body_len = len;
+    rv = s->rpc != NULL
+             ? rpc_server_call_local(s->rpc, &v, req->peer, on_batch_answer, k)
+             : RPC_E_CLOSED;
+    envelope_view_close(&v);
+    free(body);
+    if (rv != 0) {
+        struct http_response r;
+
+        memset(&r, 0, sizeof r);
+        answer_error(
+            s, &r, RPC_STATUS_UNAVAILABLE, false, NULL,
+            rv == RPC_E_CLOSED ? "node shutting down" : "out of memory", NULL);
+        http_answer(k->pending, &r);
+        free(k->rid);
+        free(k);
+    }
+}
+
+static void post_claims(void *arg,
+                        const struct http_request *req,
+                        struct http_response *resp)
+{
+    struct server *s = arg;
+    struct httpapi_batch q;
+    char why[ERR_MSG_SIZE];
+
+    if (refused(s, req, resp)) {
+        return;
+    }
+    if (!json_content_type(req->content_type)) {
+        answer_error(s, resp, RPC_STATUS_INVALID_ARGUMENT, false, NULL,
+                     "Content-Type: want application/json", NULL);
+        resp->status = 415;
+        return;
+    }
+    if (httpapi_parse_batch(req->body, req->body_len, &q, why) != 0) {
+        answer_error(s, resp, RPC_STATUS_INVALID_ARGUMENT, false, NULL, why,
+                     NULL);
+        httpapi_batch_free(&q);
+        return;
+    }
+    start_batch(s, req, &q, resp);
+    httpapi_batch_free(&q);
+}
+
 void httpapi_routes(struct server *s, struct http_route *out)
 {
     out[0] = (struct http_route){"/v1/claim", post_claim, s, HTTP_POST,
@@ -374,4 +580,6 @@ void httpapi_routes(struct server *s, struct http_route *out)
                                  HTTPAPI_BODY_MAX};
     out[3] = (struct http_route){"/v1/records/", get_record, s, HTTP_GET, 0};
     out[4] = (struct http_route){"/v1/status", get_status, s, HTTP_GET, 0};
+    out[5] = (struct http_route){"/v1/claims", post_claims, s, HTTP_POST,
+                                 HTTPAPI_BATCH_BODY_MAX};
 }

@@ -1,6 +1,7 @@
 /* server/httpapi.h: the HTTP/JSON API on onced's --http-addr listener
  * (docs/http-api.md): POST /v1/claim, /v1/complete, /v1/release,
- * GET /v1/records/{scope}/{key}, GET /v1/status.
+ * GET /v1/records/{scope}/{key}, GET /v1/status, and POST /v1/claims (a
+ * batch: ClaimBatch, one JSON object per item in the answer's array).
  *
  * Every call goes through the RPC's own path: the JSON body becomes the
  * method's request message (httpapi_parse.h), which is served as a local
@@ -27,7 +28,7 @@
 
 struct server;
 
-#define HTTPAPI_ROUTES        5
+#define HTTPAPI_ROUTES        6
 #define HTTPAPI_RETRY_AFTER_S 1 /* Retry-After of a 503 */
 
 /* The API's routes for the node @s into @out (HTTPAPI_ROUTES entries). */

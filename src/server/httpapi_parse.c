@@ -610,3 +610,157 @@ void httpapi_req_free(struct httpapi_req *r)
     free(r->result);
     r->result = NULL;
 }
+
+/* --- POST /v1/claims ------------------------------------------------------ */
+
+/* Item @i (a JSON object) into @r, as a /v1/claim body without the call's
+ * own fields. */
+static int parse_item(json_t *obj, size_t i, struct httpapi_req *r, char *why)
+{
+    unsigned allowed =
+        method_fields(RPC_METHOD_CLAIM) & ~(BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID));
+    unsigned seen = 0;
+    char w[ERR_MSG_SIZE];
+    const char *k;
+    json_t *v;
+
+    init_message(r, RPC_METHOD_CLAIM);
+    if (!json_is_object(obj)) {
+        err_printf(why, "items[%zu]: want a JSON object", i);
+        return -EINVAL;
+    }
+    json_object_foreach(obj, k, v)
+    {
+        int f = field_of(k);
+
+        if (f == F_NONE || (allowed & BIT(f)) == 0) {
+            err_printf(
+                why, "items[%zu]: %.64s: unknown field%s", i, k,
+                f == F_TIMEOUT || f == F_CLUSTER_ID ? " in an item" : "");
+            return -EINVAL;
+        }
+        if (json_is_null(v)) {
+            continue;
+        }
+        if (store(r, (enum field_id)f, v, w) != 0) {
+            err_printf(why, "items[%zu]: %s", i, w);
+            return -EINVAL;
+        }
+        seen |= BIT(f);
+    }
+    if ((seen & (BIT(F_TS) | BIT(F_TTL))) == 0) {
+        r->u.claim.ttl_ms = HTTPAPI_TTL_DEFAULT_MS;
+    }
+    if (check_required(r, seen, w) != 0) {
+        err_printf(why, "items[%zu]: %s", i, w);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The object form's own fields; *@items its array. */
+static int parse_batch_options(struct httpapi_batch *b,
+                               json_t **items,
+                               char *why)
+{
+    struct httpapi_req opt;
+    const char *k;
+    json_t *v;
+
+    init_message(&opt, RPC_METHOD_CLAIM);
+    json_object_foreach(b->doc, k, v)
+    {
+        if (strcmp(k, "items") == 0) {
+            *items = v;
+        } else if (json_is_null(v)) {
+            continue;
+        } else if (strcmp(k, "timeout") == 0) {
+            if (store(&opt, F_TIMEOUT, v, why) != 0) {
+                return -EINVAL;
+            }
+            b->timeout_ms = opt.timeout_ms;
+        } else if (strcmp(k, "cluster_id") == 0) {
+            if (store(&opt, F_CLUSTER_ID, v, why) != 0) {
+                return -EINVAL;
+            }
+            b->has_cluster_id = true;
+            memcpy(b->cluster_id, opt.cluster_id, RPC_ID_LEN);
+        } else {
+            err_printf(why, "%.64s: unknown field", k);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+int httpapi_parse_batch(const uint8_t *body,
+                        size_t len,
+                        struct httpapi_batch *out,
+                        char *why)
+{
+    json_error_t jerr;
+    json_t *items = NULL;
+
+    memset(out, 0, sizeof *out);
+    once__rpc__claim_batch_request__init(&out->msg);
+    if (len > HTTPAPI_BATCH_BODY_MAX) {
+        err_printf(why, "body: over %u bytes", HTTPAPI_BATCH_BODY_MAX);
+        return -EINVAL;
+    }
+    out->doc = json_loadb((const char *)body, len,
+                          JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (out->doc == NULL) {
+        err_printf(why, "body: not JSON: %.80s (line %d, column %d)", jerr.text,
+                   jerr.line, jerr.column);
+        return -EINVAL;
+    }
+    if (json_is_array(out->doc)) {
+        items = out->doc;
+    } else if (!json_is_object(out->doc)) {
+        err_printf(why,
+                   "body: want a JSON array of claims, or an object "
+                   "with \"items\"");
+        return -EINVAL;
+    } else if (parse_batch_options(out, &items, why) != 0) {
+        return -EINVAL;
+    }
+    if (!json_is_array(items) || json_array_size(items) < 1 ||
+        json_array_size(items) > RPC_CLAIM_BATCH_MAX) {
+        err_printf(why, "items: want an array of 1..%u claims",
+                   RPC_CLAIM_BATCH_MAX);
+        return -EINVAL;
+    }
+    out->n = json_array_size(items);
+    out->items = calloc(out->n, sizeof *out->items);
+    out->ptr = calloc(out->n, sizeof *out->ptr);
+    if (out->items == NULL || out->ptr == NULL) {
+        err_printf(why, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < out->n; i++) {
+        if (parse_item(json_array_get(items, i), i, &out->items[i], why) != 0) {
+            return -EINVAL;
+        }
+        out->ptr[i] = &out->items[i].u.claim;
+    }
+    out->msg.n_items = out->n;
+    out->msg.items = out->ptr;
+    return 0;
+}
+
+void httpapi_batch_free(struct httpapi_batch *b)
+{
+    if (b->items != NULL) {
+        for (size_t i = 0; i < b->n; i++) {
+            httpapi_req_free(&b->items[i]);
+        }
+    }
+    free(b->items);
+    free(b->ptr);
+    b->items = NULL;
+    b->ptr = NULL;
+    if (b->doc != NULL) {
+        json_decref(b->doc);
+        b->doc = NULL;
+    }
+}

@@ -92,4 +92,38 @@ const ProtobufCMessage *httpapi_req_message(const struct httpapi_req *r);
 
 void httpapi_req_free(struct httpapi_req *r);
 
+/* --- POST /v1/claims: a batch of claims (ClaimBatch) ---------------------
+ *
+ * The body is a JSON array of claim objects (each exactly a /v1/claim body
+ * without `timeout` and `cluster_id`), or an object {"items": that array,
+ * "timeout": ..., "cluster_id": ...} for the call's own options. 1..
+ * RPC_CLAIM_BATCH_MAX items; the body at most HTTPAPI_BATCH_BODY_MAX bytes
+ * (the HTTP listener's ceiling: 1 MiB holds 4,096 claims of ~250 bytes of
+ * JSON each). A malformed item refuses the whole body, naming it
+ * ("items[3]: key: missing"): the bounds the node checks per item (convert.h)
+ * are then answered per item by the RPC. Ownership as struct httpapi_req:
+ * the items keep the document, valid until httpapi_batch_free. */
+#define HTTPAPI_BATCH_BODY_MAX (1u << 20)
+
+struct httpapi_batch
+{
+    uint64_t timeout_ms; /* 0: the node's default */
+    bool has_cluster_id;
+    uint8_t cluster_id[RPC_ID_LEN];
+    size_t n;
+    struct httpapi_req *items;     /* [n]: each a CLAIM */
+    Once__Rpc__ClaimRequest **ptr; /* [n]: &items[i].u.claim */
+    Once__Rpc__ClaimBatchRequest msg;
+    json_t *doc;
+};
+
+/* 0, or -EINVAL with @why (ERR_MSG_SIZE), or -ENOMEM; @out is then still
+ * to be freed. Items without a request_id have has_request_id false: the
+ * caller fills request_id and binds it (httpapi_req_bind_request_id). */
+int httpapi_parse_batch(const uint8_t *body,
+                        size_t len,
+                        struct httpapi_batch *out,
+                        char *why);
+void httpapi_batch_free(struct httpapi_batch *b);
+
 #endif /* ONCE_SERVER_HTTPAPI_PARSE_H_ */

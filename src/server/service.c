@@ -37,6 +37,7 @@
 #include "server/readindex.h"
 #include "server/reply.h"
 #include "server/server.h"
+#include "server/service_batch.h"
 
 /* One record command waiting for the Raft layer. */
 struct service_op
@@ -351,6 +352,8 @@ static const struct service_method methods[] = {
      admin_schema_upgrade},
     /* Not forwarded: a follower asks the leader it knows, itself. */
     {RPC_METHOD_READ_INDEX, SERVICE_LEADER, NULL, readindex_serve},
+    {RPC_METHOD_CLAIM_BATCH, ON_LEADER, service_check_claim_batch,
+     service_serve_claim_batch},
 };
 
 static const struct service_method *method_of(enum rpc_method m)
@@ -433,7 +436,7 @@ static bool authorized(struct server *s,
                        struct rpc_call *call,
                        const struct envelope_view *req,
                        const ProtobufCMessage *msg,
-                       const struct service_in *in)
+                       struct service_in *in)
 {
     struct authz_caller who;
     struct authz_req ar;
@@ -456,6 +459,7 @@ static bool authorized(struct server *s,
         rv = bind_join(s, call, req, in, why);
     }
     if (rv == 0) {
+        in->who = who;
         return true;
     }
     if (log_enabled(LOG_DEBUG)) {

@@ -27,6 +27,7 @@
 
 #include "fsm/fsm.h"
 #include "rpc/conn.h"
+#include "server/authz.h"
 
 struct server;
 
@@ -45,6 +46,9 @@ struct service_in
     const uint8_t *request_id; /* Claim, Complete, Release; else NULL */
     struct fsm_member member;  /* MembersAdd */
     bool leader_only;          /* Lookup: the caller asks the leader */
+    /* Who calls, once authorized (service.c): ClaimBatch authorizes each
+     * item's scope as this caller. */
+    struct authz_caller who;
 };
 
 typedef int (*service_check_fn)(const ProtobufCMessage *msg,

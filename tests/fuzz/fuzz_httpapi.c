@@ -1,14 +1,16 @@
 /* fuzz_httpapi: the HTTP/JSON API's request parser and answer writer
  * (src/server/httpapi_parse.c, httpapi_json.c) on arbitrary bytes.
  *
- * The first byte picks what the rest is: the body of POST /v1/claim,
- * /v1/complete or /v1/release, or the path of GET /v1/records/... . A
+ * The first byte picks what the rest is (mod 5): the body of POST
+ * /v1/claim, /v1/complete or /v1/release, the path of GET
+ * /v1/records/..., or the body of POST /v1/claims (a batch: its items
+ * checked, its ClaimBatchRequest repacked the same way). A
  * parse either succeeds, and then its message packs and unpacks again
  * with the same size (what the node sends through its RPC path), or fails
  * with a message that names something; neither leaks or crashes. Every
  * input also goes through the answer writer as a Result's reason and
- * bytes, whose JSON must dump. Inputs over 300 KiB are cut (the body
- * bound is 256 KiB). */
+ * bytes, whose JSON must dump. Inputs over 1.1 MiB are cut (the body
+ * bounds are 256 KiB, and 1 MiB for a batch). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,7 +19,7 @@
 #include "server/httpapi_json.h"
 #include "server/httpapi_parse.h"
 
-#define INPUT_MAX (300u << 10)
+#define INPUT_MAX (1100u << 10)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -68,6 +70,47 @@ static void answer(const uint8_t *data, size_t size)
     free(reason);
 }
 
+/* POST /v1/claims: a parsed batch has 1..RPC_CLAIM_BATCH_MAX claims, each
+ * with a request id once bound, and its message repacks. */
+static void batch(const uint8_t *data, size_t size)
+{
+    struct httpapi_batch b;
+    char why[ERR_MSG_SIZE];
+    int rv;
+
+    why[0] = '\0';
+    rv = httpapi_parse_batch(data, size, &b, why);
+    if (rv == 0) {
+        if (b.n < 1 || b.n > RPC_CLAIM_BATCH_MAX || b.msg.n_items != b.n) {
+            abort();
+        }
+        for (size_t i = 0; i < b.n; i++) {
+            if (b.items[i].method != RPC_METHOD_CLAIM) {
+                abort();
+            }
+            httpapi_req_bind_request_id(&b.items[i]);
+        }
+        {
+            size_t n = once__rpc__claim_batch_request__get_packed_size(&b.msg);
+            uint8_t *buf = malloc(n + 1);
+            Once__Rpc__ClaimBatchRequest *back;
+
+            if (buf != NULL) {
+                once__rpc__claim_batch_request__pack(&b.msg, buf);
+                back = once__rpc__claim_batch_request__unpack(NULL, n, buf);
+                if (back == NULL || back->n_items != b.n) {
+                    abort();
+                }
+                once__rpc__claim_batch_request__free_unpacked(back, NULL);
+                free(buf);
+            }
+        }
+    } else if (rv == -EINVAL && why[0] == '\0') {
+        abort(); /* a refusal always says why */
+    }
+    httpapi_batch_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const enum rpc_method methods[] = {
@@ -83,8 +126,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size = INPUT_MAX;
     }
     why[0] = '\0';
-    if (data[0] % 4 < 3) {
-        rv = httpapi_parse_body(methods[data[0] % 4], data + 1, size - 1, &q,
+    if (data[0] % 5 == 4) {
+        batch(data + 1, size - 1);
+        answer(data, size);
+        return 0;
+    }
+    if (data[0] % 5 < 3) {
+        rv = httpapi_parse_body(methods[data[0] % 5], data + 1, size - 1, &q,
                                 why);
     } else {
         char *path = malloc(size);

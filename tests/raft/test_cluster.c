@@ -39,6 +39,54 @@ START_TEST(claims_on_ready_leader)
 }
 END_TEST
 
+/* A group submitted under replica_submit_hold (a ClaimBatch's items) goes
+ * into one entry, in order (a key twice: ACCEPTED, then REPLAYED); the
+ * same claims without the hold take two (the first alone). */
+START_TEST(held_group_shares_one_entry)
+{
+    enum { N = 256 };
+    static struct cl_op ops[N];
+    struct fsm_claim cl;
+    struct fsm_cmd cmd;
+    char key[32];
+    uint64_t b0;
+    int l;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    for (int round = 0; round < 2; round++) {
+        bool hold = round == 0;
+
+        cl_step_ms(&C, 300); /* nothing in flight */
+        b0 = C.s[l].rep.stats.batches;
+        if (hold) {
+            replica_submit_hold(&C.s[l].rep);
+        }
+        for (int i = 0; i < N; i++) {
+            /* the last item repeats the first key */
+            snprintf(key, sizeof key, "r%d-%d", round, i == N - 1 ? 0 : i);
+            cmd = cl_claim_cmd(&cl, key, (uint64_t)(round * N + i) + 1);
+            ck_assert_int_eq(cl_submit(&C, (unsigned)l, &ops[i], &cmd), 0);
+        }
+        if (hold) {
+            ck_assert_uint_eq(C.s[l].rep.stats.batches, b0);
+            replica_submit_release(&C.s[l].rep);
+        }
+        for (int i = 0; i < N; i++) {
+            ck_assert(cl_wait_op(&C, &ops[i], 20000));
+            ck_assert_int_eq(ops[i].status, 0);
+            ck_assert_int_eq(ops[i].outcome,
+                             i == N - 1 ? FSM_REPLAYED : FSM_ACCEPTED);
+        }
+        ck_assert_uint_eq(C.s[l].rep.stats.batches - b0, hold ? 1 : 2);
+    }
+    ck_assert(cl_same_applied(&C));
+    ck_assert_msg(!C.violation, "%s", C.violation_msg);
+    cl_close(&C);
+}
+END_TEST
+
 /* Followers refuse before proposing: not applied, with a leader hint. */
 START_TEST(follower_refuses_not_applied)
 {
@@ -134,6 +182,7 @@ Suite *cluster_suite(void)
     tcase_add_test(tc, claims_on_ready_leader);
     tcase_add_test(tc, follower_refuses_not_applied);
     tcase_add_test(tc, observers_match_raft);
+    tcase_add_test(tc, held_group_shares_one_entry);
     suite_add_tcase(s, tc);
     return s;
 }

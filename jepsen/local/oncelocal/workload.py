@@ -7,8 +7,16 @@ idempotent  keys i-0, i-1, ...: IDEMPOTENT claims with a short lease, then
             complete (most), release, terminal release, or abandon; later
             claims of old keys (DUPLICATE, or a takeover after the lease
             expired), completes with an abandoned (fenced) owner token.
-Both also look old keys up (LOOKUP_P of the steps) through the worker's own
-node: reads served by followers, judged as reads by the checker.
+batch       keys b-0, b-1, ...: NONCE claims in batch calls ("claim batch",
+            once_claim_batch) of 1..8 items: new keys (bursts claimed by
+            other workers' batches too), old keys (REPLAYED), a key twice
+            in one batch (ACCEPTED then REPLAYED, in order), and after an
+            :info item a client retry of the whole batch with the same
+            request ids. Each item is its own op in the history, under a
+            process of its own, judged by the checker as a claim.
+nonce and idempotent also look old keys up (LOOKUP_P of the steps)
+through the worker's own node: reads served by followers, judged as
+reads by the checker.
 
 Every call is an :invoke and one completion in the history: :ok when the
 answer has an outcome, :fail when `applied` is "false", :info otherwise
@@ -45,6 +53,7 @@ class Client:
         self.addr = addr
         self.sticky = sticky       # stays on @addr even when it is no member
         self.session = None
+        self.batch_procs = []      # claim_batch: one process per item slot
 
     def _bind(self, hint):
         cl = self.run.cluster
@@ -133,6 +142,57 @@ class Client:
         req = {"cmd": "lookup", "scope": scope, "key": key,
                "timeout": self.run.call_timeout}
         return self.call("lookup", inv, req, hint)
+
+    def claim_batch(self, scope, items, hint=0):
+        """One "claim batch" call of @items [(key, request_id)], NONCE. Each
+        item is its own op: invoked under a process of its own (the batch's
+        slot i), completed from its own answer by call()'s rule; the
+        invocations all precede the call and the completions follow it (the
+        items are concurrent ops). A line refused whole, or no answer, is
+        each item's completion. Returns [(type, obj)] in item order."""
+        run = self.run
+        self._bind(hint)
+        if self.session is None:
+            self.session = Session(run.cluster, self.addr, run.call_timeout)
+        while len(self.batch_procs) < len(items):
+            self.batch_procs.append(run.next_process())
+        for i, (key, request_id) in enumerate(items):
+            run.hist.op("invoke", self.batch_procs[i], "claim",
+                        {K("scope"): scope, K("key"): key,
+                         K("request-id"): request_id, K("kind"): "NONCE",
+                         K("node"): self.addr})
+        req = {"cmd": "claim batch", "timeout": run.call_timeout,
+               "items": [{"scope": scope, "key": k, "request_id": r}
+                         for k, r in items]}
+        try:
+            obj = self.session.call(req, run.harness_timeout)
+        except SessionLost as e:
+            for i in range(len(items)):
+                run.hist.op("info", self.batch_procs[i], "claim",
+                            {K("error"): "HARNESS", K("applied"): "unknown",
+                             K("message"): str(e)})
+                self.batch_procs[i] = run.next_process()
+                run.count("info", "HARNESS")
+            self._lost()
+            return [("info", {})] * len(items)
+        answers = obj.get("items")
+        if not isinstance(answers, list) or len(answers) != len(items):
+            answers = [obj] * len(items)
+        out = []
+        for i, a in enumerate(answers):
+            if a.get("outcome") and not a.get("error"):
+                typ = "ok"
+            elif a.get("applied") == "false":
+                typ = "fail"
+            else:
+                typ = "info"
+            run.hist.op(typ, self.batch_procs[i], "claim", edn_value(a))
+            if typ == "info":
+                self.batch_procs[i] = run.next_process()
+            run.count(typ, "batch claim %s" % (a.get("outcome") or
+                                               a.get("error")))
+            out.append((typ, a))
+        return out
 
     def _lost(self):
         self.process = self.run.next_process()
@@ -305,7 +365,48 @@ class IdempotentWorkload:
                           hint=w)
 
 
-WORKLOADS = {"nonce": NonceWorkload, "idempotent": IdempotentWorkload}
+class BatchWorkload(NonceWorkload):
+    """NONCE claims in batch calls of 1..8 items (the module's docstring)."""
+
+    name = "batch"
+    BATCH_MAX = 8
+
+    def __init__(self, run, rng):
+        self.run = run
+        self.keys = Keys(run, "b", rng)
+
+    def step(self, w, cl, rng, st):
+        if st["retry"] is not None:
+            items = st["retry"]
+            st["retry"] = None
+        else:
+            items = []
+            opened = False
+            for _ in range(rng.randint(1, self.BATCH_MAX - 1)):
+                key = self.keys.pending(w)
+                if key is None:
+                    # at most one new key (burst) per batch, as nonce opens
+                    # one per call: more would feed the other workers' queues
+                    # faster than they drain them, and the rate would run away
+                    old = (self.keys.old_key()
+                           if opened or rng.random() < 0.35 else None)
+                    if old is None and opened:
+                        break
+                    if old is None:
+                        opened = True
+                    key = old if old is not None else self.keys.new_burst(w)
+                items.append((key, rid()))
+            if rng.random() < 0.2:
+                # a key twice in one batch: ACCEPTED (or REPLAYED), then
+                # REPLAYED, in order
+                items.append((items[0][0], rid()))
+        res = cl.claim_batch(self.run.scope, items, hint=w)
+        if any(t == "info" for t, _ in res) and rng.random() < 0.7:
+            st["retry"] = items            # a client retry: same request ids
+
+
+WORKLOADS = {"nonce": NonceWorkload, "idempotent": IdempotentWorkload,
+             "batch": BatchWorkload}
 
 
 def worker(run, w, wl, stop):

@@ -264,6 +264,24 @@ START_TEST(test_args_refused)
 }
 END_TEST
 
+/* --batch: 1..4096 claims per call (ONCE_BATCH_MAX), closed loop only. */
+START_TEST(test_args_batch)
+{
+    ck_assert_int_eq(parse(NULL), 0);
+    ck_assert_uint_eq(cfg.batch, 0);
+    ck_assert_int_eq(parse("--batch", "256", NULL), 0);
+    ck_assert_uint_eq(cfg.batch, 256);
+    ck_assert_int_eq(parse("--batch=4096", "--pipeline", "2", NULL), 0);
+    ck_assert_uint_eq(cfg.batch, 4096);
+    refused("--batch", "0", "--batch");
+    refused("--batch", "4097", "--batch");
+    ck_assert_int_eq(parse("--batch", "8", "--rate", "100", NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "--batch: not with --rate or --count"));
+    ck_assert_int_eq(parse("--count", "10", "--batch", "8", NULL), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "--batch"));
+}
+END_TEST
+
 /* --count: the bound, its refusals, and the duration it implies (24h
  * unless --duration says otherwise, in either order). */
 START_TEST(test_args_count)
@@ -345,6 +363,7 @@ Suite *bench_suite(void)
     tcase_add_test(tc, test_args_refused);
     tcase_add_test(tc, test_args_count);
     tcase_add_test(tc, test_args_op_spread);
+    tcase_add_test(tc, test_args_batch);
     tcase_add_test(tc, test_args_cluster_bounds);
     suite_add_tcase(s, tc);
     return s;

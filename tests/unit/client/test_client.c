@@ -961,6 +961,90 @@ START_TEST(backup_answers)
 }
 END_TEST
 
+/* A ClaimBatch answer: item k into rs[idx[k]]; an item's own error with
+ * its applied; refused whole when it breaks a bound. */
+START_TEST(batch_answers)
+{
+    Once__Rpc__ClaimBatchResponse m = ONCE__RPC__CLAIM_BATCH_RESPONSE__INIT;
+    Once__Rpc__ClaimBatchItem it[3], *ip[3];
+    Once__Rpc__Result res = ONCE__RPC__RESULT__INIT;
+    struct once_result rs[4], r;
+    const size_t idx[3] = {3, 0, 2};
+    struct client_batch_out bo = {rs, idx, 3};
+    struct client_outputs out;
+    char err[ERR_MSG_SIZE];
+
+    memset(&out, 0, sizeof out);
+    out.batch = &bo;
+    for (int i = 0; i < 4; i++) {
+        once_result_init(&rs[i]);
+    }
+    once_result_init(&r);
+    for (int i = 0; i < 3; i++) {
+        once__rpc__claim_batch_item__init(&it[i]);
+        ip[i] = &it[i];
+    }
+    res.outcome = ONCE__RPC__OUTCOME__OUTCOME_REPLAYED;
+    it[0].result = &res;
+    it[1].status = ONCE__RPC__STATUS__STATUS_PERMISSION_DENIED;
+    it[1].applied = ONCE__RPC__APPLIED__APPLIED_FALSE;
+    it[1].error = (ProtobufCBinaryData){6, (uint8_t *)"denied"};
+    it[2].status = ONCE__RPC__STATUS__STATUS_UNKNOWN;
+    it[2].applied = ONCE__RPC__APPLIED__APPLIED_UNKNOWN;
+    m.n_items = 3;
+    m.items = ip;
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM_BATCH, &m.base, &r, &out, err), 0);
+    ck_assert_int_eq(rs[3].status, ONCE_STATUS_OK);
+    ck_assert_int_eq(rs[3].outcome, ONCE_REPLAYED);
+    ck_assert_int_eq(rs[0].status, ONCE_STATUS_PERMISSION_DENIED);
+    ck_assert_int_eq(rs[0].applied, ONCE_APPLIED_FALSE);
+    ck_assert_str_eq(rs[0].error, "denied");
+    ck_assert_int_eq(rs[2].status, ONCE_STATUS_UNKNOWN);
+    ck_assert_int_eq(rs[2].applied, ONCE_APPLIED_UNKNOWN);
+    ck_assert_int_eq(rs[1].status, ONCE_STATUS_OK); /* not sent: untouched */
+    ck_assert_int_eq(rs[1].outcome, ONCE_UNSPECIFIED);
+
+    /* fewer items than sent */
+    m.n_items = 2;
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM_BATCH, &m.base, &r, &out, err),
+        RPC_E_PROTOCOL);
+    ck_assert_ptr_nonnull(strstr(err, "2 answered for 3 sent"));
+    m.n_items = 3;
+    /* OK without a result */
+    it[0].result = NULL;
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM_BATCH, &m.base, &r, &out, err),
+        RPC_E_PROTOCOL);
+    it[0].result = &res;
+    /* an error without applied, an unknown status, a NUL in the text */
+    it[1].applied = ONCE__RPC__APPLIED__APPLIED_UNSPECIFIED;
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM_BATCH, &m.base, &r, &out, err),
+        RPC_E_PROTOCOL);
+    it[1].applied = ONCE__RPC__APPLIED__APPLIED_FALSE;
+    it[1].status = (Once__Rpc__Status)55;
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM_BATCH, &m.base, &r, &out, err),
+        RPC_E_PROTOCOL);
+    it[1].status = ONCE__RPC__STATUS__STATUS_PERMISSION_DENIED;
+    it[1].error = (ProtobufCBinaryData){3, (uint8_t *)"a\0b"};
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM_BATCH, &m.base, &r, &out, err),
+        RPC_E_PROTOCOL);
+    /* no place for the items */
+    out.batch = NULL;
+    ck_assert_int_eq(
+        client_read_body(RPC_METHOD_CLAIM_BATCH, &m.base, &r, &out, err),
+        -EINVAL);
+    for (int i = 0; i < 4; i++) {
+        once_result_clear(&rs[i]);
+    }
+    once_result_clear(&r);
+}
+END_TEST
+
 START_TEST(names)
 {
     ck_assert_str_eq(once_outcome_name(ONCE_ACCEPTED), "ACCEPTED");
@@ -1014,6 +1098,7 @@ Suite *client_pure_suite(void)
     tcase_add_test(tc, config_answers);
     tcase_add_test(tc, backup_answers);
     tcase_add_test(tc, names);
+    tcase_add_test(tc, batch_answers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,7 @@
  * without a cluster id, the cluster-id pin, a server that never answers,
  * max_inflight and once_client_free with calls outstanding. */
 #include <check.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,6 +83,73 @@ static void reply_result(struct rpc_call *call, Once__Rpc__Result *res)
     rpc_call_reply(call, &rr);
 }
 
+/* ClaimBatch, scenario "batch" (every call counted in scen "batch-calls":
+ * calls[0] the calls, calls[1] the items of the last one). Per item, by
+ * key: "busy" RESOURCE_EXHAUSTED the first time; "lost" UNKNOWN the first
+ * time, then ACCEPTED with retry if the request id is the same; "denied"
+ * PERMISSION_DENIED; "twice" seen before in this call REPLAYED; others
+ * ACCEPTED. */
+static void serve_batch(struct rpc_call *call,
+                        const Once__Rpc__ClaimBatchRequest *b)
+{
+    static struct scen *busy, *lost;
+    struct scen *calls = scen_get((const uint8_t *)"batch-calls", 11);
+    Once__Rpc__ClaimBatchResponse resp = ONCE__RPC__CLAIM_BATCH_RESPONSE__INIT;
+    Once__Rpc__ClaimBatchItem it[16], *ip[16];
+    Once__Rpc__Result res[16];
+    static uint8_t buf[65536];
+    struct rpc_reply rr = {
+        RPC_STATUS_OK, RPC_APPLIED_UNSPECIFIED, NULL, NULL, buf, 0};
+    bool seen_twice = false;
+
+    busy = scen_get((const uint8_t *)"batch-busy", 10);
+    lost = scen_get((const uint8_t *)"batch-lost", 10);
+    calls->calls[0]++;
+    calls->calls[1] = (unsigned)b->n_items;
+    for (size_t i = 0; i < b->n_items && i < 16; i++) {
+        const Once__Rpc__ClaimRequest *cl = b->items[i];
+        char key[32] = {0};
+
+        memcpy(key, cl->key.data, cl->key.len < 31 ? cl->key.len : 31);
+        once__rpc__claim_batch_item__init(&it[i]);
+        once__rpc__result__init(&res[i]);
+        ip[i] = &it[i];
+        res[i].outcome = ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED;
+        res[i].request_id = cl->request_id;
+        if (strcmp(key, "busy") == 0 && busy->calls[0]++ == 0) {
+            it[i].status = ONCE__RPC__STATUS__STATUS_RESOURCE_EXHAUSTED;
+            it[i].applied = ONCE__RPC__APPLIED__APPLIED_FALSE;
+            continue;
+        }
+        if (strcmp(key, "lost") == 0 && lost->calls[0]++ == 0) {
+            lost->has_rid = true;
+            memcpy(lost->rid, cl->request_id.data, 16);
+            it[i].status = ONCE__RPC__STATUS__STATUS_UNKNOWN;
+            it[i].applied = ONCE__RPC__APPLIED__APPLIED_UNKNOWN;
+            continue;
+        }
+        if (strcmp(key, "lost") == 0) {
+            res[i].retry = memcmp(lost->rid, cl->request_id.data, 16) == 0;
+        }
+        if (strcmp(key, "denied") == 0) {
+            it[i].status = ONCE__RPC__STATUS__STATUS_PERMISSION_DENIED;
+            it[i].applied = ONCE__RPC__APPLIED__APPLIED_FALSE;
+            it[i].error.data = (uint8_t *)"no scope";
+            it[i].error.len = 8;
+            continue;
+        }
+        if (strcmp(key, "twice") == 0 && seen_twice) {
+            res[i].outcome = ONCE__RPC__OUTCOME__OUTCOME_REPLAYED;
+        }
+        seen_twice = seen_twice || strcmp(key, "twice") == 0;
+        it[i].result = &res[i];
+    }
+    resp.n_items = b->n_items < 16 ? b->n_items : 16;
+    resp.items = ip;
+    rr.body_len = protobuf_c_message_pack(&resp.base, buf);
+    rpc_call_reply(call, &rr);
+}
+
 static void serve(void *arg, struct rpc_call *call, struct envelope_view *req)
 {
     int who = (int)(intptr_t)arg; /* 0 A, 1 B, 2 C */
@@ -107,6 +175,10 @@ static void serve(void *arg, struct rpc_call *call, struct envelope_view *req)
         res.attempts_total = s->calls[1];
         res.owner_attempt = s->calls[2];
         reply_result(call, &res);
+        return;
+    }
+    if (call->method == RPC_METHOD_CLAIM_BATCH) {
+        serve_batch(call, (const Once__Rpc__ClaimBatchRequest *)msg);
         return;
     }
     if (call->method != RPC_METHOD_CLAIM) {
@@ -328,6 +400,107 @@ START_TEST(unknown_retried_with_same_id)
     counts(c, "busy", n);
     ck_assert_uint_eq(n[1], 1);
     once_result_clear(&r);
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+static struct once_claim batch_item(const char *key)
+{
+    struct once_claim a = good_claim();
+
+    a.scope = (const uint8_t *)"batch";
+    a.scope_len = 5;
+    a.key = (const uint8_t *)key;
+    a.key_len = strlen(key);
+    a.request_id = NULL;
+    return a;
+}
+
+/* once_claim_batch: each item its own result, in order; the items refused
+ * "not now" or unknown are sent again alone with their request ids (one
+ * more call of two items), the others are final. */
+START_TEST(batch_items_retried_alone)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, NULL, 2000, NULL);
+    const char *keys[6] = {"a", "busy", "lost", "denied", "twice", "twice"};
+    struct once_claim items[6];
+    struct once_result rs[6];
+    unsigned n[3];
+
+    for (int i = 0; i < 6; i++) {
+        items[i] = batch_item(keys[i]);
+        once_result_init(&rs[i]);
+    }
+    ck_assert_int_eq(once_claim_batch(c, items, 6, 0, rs),
+                     ONCE_STATUS_PERMISSION_DENIED);
+    ck_assert_int_eq(rs[0].status, ONCE_STATUS_OK);
+    ck_assert_int_eq(rs[0].outcome, ONCE_ACCEPTED);
+    ck_assert_int_eq(rs[1].status, ONCE_STATUS_OK);
+    ck_assert_int_eq(rs[1].outcome, ONCE_ACCEPTED);
+    ck_assert(!rs[1].retry);
+    ck_assert_int_eq(rs[2].status, ONCE_STATUS_OK);
+    ck_assert(rs[2].retry); /* the same request id the second time */
+    ck_assert_int_eq(rs[3].status, ONCE_STATUS_PERMISSION_DENIED);
+    ck_assert_int_eq(rs[3].applied, ONCE_APPLIED_FALSE);
+    ck_assert_str_eq(rs[3].error, "no scope");
+    ck_assert_int_eq(rs[4].outcome, ONCE_ACCEPTED);
+    ck_assert_int_eq(rs[5].outcome, ONCE_REPLAYED);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_uint_eq(rs[i].origin.node_id, 1);
+        for (int j = 0; j < i; j++) {
+            ck_assert(memcmp(rs[i].request_id, rs[j].request_id, 16) != 0);
+        }
+    }
+    counts(c, "batch-calls", n);
+    ck_assert_uint_eq(n[0], 2); /* two calls */
+    ck_assert_uint_eq(n[1], 2); /* the second: busy and lost only */
+    for (int i = 0; i < 6; i++) {
+        once_result_clear(&rs[i]);
+    }
+    /* bad arguments: no round trip */
+    ck_assert_int_eq(once_claim_batch(c, items, 0, 0, rs),
+                     ONCE_STATUS_INVALID_ARGUMENT);
+    items[2].key_len = 0;
+    ck_assert_int_eq(once_claim_batch(c, items, 6, 0, rs),
+                     ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(rs[0].error, "items[2]"));
+    counts(c, "batch-calls", n);
+    ck_assert_uint_eq(n[0], 2);
+    for (int i = 0; i < 6; i++) {
+        once_result_clear(&rs[i]);
+    }
+    once_client_free(c);
+    fake_stop(pid);
+}
+END_TEST
+
+static void on_batch(void *arg, int status, struct once_result *rs, size_t n)
+{
+    int *got = arg;
+
+    got[0]++;
+    got[1] = status;
+    got[2] = (int)n;
+    got[3] = n == 2 ? (int)rs[1].outcome : -1;
+}
+
+START_TEST(batch_async)
+{
+    pid_t pid = fake_start();
+    once_client *c = client_of(ADDR_A, NULL, 2000, NULL);
+    struct once_claim items[2] = {batch_item("twice"), batch_item("twice")};
+    int got[4] = {0, -1, 0, 0};
+
+    ck_assert_int_eq(once_claim_batch_async(c, items, 2, 0, on_batch, got), 0);
+    ck_assert_int_eq(once_claim_batch_async(c, items, 0, 0, on_batch, got),
+                     -EINVAL);
+    ck_assert_int_eq(once_run(c, 3000), 0);
+    ck_assert_int_eq(got[0], 1);
+    ck_assert_int_eq(got[1], ONCE_STATUS_OK);
+    ck_assert_int_eq(got[2], 2);
+    ck_assert_int_eq(got[3], ONCE_REPLAYED);
     once_client_free(c);
     fake_stop(pid);
 }
@@ -677,6 +850,8 @@ Suite *client_net_suite(void)
     tcase_add_test(tc, async_bound_and_free);
     tcase_add_test(tc, free_from_callback);
     tcase_add_test(tc, new_refuses_bad_options);
+    tcase_add_test(tc, batch_items_retried_alone);
+    tcase_add_test(tc, batch_async);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,6 +3,7 @@
  * (server/httpapi_json.c). once_http_api.py runs them in a real cluster. */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,6 +272,101 @@ static char *dump(json_t *o)
     return s;
 }
 
+static int parse_batch(const char *body, struct httpapi_batch *b, char *why)
+{
+    why[0] = '\0';
+    return httpapi_parse_batch((const uint8_t *)body, strlen(body), b, why);
+}
+
+static void batch_refused(const char *body, const char *want)
+{
+    struct httpapi_batch b;
+    char why[ERR_MSG_SIZE];
+
+    ck_assert_msg(parse_batch(body, &b, why) == -EINVAL, "accepted: %s", body);
+    ck_assert_msg(strstr(why, want) != NULL, "%s: \"%s\" lacks \"%s\"", body,
+                  why, want);
+    httpapi_batch_free(&b);
+}
+
+/* POST /v1/claims: an array or an object with items, each item a claim
+ * body without the call's fields, in order; a bad item names its index. */
+START_TEST(batch_bodies)
+{
+    struct httpapi_batch b;
+    char why[ERR_MSG_SIZE];
+    static char big[(RPC_CLAIM_BATCH_MAX + 1) * 24 + 16];
+    size_t o = 0;
+
+    ck_assert_int_eq(
+        parse_batch("[{\"scope\":\"s\",\"key\":\"k1\",\"ttl\":\"1h\"},"
+                    "{\"scope\":\"s\",\"key\":\"k2\",\"idempotent\":true,"
+                    "\"request_id\":\"00112233445566778899aabbccddeeff\"}]",
+                    &b, why),
+        0);
+    ck_assert_uint_eq(b.n, 2);
+    ck_assert_uint_eq(b.msg.n_items, 2);
+    ck_assert_ptr_eq(b.msg.items[1], &b.items[1].u.claim);
+    ck_assert(bin_is(b.items[0].u.claim.key, "k1"));
+    ck_assert_uint_eq(b.items[0].u.claim.ttl_ms, 3600000);
+    ck_assert(!b.items[0].has_request_id);
+    ck_assert(bin_is(b.items[1].u.claim.key, "k2"));
+    ck_assert_int_eq(b.items[1].u.claim.kind, ONCE__RPC__KIND__KIND_IDEMPOTENT);
+    /* a claim's default ttl, as /v1/claim */
+    ck_assert_uint_eq(b.items[1].u.claim.ttl_ms, HTTPAPI_TTL_DEFAULT_MS);
+    ck_assert(b.items[1].has_request_id);
+    ck_assert_uint_eq(b.items[1].request_id[15], 0xff);
+    ck_assert_uint_eq(b.timeout_ms, 0);
+    httpapi_batch_free(&b);
+
+    ck_assert_int_eq(
+        parse_batch("{\"items\":[{\"scope\":\"s\",\"key\":\"k\"}],"
+                    "\"timeout\":\"2s\","
+                    "\"cluster_id\":\"0f0e0d0c0b0a09080706050403020100\"}",
+                    &b, why),
+        0);
+    ck_assert_uint_eq(b.n, 1);
+    ck_assert_uint_eq(b.timeout_ms, 2000);
+    ck_assert(b.has_cluster_id);
+    ck_assert_uint_eq(b.cluster_id[0], 0x0f);
+    httpapi_batch_free(&b);
+
+    batch_refused("[]", "items: want an array of 1..4096");
+    batch_refused("{}", "items: want an array");
+    batch_refused("{\"items\":[{\"scope\":\"s\",\"key\":\"k\"}],\"x\":1}",
+                  "x: unknown field");
+    batch_refused("\"s\"", "body: ");
+    batch_refused("[", "not JSON");
+    batch_refused("[{\"scope\":\"s\",\"key\":\"k\"},{\"scope\":\"s\"}]",
+                  "items[1]: key: missing");
+    batch_refused("[{\"scope\":\"s\",\"key\":\"k\"},7]",
+                  "items[1]: want a JSON object");
+    batch_refused("[{\"scope\":\"s\",\"key\":\"k\",\"timeout\":\"1s\"}]",
+                  "items[0]: timeout: unknown field in an item");
+    batch_refused("[{\"scope\":\"s\",\"key\":\"k\",\"ttl\":\"x\"}]",
+                  "items[0]: ttl: want a duration");
+    batch_refused("[{\"scope\":\"s\",\"key\":\"k\",\"result\":\"x\"}]",
+                  "items[0]: result: unknown field");
+    /* 4,097 items: refused whole; 4,096 pass */
+    big[o++] = '[';
+    for (unsigned i = 0; i <= RPC_CLAIM_BATCH_MAX; i++) {
+        o +=
+            (size_t)snprintf(big + o, sizeof big - o,
+                             "%s{\"scope\":\"s\",\"key\":\"k\"}", i ? "," : "");
+    }
+    big[o++] = ']';
+    big[o] = '\0';
+    batch_refused(big, "1..4096");
+    /* drop the last item: its comma, object and the closing bracket */
+    o = strlen(big) - 1 - strlen(",{\"scope\":\"s\",\"key\":\"k\"}");
+    big[o++] = ']';
+    big[o] = '\0';
+    ck_assert_msg(parse_batch(big, &b, why) == 0, "%s", why);
+    ck_assert_uint_eq(b.n, RPC_CLAIM_BATCH_MAX);
+    httpapi_batch_free(&b);
+}
+END_TEST
+
 START_TEST(answers)
 {
     Once__Rpc__Result r = ONCE__RPC__RESULT__INIT;
@@ -353,6 +449,7 @@ Suite *httpapi_suite(void)
     tcase_add_test(tc, complete_and_release);
     tcase_add_test(tc, record_paths);
     tcase_add_test(tc, answers);
+    tcase_add_test(tc, batch_bodies);
     suite_add_tcase(s, tc);
     return s;
 }

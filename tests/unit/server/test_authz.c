@@ -144,6 +144,24 @@ START_TEST(client_cannot_administer)
 }
 END_TEST
 
+/* ClaimBatch: the call is a client's or an admin's whatever the scopes
+ * (the scope of a batch is its items'); each item is then checked with the
+ * Claim right in its own scope (service_batch.c), above. */
+START_TEST(claim_batch_right)
+{
+    char why[ERR_MSG_SIZE];
+
+    ck_assert_int_eq(check(TENANT_A, RPC_METHOD_CLAIM_BATCH, "", why), 0);
+    ck_assert_int_eq(check(TENANT_B, RPC_METHOD_CLAIM_BATCH, "", why), 0);
+    ck_assert_int_eq(check(ADMIN, RPC_METHOD_CLAIM_BATCH, "", why), 0);
+    ck_assert_int_eq(check(MONITOR, RPC_METHOD_CLAIM_BATCH, "", why),
+                     ACCESS_E_DENIED);
+    ck_assert_msg(strstr(why, "\"claim batch\"") != NULL, "%s", why);
+    ck_assert_int_eq(check(MEMBER, RPC_METHOD_CLAIM_BATCH, "", why),
+                     ACCESS_E_DENIED);
+}
+END_TEST
+
 START_TEST(admin_can_everything)
 {
     char why[ERR_MSG_SIZE];
@@ -315,6 +333,7 @@ Suite *authz_suite(void)
     tcase_add_test(tc, tenant_within_its_scopes_only);
     tcase_add_test(tc, client_cannot_administer);
     tcase_add_test(tc, admin_can_everything);
+    tcase_add_test(tc, claim_batch_right);
     tcase_add_test(tc, monitor_and_member);
     tcase_add_test(tc, no_identity_no_access_no_tls_all_access);
     tcase_add_test(tc, refusals_are_counted);
