@@ -302,6 +302,7 @@ void fsm_fill_record(struct fsm *f,
     res->attempts = e != NULL ? e->attempts_total : 0;
     if (!(r->flags & REC_F_IDEMPOTENT)) {
         bool multi = (r->flags & REC_F_MULTI) != 0;
+        ONCE_ASSERT(!multi || e != NULL, "an N-use record always has its ext");
         res->max_uses = multi ? e->max_uses : 1;
         res->uses = multi ? e->n_uses : 1;
     }

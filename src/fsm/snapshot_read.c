@@ -236,9 +236,9 @@ static void read_uses(struct fsm *g,
                       uint16_t n_uses,
                       const uint8_t *ids)
 {
-    struct rec_ext *e = slab_mut(&g->slab, r->ext);
     size_t size = (size_t)FSM_REQUEST_ID_LEN * (max_uses - 1u);
     uint32_t u = slab_alloc(&g->slab, size);
+    struct rec_ext *e;
 
     if (u == 0) {
         fsm_panic("out of memory (restore)");

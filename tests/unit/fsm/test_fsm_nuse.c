@@ -335,6 +335,20 @@ START_TEST(test_nuse_frozen)
     fsm_frozen_write(z, view, len);
     ck_assert_mem_eq(view, snap, len);
     fsm_release(h.f, z);
+    /* A record of one use so far restores alike. */
+    {
+        struct fh g;
+        char err[256];
+
+        fh_init(&g, _i);
+        ck_assert_int_eq(fsm_restore(g.f, view, len, err), 0);
+        fh_assert_snapshot(&g, view, len);
+        g.index = fsm_last_index(g.f);
+        fh_assert_is(use(&g, T1, "k", 3, 1, &r), FSM_ACCEPTED);
+        ck_assert(r.retry);
+        ck_assert_uint_eq(r.uses, 1);
+        fh_close(&g);
+    }
     free(view);
     free(snap);
     fh_close(&h);
