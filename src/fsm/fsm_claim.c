@@ -344,19 +344,24 @@ static enum fsm_outcome claim_uses(struct fsm *f,
     enum fsm_outcome o;
     struct rec_ext *m;
 
+    if (r->flags & REC_F_MULTI) {
+        /* A retry of any use is recognised before max_uses is compared,
+         * as the first use's is (claim_live). */
+        ONCE_ASSERTF(e->n_uses >= 1 && e->n_uses <= e->max_uses,
+                     "%u uses of %u", (unsigned)e->n_uses,
+                     (unsigned)e->max_uses);
+        ids = slab_ptr(&f->slab, e->uses_h);
+        for (uint32_t i = 0; i + 1u < e->n_uses; i++) {
+            if (memcmp(ids + (size_t)i * FSM_REQUEST_ID_LEN, c->request_id,
+                       FSM_REQUEST_ID_LEN) == 0) {
+                res->retry = true;
+                return FSM_ACCEPTED;
+            }
+        }
+    }
     if (!(r->flags & REC_F_MULTI) || e->max_uses != want) {
         res->reason = "the key was claimed with another max_uses";
         return FSM_CONFLICT;
-    }
-    ONCE_ASSERTF(e->n_uses >= 1 && e->n_uses <= e->max_uses, "%u uses of %u",
-                 (unsigned)e->n_uses, (unsigned)e->max_uses);
-    ids = slab_ptr(&f->slab, e->uses_h);
-    for (uint32_t i = 0; i + 1u < e->n_uses; i++) {
-        if (memcmp(ids + (size_t)i * FSM_REQUEST_ID_LEN, c->request_id,
-                   FSM_REQUEST_ID_LEN) == 0) {
-            res->retry = true;
-            return FSM_ACCEPTED;
-        }
     }
     if (e->n_uses >= e->max_uses) {
         return FSM_REPLAYED;

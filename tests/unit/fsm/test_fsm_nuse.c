@@ -103,6 +103,9 @@ START_TEST(test_nuse_counts)
     fh_assert_is(use(&h, T1, "k", 2, 5, &r), FSM_CONFLICT);
     ck_assert_str_eq(r.reason, "the key was claimed with another max_uses");
     fh_assert_is(use(&h, T1, "k", 0, 5, &r), FSM_CONFLICT);
+    /* A retry of any use is recognised before the comparison. */
+    fh_assert_is(use(&h, T1, "k", 2, 2, &r), FSM_ACCEPTED);
+    ck_assert(r.retry);
     fh_assert_is(use(&h, T1, "single", 0, 10, &r), FSM_ACCEPTED);
     ck_assert_uint_eq(r.max_uses, 1);
     ck_assert_uint_eq(r.uses, 1);
@@ -424,6 +427,110 @@ START_TEST(test_nuse_schema_2)
 }
 END_TEST
 
+/* Against a model: random N-use claims of four keys (request ids from a
+ * small pool, sometimes another max_uses, log time moving past the ttl),
+ * each answer as the model says; every 100 steps the state restored from
+ * its snapshot encodes alike. */
+#define M_KEYS  4
+#define M_RIDS  12
+#define M_STEPS 1500
+
+struct m_rec
+{
+    bool live;
+    uint32_t max_uses;
+    uint64_t expires;
+    uint64_t first;
+    size_t n;
+    uint64_t rids[FSM_MAX_USES];
+};
+
+static bool m_has(const struct m_rec *m, uint64_t rid)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->rids[i] == rid) {
+            return true;
+        }
+    }
+    return false;
+}
+
+START_TEST(test_nuse_model)
+{
+    static const uint32_t uses_of[M_KEYS] = {0, 2, 3, 5};
+    struct m_rec model[M_KEYS];
+    uint64_t now = T1;
+    unsigned seed = 12345u + (unsigned)_i;
+    struct fh h;
+
+    memset(model, 0, sizeof model);
+    fh_init_booted(&h, _i, NULL, FH_T0);
+    for (int step = 0; step < M_STEPS; step++) {
+        size_t k = (size_t)(rand_r(&seed) % M_KEYS);
+        uint64_t rid = 1000u * k + 1u + (uint64_t)(rand_r(&seed) % M_RIDS);
+        uint32_t want = uses_of[k];
+        struct m_rec *m = &model[k];
+        enum fsm_outcome o, exp;
+        bool retry = false;
+        char key[8];
+        struct fh_res r;
+
+        if (rand_r(&seed) % 10 == 0) {
+            want = uses_of[(k + 1) % M_KEYS]; /* another max_uses */
+        }
+        now += (uint64_t)(rand_r(&seed) % 200);
+        snprintf(key, sizeof key, "k%zu", k);
+        if (m->live && m->expires <= now) {
+            m->live = false;
+        }
+        if (!m->live) {
+            exp = FSM_ACCEPTED;
+            memset(m, 0, sizeof *m);
+            m->live = true;
+            m->max_uses = want > 1 ? want : 1;
+            m->first = rid;
+            m->rids[m->n++] = rid;
+            m->expires = now + 60 * SEC;
+        } else if (m_has(m, rid)) {
+            exp = FSM_ACCEPTED;
+            retry = true;
+        } else if ((want > 1 ? want : 1) != m->max_uses) {
+            exp = FSM_CONFLICT;
+        } else if (m->n < m->max_uses) {
+            exp = FSM_ACCEPTED;
+            m->rids[m->n++] = rid;
+            m->expires = now + 60 * SEC; /* this use's own retention */
+        } else {
+            exp = FSM_REPLAYED;
+        }
+        o = use(&h, now, key, want, rid, &r);
+        ck_assert_msg(o == exp && r.retry == retry,
+                      "step %d key %zu rid %llu: %s retry %d, want %s %d", step,
+                      k, (unsigned long long)rid, fsm_outcome_name(o), r.retry,
+                      fsm_outcome_name(exp), retry);
+        ck_assert_uint_eq(r.uses, m->n);
+        ck_assert_uint_eq(r.max_uses, m->max_uses);
+        ck_assert(fh_rid_is(r.first_request_id, m->first));
+        ck_assert_uint_eq(r.expires_ms, m->expires);
+        if (step % 100 == 99) {
+            struct fh g;
+            uint8_t *snap;
+            size_t len;
+            char err[256];
+
+            snap = fh_snapshot(h.f, &len);
+            fh_init(&g, _i);
+            ck_assert_int_eq(fsm_restore(g.f, snap, len, err), 0);
+            fh_assert_snapshot(&g, snap, len);
+            ck_assert_uint_eq(fsm_bytes(g.f), fsm_bytes(h.f));
+            free(snap);
+            fh_close(&g);
+        }
+    }
+    fh_close(&h);
+}
+END_TEST
+
 /* A single-use claim encodes as before schema 3, whether it says 0 or 1. */
 START_TEST(test_nuse_encoding)
 {
@@ -465,6 +572,7 @@ Suite *nuse_suite(void)
     tcase_add_loop_test(tc, test_nuse_frozen, 0, 2);
     tcase_add_loop_test(tc, test_nuse_schema_2, 0, 2);
     tcase_add_test(tc, test_nuse_encoding);
+    tcase_add_loop_test(tc, test_nuse_model, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
