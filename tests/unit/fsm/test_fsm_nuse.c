@@ -176,6 +176,33 @@ START_TEST(test_nuse_bytes)
 }
 END_TEST
 
+/* The uses are charged to the scope's quota at the first claim: a quota
+ * with room for one 64-use record refuses the second, and a later use of
+ * the first still fits. */
+START_TEST(test_nuse_quota)
+{
+    struct fh h;
+    struct fh_res r;
+    struct fsm_cmd cmd;
+    struct fsm_quota_info q;
+    uint64_t one;
+
+    fh_init_booted(&h, _i, NULL, FH_T0);
+    fh_assert_is(use(&h, T1, "probe", FSM_MAX_USES, 1, &r), FSM_ACCEPTED);
+    one = fsm_bytes(h.f);
+    cmd = fh_cmd_quota("s", 0, one + one / 2, false);
+    fh_assert_is(fh_do(&h, T1, &cmd, &r), FSM_OK);
+    ck_assert(fsm_quota(h.f, 0, &q));
+    ck_assert_uint_eq(q.bytes, one);
+    fh_assert_is(use(&h, T1, "second", FSM_MAX_USES, 2, &r),
+                 FSM_RESOURCE_EXHAUSTED);
+    fh_assert_is(use(&h, T1, "single", 0, 3, &r), FSM_ACCEPTED);
+    fh_assert_is(use(&h, T1, "probe", FSM_MAX_USES, 4, &r), FSM_ACCEPTED);
+    ck_assert_uint_eq(r.uses, 2);
+    fh_close(&h);
+}
+END_TEST
+
 /* A new use is a new acceptance: a signed one outside its window is
  * STALE, and the record then lives as long as the latest use needs. */
 START_TEST(test_nuse_window)
@@ -567,6 +594,7 @@ Suite *nuse_suite(void)
     tcase_add_loop_test(tc, test_nuse_refused, 0, 2);
     tcase_add_loop_test(tc, test_nuse_bytes, 0, 2);
     tcase_add_loop_test(tc, test_nuse_window, 0, 2);
+    tcase_add_loop_test(tc, test_nuse_quota, 0, 2);
     tcase_add_loop_test(tc, test_sliding, 0, 2);
     tcase_add_loop_test(tc, test_nuse_snapshot, 0, 2);
     tcase_add_loop_test(tc, test_nuse_frozen, 0, 2);
