@@ -64,8 +64,10 @@ extern "C" {
 #define ONCE_ERROR_MAX        1024
 #define ONCE_ADDR_MAX         64
 #define ONCE_ATTEMPTS_MAX     5 /* the first and the last 4 */
-#define ONCE_MEMBERS_MAX      64
-#define ONCE_ADDRS_MAX        64 /* addresses in once_options */
+/* Largest max_uses of an N-use NONCE claim (log schema 3). */
+#define ONCE_MAX_USES    64
+#define ONCE_MEMBERS_MAX 64
+#define ONCE_ADDRS_MAX   64 /* addresses in once_options */
 
 /* Call status: gRPC names and numbers (docs/design.md §5). */
 enum once_status {
@@ -199,6 +201,12 @@ struct once_result
      * node the call reached, after a read barrier, or the leader with
      * ONCE_LOOKUP_LEADER); 0 from a node that does not send it. */
     uint64_t served_by;
+    /* NONCE records: uses allowed (1 unless N-use), accepted so far, left;
+     * 0 for IDEMPOTENT or from a node that does not send them. */
+    uint32_t max_uses;
+    uint32_t uses;
+    uint32_t uses_left;
+    bool sliding; /* IDEMPOTENT: the record's retention slides */
 };
 
 /* Zero @r (no allocation). */
@@ -285,6 +293,14 @@ struct once_claim
     size_t payload_hash_len;
     uint64_t lease_ms;   /* IDEMPOTENT, 0: the cluster's default */
     uint32_t timeout_ms; /* 0: the client's */
+    /* Log schema 3 (docs/state-machine.md, "N-use nonces"; a cluster of
+     * an older schema answers FAILED_PRECONDITION). NONCE: uses the
+     * record allows, 0 or 1 = one, at most ONCE_MAX_USES; the first claim
+     * fixes it, another value is CONFLICT. */
+    uint32_t max_uses;
+    /* IDEMPOTENT with ttl_ms: DUPLICATE, IN_PROGRESS and FAILED answers
+     * renew the retention to log time + ttl ("Sliding retention"). */
+    bool sliding;
 };
 
 struct once_complete

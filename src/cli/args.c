@@ -50,6 +50,8 @@ enum field {
     F_MAX_BYTES,
     F_TO,
     F_LEADER,
+    F_MAX_USES,
+    F_SLIDING,
     F_COUNT,
 };
 
@@ -322,6 +324,9 @@ static const struct field_def fields[F_COUNT] = {
     [F_LEADER] = {"leader", NULL, 0, 0, HAS(leader_only), 0, 0, -1, ""},
     [F_TO] = {"to", parse_u64, U64(schema_to), 0, HAS(has_schema_to), 0,
               UINT32_MAX, -1, "a schema version (a decimal integer)"},
+    [F_MAX_USES] = {"max_uses", parse_u64, U64(max_uses), 0, HAS(has_max_uses),
+                    1, ONCE_MAX_USES, -1, "an integer 1..64"},
+    [F_SLIDING] = {"sliding", NULL, 0, 0, HAS(sliding), 0, 0, -1, ""},
 };
 _Static_assert(F_COUNT <= 32, "struct cli_req.seen has one bit per field");
 
@@ -336,9 +341,10 @@ struct cmd_def
     uint32_t options; /* fields given as --options (command line) */
 };
 
-#define OPT_CLAIM                                                       \
-    (BIT(F_REQUEST_ID) | BIT(F_EXECUTION_ID) | BIT(F_TTL) | BIT(F_TS) | \
-     BIT(F_WINDOW) | BIT(F_IDEMPOTENT) | BIT(F_PAYLOAD_HASH) | BIT(F_LEASE))
+#define OPT_CLAIM                                                             \
+    (BIT(F_REQUEST_ID) | BIT(F_EXECUTION_ID) | BIT(F_TTL) | BIT(F_TS) |       \
+     BIT(F_WINDOW) | BIT(F_IDEMPOTENT) | BIT(F_PAYLOAD_HASH) | BIT(F_LEASE) | \
+     BIT(F_MAX_USES) | BIT(F_SLIDING))
 
 static const struct cmd_def cmds[] = {
     {CLI_CLAIM, "claim", {F_SCOPE, F_KEY, -1}, 2, OPT_CLAIM},
@@ -650,6 +656,21 @@ int cli_req_check(struct cli_req *q, char *err)
                     err, "%s: %s requires %s", cmd,
                     shown(q, q->has_payload_hash ? F_PAYLOAD_HASH : F_LEASE),
                     shown(q, F_IDEMPOTENT));
+                return -EINVAL;
+            }
+            if (q->idempotent && q->has_max_uses && q->max_uses > 1) {
+                err_printf(err, "%s: %s is for nonces, not with %s", cmd,
+                           shown(q, F_MAX_USES), shown(q, F_IDEMPOTENT));
+                return -EINVAL;
+            }
+            if (!q->idempotent && q->sliding) {
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_SLIDING),
+                           shown(q, F_IDEMPOTENT));
+                return -EINVAL;
+            }
+            if (q->sliding && !q->has_ttl && q->has_ts) {
+                err_printf(err, "%s: %s requires %s", cmd, shown(q, F_SLIDING),
+                           shown(q, F_TTL));
                 return -EINVAL;
             }
             if (!q->has_ts && !q->has_ttl) {

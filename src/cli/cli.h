@@ -113,6 +113,9 @@ struct cli_req
     size_t payload_hash_len;
     bool has_lease;
     uint64_t lease_ms;
+    bool has_max_uses;
+    uint64_t max_uses; /* 1..64 */
+    bool sliding;
 
     bool has_owner_token;
     struct once_token owner_token;

@@ -68,6 +68,8 @@ static int run_claim(const struct cli_ctx *x,
     a.payload_hash = q->has_payload_hash ? q->payload_hash : NULL;
     a.payload_hash_len = q->has_payload_hash ? q->payload_hash_len : 0;
     a.lease_ms = q->has_lease ? q->lease_ms : 0;
+    a.max_uses = q->has_max_uses ? (uint32_t)q->max_uses : 0;
+    a.sliding = q->sliding;
     a.timeout_ms = t;
     once_result_init(&r);
     once_claim(x->client, &a, &r);

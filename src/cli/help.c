@@ -10,7 +10,8 @@
 static const char help_claim[] =
     "usage: oncectl claim SCOPE KEY [--request-id HEX32] [--execution-id ID]\n"
     "         [--ttl DUR | --ts UNIX_MS --window DUR]\n"
-    "         [--idempotent [--payload-hash HEX] [--lease DUR]]\n"
+    "         [--max-uses N]\n"
+    "         [--idempotent [--payload-hash HEX] [--lease DUR] [--sliding]]\n"
     "\n"
     "Claim the first use of (SCOPE, KEY): SCOPE is 1..128 bytes, KEY 1..256.\n"
     "A NONCE claim (the default) answers \"has this been seen?\"; with\n"
@@ -35,6 +36,14 @@ static const char help_claim[] =
     "                        of the same key with another hash is CONFLICT\n"
     "  --lease DUR           the owner's lease, with --idempotent (0s or\n"
     "                        absent: the cluster's default)\n"
+    "  --max-uses N          a NONCE usable N times (1..64; log schema 3):\n"
+    "                        ACCEPTED with uses and uses_left until N\n"
+    "                        request ids took one, then REPLAYED; the first\n"
+    "                        claim fixes N, another N is CONFLICT\n"
+    "  --sliding             with --idempotent and a ttl (log schema 3):\n"
+    "                        each DUPLICATE, IN_PROGRESS or FAILED answer\n"
+    "                        keeps the record ttl longer (up to max_ttl from\n"
+    "                        the first claim)\n"
     "\n"
     "Outcomes: ACCEPTED (exit 0), REPLAYED, DUPLICATE (with result_b64),\n"
     "IN_PROGRESS (with retry_after_ms), CONFLICT, STALE, FUTURE, FAILED\n"
@@ -45,7 +54,9 @@ static const char help_claim[] =
     "first_request_id, first_index, first_time_ms, attempts_total,\n"
     "owner_token (GROUP:INDEX:SLOT, only to the owner), result_b64,\n"
     "stored_error, retry_after_ms, reason, kind, state, expires_ms,\n"
-    "lease_expires_ms, owner_attempt, as they apply.\n";
+    "lease_expires_ms, owner_attempt, max_uses, uses, uses_left (NONCE),\n"
+    "sliding, as they apply. Before `oncectl schema upgrade` to 3,\n"
+    "--max-uses above 1 and --sliding are FAILED_PRECONDITION (exit 1).\n";
 
 static const char help_complete[] =
     "usage: oncectl complete SCOPE KEY --owner-token TOKEN\n"

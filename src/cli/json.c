@@ -223,6 +223,14 @@ json_t *cli_json_result(enum cli_cmd cmd, const struct once_result *r)
     if (r->owner_attempt != 0) {
         cli_set(o, "owner_attempt", cli_juint(r->owner_attempt));
     }
+    if (r->max_uses != 0) { /* NONCE records, as the HTTP API */
+        cli_set(o, "max_uses", cli_juint(r->max_uses));
+        cli_set(o, "uses", cli_juint(r->uses));
+        cli_set(o, "uses_left", cli_juint(r->uses_left));
+    }
+    if (r->sliding) {
+        cli_set(o, "sliding", json_boolean(true));
+    }
     /* An empty stored result or error is still an answer where the
      * outcome (or a lookup of such a record) implies one. */
     if (r->result_len > 0 || r->outcome == ONCE_DUPLICATE ||

@@ -200,6 +200,8 @@ static void batch_claim_of(const struct cli_req *q,
         a->payload_hash_len = q->payload_hash_len;
     }
     a->lease_ms = q->has_lease ? q->lease_ms : 0;
+    a->max_uses = q->has_max_uses ? (uint32_t)q->max_uses : 0;
+    a->sliding = q->sliding;
 }
 
 /* Item @i of the request: a claim request object without "cmd". */

@@ -261,6 +261,16 @@ bool client_check_claim(const struct once_claim *a, char *err)
         err_printf(err, "lease_ms: only for ONCE_IDEMPOTENT claims");
         return false;
     }
+    if (a->max_uses > ONCE_MAX_USES ||
+        (a->kind != ONCE_NONCE && a->max_uses > 1)) {
+        err_printf(err, "max_uses: 0..%d, ONCE_NONCE claims only",
+                   ONCE_MAX_USES);
+        return false;
+    }
+    if (a->sliding && (a->kind != ONCE_IDEMPOTENT || a->ttl_ms == 0)) {
+        err_printf(err, "sliding: only ONCE_IDEMPOTENT claims with ttl_ms");
+        return false;
+    }
     return true;
 }
 
@@ -393,6 +403,8 @@ int client_pack_claim(const struct once_claim *a,
     }
     m.payload_hash = bin(a->payload_hash, a->payload_hash_len);
     m.lease_ms = a->lease_ms;
+    m.max_uses = a->max_uses > 1 ? a->max_uses : 0;
+    m.sliding = a->sliding;
     return pack(&m.base, out, out_len);
 }
 

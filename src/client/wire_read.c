@@ -147,6 +147,15 @@ int client_read_result(const Once__Rpc__Result *res,
     r->first_index = res->first_index;
     r->first_time_ms = res->first_time_ms;
     r->attempts_total = res->attempts_total;
+    if (res->max_uses > ONCE_MAX_USES || res->uses > res->max_uses ||
+        res->uses_left > res->max_uses) {
+        err_printf(err, "result.uses: out of bounds");
+        return RPC_E_PROTOCOL;
+    }
+    r->max_uses = res->max_uses;
+    r->uses = res->uses;
+    r->uses_left = res->uses_left;
+    r->sliding = res->sliding;
     r->has_owner_token = res->has_owner_token;
     if (res->has_owner_token) {
         r->owner_token.group_id = res->owner_token->group_id;

@@ -146,6 +146,10 @@ static void decode_claim(const Once__Log__Claim *m, struct fsm_cmd *out)
     c->payload_hash = m->payload_hash.data;
     c->payload_hash_len = m->payload_hash.len;
     c->lease_ms = m->lease_ms;
+    /* Range checked at apply, after the schema rule: a schema-2 state
+     * ignores both fields, whatever they hold. */
+    c->max_uses = m->max_uses;
+    c->sliding = m->sliding;
 }
 
 static bool settings_from_pb(const Once__Log__Settings *m,
@@ -457,6 +461,10 @@ static int encode_claim(const struct fsm_claim *c, struct encoding *e)
     m->window_ms = c->window_ms;
     m->payload_hash = bin(c->payload_hash, c->payload_hash_len);
     m->lease_ms = c->lease_ms;
+    /* 1 means what 0 does: left out, so a single-use claim encodes as it
+     * did before schema 3. */
+    m->max_uses = c->max_uses > 1 ? c->max_uses : 0;
+    m->sliding = c->sliding;
     e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_CLAIM;
     e->cmd.claim = m;
     return 0;

@@ -26,10 +26,15 @@
 
 #include "common/err.h"
 
-/* Highest log/snapshot schema this code applies. 2 added QuotaSet. */
-#define FSM_SCHEMA_VERSION 2
+/* Highest log/snapshot schema this code applies. 2 added QuotaSet, 3 a
+ * claim's max_uses and sliding. */
+#define FSM_SCHEMA_VERSION 3
 /* The first schema that applies QuotaSet. */
 #define FSM_SCHEMA_QUOTAS 2
+/* The first schema that applies a claim's max_uses and sliding: under an
+ * older one apply ignores both, as a binary that cannot decode them does
+ * (docs/state-machine.md, "N-use nonces"). */
+#define FSM_SCHEMA_NUSE 3
 
 #define FSM_SCOPE_MAX        128
 #define FSM_KEY_MAX          256
@@ -43,7 +48,13 @@
 #define FSM_HASH_KEY_LEN     16
 /* Attempts kept per record: the first, the last FSM_ATTEMPTS_LAST, a count. */
 #define FSM_ATTEMPTS_LAST 4
-#define FSM_MEMBERS_MAX   64
+/* Uses of an N-use NONCE record: every accepted use's request id is kept
+ * (exact retries), the first in the record, the others in one slab object
+ * of 16 * (max_uses - 1) <= 1008 bytes, within SLAB_OBJ_MAX (1 KiB), so a
+ * record of 64 uses costs at most ~1.3 KiB of max_bytes, charged in full
+ * at its first claim. */
+#define FSM_MAX_USES    64
+#define FSM_MEMBERS_MAX 64
 /* Quotas: at most 64 patterns, each an exact scope or a prefix then '*'. */
 #define FSM_QUOTAS_MAX  64
 #define FSM_PATTERN_MAX (FSM_SCOPE_MAX + 1)
@@ -187,6 +198,13 @@ struct fsm_claim
     const uint8_t *payload_hash;
     size_t payload_hash_len;
     uint64_t lease_ms;
+    /* Schema 3 (FSM_SCHEMA_NUSE) on; ignored before. NONCE only: uses the
+     * record allows, 0 or 1 = single use (today's claim), at most
+     * FSM_MAX_USES; the first claim fixes it. */
+    uint32_t max_uses;
+    /* IDEMPOTENT only, with a ttl: every DUPLICATE, IN_PROGRESS or FAILED
+     * answer moves the expiry to log time + ttl (the first claim's). */
+    bool sliding;
 };
 
 struct fsm_complete
@@ -285,6 +303,11 @@ struct fsm_result
     uint64_t first_time_ms;
     uint64_t expires_ms;
     uint32_t attempts; /* later claims seen, total */
+    /* NONCE: uses the record allows (1 unless N-use) and accepted so far;
+     * 0 for IDEMPOTENT. */
+    uint32_t max_uses;
+    uint32_t uses;
+    bool sliding; /* IDEMPOTENT: its expiry slides (the first claim's ttl) */
 
     /* IDEMPOTENT only. The owner token is given only to its owner (the
      * claim that was ACCEPTED, the Complete/Release that used it) and to

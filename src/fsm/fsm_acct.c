@@ -153,6 +153,9 @@ void fsm_rec_cost(const struct fsm *f, const struct rec *r, struct tick_cost *c)
     }
     if (e != NULL) {
         c->bytes += fsm_ext_bytes(e);
+        if (r->flags & REC_F_MULTI) {
+            c->bytes += slab_size(rec_uses_size(r, e));
+        }
         for (size_t i = 0; i < ext_n_attempts(e); i++) {
             const struct rec_attempt *a = slab_ptr(&f->slab, ext_attempt(e, i));
             c->bytes += slab_size(ATTEMPT_HDR_SIZE + a->execution_id_len);

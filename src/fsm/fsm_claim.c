@@ -48,11 +48,25 @@ static const char *check_claim(const struct fsm *f,
     if (c->has_ts && (c->window_ms < 1 || c->window_ms > s->max_window_ms)) {
         return "window must be 1 ms..max_window";
     }
+    if (c->max_uses > FSM_MAX_USES) {
+        return "max_uses must be 1..64";
+    }
     if (c->kind == FSM_KIND_NONCE) {
         if (c->payload_hash_len != 0 || c->lease_ms != 0) {
             return "a NONCE claim takes no payload hash and no lease";
         }
+        if (c->sliding) {
+            /* A replayed signed request must not extend the life of its
+             * own nonce past the window's bound (docs/state-machine.md). */
+            return "a NONCE claim cannot slide";
+        }
         return NULL;
+    }
+    if (c->max_uses > 1) {
+        return "max_uses applies to NONCE claims only";
+    }
+    if (c->sliding && c->ttl_ms == 0) {
+        return "a sliding claim needs a ttl";
     }
     if (c->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
         return "payload hash must be at most 64 bytes";
@@ -139,6 +153,32 @@ static void note_ts(struct fsm *f, const struct fsm_claim *c)
     }
 }
 
+/* Make the new NONCE record @r (in vp @v) N-use: its ext and its uses
+ * object of @uses_size bytes, one use counted (the record's request id). */
+static void new_uses(struct fsm *f,
+                     uint32_t v,
+                     struct rec *r,
+                     uint32_t max_uses,
+                     size_t uses_size)
+{
+    struct rec_ext *e = fsm_ensure_ext(f, v, r);
+    uint32_t u;
+
+    ONCE_ASSERTF(
+        max_uses >= 2 && max_uses <= FSM_MAX_USES && uses_size <= SLAB_OBJ_MAX,
+        "max_uses %u passed check_claim", (unsigned)max_uses);
+    u = slab_alloc(&f->slab, uses_size);
+    if (u == 0) {
+        fsm_panic("out of memory (uses)");
+    }
+    r->flags |= REC_F_MULTI;
+    e->uses_h = u;
+    e->max_uses = (uint16_t)max_uses;
+    e->n_uses = 1;
+    fsm_bytes_move(f, v, (int64_t)slab_size(uses_size));
+    f->snap_rec_bytes += SNAP_MULTI_FIXED;
+}
+
 static void accept_new(struct fsm *f,
                        uint64_t index,
                        uint32_t slot,
@@ -149,6 +189,7 @@ static void accept_new(struct fsm *f,
 {
     size_t size = rec_size(c->scope_len, c->key_len);
     size_t need = slab_size(size);
+    size_t uses_size = 0;
     uint64_t lease_expires = 0;
     struct rec *r;
     uint32_t h;
@@ -157,6 +198,11 @@ static void accept_new(struct fsm *f,
         need += slab_size(sizeof(struct rec_ext)) +
                 (fsm_reserves(f) ? REC_RESERVE : 0);
         lease_expires = f->now + lease;
+    } else if (c->max_uses > 1) {
+        /* Every use's request id is room taken now, so a later use is
+         * never refused for space. */
+        uses_size = (size_t)FSM_REQUEST_ID_LEN * (c->max_uses - 1u);
+        need += slab_size(sizeof(struct rec_ext)) + slab_size(uses_size);
     }
     if (over_capacity(f, need)) {
         res->outcome = FSM_RESOURCE_EXHAUSTED;
@@ -192,6 +238,9 @@ static void accept_new(struct fsm *f,
     if (c->kind == FSM_KIND_NONCE) {
         r->life_ms = (uint32_t)(retention(f, c, 0) - f->now);
         fsm_set_state(f, r, FSM_STATE_SEEN);
+        if (uses_size > 0) {
+            new_uses(f, vp_of(hash), r, c->max_uses, uses_size);
+        }
     } else {
         struct rec_ext *e = fsm_ensure_ext(f, vp_of(hash), r);
         r->flags |= REC_F_IDEMPOTENT;
@@ -208,6 +257,12 @@ static void accept_new(struct fsm *f,
         f->snap_rec_bytes += c->payload_hash_len;
         if (c->payload_hash_len > 0) {
             memcpy(e->payload_hash, c->payload_hash, c->payload_hash_len);
+        }
+        if (c->sliding) {
+            /* check_claim bounded ttl by max_ttl (<= 30 days): 32 bits */
+            r->flags |= REC_F_SLIDING;
+            r->life_ms = (uint32_t)c->ttl_ms;
+            f->snap_rec_bytes += SNAP_SLIDING_FIXED;
         }
     }
     if (table_insert(fsm_vp_mut(f, vp_of(hash)), &f->slab, (uint32_t)hash, h) !=
@@ -246,6 +301,96 @@ static void takeover(struct fsm *f,
     note_ts(f, c);
 }
 
+static enum fsm_outcome claim_idem(struct fsm *f,
+                                   uint64_t index,
+                                   uint32_t slot,
+                                   struct rec *r,
+                                   const struct fsm_claim *c,
+                                   uint64_t lease,
+                                   struct fsm_result *res);
+
+/* A claim answered DUPLICATE, IN_PROGRESS or FAILED renews sliding record
+ * @r: expiry at log time + its ttl, never past max_ttl from its first
+ * claim, never earlier than it was (a lease or a window rule may hold it
+ * longer). Log time only: every replica moves it at the same index. */
+static void slide(struct fsm *f, struct rec *r)
+{
+    struct rec_ext *e = ext_mut(f, r);
+    uint64_t cap = get48(r->first_time) + f->settings.max_ttl_ms;
+    uint64_t t = f->now + r->life_ms;
+
+    if (t > cap) {
+        t = cap;
+    }
+    if (t > e->expires_ms) {
+        e->expires_ms = t; /* the wheel re-places it lazily */
+    }
+}
+
+/* A NONCE claim with another request id on live record @r when either
+ * side is N-use: CONFLICT if max_uses differs from the first claim's, an
+ * exact retry of an accepted use, REPLAYED once every use is taken, else a
+ * new use (a new acceptance: its window and the restore fence apply, and
+ * the record lives at least as long as this use's own retention). */
+static enum fsm_outcome claim_uses(struct fsm *f,
+                                   struct rec *r,
+                                   const struct fsm_claim *c,
+                                   struct fsm_result *res)
+{
+    uint32_t want = c->max_uses > 1 ? c->max_uses : 1;
+    const struct rec_ext *e = ext_of(f, r);
+    const uint8_t *ids;
+    uint64_t first = get48(r->first_time), until;
+    enum fsm_outcome o;
+    struct rec_ext *m;
+
+    if (r->flags & REC_F_MULTI) {
+        /* A retry of any use is recognised before max_uses is compared,
+         * as the first use's is (claim_live). */
+        ONCE_ASSERTF(e->n_uses >= 1 && e->n_uses <= e->max_uses,
+                     "%u uses of %u", (unsigned)e->n_uses,
+                     (unsigned)e->max_uses);
+        ids = slab_ptr(&f->slab, e->uses_h);
+        for (uint32_t i = 0; i + 1u < e->n_uses; i++) {
+            if (memcmp(ids + (size_t)i * FSM_REQUEST_ID_LEN, c->request_id,
+                       FSM_REQUEST_ID_LEN) == 0) {
+                res->retry = true;
+                return FSM_ACCEPTED;
+            }
+        }
+    }
+    if (!(r->flags & REC_F_MULTI) || e->max_uses != want) {
+        res->reason = "the key was claimed with another max_uses";
+        return FSM_CONFLICT;
+    }
+    if (e->n_uses >= e->max_uses) {
+        return FSM_REPLAYED;
+    }
+    o = window_check(f, c, res);
+    if (o == 0) {
+        o = fsm_fence_check(f, c, res);
+    }
+    if (o != 0) {
+        return o;
+    }
+    until = retention(f, c, 0);
+    if (until - first > UINT32_MAX) {
+        res->reason = "an N-use record lives at most 49 days";
+        return FSM_FAILED_PRECONDITION;
+    }
+    if (until > first + r->life_ms) {
+        r->life_ms = (uint32_t)(until - first); /* re-placed lazily */
+    }
+    m = ext_mut(f, r);
+    memcpy((uint8_t *)slab_mut(&f->slab, m->uses_h) +
+               (size_t)(m->n_uses - 1u) * FSM_REQUEST_ID_LEN,
+           c->request_id, FSM_REQUEST_ID_LEN);
+    m->n_uses++;
+    f->snap_rec_bytes += FSM_REQUEST_ID_LEN;
+    note_ts(f, c);
+    return FSM_ACCEPTED;
+}
+
 /* Outcome of a claim on a live record; may take it over. */
 static enum fsm_outcome claim_live(struct fsm *f,
                                    uint64_t index,
@@ -255,7 +400,6 @@ static enum fsm_outcome claim_live(struct fsm *f,
                                    uint64_t lease,
                                    struct fsm_result *res)
 {
-    const struct rec_ext *e = ext_of(f, r);
     enum fsm_outcome o;
 
     if (rec_kind(r) != c->kind) {
@@ -267,8 +411,31 @@ static enum fsm_outcome claim_live(struct fsm *f,
             res->retry = true;
             return FSM_ACCEPTED;
         }
+        if (__builtin_expect(c->max_uses > 1 || (r->flags & REC_F_MULTI), 0)) {
+            return claim_uses(f, r, c, res);
+        }
         return FSM_REPLAYED;
     }
+    o = claim_idem(f, index, slot, r, c, lease, res);
+    if ((r->flags & REC_F_SLIDING) &&
+        (o == FSM_DUPLICATE || o == FSM_IN_PROGRESS || o == FSM_FAILED)) {
+        slide(f, r);
+    }
+    return o;
+}
+
+/* Outcome of an IDEMPOTENT claim on a live record; may take it over. */
+static enum fsm_outcome claim_idem(struct fsm *f,
+                                   uint64_t index,
+                                   uint32_t slot,
+                                   struct rec *r,
+                                   const struct fsm_claim *c,
+                                   uint64_t lease,
+                                   struct fsm_result *res)
+{
+    const struct rec_ext *e = ext_of(f, r);
+    enum fsm_outcome o;
+
     ONCE_ASSERT(e != NULL, "an IDEMPOTENT record always has its ext");
     if (!payload_equal(e, c)) {
         res->reason = "the key was claimed with a different payload hash";
@@ -317,11 +484,20 @@ void fsm_do_claim(struct fsm *f,
                   struct fsm_result *res)
 {
     uint64_t lease = 0, hash;
+    struct fsm_claim old;
     struct table_key k;
     enum fsm_outcome o;
     const char *why;
     uint32_t h;
 
+    if (__builtin_expect(c->max_uses != 0 || c->sliding, 0) &&
+        f->schema_version < FSM_SCHEMA_NUSE) {
+        /* As a binary of that schema decodes it: without either field. */
+        old = *c;
+        old.max_uses = 0;
+        old.sliding = false;
+        c = &old;
+    }
     why = check_claim(f, c, &lease);
     if (why != NULL) {
         res->outcome = FSM_INVALID_ARGUMENT;

@@ -22,7 +22,8 @@ struct rec
 {
     uint32_t next;     /* timer wheel chain (handle) */
     uint32_t ext;      /* struct rec_ext handle, 0 if none */
-    uint32_t life_ms;  /* NONCE: expires - first_time */
+    uint32_t life_ms;  /* NONCE: expires - first_time; IDEMPOTENT: the
+                        * ttl a sliding record renews (REC_F_SLIDING), or 0 */
     uint8_t flags;     /* REC_F_* */
     uint8_t scope_len; /* 1..128 */
     uint16_t key_len;  /* 1..256 */
@@ -38,11 +39,33 @@ _Static_assert(sizeof(struct rec) == REC_HDR_SIZE, "record header layout");
 #define REC_F_IDEMPOTENT 0x01u /* kind; clear = NONCE */
 #define REC_F_STATE_MASK 0x0eu /* enum fsm_state << 1 */
 #define REC_F_DETACHED   0x10u /* out of the table, freed by the wheel */
+/* Schema 3 (FSM_SCHEMA_NUSE) on. A NONCE record of max_uses > 1: it has an
+ * ext whose uses_h, max_uses, n_uses say its uses. */
+#define REC_F_MULTI 0x20u
+/* An IDEMPOTENT record whose expiry slides (life_ms is its ttl). */
+#define REC_F_SLIDING 0x40u
+/* The flags a snapshot carries. */
+#define REC_F_SNAP_MASK \
+    (REC_F_IDEMPOTENT | REC_F_STATE_MASK | REC_F_MULTI | REC_F_SLIDING)
 
 /* Out-of-line part: IDEMPOTENT facts and attempts. */
 struct rec_ext
 {
-    uint64_t expires_ms; /* IDEMPOTENT: absolute expiry */
+    /* The first 8 bytes by kind: a NONCE record's expiry is in the record
+     * (life_ms), so this room serves its uses when it is N-use. */
+    union {
+        uint64_t expires_ms; /* IDEMPOTENT: absolute expiry */
+        struct
+        {
+            /* NONCE with REC_F_MULTI: slab object of 16 * (max_uses - 1)
+             * bytes, the request ids of uses 2..n_uses in order (use 1's
+             * is the record's request_id); 2 <= max_uses <= FSM_MAX_USES,
+             * 1 <= n_uses <= max_uses. */
+            uint32_t uses_h;
+            uint16_t max_uses;
+            uint16_t n_uses;
+        };
+    };
     uint64_t lease_expires_ms;
     uint64_t owner_index;
     uint32_t owner_group;
@@ -101,6 +124,15 @@ static inline uint32_t ext_attempt(const struct rec_ext *e, size_t i)
         return e->att_first;
     }
     return e->att_last[(e->att_head + i - 1) % FSM_ATTEMPTS_LAST];
+}
+
+/* Bytes of @r's uses object (0 unless N-use): allocated in full at the
+ * first claim, so a later use never needs room. */
+static inline size_t rec_uses_size(const struct rec *r, const struct rec_ext *e)
+{
+    return (r->flags & REC_F_MULTI) && e != NULL && e->uses_h != 0
+               ? (size_t)FSM_REQUEST_ID_LEN * (e->max_uses - 1u)
+               : 0;
 }
 
 static inline uint64_t get48(const uint8_t b[6])
@@ -322,6 +354,10 @@ struct fsm
 #define SNAP_EXT_FIXED \
     (8 + 4 + 8 + 4 + 4 + FSM_REQUEST_ID_LEN + 1 + 1 + 4 + 4 + 1)
 #define SNAP_ATT_FIXED (FSM_REQUEST_ID_LEN + 8 + 8 + 1 + 1 + 1)
+/* Schema 3 record extensions (flag bits in the record's u8 flags): N-use
+ * u16 max_uses u16 n_uses then n_uses - 1 request ids; sliding u32 ttl. */
+#define SNAP_MULTI_FIXED   (2 + 2)
+#define SNAP_SLIDING_FIXED 4
 
 static inline uint32_t vp_of(uint64_t hash)
 {

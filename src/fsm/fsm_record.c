@@ -64,6 +64,12 @@ static uint64_t free_ext(struct fsm *f, struct rec *r)
         return 0;
     }
     bytes = fsm_ext_bytes(e);
+    if ((r->flags & REC_F_MULTI) && e->uses_h != 0) {
+        size_t size = rec_uses_size(r, e);
+        bytes += slab_size(size);
+        slab_free(&f->slab, e->uses_h, size);
+        e->uses_h = 0;
+    }
     for (size_t i = 0; i < ext_n_attempts(e); i++) {
         uint32_t h = ext_attempt(e, i);
         const struct rec_attempt *a = slab_ptr(&f->slab, h);
@@ -93,8 +99,14 @@ uint64_t fsm_rec_snap_size(const struct fsm *f, const struct rec *r)
     uint64_t n = SNAP_REC_FIXED + (uint64_t)r->scope_len + r->key_len;
     const struct rec_ext *e = ext_of(f, r);
 
+    if (r->flags & REC_F_SLIDING) {
+        n += SNAP_SLIDING_FIXED;
+    }
     if (e == NULL) {
         return n;
+    }
+    if ((r->flags & REC_F_MULTI) && e->n_uses > 0) {
+        n += SNAP_MULTI_FIXED + (uint64_t)FSM_REQUEST_ID_LEN * (e->n_uses - 1u);
     }
     n += SNAP_EXT_FIXED + e->payload_hash_len + e->stored_len;
     for (size_t i = 0; i < ext_n_attempts(e); i++) {
@@ -288,6 +300,13 @@ void fsm_fill_record(struct fsm *f,
     res->first_time_ms = get48(r->first_time);
     res->expires_ms = fsm_rec_expires(f, r);
     res->attempts = e != NULL ? e->attempts_total : 0;
+    if (!(r->flags & REC_F_IDEMPOTENT)) {
+        bool multi = (r->flags & REC_F_MULTI) != 0;
+        ONCE_ASSERT(!multi || e != NULL, "an N-use record always has its ext");
+        res->max_uses = multi ? e->max_uses : 1;
+        res->uses = multi ? e->n_uses : 1;
+    }
+    res->sliding = (r->flags & REC_F_SLIDING) != 0;
     if (r->flags & REC_F_IDEMPOTENT) {
         res->has_owner_token = true; /* scrubbed later unless the owner's */
         res->owner_token.group_id = e->owner_group;

@@ -21,8 +21,12 @@
  *   u64 n_records
  *   4096 x { u32 n { record } }
  *   u32 crc32c of everything before it
- * record: u8 flags(kind | state << 1) u8 scope_len u16 key_len
- *   u64 first_index u64 first_time u64 expires req[16] scope key u8 has_ext
+ * record: u8 flags(kind | state << 1 | 0x20 N-use | 0x40 sliding)
+ *   u8 scope_len u16 key_len
+ *   u64 first_index u64 first_time u64 expires req[16] scope key
+ *   [0x20: u16 max_uses u16 n_uses { req[16] } x (n_uses - 1)]
+ *   [0x40: u32 ttl]
+ *   u8 has_ext
  *   [ext: u64 lease_expires u32 owner_group u64 owner_index u32 owner_slot
  *    u32 owner_attempt owner_req[16] u8 hash_len hash u8 stored_kind
  *    u32 stored_len stored u32 attempts_total u8 n_att
@@ -34,7 +38,13 @@
  * encoding stays canonical, and a node of a previous version keeps reading
  * every snapshot of a cluster that uses neither (it refuses the others:
  * FSM_E_SCHEMA, so it can never drop a fence or a quota). Quota usage is
- * not written: restore charges each record as it reads it. */
+ * not written: restore charges each record as it reads it.
+ *
+ * The flag bits 0x20 and 0x40 (N-use, sliding) appear only in states of
+ * schema 3 (FSM_SCHEMA_NUSE) and later, which the header's schema field
+ * says: a node of an older schema refuses the snapshot for that field
+ * (FSM_E_SCHEMA) before it reads a record, so they need no format of
+ * their own, and a record without them encodes as before. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +149,7 @@ static void write_record(const struct fsm *f,
 {
     const struct rec_ext *e;
 
-    w_u8(w, (uint8_t)(r->flags & (REC_F_IDEMPOTENT | REC_F_STATE_MASK)));
+    w_u8(w, (uint8_t)(r->flags & REC_F_SNAP_MASK));
     w_u8(w, r->scope_len);
     w_u16(w, r->key_len);
     w_u64(w, get48(r->first_index));
@@ -147,11 +157,20 @@ static void write_record(const struct fsm *f,
     w_u64(w, fsm_rec_expires(f, r));
     w_bytes(w, r->request_id, FSM_REQUEST_ID_LEN);
     w_bytes(w, r->id, (size_t)r->scope_len + r->key_len);
+    e = ext_of(f, r);
+    if (r->flags & REC_F_MULTI) {
+        w_u16(w, e->max_uses);
+        w_u16(w, e->n_uses);
+        w_bytes(w, slab_ptr(&f->slab, e->uses_h),
+                (size_t)FSM_REQUEST_ID_LEN * (e->n_uses - 1u));
+    }
+    if (r->flags & REC_F_SLIDING) {
+        w_u32(w, r->life_ms);
+    }
     w_u8(w, r->ext != 0);
     if (r->ext == 0) {
         return;
     }
-    e = slab_ptr(&f->slab, r->ext);
     w_u64(w, e->lease_expires_ms);
     w_u32(w, e->owner_group);
     w_u64(w, e->owner_index);

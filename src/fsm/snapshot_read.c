@@ -208,6 +208,50 @@ static int read_ext(struct fsm *g,
     return rb->bad ? FSM_E_MALFORMED : 0;
 }
 
+/* No two of the @n request ids at @ids (16 bytes each) and @first are
+ * equal: a log keeps one per accepted use. */
+static bool uses_distinct(const uint8_t *first, const uint8_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *a = ids + i * FSM_REQUEST_ID_LEN;
+        if (memcmp(a, first, FSM_REQUEST_ID_LEN) == 0) {
+            return false;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (memcmp(a, ids + j * FSM_REQUEST_ID_LEN, FSM_REQUEST_ID_LEN) ==
+                0) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* Give N-use record @r (its ext read) its uses object, allocated in full
+ * as at its first claim, holding the @n_uses - 1 ids at @ids. */
+static void read_uses(struct fsm *g,
+                      uint32_t v,
+                      struct rec *r,
+                      uint16_t max_uses,
+                      uint16_t n_uses,
+                      const uint8_t *ids)
+{
+    size_t size = (size_t)FSM_REQUEST_ID_LEN * (max_uses - 1u);
+    uint32_t u = slab_alloc(&g->slab, size);
+    struct rec_ext *e;
+
+    if (u == 0) {
+        fsm_panic("out of memory (restore)");
+    }
+    memcpy(slab_mut(&g->slab, u), ids,
+           (size_t)FSM_REQUEST_ID_LEN * (n_uses - 1u));
+    e = slab_mut(&g->slab, r->ext);
+    e->uses_h = u;
+    e->max_uses = max_uses;
+    e->n_uses = n_uses;
+    fsm_bytes_move(g, v, (int64_t)slab_size(size));
+}
+
 /* Read one record of vp @v into @g; @prev is the previous record of the vp
  * (0 if none) for the order check. */
 static int read_record(struct fsm *g,
@@ -229,6 +273,9 @@ static int read_record(struct fsm *g,
     const uint8_t *id;
     enum fsm_state st = (enum fsm_state)((flags & REC_F_STATE_MASK) >> 1);
     bool idem = (flags & REC_F_IDEMPOTENT) != 0;
+    const uint8_t *uses = NULL;
+    uint16_t max_uses = 0, n_uses = 0;
+    uint32_t ttl = 0;
     uint64_t hash;
     uint8_t has_ext;
     struct rec *r;
@@ -238,9 +285,11 @@ static int read_record(struct fsm *g,
     if (rb->bad) {
         BAD("truncated");
     }
-    if ((flags & ~(REC_F_IDEMPOTENT | REC_F_STATE_MASK)) != 0 ||
-        (!idem && st != FSM_STATE_SEEN) ||
-        (idem && (st < FSM_STATE_PENDING || st > FSM_STATE_FAILED))) {
+    if ((flags & ~REC_F_SNAP_MASK) != 0 || (!idem && st != FSM_STATE_SEEN) ||
+        (idem && (st < FSM_STATE_PENDING || st > FSM_STATE_FAILED)) ||
+        ((flags & (REC_F_MULTI | REC_F_SLIDING)) != 0 &&
+         g->schema_version < FSM_SCHEMA_NUSE) ||
+        (idem && (flags & REC_F_MULTI)) || (!idem && (flags & REC_F_SLIDING))) {
         BAD("bad record kind or state");
     }
     if (scope_len < 1 || scope_len > FSM_SCOPE_MAX || key_len < 1 ||
@@ -252,8 +301,27 @@ static int read_record(struct fsm *g,
         BAD("bad record times");
     }
     id = r_bytes(rb, (size_t)scope_len + key_len);
+    if (flags & REC_F_MULTI) {
+        max_uses = r_u16(rb);
+        n_uses = r_u16(rb);
+        if (rb->bad || max_uses < 2 || max_uses > FSM_MAX_USES || n_uses < 1 ||
+            n_uses > max_uses) {
+            BAD("bad use count");
+        }
+        uses = r_bytes(rb, (size_t)FSM_REQUEST_ID_LEN * (n_uses - 1u));
+        if (uses == NULL || !uses_distinct(req, uses, n_uses - 1u)) {
+            BAD("bad uses");
+        }
+    }
+    if (flags & REC_F_SLIDING) {
+        ttl = r_u32(rb);
+        if (rb->bad || ttl == 0 || ttl > FSM_MAX_TTL_CEIL) {
+            BAD("bad sliding ttl");
+        }
+    }
     has_ext = r_u8(rb);
-    if (rb->bad || has_ext > 1 || (idem && !has_ext)) {
+    if (rb->bad || has_ext > 1 || (idem && !has_ext) ||
+        ((flags & REC_F_MULTI) && !has_ext)) {
         BAD("bad record");
     }
     hash = fsm_hash(g, id, scope_len, id + scope_len, key_len);
@@ -271,7 +339,7 @@ static int read_record(struct fsm *g,
     r->key_len = key_len;
     put48(r->first_index, first_index);
     put48(r->first_time, first_time);
-    r->life_ms = idem ? 0 : (uint32_t)(expires - first_time);
+    r->life_ms = idem ? ttl : (uint32_t)(expires - first_time);
     memcpy(r->request_id, req, FSM_REQUEST_ID_LEN);
     memcpy(r->id, id, (size_t)scope_len + key_len);
     fsm_bytes_move(g, v, (int64_t)slab_size(rec_size(scope_len, key_len)));
@@ -282,6 +350,9 @@ static int read_record(struct fsm *g,
         if (idem && rv == 0) {
             ((struct rec_ext *)slab_mut(&g->slab, r->ext))->expires_ms =
                 expires;
+        }
+        if (max_uses != 0 && rv == 0) {
+            read_uses(g, v, r, max_uses, n_uses, uses);
         }
     } else {
         rv = 0;

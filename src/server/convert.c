@@ -119,9 +119,17 @@ int convert_claim_in(const Once__Rpc__ClaimRequest *in,
         err_printf(why, "has_ts: ts_ms and window_ms need has_ts");
         return -EINVAL;
     }
+    if (in->max_uses > FSM_MAX_USES) {
+        err_printf(why, "max_uses: must be 0..%d", FSM_MAX_USES);
+        return -EINVAL;
+    }
     if (in->kind == ONCE__RPC__KIND__KIND_NONCE) {
         if (in->payload_hash.len != 0) {
             err_printf(why, "payload_hash: a NONCE claim takes none");
+            return -EINVAL;
+        }
+        if (in->sliding) {
+            err_printf(why, "sliding: a NONCE claim cannot slide");
             return -EINVAL;
         }
         if (in->lease_ms != 0) {
@@ -137,6 +145,14 @@ int convert_claim_in(const Once__Rpc__ClaimRequest *in,
         if (in->lease_ms > FSM_MAX_LEASE_CEIL) {
             err_printf(why, "lease_ms: must be at most %llu",
                        (unsigned long long)FSM_MAX_LEASE_CEIL);
+            return -EINVAL;
+        }
+        if (in->max_uses > 1) {
+            err_printf(why, "max_uses: for NONCE claims only");
+            return -EINVAL;
+        }
+        if (in->sliding && in->ttl_ms == 0) {
+            err_printf(why, "sliding: needs ttl_ms");
             return -EINVAL;
         }
     }
@@ -155,7 +171,23 @@ int convert_claim_in(const Once__Rpc__ClaimRequest *in,
     c->payload_hash = in->payload_hash.data;
     c->payload_hash_len = in->payload_hash.len;
     c->lease_ms = in->lease_ms;
+    c->max_uses = in->max_uses;
+    c->sliding = in->sliding;
     return 0;
+}
+
+int convert_check_claim_schema(const struct fsm_claim *c,
+                               uint32_t schema,
+                               struct fsm_result *res)
+{
+    if ((c->max_uses <= 1 && !c->sliding) || schema >= FSM_SCHEMA_NUSE) {
+        return 0;
+    }
+    memset(res, 0, sizeof *res);
+    res->cmd = FSM_CMD_CLAIM;
+    res->outcome = FSM_FAILED_PRECONDITION;
+    res->reason = "schema 3 required (oncectl schema upgrade)";
+    return -EPERM;
 }
 
 int convert_check_claim_settings(const struct fsm_claim *c,
@@ -373,6 +405,10 @@ void convert_result_out(const struct fsm_result *r,
         o->expires_ms = r->expires_ms;
         o->lease_expires_ms = r->lease_expires_ms;
         o->owner_attempt = r->owner_attempt;
+        o->max_uses = r->max_uses;
+        o->uses = r->uses;
+        o->uses_left = r->max_uses > r->uses ? r->max_uses - r->uses : 0;
+        o->sliding = r->sliding;
     }
     if (r->has_owner_token) {
         once__rpc__owner_token__init(&b->token);
@@ -478,6 +514,13 @@ int convert_result_in(const Once__Rpc__Result *in,
         out->attempts = in->attempts_total;
         out->lease_expires_ms = in->lease_expires_ms;
         out->owner_attempt = in->owner_attempt;
+        if (in->max_uses > FSM_MAX_USES || in->uses > in->max_uses) {
+            err_printf(why, "result.uses: out of bounds");
+            return -EINVAL;
+        }
+        out->max_uses = in->max_uses;
+        out->uses = in->uses;
+        out->sliding = in->sliding;
     }
     if (in->has_owner_token) {
         out->has_owner_token = true;
@@ -539,6 +582,8 @@ void convert_claim_out(const struct fsm_claim *c, Once__Rpc__ClaimRequest *out)
     out->payload_hash.data = (uint8_t *)c->payload_hash;
     out->payload_hash.len = c->payload_hash_len;
     out->lease_ms = c->lease_ms;
+    out->max_uses = c->max_uses > 1 ? c->max_uses : 0;
+    out->sliding = c->sliding;
 }
 
 static void token_out(const struct fsm_token *t, Once__Rpc__OwnerToken *out)

@@ -61,6 +61,14 @@ int convert_check_claim_settings(const struct fsm_claim *c,
                                  const struct fsm_settings *s,
                                  char *why);
 
+/* A claim asking max_uses > 1 or sliding while schema @schema (the one in
+ * force) is older than FSM_SCHEMA_NUSE: apply would ignore the fields, so
+ * the proposing node refuses it instead. 0, or -EPERM with @res filled as
+ * the FAILED_PRECONDITION answer (static reason). */
+int convert_check_claim_schema(const struct fsm_claim *c,
+                               uint32_t schema,
+                               struct fsm_result *res);
+
 /* A Member of MembersAdd: id non-zero, both addresses IPv4 IP:PORT of
  * 1..64 bytes, role VOTER or STANDBY (@for_add) or any known role. */
 int convert_member_in(const Once__Rpc__Member *in,

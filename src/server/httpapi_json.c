@@ -249,6 +249,14 @@ json_t *httpapi_json_result(enum rpc_method m, const Once__Rpc__Result *r)
     if (r->lease_expires_ms != 0) {
         set(o, "lease_expires_ms", json_value_uint(r->lease_expires_ms));
     }
+    if (r->max_uses != 0) { /* NONCE records (docs/state-machine.md) */
+        set(o, "max_uses", json_value_uint(r->max_uses));
+        set(o, "uses", json_value_uint(r->uses));
+        set(o, "uses_left", json_value_uint(r->uses_left));
+    }
+    if (r->sliding) {
+        set(o, "sliding", json_boolean(true));
+    }
     return o;
 }
 

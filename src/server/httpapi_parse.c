@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "common/text.h"
+#include "fsm/fsm.h"
 
 /* How a duration field reads: the same units as oncectl (text.h). */
 #define DURATION_MAX_MS (365ull * 24 * 3600 * 1000)
@@ -46,6 +47,8 @@ enum field_id {
     F_TERMINAL,
     F_ERROR,
     F_CLUSTER_ID,
+    F_MAX_USES,
+    F_SLIDING,
     F_COUNT
 };
 
@@ -71,6 +74,8 @@ static const struct
     [F_TERMINAL] = {"terminal", K_FLAG},
     [F_ERROR] = {"error", K_BYTES},
     [F_CLUSTER_ID] = {"cluster_id", K_HEX16},
+    [F_MAX_USES] = {"max_uses", K_U64},
+    [F_SLIDING] = {"sliding", K_FLAG},
 };
 
 #define BIT(f) (1u << (f))
@@ -83,7 +88,8 @@ static unsigned method_fields(enum rpc_method m)
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_EXECUTION_ID) | BIT(F_TTL) | BIT(F_TS) |
                    BIT(F_WINDOW) | BIT(F_IDEMPOTENT) | BIT(F_PAYLOAD_HASH) |
-                   BIT(F_LEASE) | BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID);
+                   BIT(F_LEASE) | BIT(F_TIMEOUT) | BIT(F_CLUSTER_ID) |
+                   BIT(F_MAX_USES) | BIT(F_SLIDING);
         case RPC_METHOD_COMPLETE:
             return BIT(F_SCOPE) | BIT(F_KEY) | BIT(F_REQUEST_ID) |
                    BIT(F_OWNER_TOKEN) | BIT(F_RESULT) | BIT(F_RESULT_B64) |
@@ -351,6 +357,15 @@ static int store(struct httpapi_req *r, enum field_id f, json_t *v, char *why)
             return 0;
         case F_LEASE:
             c->lease_ms = x.u;
+            return 0;
+        case F_MAX_USES:
+            if (x.u < 1 || x.u > FSM_MAX_USES) {
+                return want(name, "an integer 1..64", why);
+            }
+            c->max_uses = (uint32_t)x.u;
+            return 0;
+        case F_SLIDING:
+            c->sliding = x.flag;
             return 0;
         case F_TIMEOUT:
             if (x.u == 0 || x.u > HTTPAPI_TIMEOUT_MAX_MS) {

@@ -118,6 +118,19 @@ static void result_cb(struct replica_req *req,
     free(op);
 }
 
+/* Answer a claim the node itself decided (nothing proposed). */
+static void reply_claim_result(struct rpc_call *call,
+                               const struct fsm_result *res,
+                               const uint8_t *request_id)
+{
+    struct convert_result_buf b;
+    Once__Rpc__ClaimResponse claim = ONCE__RPC__CLAIM_RESPONSE__INIT;
+
+    convert_result_out(res, request_id, &b);
+    claim.result = &b.res;
+    reply_msg(call, &claim.base);
+}
+
 /* @cmd borrows from the request; the Raft layer copies it on submit. */
 static void submit(struct server *s,
                    struct rpc_call *call,
@@ -163,12 +176,19 @@ static void serve_record(struct server *s,
                          const struct service_in *in)
 {
     char why[CONVERT_WHY_SIZE];
+    struct fsm_result refused;
 
     (void)msg;
     if (in->cmd.type == FSM_CMD_CLAIM &&
         convert_check_claim_settings(&in->cmd.u.claim, fsm_settings(s->rep.fsm),
                                      why) != 0) {
         reply_invalid(call, why);
+        return;
+    }
+    if (in->cmd.type == FSM_CMD_CLAIM &&
+        convert_check_claim_schema(
+            &in->cmd.u.claim, fsm_schema_version(s->rep.fsm), &refused) != 0) {
+        reply_claim_result(call, &refused, in->request_id);
         return;
     }
     submit(s, call, &in->cmd, in->request_id);

@@ -234,6 +234,8 @@ static bool item_submit(struct batch *b,
     struct batch_item *it = &b->items[i];
     struct authz_req ar;
     struct fsm_cmd cmd;
+    struct fsm_result refused;
+    struct convert_result_buf rb;
     char why[CONVERT_WHY_SIZE];
     int rv;
 
@@ -241,6 +243,14 @@ static bool item_submit(struct batch *b,
         convert_check_claim_settings(&cmd.u.claim, fsm_settings(s->rep.fsm),
                                      why) != 0) {
         put(b, i, RPC_STATUS_INVALID_ARGUMENT, RPC_APPLIED_FALSE, why, NULL);
+        return false;
+    }
+    /* max_uses/sliding before the schema that applies them: the refusal a
+     * single Claim would get (an upgraded node must not drop them). */
+    if (convert_check_claim_schema(&cmd.u.claim, fsm_schema_version(s->rep.fsm),
+                                   &refused) != 0) {
+        convert_result_out(&refused, item->request_id.data, &rb);
+        put(b, i, RPC_STATUS_OK, RPC_APPLIED_UNSPECIFIED, NULL, &rb.res);
         return false;
     }
     memset(&ar, 0, sizeof ar);

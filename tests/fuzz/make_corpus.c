@@ -864,6 +864,40 @@ static void seed_quotas(struct seed *s, const char *dir)
     seed_write(s, dir, "22-quotas");
 }
 
+/* 23: N-use nonces (uses, a retry, REPLAYED, CONFLICT, out of range) and a
+ * sliding idempotency record renewed by a DUPLICATE (schema 3). */
+static void seed_nuse(struct seed *s, const char *dir)
+{
+    static const unsigned rids[] = {1, 2, 1, 3, 4, 2};
+    struct fsm_cmd c;
+
+    seed_begin(s, BOOT_DEFAULTS);
+    for (size_t i = 0; i < sizeof rids / sizeof rids[0]; i++) { /* 0..5 */
+        c = claim("inv", "link", rids[i], FSM_KIND_NONCE, 60000);
+        c.u.claim.max_uses = 3;
+        add(s, &c);
+    }
+    c = claim("inv", "link", 5, FSM_KIND_NONCE, 60000); /* CONFLICT */
+    c.u.claim.max_uses = 2;
+    add(s, &c);
+    c = claim("inv", "big", 6, FSM_KIND_NONCE, 60000); /* INVALID */
+    c.u.claim.max_uses = FSM_MAX_USES + 1;
+    add(s, &c);
+    c = claim(g_scope, "pay-s", 10, FSM_KIND_IDEMPOTENT, 5000); /* slot 8 */
+    c.u.claim.sliding = true;
+    add(s, &c);
+    c = complete("pay-s", tok(2, 8), "ok");
+    add(s, &c);
+    end_batch(s);
+    s->time += 3000;
+    c = claim(g_scope, "pay-s", 11, FSM_KIND_IDEMPOTENT, 5000);
+    add(s, &c);
+    c = ident(FSM_CMD_LOOKUP, "inv", "link");
+    add(s, &c);
+    end_batch(s);
+    seed_write(s, dir, "23-nuse");
+}
+
 /* Every seed, in the order of their file names. */
 static void (*const seeds[])(struct seed *, const char *) = {
     seed_empty_batch,
@@ -888,6 +922,7 @@ static void (*const seeds[])(struct seed *, const char *) = {
     seed_conflicts,
     seed_lowered_limits,
     seed_quotas,
+    seed_nuse,
 };
 
 int main(int argc, char **argv)

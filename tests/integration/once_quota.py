@@ -2,8 +2,8 @@
 """once_quota.py: per scope pattern quotas and the log schema upgrade over
 3-node clusters (docs/state-machine.md "Quotas", docs/design.md §3.3).
 
-  a. a fresh cluster runs this binary's schema: status shows schema 2 and
-     schema_max 2; `schema upgrade` answers OK (already in force).
+  a. a fresh cluster runs this binary's schema: status shows schema 3 and
+     schema_max 3; `schema upgrade` answers OK (already in force).
   b. a bad pattern and a quota without limits are INVALID_ARGUMENT;
      `quota set tenant-a* --max-records 5`: tenant A's 6th new key is
      RESOURCE_EXHAUSTED naming the quota, while tenant B still claims; A's
@@ -36,12 +36,12 @@ def fresh_cluster(t):
     A, B, C = c.start_cluster(["A", "B", "C"])
     for n in (A, B, C):
         st = c.status(n)
-        t.check(st is not None and st.get("schema") == 2
-                and st.get("schema_max") == 2,
-                "a: %s status: schema 2, schema_max 2" % n.name, str(st))
+        t.check(st is not None and st.get("schema") == 3
+                and st.get("schema_max") == 3,
+                "a: %s status: schema 3, schema_max 3" % n.name, str(st))
     r = c.ctl(["schema", "upgrade"], via=[B])
-    t.check(r.is_outcome("OK") and r.get("schema") == 2,
-            "a: schema upgrade on a fresh cluster -> OK, schema 2",
+    t.check(r.is_outcome("OK") and r.get("schema") == 3,
+            "a: schema upgrade on a fresh cluster -> OK, schema 3",
             r.describe())
     return c, A, B, C
 

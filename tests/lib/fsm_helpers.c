@@ -343,6 +343,9 @@ static void fh_copy(struct fh_res *out, const struct fsm_result *r)
     out->first_time_ms = r->first_time_ms;
     out->expires_ms = r->expires_ms;
     out->attempts = r->attempts;
+    out->max_uses = r->max_uses;
+    out->uses = r->uses;
+    out->sliding = r->sliding;
     out->owner_token = r->owner_token;
     out->owner_attempt = r->owner_attempt;
     out->lease_expires_ms = r->lease_expires_ms;

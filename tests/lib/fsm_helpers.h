@@ -67,6 +67,9 @@ struct fh_res
     uint64_t first_time_ms;
     uint64_t expires_ms;
     uint32_t attempts;
+    uint32_t max_uses; /* NONCE: 1 unless N-use */
+    uint32_t uses;
+    bool sliding;
 
     struct fsm_token owner_token;
     uint32_t owner_attempt;

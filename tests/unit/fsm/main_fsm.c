@@ -18,6 +18,7 @@ Suite *fence_suite(void);
 Suite *backup_file_suite(void);
 Suite *bytes_suite(void);
 Suite *quota_suite(void);
+Suite *nuse_suite(void);
 
 int main(void)
 {
@@ -39,6 +40,7 @@ int main(void)
     srunner_add_suite(sr, backup_file_suite());
     srunner_add_suite(sr, bytes_suite());
     srunner_add_suite(sr, quota_suite());
+    srunner_add_suite(sr, nuse_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

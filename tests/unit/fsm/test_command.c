@@ -81,6 +81,9 @@ static void make_claim(struct fsm_cmd *c, enum fsm_kind kind)
         c->u.claim.payload_hash = g_hash;
         c->u.claim.payload_hash_len = 32;
         c->u.claim.lease_ms = 12345;
+        c->u.claim.sliding = true;
+    } else {
+        c->u.claim.max_uses = 7;
     }
 }
 
@@ -214,7 +217,8 @@ static bool cmd_eq(const struct fsm_cmd *a, const struct fsm_cmd *b)
                    x->window_ms == y->window_ms &&
                    bytes_eq(x->payload_hash, x->payload_hash_len,
                             y->payload_hash, y->payload_hash_len) &&
-                   x->lease_ms == y->lease_ms;
+                   x->lease_ms == y->lease_ms && x->max_uses == y->max_uses &&
+                   x->sliding == y->sliding;
         }
         case FSM_CMD_COMPLETE: {
             const struct fsm_complete *x = &a->u.complete, *y = &b->u.complete;

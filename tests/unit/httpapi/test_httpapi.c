@@ -137,7 +137,63 @@ START_TEST(claim_refusals)
     refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"timeout\":\"61s\"}",
             "timeout:");
     refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"timeout\":0}", "timeout:");
+    refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"max_uses\":0}",
+            "max_uses: want an integer 1..64");
+    refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"max_uses\":65}", "max_uses:");
+    refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"max_uses\":\"3x\"}",
+            "max_uses:");
+    refused(m, "{\"scope\":\"s\",\"key\":\"k\",\"sliding\":1}",
+            "sliding: want true or false");
+    refused(RPC_METHOD_COMPLETE,
+            "{\"scope\":\"s\",\"key\":\"k\",\"owner_token\":\"1:2:3\","
+            "\"max_uses\":2}",
+            "max_uses: unknown field");
     refused(RPC_METHOD_LOOKUP, "{}", "no JSON body");
+}
+END_TEST
+
+static char *dump(json_t *o);
+
+/* N-use and sliding (docs/state-machine.md): fields in, counts out. */
+START_TEST(claim_nuse)
+{
+    struct httpapi_req q;
+    char why[ERR_MSG_SIZE];
+    Once__Rpc__Result r = ONCE__RPC__RESULT__INIT;
+    char *s;
+
+    ck_assert_int_eq(
+        parse(RPC_METHOD_CLAIM,
+              "{\"scope\":\"s\",\"key\":\"k\",\"max_uses\":64}", &q, why),
+        0);
+    ck_assert_uint_eq(q.u.claim.max_uses, 64);
+    ck_assert(!q.u.claim.sliding);
+    httpapi_req_free(&q);
+    ck_assert_int_eq(parse(RPC_METHOD_CLAIM,
+                           "{\"scope\":\"s\",\"key\":\"k\",\"idempotent\":true,"
+                           "\"sliding\":true,\"ttl\":\"1m\"}",
+                           &q, why),
+                     0);
+    ck_assert(q.u.claim.sliding);
+    ck_assert_uint_eq(q.u.claim.max_uses, 0);
+    httpapi_req_free(&q);
+    r.outcome = ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED;
+    r.max_uses = 3;
+    r.uses = 2;
+    r.uses_left = 1;
+    s = dump(httpapi_json_result(RPC_METHOD_CLAIM, &r));
+    ck_assert_msg(strstr(s, "\"max_uses\":3,") != NULL, "%s", s);
+    ck_assert_ptr_nonnull(strstr(s, "\"uses\":2,"));
+    ck_assert_ptr_nonnull(strstr(s, "\"uses_left\":1"));
+    ck_assert_ptr_null(strstr(s, "sliding"));
+    free(s);
+    r = (Once__Rpc__Result)ONCE__RPC__RESULT__INIT;
+    r.outcome = ONCE__RPC__OUTCOME__OUTCOME_DUPLICATE;
+    r.sliding = true;
+    s = dump(httpapi_json_result(RPC_METHOD_CLAIM, &r));
+    ck_assert_msg(strstr(s, "\"sliding\":true") != NULL, "%s", s);
+    ck_assert_ptr_null(strstr(s, "uses"));
+    free(s);
 }
 END_TEST
 
@@ -446,6 +502,7 @@ Suite *httpapi_suite(void)
 
     tcase_add_test(tc, claim_fields);
     tcase_add_test(tc, claim_refusals);
+    tcase_add_test(tc, claim_nuse);
     tcase_add_test(tc, complete_and_release);
     tcase_add_test(tc, record_paths);
     tcase_add_test(tc, answers);
