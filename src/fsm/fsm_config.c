@@ -97,7 +97,7 @@ static void set_hash_key(struct fsm *f, const uint8_t key[FSM_HASH_KEY_LEN])
         f->hash_ready = rv == 0;
     }
     if (rv != 0) {
-        fsm_panic("cannot initialise SipHash (OpenSSL)");
+        fsm_panic("cannot initialise SipHash");
     }
 }
 

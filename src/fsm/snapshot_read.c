@@ -547,7 +547,7 @@ static int read_fixed(struct fsm *g,
     if (boot) {
         g->hash_ready = hash_keyed_init(&g->hash, g->hash_key) == 0;
         if (!g->hash_ready) {
-            fsm_panic("cannot initialise SipHash (OpenSSL)");
+            fsm_panic("cannot initialise SipHash");
         }
     }
     return 0;

@@ -549,6 +549,42 @@ static int prepare(const struct envelope_view *v,
     return rv;
 }
 
+int envelope_frame_size(const struct envelope_view *v,
+                        size_t frame_max,
+                        size_t *need,
+                        char *errmsg)
+{
+    Once__Rpc__Envelope e;
+    size_t env_len;
+    int rv = prepare(v, frame_max, &e, &env_len, errmsg);
+
+    if (rv != 0) {
+        return rv;
+    }
+    *need = FRAME_HEADER_LEN + env_len;
+    return 0;
+}
+
+size_t envelope_pack(const struct envelope_view *v,
+                     size_t frame_max,
+                     uint8_t *buf,
+                     size_t need)
+{
+    Once__Rpc__Envelope e;
+    size_t packed;
+    int rv;
+
+    ONCE_ASSERT(need > FRAME_HEADER_LEN, "envelope_frame_size measured @v");
+    to_pb(v, &e);
+    rv = frame_encode_header(need - FRAME_HEADER_LEN, frame_max, buf);
+    ONCE_ASSERT(rv == 0, "envelope_frame_size checked the length");
+    packed = once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
+    /* The caller's buffer holds what envelope_frame_size said, no more. */
+    ONCE_ASSERT(packed == need - FRAME_HEADER_LEN,
+                "the envelope packs to its measured size");
+    return need;
+}
+
 int envelope_encode(const struct envelope_view *v,
                     size_t frame_max,
                     uint8_t *buf,
@@ -556,25 +592,16 @@ int envelope_encode(const struct envelope_view *v,
                     size_t *out_len,
                     char *errmsg)
 {
-    Once__Rpc__Envelope e;
-    size_t env_len, packed;
-    int rv = prepare(v, frame_max, &e, &env_len, errmsg);
+    int rv = envelope_frame_size(v, frame_max, out_len, errmsg);
 
     if (rv != 0) {
         return rv;
     }
-    *out_len = FRAME_HEADER_LEN + env_len;
     if (cap < *out_len) {
         err_printf(errmsg, "frame of %zu bytes, buffer of %zu", *out_len, cap);
         return RPC_E_NOSPACE;
     }
-    rv = frame_encode_header(env_len, frame_max, buf);
-    if (rv != 0) {
-        return rv; /* UNTESTED: prepare checked the same length */
-    }
-    packed = once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
-    /* The buffer holds what get_packed_size said, and no more. */
-    ONCE_ASSERT(packed == env_len, "the envelope packs to its packed size");
+    envelope_pack(v, frame_max, buf, *out_len);
     return 0;
 }
 

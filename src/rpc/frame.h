@@ -217,6 +217,23 @@ int envelope_encode(const struct envelope_view *v,
                     size_t *out_len,
                     char *errmsg);
 
+/* envelope_encode in two halves, for a caller that allocates the exact
+ * size first (a send queue entry, a cork): envelope_frame_size validates
+ * @v (envelope_check) and puts the length of its frame, header included,
+ * in *need: 0, RPC_E_TOOBIG or an envelope_check error; it formats
+ * @errmsg only on an error, so the size query of every answer costs no
+ * printf. envelope_pack then writes that frame into @buf (at least @need
+ * bytes) and returns @need; @v must be unchanged since, and @frame_max the
+ * same (asserted: a mismatch is a bug of the caller). Allocate nothing. */
+int envelope_frame_size(const struct envelope_view *v,
+                        size_t frame_max,
+                        size_t *need,
+                        char *errmsg);
+size_t envelope_pack(const struct envelope_view *v,
+                     size_t frame_max,
+                     uint8_t *buf,
+                     size_t need);
+
 /* Like envelope_encode, into a buffer malloc'd to the exact size. On
  * success *out is transferred to the caller (release it with free()); on
  * failure *out is NULL. RPC_E_NOMEM if malloc fails. */

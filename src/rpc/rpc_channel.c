@@ -516,8 +516,8 @@ int rpc_channel_call(struct rpc_channel *ch,
     memcpy(v.cluster_id, req->cluster_id, RPC_ID_LEN);
     v.body = req->body;
     v.body_len = req->body_len;
-    rv = envelope_encode(&v, ch->lim.frame_max, NULL, 0, &need, NULL);
-    if (rv != RPC_E_NOSPACE) {
+    rv = envelope_frame_size(&v, ch->lim.frame_max, &need, NULL);
+    if (rv != 0) {
         return rv;
     }
     p = calloc(1, sizeof *p);
@@ -528,14 +528,7 @@ int rpc_channel_call(struct rpc_channel *ch,
         free(p); /* UNTESTED: malloc */
         return RPC_E_NOMEM;
     }
-    rv = envelope_encode(&v, ch->lim.frame_max, p->frame, need, &p->frame_len,
-                         NULL);
-    if (rv != 0) {
-        free(p->frame); /* UNTESTED: checked above */
-        free(p);
-        return rv;
-    }
-    ONCE_ASSERT(p->frame_len <= need, "the first pass sized the frame");
+    p->frame_len = envelope_pack(&v, ch->lim.frame_max, p->frame, need);
     (void)uv_timer_init(ch->loop, &p->timer);
     p->timer.data = p;
     p->ch = ch;
