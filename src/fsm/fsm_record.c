@@ -289,6 +289,7 @@ void fsm_fill_record(struct fsm *f,
     res->expires_ms = fsm_rec_expires(f, r);
     res->attempts = e != NULL ? e->attempts_total : 0;
     if (r->flags & REC_F_IDEMPOTENT) {
+        ONCE_ASSERT(e != NULL, "an IDEMPOTENT record always has its ext");
         res->has_owner_token = true; /* scrubbed later unless the owner's */
         res->owner_token.group_id = e->owner_group;
         res->owner_token.index = e->owner_index;
