@@ -44,7 +44,7 @@
 #define OUTCOMES_N 32 /* > every enum once_outcome */
 #define STATUSES_N 16 /* > every enum once_status */
 #define GAPS_MAX   1024
-#define PLOT_MAX_S 3600
+#define PLOT_MAX_S 3600u
 #define KEY_BUF    96
 
 struct run;
@@ -79,7 +79,6 @@ struct worker
     uint64_t errors[STATUSES_N];
     uint64_t submit_errors;
     char first_error[160];
-    int failed; /* could not make its client */
 };
 
 struct gap
