@@ -9,7 +9,8 @@ autoconf-archive clang-14 clang libclang-rt-14-dev clang-format
 libuv1-dev libraft-dev liburing-dev libprotobuf-c-dev protobuf-c-compiler
 libssl-dev openssl libjansson-dev check python3 iptables libfaketime clojure
 libmicrohttpd-dev libcurl4-openssl-dev prometheus libsystemd-dev python3-yaml
-golang-go nodejs python3-venv python3-pip libgnutls28-dev"
+golang-go nodejs python3-venv python3-pip libgnutls28-dev
+clang-tools-14 cppcheck"
 
 once_install_deps()
 {

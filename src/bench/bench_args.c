@@ -9,6 +9,7 @@
 
 #include "bench/bench.h"
 #include "common/addr.h"
+#include "common/assert.h"
 #include "common/text.h"
 
 const char bench_usage[] =
@@ -219,6 +220,7 @@ static const char *value_of(int argc,
         return NULL;
     }
     (*i)++;
+    ONCE_ASSERT(argv[*i] != NULL, "argv[0..argc) are strings (C11 5.1.2.2.1)");
     return argv[*i];
 }
 

@@ -44,7 +44,7 @@
 #define OUTCOMES_N 32 /* > every enum once_outcome */
 #define STATUSES_N 16 /* > every enum once_status */
 #define GAPS_MAX   1024
-#define PLOT_MAX_S 3600
+#define PLOT_MAX_S 3600u
 #define KEY_BUF    96
 
 struct run;
@@ -80,7 +80,6 @@ struct worker
     uint64_t submit_errors;
     uint64_t calls; /* --batch: batch calls answered in the window */
     char first_error[160];
-    int failed; /* could not make its client */
     /* --batch: the items of the call being made (libonce copies them). */
     struct once_claim *items;
     char (*keys)[KEY_BUF];

@@ -489,7 +489,7 @@ static const char *shown(const struct cli_req *q, int f)
         return buf;
     }
     if (d != NULL && is_positional(d, f)) {
-        for (i = 0; fields[f].name[i] != '\0' && i < cap - 1; i++) {
+        for (i = 0; i < cap - 1 && fields[f].name[i] != '\0'; i++) {
             char c = fields[f].name[i];
 
             buf[i] = (char)(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
@@ -499,7 +499,7 @@ static const char *shown(const struct cli_req *q, int f)
     }
     buf[0] = '-';
     buf[1] = '-';
-    for (i = 0; fields[f].name[i] != '\0' && i < cap - 3; i++) {
+    for (i = 0; i < cap - 3 && fields[f].name[i] != '\0'; i++) {
         buf[i + 2] = fields[f].name[i] == '_' ? '-' : fields[f].name[i];
     }
     buf[i + 2] = '\0';

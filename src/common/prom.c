@@ -251,9 +251,9 @@ static struct prom_series *series_new(struct prom_family *f,
                                       const char *const *values)
 {
     struct prom_series *s = calloc(1, sizeof *s);
-    bool ok = s != NULL;
+    bool ok = true;
 
-    if (!ok) {
+    if (s == NULL) {
         return NULL;
     }
     s->fam = f;

@@ -410,6 +410,9 @@ static int apply_batch(struct fsm *f,
         }
     }
     for (size_t i = 0; i < n; i++) {
+        // cppcheck-suppress knownConditionTrueFalse ; cppcheck 2.10 takes
+        // ONCE_ASSERT's _Noreturn call in a ?: arm for the end of the if (pre)
+        // block above
         const uint64_t *h = pre && f->hashed[i] ? &f->hashes[i] : NULL;
         rv =
             apply_one(f, index, (uint32_t)i, schema_version, &cmds[i], h, &res);

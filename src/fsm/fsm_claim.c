@@ -288,6 +288,7 @@ static void takeover(struct fsm *f,
     uint64_t lease_expires = f->now + lease;
     uint64_t expires = retention(f, c, lease_expires);
 
+    ONCE_ASSERT(e != NULL, "an IDEMPOTENT record always has its ext");
     fsm_set_state(f, r, FSM_STATE_PENDING);
     e->lease_expires_ms = lease_expires;
     if (expires > e->expires_ms) {
@@ -576,6 +577,7 @@ static void store_bytes(struct fsm *f,
     struct rec_ext *e = ext_mut(f, r);
     uint8_t *copy = NULL;
 
+    ONCE_ASSERT(e != NULL, "only an IDEMPOTENT record stores bytes");
     if (len > 0) {
         copy = malloc(len);
         if (copy == NULL) {

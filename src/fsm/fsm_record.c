@@ -308,6 +308,7 @@ void fsm_fill_record(struct fsm *f,
     }
     res->sliding = (r->flags & REC_F_SLIDING) != 0;
     if (r->flags & REC_F_IDEMPOTENT) {
+        ONCE_ASSERT(e != NULL, "an IDEMPOTENT record always has its ext");
         res->has_owner_token = true; /* scrubbed later unless the owner's */
         res->owner_token.group_id = e->owner_group;
         res->owner_token.index = e->owner_index;

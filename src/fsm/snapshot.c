@@ -284,6 +284,7 @@ void fsm_snapshot_write(const struct fsm *f, uint8_t *buf, size_t len)
         table_walk_sorted(t, order);
         count_at = w.p; /* patched below: backlog records are skipped */
         w_u32(&w, 0);
+        ONCE_ASSERT(order != NULL || t->n == 0, "order holds t->n handles");
         /* Records sit in allocation order, the walk is in hash order: every
          * record is a cache miss unless it is fetched ahead. */
         for (uint32_t i = 0; i < t->n && i < SNAP_PREFETCH; i++) {

@@ -297,6 +297,8 @@ static void *encode_main(void *arg)
 /* Raft's thread pool: reads only the view and what snapshot() set. */
 static int adapter_snapshot_async(struct raft_fsm *rf,
                                   struct raft_buffer *bufs[],
+                                  /* cppcheck-suppress constParameter ;
+                                   * raft_fsm's snapshot_async type */
                                   unsigned *n_bufs)
 {
     struct replica *rep = rf->data;

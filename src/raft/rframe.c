@@ -212,7 +212,12 @@ static bool conf_ok(const uint8_t *c, uint64_t len)
 
 static int snapshot_header_done(struct rframe *f, char *errmsg)
 {
-    uint64_t conf_len = le64(f->hbuf + 32);
+    uint64_t conf_len;
+
+    /* preamble_done allocated it; header_done frees it once, and a stream
+     * that failed is fed nothing more (rframe.h). */
+    ONCE_ASSERT(f->hbuf != NULL, "an InstallSnapshot header is buffered");
+    conf_len = le64(f->hbuf + 32);
 
     if (conf_len > f->hlen - IS_FIXED - 8 ||
         !conf_ok(f->hbuf + IS_FIXED, conf_len)) {

@@ -368,7 +368,7 @@ static int send_raft_handshake(struct link *l)
     struct transport *t = l->t;
     size_t alen = (strlen(t->address) + 1 + 7) / 8 * 8;
     uint8_t buf[HS_FIXED + ADDR_MAX + 8];
-    uint64_t v[3] = {HS_PROTOCOL, t->id, alen};
+    const uint64_t v[3] = {HS_PROTOCOL, t->id, alen};
 
     memset(buf, 0, sizeof buf);
     for (unsigned i = 0; i < 3; i++) {

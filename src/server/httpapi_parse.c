@@ -12,6 +12,7 @@
 
 #include <openssl/evp.h>
 
+#include "common/assert.h"
 #include "common/text.h"
 #include "fsm/fsm.h"
 
@@ -374,6 +375,8 @@ static int store(struct httpapi_req *r, enum field_id f, json_t *v, char *why)
             r->timeout_ms = x.u;
             return 0;
         case F_OWNER_TOKEN:
+            ONCE_ASSERT(x.s != NULL,
+                        "owner_token is a K_TOKEN: read_string set it");
             if (!parse_token(x.s, &r->token)) {
                 return want(name, "GROUP:INDEX:SLOT in decimal", why);
             }

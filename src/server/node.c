@@ -745,6 +745,7 @@ static int node_unwind(struct server *s, int code)
 
 static const struct
 {
+    // cppcheck-suppress unusedStructMember ; documentation: each step named
     const char *name; /* for the reader: the order is the table's */
     int (*run)(struct server *s);
 } start_steps[] = {

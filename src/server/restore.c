@@ -29,6 +29,7 @@
 
 #include <openssl/rand.h>
 
+#include "common/assert.h"
 #include "common/text.h"
 #include "fsm/backup_file.h"
 #include "server/server.h"
@@ -69,7 +70,8 @@ static int load_backup(const char *path,
             why = strerror(errno);
         }
     }
-    if (why != NULL) {
+    if (map == MAP_FAILED) {
+        ONCE_ASSERT(rv < 0, "open, fstat and mmap set errno when they fail");
         log_kv(LOG_ERROR, "refusing to restore: cannot read the backup",
                "file=%s error=%s", log_quote(path, q, sizeof q),
                log_quote(why, (char[80]){0}, 80));

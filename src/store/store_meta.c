@@ -79,6 +79,7 @@ static int meta_open_one(struct slog *sl,
     struct stat sb;
     int fd, err;
 
+    *st = -1; /* defined on every return, not only after a decode */
     fd = openat(sl->dirfd, meta_names[i], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || fstat(fd, &sb) != 0) {
         err_printf(errmsg, "open %s/%s: %s", sl->dir, meta_names[i],
