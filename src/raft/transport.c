@@ -14,6 +14,9 @@
 #include <string.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -610,6 +613,33 @@ static struct link *link_new(struct transport *t, bool inbound)
     return l;
 }
 
+/* The dead-link bound (cfg.user_timeout_ms) on @l's socket, once it has
+ * one (connecting or accepted): TCP_USER_TIMEOUT closes the link when sent
+ * bytes (or the SYN) stay unacknowledged that long, so a cut link ends
+ * while it is cut and raft_uv's next dial gets through soon after the heal
+ * instead of waiting for the retransmission backoff; keepalive probes do
+ * the same for an idle link (an inbound one is never written: its peer may
+ * have given it up). A failure only leaves the kernel's defaults. */
+static void link_bound(struct link *l)
+{
+    unsigned ms = l->t->cfg.user_timeout_ms;
+    int on = 1, secs = (int)((ms + 999) / 1000);
+    uv_os_fd_t fd;
+
+    if (ms == 0) {
+        return;
+    }
+    if (uv_fileno((const uv_handle_t *)&l->tcp, &fd) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof secs) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &secs, sizeof secs) != 0) {
+        tlog(l->t, "warn",
+             "Raft link %s: no dead-link bound: %s", /* UNTESTED */
+             l->inbound ? "inbound" : l->peer, strerror(errno));
+    }
+}
+
 /* TLS on @l if its direction has a context; then read. false: closed. */
 static bool link_start(struct link *l, const char *host)
 {
@@ -654,6 +684,7 @@ static void on_accept(uv_stream_t *listener, int status)
         link_close(l); /* UNTESTED */
         return;
     }
+    link_bound(l);
     (void)link_start(l, NULL);
 }
 
@@ -771,6 +802,7 @@ static int t_connect(struct raft_uv_transport *rt,
         link_close(l);
         return RAFT_NOCONNECTION;
     }
+    link_bound(l); /* the SYN's retries too */
     return 0;
 }
 

@@ -54,6 +54,8 @@
 #include "tls/tls.h"
 
 #define LINK_QUEUE_MAX (8u << 20)
+/* The least user_timeout_ms onced sets (see struct transport_config). */
+#define TRANSPORT_USER_TIMEOUT_MIN_MS 1000u
 
 struct transport_config
 {
@@ -85,6 +87,14 @@ struct transport_config
      * NULL: listen on the Raft address. */
     const char *listen;
     unsigned handshake_ms; /* 0: TLS_HANDSHAKE_MS_DEFAULT */
+    /* Dead-link bound, ms (TCP_USER_TIMEOUT on every link, with keepalive
+     * probes after as many whole seconds idle): a link whose bytes or SYN
+     * go unacknowledged that long, or whose idle peer stops answering
+     * probes, is closed, and raft_uv dials again after its retry delay.
+     * Without it a link cut and then healed stays silent until TCP's next
+     * retransmission, seconds after the heal (the backoff doubles), and a
+     * peer that is gone is noticed after ~15 min. 0: the kernel's. */
+    unsigned user_timeout_ms;
     /* Log hook ("info"|"warn"|"error"); NULL: silent. */
     void (*log)(void *arg, const char *level, const char *msg);
 };

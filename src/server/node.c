@@ -404,6 +404,14 @@ static int step_uvio(struct server *s)
     net.limits = s->cfg.raft_limits;
     net.listen = s->cfg.raft_listen;
     net.log = transport_log;
+    /* A link that delivered nothing for two election timeouts has already
+     * cost an election (followers time out in [T, 2T)): closing it costs
+     * only a redial. The floor leaves TCP a few retransmissions (RTO is at
+     * least 200 ms) with short election timeouts. */
+    net.user_timeout_ms = 2 * s->cfg.raft.election_ms;
+    if (net.user_timeout_ms < TRANSPORT_USER_TIMEOUT_MIN_MS) {
+        net.user_timeout_ms = TRANSPORT_USER_TIMEOUT_MIN_MS;
+    }
     if (uvio_init(&s->uvio, &s->loop, s->cfg.data_dir, &net, errmsg) != 0) {
         log_kv(LOG_ERROR, "cannot set up raft io", "error=%s",
                log_quote(errmsg, q, sizeof q));

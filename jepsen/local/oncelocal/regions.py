@@ -31,8 +31,8 @@ each held --hold seconds, then restarted or healed; the drill then waits
 until every member follows one leader and has applied to within 64 entries
 of it (the "rejoin" time, from the status samples: ~0.5 s resolution), and
 --recover seconds more. Without that wait a region still reconnecting
-(after a cut, TCP's retransmission backoff keeps a link silent for
-seconds) would turn the next region's loss into a majority's. A cut is
+(after a cut, a link is redialed within about the Raft links' dead-link
+bound, seconds) would turn the next region's loss into a majority's. A cut is
 between nodes only: the clients still reach the isolated nodes, which must
 acknowledge nothing. The leader is moved into
 the region about to be lost so that the loss takes the leader with it (the
