@@ -542,8 +542,15 @@ class Client:
             return [item_result(i, rids[i], o, url)
                     for i, o in enumerate(obj)]
 
-        return self._call("POST", "/v1/claims", {"items": bodies}, decode,
-                          write=True, rid=None, timeout=t, one_node=None)
+        try:
+            return self._call("POST", "/v1/claims", {"items": bodies},
+                              decode, write=True, rid=None, timeout=t,
+                              one_node=None)
+        except OnceError as e:
+            # What a retry of the same items must give again (an
+            # OutcomeUnknownError: some items may have applied).
+            e.request_ids = list(rids)
+            raise
 
     def complete(self, scope: Union[str, bytes], key: Union[str, bytes],
                  owner_token: Union[OwnerToken, str],

@@ -781,6 +781,23 @@ class TestBatch(Scripted):
             oc.Client([w.url], timeout=0.4).claim_batch(
                 [oc.ClaimRequest("s", "k"), oc.ClaimRequest("s", "j")])
 
+    def test_whole_call_unknown_names_the_items_request_ids(self):
+        a = self.node((504, error("UNKNOWN", "unknown")))
+        c = oc.Client([a.url], timeout=0.5)
+        items = [oc.ClaimRequest("s", "k1"), oc.ClaimRequest("s", "k2")]
+        with self.assertRaises(oc.OutcomeUnknownError) as cm:
+            c.claim_batch(items)
+        ids = cm.exception.request_ids
+        self.assertEqual(ids, [i["request_id"]
+                               for i in a.bodies()[0]["items"]])
+        # The retry the error asks for: the same items, the same ids.
+        a.script = [(200, [decision(retry=True), decision(retry=True)])]
+        res = c.claim_batch([oc.ClaimRequest("s", "k1", request_id=ids[0]),
+                             oc.ClaimRequest("s", "k2", request_id=ids[1])])
+        self.assertEqual([r.request_id for r in res], ids)
+        self.assertEqual([i["request_id"] for i in a.bodies()[-1]["items"]],
+                         ids)
+
     def test_an_item_of_another_cluster_refuses_the_answer(self):
         a = self.node((200, [decision(), decision(cluster=OTHER)]))
         b = self.node((200, [decision(), decision()]))
