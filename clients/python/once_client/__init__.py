@@ -4,10 +4,14 @@
     c = Client(["http://127.0.0.1:7121", "http://127.0.0.1:7122"])
     a = c.claim("payments", "nonce-1", ttl=3600)
     if a.outcome is Outcome.ACCEPTED: ...
+    for r in c.claim_batch([ClaimRequest("payments", "n-2", ttl=60),
+                            ClaimRequest("payments", "n-2", ttl=60)]):
+        print(r.outcome or r.error)         # ACCEPTED, then REPLAYED
 
 Standard library only; Python >= 3.9. See README.md.
 """
 
+from .batch import BatchResult, ClaimRequest
 from .client import Client, Duration, TLS
 from .errors import (ClusterMismatchError, ConflictError,
                      DeadlineExceededError, DefiniteError, FailedError,
@@ -24,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "TLS", "Duration", "Once", "idempotent",
+    "ClaimRequest", "BatchResult",
     "Answer", "Attempt", "Kind", "Member", "Outcome", "OwnerToken",
     "RaftRole", "Role", "State", "StatusInfo", "ProtocolError",
     "OnceError", "RetryableError", "OutcomeUnknownError", "DefiniteError",

@@ -32,7 +32,10 @@ What it does for every call (docs/design.md §1.6, §1.11, §5; include/once.h,
     neither records the write nor answers ACCEPTED for keys the old one
     saw;
   * bad arguments are refused with InvalidArgumentError before any network
-    call (the bounds of docs/http-api.md, "Requests").
+    call (the bounds of docs/http-api.md, "Requests");
+  * a batch (claim_batch, POST /v1/claims) is one call under these rules,
+    each item with its own request id, the same on every retry of the
+    call; its answer is one result per item (once_client.batch).
 
 Thread safety: a Client may be shared by threads (connections are pooled
 per node under a lock; the pin is set once under a lock).
@@ -51,8 +54,11 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional,
-                    Sequence, Tuple, TypeVar, Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping,
+                    Optional, Sequence, Tuple, TypeVar, Union)
+
+from .batch import (BATCH_BODY_MAX, BATCH_MAX, BatchResult, ClaimRequest,
+                    item_result, sticky)
 
 from .errors import (ClusterMismatchError, DeadlineExceededError,
                      DefiniteError, FailedPreconditionError,
@@ -75,6 +81,7 @@ EXECUTION_ID_MAX = 128
 PAYLOAD_HASH_MAX = 64
 RESULT_MAX = 65536
 ERROR_MAX = 1024
+MAX_USES_MAX = 64            # an N-use nonce's uses (docs/state-machine.md)
 NODES_MAX = 64
 TIMEOUT_MAX_S = 3600.0       # a call's whole deadline (oncectl's bound)
 NODE_TIMEOUT_MAX_MS = 60000  # what one HTTP call may ask of a node
@@ -269,6 +276,77 @@ def _token_arg(v: Any) -> str:
                                "\"GROUP:INDEX:SLOT\", got %r" % (v,))
 
 
+def _claim_body(c: ClaimRequest) -> Dict[str, Any]:
+    """The JSON object of claim @c, every bound checked (docs/http-api.md,
+    "Requests"); without request_id, timeout and cluster_id."""
+    body: Dict[str, Any] = {
+        "scope": _bytes_arg("scope", c.scope, 1, SCOPE_MAX),
+        "key": _bytes_arg("key", c.key, 1, KEY_MAX),
+    }
+    if not isinstance(c.idempotent, bool):
+        raise InvalidArgumentError("idempotent: want a bool")
+    if not isinstance(c.sliding, bool):
+        raise InvalidArgumentError("sliding: want a bool")
+    if c.ttl is not None:
+        body["ttl"] = _ms("ttl", c.ttl)
+    if (c.ts is None) != (c.window is None):
+        raise InvalidArgumentError("ts and window go together")
+    if c.ts is not None:
+        body["ts"] = _ts_ms(c.ts)
+        body["window"] = _ms("window", c.window)
+    if c.max_uses is not None:
+        if isinstance(c.max_uses, bool) or not isinstance(c.max_uses, int):
+            raise InvalidArgumentError("max_uses: want an int 1..%d, got %r"
+                                       % (MAX_USES_MAX, c.max_uses))
+        if not 1 <= c.max_uses <= MAX_USES_MAX:
+            raise InvalidArgumentError("max_uses: %d, want 1..%d"
+                                       % (c.max_uses, MAX_USES_MAX))
+    if c.idempotent:
+        body["idempotent"] = True
+        if c.lease is not None:
+            body["lease"] = _ms("lease", c.lease, 0)
+        if c.payload_hash is not None:
+            body["payload_hash"] = _payload_hash(c.payload_hash)
+        if c.max_uses is not None:
+            raise InvalidArgumentError("max_uses: for a NONCE only (not "
+                                       "with idempotent=True)")
+        if c.sliding:
+            if c.ttl is None or c.ts is not None:
+                raise InvalidArgumentError("sliding: needs ttl (and no ts)")
+            body["sliding"] = True
+    else:
+        if c.lease is not None:
+            raise InvalidArgumentError("lease: only with idempotent=True")
+        if c.payload_hash is not None:
+            raise InvalidArgumentError("payload_hash: only with "
+                                       "idempotent=True")
+        if c.sliding:
+            raise InvalidArgumentError("sliding: only with idempotent=True "
+                                       "(a NONCE cannot slide)")
+        if c.max_uses is not None:
+            body["max_uses"] = c.max_uses
+    if c.execution_id is not None:
+        body["execution_id"] = _bytes_arg("execution_id", c.execution_id,
+                                          0, EXECUTION_ID_MAX)
+    return body
+
+
+def _payload_hash(v: Any) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        ph = bytes(v)
+    elif isinstance(v, str):
+        try:
+            ph = bytes.fromhex(v)
+        except ValueError:
+            raise InvalidArgumentError("payload_hash: not hex")
+    else:
+        raise InvalidArgumentError("payload_hash: want bytes or hex")
+    if len(ph) > PAYLOAD_HASH_MAX:
+        raise InvalidArgumentError("payload_hash: %d bytes, want 0..%d"
+                                   % (len(ph), PAYLOAD_HASH_MAX))
+    return ph.hex()
+
+
 def _parse_node(spec: Any, https_default: bool) -> _Node:
     if not isinstance(spec, str) or not spec:
         raise InvalidArgumentError("nodes: want base URLs such as "
@@ -386,6 +464,7 @@ class Client:
               payload_hash: Union[bytes, str, None] = None,
               execution_id: Union[str, bytes, None] = None,
               request_id: Union[str, bytes, None] = None,
+              max_uses: Optional[int] = None, sliding: bool = False,
               timeout: Optional[Duration] = None) -> Answer:
         """Claim (scope, key): a NONCE (with `ttl`, or a signed timestamp
         `ts` in unix ms with its `window`; neither: the node's 24 h TTL), or
@@ -393,51 +472,85 @@ class Client:
         as bytes or hex). ACCEPTED (with an `owner_token` for an idempotent
         claim) or a denial: REPLAYED, DUPLICATE (with `result`),
         IN_PROGRESS (with `retry_after_ms`), CONFLICT, STALE, FUTURE,
-        FAILED (with `stored_error`). `request_id`: only to retry a call
-        that raised OutcomeUnknownError."""
-        body: Dict[str, Any] = {
-            "scope": _bytes_arg("scope", scope, 1, SCOPE_MAX),
-            "key": _bytes_arg("key", key, 1, KEY_MAX),
-        }
-        if not isinstance(idempotent, bool):
-            raise InvalidArgumentError("idempotent: want a bool")
-        if ttl is not None:
-            body["ttl"] = _ms("ttl", ttl)
-        if (ts is None) != (window is None):
-            raise InvalidArgumentError("ts and window go together")
-        if ts is not None:
-            body["ts"] = _ts_ms(ts)
-            body["window"] = _ms("window", window)
-        if idempotent:
-            body["idempotent"] = True
-            if lease is not None:
-                body["lease"] = _ms("lease", lease, 0)
-            if payload_hash is not None:
-                if isinstance(payload_hash, (bytes, bytearray)):
-                    ph = bytes(payload_hash)
-                elif isinstance(payload_hash, str):
-                    try:
-                        ph = bytes.fromhex(payload_hash)
-                    except ValueError:
-                        raise InvalidArgumentError("payload_hash: not hex")
-                else:
-                    raise InvalidArgumentError("payload_hash: want bytes or "
-                                               "hex")
-                if len(ph) > PAYLOAD_HASH_MAX:
-                    raise InvalidArgumentError(
-                        "payload_hash: %d bytes, want 0..%d"
-                        % (len(ph), PAYLOAD_HASH_MAX))
-                body["payload_hash"] = ph.hex()
-        else:
-            if lease is not None:
-                raise InvalidArgumentError("lease: only with idempotent=True")
-            if payload_hash is not None:
-                raise InvalidArgumentError("payload_hash: only with "
-                                           "idempotent=True")
-        if execution_id is not None:
-            body["execution_id"] = _bytes_arg("execution_id", execution_id,
-                                              0, EXECUTION_ID_MAX)
+        FAILED (with `stored_error`). `max_uses` (1..64, NONCE only): the
+        nonce takes that many request ids before REPLAYED (the first claim
+        fixes it; another value is CONFLICT). `sliding=True` (IDEMPOTENT
+        with `ttl` only): each DUPLICATE, IN_PROGRESS or FAILED answer
+        moves the expiry to its log time + ttl. `request_id`: only to
+        retry a call that raised OutcomeUnknownError."""
+        body = _claim_body(ClaimRequest(
+            scope, key, ttl=ttl, ts=ts, window=window,
+            idempotent=idempotent, lease=lease, payload_hash=payload_hash,
+            execution_id=execution_id, max_uses=max_uses, sliding=sliding))
         return self._write("/v1/claim", body, request_id, timeout)
+
+    def claim_batch(self, items: Sequence[Union[ClaimRequest,
+                                                Mapping[str, Any]]], *,
+                    timeout: Optional[Duration] = None
+                    ) -> List[BatchResult]:
+        """Up to 4,096 claims in one call (POST /v1/claims), applied in
+        order after one consensus round: one BatchResult per item, in
+        order, whose `answer` is what claim() would have answered at that
+        point (a key twice: ACCEPTED, then REPLAYED) or whose `error` is
+        the item's own refusal. Items are ClaimRequests, or mappings of
+        claim()'s keyword arguments with `scope` and `key`. Each item gets
+        its own request id (or keeps the one it gives), sent again by every
+        retry of the call, so a retried batch applies no item twice. A
+        failure of the whole call (no leader, the deadline) raises, as
+        claim() does."""
+        if isinstance(items, (str, bytes, Mapping)) or \
+                not isinstance(items, Sequence):
+            raise InvalidArgumentError("items: want a list of ClaimRequest")
+        if not 1 <= len(items) <= BATCH_MAX:
+            raise InvalidArgumentError("items: %d given, want 1..%d"
+                                       % (len(items), BATCH_MAX))
+        bodies: List[Dict[str, Any]] = []
+        rids: List[str] = []
+        for i, it in enumerate(items):
+            if isinstance(it, Mapping):
+                try:
+                    it = ClaimRequest(**it)
+                except TypeError as e:
+                    raise InvalidArgumentError("items[%d]: %s" % (i, e))
+            if not isinstance(it, ClaimRequest):
+                raise InvalidArgumentError(
+                    "items[%d]: want a ClaimRequest or a mapping, got %s"
+                    % (i, type(it).__name__))
+            try:
+                b = _claim_body(it)
+                rid = (secrets.token_hex(16) if it.request_id is None
+                       else _hex_id("request_id", it.request_id))
+            except InvalidArgumentError as e:
+                raise InvalidArgumentError("items[%d]: %s" % (i, e.message))
+            b["request_id"] = rid
+            bodies.append(b)
+            rids.append(rid)
+        # The JSON array bound of the listener (the node also bounds the
+        # encoded RPC at 992 KiB and answers 400 past it).
+        size = len(json.dumps({"items": bodies, "timeout": 60000,
+                               "cluster_id": "0" * 32}).encode("utf-8"))
+        if size > BATCH_BODY_MAX:
+            raise InvalidArgumentError("items: %d bytes of JSON, want at "
+                                       "most %d" % (size, BATCH_BODY_MAX))
+        t = self._timeout if timeout is None else _timeout_s("timeout",
+                                                              timeout)
+
+        def decode(obj: Any, url: str) -> List[BatchResult]:
+            if not isinstance(obj, list) or len(obj) != len(rids):
+                raise ProtocolError("a batch answer: want %d items, got %r"
+                                    % (len(rids), str(obj)[:200]))
+            return [item_result(i, rids[i], o, url)
+                    for i, o in enumerate(obj)]
+
+        try:
+            return self._call("POST", "/v1/claims", {"items": bodies},
+                              decode, write=True, rid=None, timeout=t,
+                              one_node=None)
+        except OnceError as e:
+            # What a retry of the same items must give again (an
+            # OutcomeUnknownError: some items may have applied).
+            e.request_ids = list(rids)
+            raise
 
     def complete(self, scope: Union[str, bytes], key: Union[str, bytes],
                  owner_token: Union[OwnerToken, str],
@@ -653,7 +766,9 @@ class Client:
                ) -> Tuple[Optional[T], Optional[OnceError], bool, bool]:
         """One HTTP answer: (the decoded decision, None, _, _) or (None,
         error, outcome unknown?, final?)."""
-        if not isinstance(obj, dict):
+        # A batch's decision is a JSON array of per-item objects.
+        batch = status == 200 and isinstance(obj, list)
+        if not isinstance(obj, dict) and not batch:
             if status in (404, 405, 413, 415) or 400 <= status < 500:
                 return None, InvalidArgumentError(
                     "%s answered HTTP %d: %s" % (node.url, status,
@@ -667,10 +782,16 @@ class Client:
                 "UNAVAILABLE", applied="unknown" if write else "false",
                 request_id=rid, node=node.url, http_status=status), \
                 write, False
-        cid = obj.get("cluster_id")
+        # Every object of the answer (each item of a batch) names its
+        # cluster; any other than the pinned one refuses the whole answer.
+        cids = [x.get("cluster_id") for x in (obj if batch else [obj])
+                if isinstance(x, dict)]
+        cids = [c.lower() for c in cids if isinstance(c, str) and c]
+        with self._lock:
+            pinned = self._pinned
+        cid = next((c for c in cids if c != pinned), None) \
+            if pinned is not None else (cids[0] if cids else None)
         if isinstance(cid, str) and cid:
-            with self._lock:
-                pinned = self._pinned
             if pinned is not None and cid.lower() != pinned:
                 # Another cluster must never decide for this one: fail
                 # closed, no retry elsewhere.
@@ -681,10 +802,12 @@ class Client:
                     applied="unknown" if write and maybe_applied else "false",
                     request_id=rid, node=node.url, http_status=status,
                     answer=obj), False, True
-        err = obj.get("error")
+        err = None if batch else obj.get("error")
         if status == 200 and err is None:
             try:
                 decided = decode(obj, node.url)
+                if batch and maybe_applied:
+                    decided = [sticky(r) for r in decided]  # type: ignore
             except ProtocolError as e:
                 # A malformed answer to a write: perhaps applied.
                 return None, UnavailableError(

@@ -24,7 +24,7 @@ does; these reach the caller when the deadline is spent or the error is
 final.
 """
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = ["OnceError", "RetryableError", "OutcomeUnknownError",
            "DefiniteError", "UnavailableError", "ResourceExhaustedError",
@@ -49,6 +49,8 @@ class OnceError(Exception):
     node        the base URL of the node whose answer this was, if any
     http_status the HTTP status of that answer, if any
     answer      the JSON object of that answer, if any
+    request_ids a batch's (Client.claim_batch): its items' request ids, in
+                order, what a retry of the same items gives again
     """
 
     retryable = False
@@ -70,6 +72,7 @@ class OnceError(Exception):
         self.node = node
         self.http_status = http_status
         self.answer = answer
+        self.request_ids: Optional[List[str]] = None
 
     def __str__(self) -> str:
         s = "%s (applied %s): %s" % (self.status, self.applied, self.message)

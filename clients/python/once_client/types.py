@@ -132,7 +132,11 @@ class Answer:
     (docs/oncectl.md, "Output"). `result` is the stored result's bytes
     (DUPLICATE, COMPLETED, lookup of a COMPLETED record), `stored_error`
     the stored error's bytes (FAILED). `cluster_id`, `node_id`, `boot_id`
-    say who answered; `node` is the base URL the answer came from."""
+    say who answered; `node` is the base URL the answer came from.
+    A NONCE record's answer has `max_uses`, `uses` (the request ids it
+    took) and `uses_left`; `sliding` is true for an IDEMPOTENT record whose
+    expiry slides; a lookup's `served_by` is the id of the node that read
+    its table (a member's id, the answering node with the HTTP API)."""
 
     outcome: Outcome
     retry: bool = False
@@ -153,6 +157,11 @@ class Answer:
     state: Optional[State] = None
     expires_ms: Optional[int] = None
     lease_expires_ms: Optional[int] = None
+    max_uses: Optional[int] = None
+    uses: Optional[int] = None
+    uses_left: Optional[int] = None
+    sliding: bool = False
+    served_by: Optional[str] = None
     cluster_id: Optional[str] = None
     node_id: Optional[str] = None
     boot_id: Optional[str] = None
@@ -199,6 +208,11 @@ class Answer:
             state=_opt_enum(State, o, "state"),
             expires_ms=_opt_int(o, "expires_ms"),
             lease_expires_ms=_opt_int(o, "lease_expires_ms"),
+            max_uses=_opt_int(o, "max_uses"),
+            uses=_opt_int(o, "uses"),
+            uses_left=_opt_int(o, "uses_left"),
+            sliding=_opt_bool(o, "sliding") or False,
+            served_by=_opt_hex(o, "served_by", 16),
             cluster_id=_opt_str(o, "cluster_id") or None,
             node_id=_opt_str(o, "node_id") or None,
             boot_id=_opt_str(o, "boot_id") or None,

@@ -79,7 +79,8 @@ def main():
         return 77
     passed = failed = 0
     plain = ["tests.test_unit"] + ["tests.test_cluster." + c for c in (
-        "TestOutcomes", "TestFailover", "TestHelper", "TestZRecreatedCluster")]
+        "TestOutcomes", "TestNewFeatures", "TestFailover", "TestHelper",
+        "TestZRecreatedCluster")]
     for tls, targets in ((False, plain), (True, ["tests.test_cluster"])):
         p, f = run(tls, targets)
         passed += p

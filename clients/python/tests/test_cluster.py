@@ -1,6 +1,7 @@
 """Against the real 3-node cluster of clients/testing/with_cluster.py
-(skipped without it): every outcome; a leader killed mid-call and a leader
-paused mid-call; the idempotent helper (two processes racing on one key,
+(skipped without it): every outcome; batch claims, N-use nonces,
+sliding retention and the lookup's served_by; a leader killed mid-call
+and a leader paused mid-call; the idempotent helper (two processes racing on one key,
 fencing, waiting, release); TLS with the tenant's certificate; and, last,
 a cluster re-created empty on the same addresses refused by the pin.
 
@@ -151,6 +152,146 @@ class TestOutcomes(unittest.TestCase):
             self.assertEqual(len(i.members), 3)
             self.assertEqual(len(i.config_voters), 3)
             self.assertTrue(i.leader)
+
+
+@ce.need_cluster
+class TestNewFeatures(unittest.TestCase):
+    """Batch claims, N-use nonces, sliding retention, served_by."""
+
+    def setUp(self):
+        self.c = ce.client()
+        self.s = ce.scope("new")
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_batch_in_order(self):
+        c, s = self.c, self.s
+        R = oc.ClaimRequest
+        items = [R(s, "b1", ttl=60), R(s, "b1", ttl=60),
+                 {"scope": s, "key": "b2", "max_uses": 2},
+                 R(s, "b2", max_uses=2), R(s, "b2", max_uses=2),
+                 R(s, "i1", idempotent=True, lease=30)]
+        res = c.claim_batch(items)
+        self.assertEqual([r.outcome for r in res], [
+            Outcome.ACCEPTED, Outcome.REPLAYED, Outcome.ACCEPTED,
+            Outcome.ACCEPTED, Outcome.REPLAYED, Outcome.ACCEPTED],
+            [r.error for r in res])
+        a = [r.answer for r in res]
+        # Each is what a single claim answers at that point.
+        self.assertEqual(a[1].first_request_id, res[0].request_id)
+        self.assertEqual(a[0].request_id, res[0].request_id)
+        self.assertEqual((a[2].uses, a[2].uses_left), (1, 1))
+        self.assertEqual((a[3].uses, a[3].uses_left), (2, 0))
+        self.assertEqual(a[4].uses_left, 0)
+        self.assertIsInstance(a[5].owner_token, oc.OwnerToken)
+        self.assertEqual({x.cluster_id for x in a}, {c.cluster_id})
+        # After the batch, a single claim sees what the batch recorded.
+        self.assertIs(c.claim(s, "b1", ttl=60).outcome, Outcome.REPLAYED)
+        # The same items again with their request ids: retries, not new
+        # claims (what the client's own retry of the call sends).
+        again = c.claim_batch([R(s, "b1", ttl=60,
+                                 request_id=res[0].request_id)])
+        self.assertIs(again[0].outcome, Outcome.ACCEPTED)
+        self.assertTrue(again[0].answer.retry)
+
+    def test_batch_item_refused_alone(self):
+        # A bound only the cluster knows (its max_ttl, 7 days by default;
+        # 10 days passes the API's own 365-day bound): item 1 is refused
+        # alone, items 0 and 2 are decided.
+        R = oc.ClaimRequest
+        res = self.c.claim_batch([R(self.s, "r0"),
+                                  R(self.s, "r1", ttl=10 * 86400),
+                                  R(self.s, "r0")])
+        self.assertIs(res[0].outcome, Outcome.ACCEPTED)
+        self.assertFalse(res[1].ok)
+        self.assertIsInstance(res[1].error, oc.InvalidArgumentError)
+        self.assertEqual(res[1].error.applied, "false")
+        self.assertEqual(res[1].error.request_id, res[1].request_id)
+        self.assertIs(res[2].outcome, Outcome.REPLAYED)
+        self.assertIs(self.c.lookup(self.s, "r1").outcome,
+                      Outcome.NOT_FOUND)
+
+    def test_two_use_nonce(self):
+        c, s = self.c, self.s
+        a1 = c.claim(s, "n2", ttl=60, max_uses=2)
+        self.assertIs(a1.outcome, Outcome.ACCEPTED)
+        self.assertEqual((a1.max_uses, a1.uses, a1.uses_left), (2, 1, 1))
+        # Through another node: the same record.
+        other = ce.client(ce.URLS[1:] + ce.URLS[:1])
+        self.addCleanup(other.close)
+        a2 = other.claim(s, "n2", ttl=60, max_uses=2)
+        self.assertIs(a2.outcome, Outcome.ACCEPTED)
+        self.assertEqual((a2.uses, a2.uses_left), (2, 0))
+        a3 = c.claim(s, "n2", ttl=60, max_uses=2)
+        self.assertIs(a3.outcome, Outcome.REPLAYED)
+        self.assertEqual(a3.uses_left, 0)
+        # A retry of the second use is that use again, not a third.
+        r = c.claim(s, "n2", ttl=60, max_uses=2, request_id=a2.request_id)
+        self.assertIs(r.outcome, Outcome.ACCEPTED)
+        self.assertTrue(r.retry)
+        # The first claim fixed max_uses: another value is CONFLICT.
+        self.assertIs(c.claim(s, "n2", ttl=60, max_uses=3).outcome,
+                      Outcome.CONFLICT)
+        f = c.lookup(s, "n2")
+        self.assertEqual((f.max_uses, f.uses, f.uses_left), (2, 2, 0))
+
+    def test_bad_max_uses_refused_client_side(self):
+        c, s = self.c, self.s
+        for bad in (0, 65, -1, True, 1.5):
+            with self.subTest(max_uses=bad):
+                with self.assertRaises(oc.InvalidArgumentError) as cm:
+                    c.claim(s, "bad", max_uses=bad)
+                self.assertIsNone(cm.exception.http_status,
+                                  "refused before any network call")
+        with self.assertRaises(oc.InvalidArgumentError):
+            c.claim(s, "bad", idempotent=True, max_uses=2)
+        with self.assertRaises(oc.InvalidArgumentError):
+            c.claim_batch([oc.ClaimRequest(s, "bad", max_uses=65)])
+        self.assertIs(c.lookup(s, "bad").outcome, Outcome.NOT_FOUND)
+
+    def test_sliding_retention(self):
+        c, s = self.c, self.s
+        a = c.claim(s, "sl", idempotent=True, ttl=600, sliding=True)
+        self.assertIs(a.outcome, Outcome.ACCEPTED)
+        self.assertTrue(a.sliding)
+        self.assertIs(c.complete(s, "sl", a.owner_token, b"r").outcome,
+                      Outcome.COMPLETED)
+        plain = c.claim(s, "fixed", idempotent=True, ttl=600)
+        self.assertFalse(plain.sliding)
+        c.complete(s, "fixed", plain.owner_token, b"r")
+        time.sleep(0.3)
+        d = c.claim(s, "sl", idempotent=True, ttl=600, sliding=True)
+        self.assertIs(d.outcome, Outcome.DUPLICATE)
+        self.assertTrue(d.sliding)
+        # The DUPLICATE moved the expiry to its log time + ttl.
+        self.assertEqual(d.expires_ms, d.log_time_ms + 600000)
+        self.assertGreater(d.expires_ms, a.expires_ms)
+        f = c.lookup(s, "sl")
+        self.assertTrue(f.sliding)
+        self.assertEqual(f.expires_ms, d.expires_ms)
+        # Without sliding the DUPLICATE leaves the expiry where it was.
+        p = c.claim(s, "fixed", idempotent=True, ttl=600)
+        self.assertIs(p.outcome, Outcome.DUPLICATE)
+        self.assertFalse(p.sliding)
+        self.assertEqual(p.expires_ms, plain.expires_ms)
+
+    def test_lookup_served_by_a_member(self):
+        c, s = self.c, self.s
+        c.claim(s, "lk", ttl=60)
+        members = {m.id for m in c.status().members}
+        self.assertEqual(len(members), 3)
+        seen = set()
+        for u in ce.URLS:
+            one = ce.client([u])
+            f = one.lookup(s, "lk")
+            one.close()
+            self.assertIs(f.outcome, Outcome.FOUND)
+            self.assertIn(f.served_by, members)
+            # The HTTP API reads on the node that received the request.
+            self.assertEqual(f.served_by, f.node_id)
+            seen.add(f.served_by)
+        self.assertEqual(seen, members)
 
 
 @ce.need_cluster
@@ -355,6 +496,12 @@ class TestTLS(unittest.TestCase):
         self.assertIn("tenant-b", e.message)
         with self.assertRaises(oc.PermissionDeniedError):
             c.lookup("tenant-b", "k1")
+        # In a batch, the item of the other tenant is refused alone.
+        res = c.claim_batch([oc.ClaimRequest("tenant-b", "k1"),
+                             oc.ClaimRequest(ce.scope("b"), "k1")])
+        self.assertIsInstance(res[0].error, oc.PermissionDeniedError)
+        self.assertEqual(res[0].error.applied, "false")
+        self.assertIs(res[1].outcome, Outcome.ACCEPTED)
         admin = ce.client(tls=ce.tls("ADMIN"))
         self.assertIs(admin.claim("tenant-b", ce.scope("y")[-8:]).outcome,
                       Outcome.ACCEPTED)

@@ -625,6 +625,190 @@ class TestHelperScripted(Scripted):
             g(4)
 
 
+class TestNewClaimFields(Scripted):
+    """max_uses, sliding, the new answer fields (docs/http-api.md)."""
+
+    def refused(self, fn, *a, **kw):
+        with self.assertRaises(oc.InvalidArgumentError) as cm:
+            fn(*a, **kw)
+        self.assertEqual(cm.exception.applied, "false")
+        return cm.exception
+
+    def test_bounds_refused_before_network(self):
+        trip = Tripwire()
+        self.addCleanup(trip.close)
+        c = oc.Client([trip.url], timeout=1)
+        for kw in ({"max_uses": 0}, {"max_uses": 65}, {"max_uses": -1},
+                   {"max_uses": True}, {"max_uses": 2.0},
+                   {"max_uses": "2"},
+                   {"max_uses": 2, "idempotent": True},
+                   {"sliding": True}, {"sliding": True, "ttl": 60},
+                   {"sliding": True, "idempotent": True},
+                   {"sliding": True, "idempotent": True, "ts": 1,
+                    "window": 60},
+                   {"sliding": 1, "idempotent": True, "ttl": 60}):
+            with self.subTest(kw=kw):
+                e = self.refused(c.claim, "s", "k", **kw)
+                self.assertTrue(str(e.message).startswith(
+                    "max_uses" if "max_uses" in kw else "sliding"), e)
+        self.assertEqual(trip.connections(), 0)
+
+    def test_sent_as_documented(self):
+        a = self.node((200, decision()))
+        c = oc.Client([a.url])
+        c.claim("s", "k", max_uses=64)
+        c.claim("s", "k", max_uses=1)
+        c.claim("s", "k", idempotent=True, sliding=True, ttl=90)
+        c.claim("s", "k")
+        b = a.bodies()
+        self.assertEqual([x.get("max_uses") for x in b],
+                         [64, 1, None, None])
+        self.assertEqual([x.get("sliding") for x in b],
+                         [None, None, True, None])
+        self.assertEqual(b[2]["ttl"], 90000)
+
+    def test_answer_fields(self):
+        a = oc.Answer.from_json(decision(
+            kind="NONCE", max_uses=2, uses=1, uses_left=1,
+            served_by="e28a6a524fc638fa"))
+        self.assertEqual(
+            (a.max_uses, a.uses, a.uses_left, a.sliding, a.served_by),
+            (2, 1, 1, False, "e28a6a524fc638fa"))
+        b = oc.Answer.from_json(decision(kind="IDEMPOTENT", sliding=True))
+        self.assertTrue(b.sliding)
+        self.assertIsNone(b.max_uses)
+        for bad in ({"uses_left": -1}, {"sliding": "yes"},
+                    {"served_by": "xyz"}, {"max_uses": "two"}):
+            with self.subTest(bad=bad):
+                with self.assertRaises(oc.ProtocolError):
+                    oc.Answer.from_json(decision(**bad))
+
+
+class TestBatch(Scripted):
+    def test_refused_before_network(self):
+        trip = Tripwire()
+        self.addCleanup(trip.close)
+        c = oc.Client([trip.url], timeout=1)
+        R = oc.ClaimRequest
+        for items, what in (([], "items: 0 given"),
+                            ([R("s", "k")] * 4097, "items: 4097 given"),
+                            (R("s", "k"), "items: want a list"),
+                            ({"scope": "s", "key": "k"}, "items: want"),
+                            ([R("s", "k"), 7], "items[1]: want"),
+                            ([{"scope": "s", "kye": "k"}], "items[0]: "),
+                            ([R("s", "k"), R("s", "k", max_uses=65)],
+                             "items[1]: max_uses"),
+                            ([R("s", "")], "items[0]: key"),
+                            ([R("s", "k", request_id="abc")],
+                             "items[0]: request_id"),
+                            ([R("s", "k" * 256)] * 4000,
+                             "bytes of JSON")):
+            with self.subTest(what=what):
+                e = self.refused(c.claim_batch, items)
+                self.assertIn(what, e.message)
+        self.assertEqual(trip.connections(), 0)
+
+    refused = TestNewClaimFields.refused
+
+    def test_one_result_per_item_in_order(self):
+        rid3 = "00112233445566778899aabbccddeeff"
+        a = self.node((200, [
+            decision(),
+            decision("REPLAYED"),
+            error("RESOURCE_EXHAUSTED", message="quota", request_id=None),
+            error("UNKNOWN", "unknown", request_id=rid3)]),
+            (200, [decision()]))
+        c = oc.Client([a.url])
+        res = c.claim_batch([
+            oc.ClaimRequest("s", "k", ttl=60),
+            {"scope": "s", "key": "k", "ttl": 60},
+            oc.ClaimRequest("s", "q", max_uses=3),
+            oc.ClaimRequest("s", "u", request_id=rid3.upper())])
+        self.assertEqual([r.index for r in res], [0, 1, 2, 3])
+        self.assertEqual([r.outcome for r in res],
+                         [oc.Outcome.ACCEPTED, oc.Outcome.REPLAYED, None,
+                          None])
+        self.assertTrue(res[0].ok and res[1].ok)
+        self.assertFalse(res[2].ok)
+        self.assertIsInstance(res[2].error, oc.ResourceExhaustedError)
+        self.assertEqual(res[2].error.applied, "false")
+        self.assertIsInstance(res[3].error, oc.OutcomeUnknownError)
+        with self.assertRaises(oc.OutcomeUnknownError):
+            res[3].unwrap()
+        self.assertIs(res[0].unwrap(), res[0].answer)
+        body = a.bodies()[0]
+        self.assertEqual(a.requests[0][1], "/v1/claims")
+        self.assertEqual(set(body), {"items", "timeout"})
+        sent = [i["request_id"] for i in body["items"]]
+        self.assertEqual([r.request_id for r in res], sent)
+        self.assertEqual(res[2].error.request_id, sent[2])
+        self.assertTrue(all(HEX32.match(i) for i in sent))
+        self.assertEqual(len(set(sent)), 4)
+        self.assertEqual(sent[3], rid3)
+        self.assertEqual(body["items"][2]["max_uses"], 3)
+        self.assertEqual(body["items"][0]["ttl"], 60000)
+        # Pinned by the answer: the next batch carries the pin.
+        c.claim_batch([oc.ClaimRequest("s", "k2")])
+        self.assertEqual(a.bodies()[1]["cluster_id"], CLUSTER)
+
+    def test_retry_keeps_item_ids_and_unknown_sticks(self):
+        a = self.node((504, error("UNKNOWN", "unknown")))
+        b = self.node((200, [decision(retry=True),
+                             error("RESOURCE_EXHAUSTED")]))
+        c = oc.Client([a.url, b.url], timeout=5)
+        res = c.claim_batch([oc.ClaimRequest("s", "k1"),
+                             oc.ClaimRequest("s", "k2")])
+        self.assertTrue(res[0].answer.retry)
+        # The first attempt may have applied item 1: not "false" now.
+        self.assertIsInstance(res[1].error, oc.OutcomeUnknownError)
+        self.assertEqual(res[1].error.applied, "unknown")
+        ids = [[i["request_id"] for i in n.bodies()[0]["items"]]
+               for n in (a, b)]
+        self.assertEqual(ids[0], ids[1])
+
+    def test_whole_call_errors(self):
+        a = self.node((503, error("UNAVAILABLE")))
+        b = self.node((200, [decision()]))
+        c = oc.Client([a.url, b.url], timeout=5)
+        self.assertTrue(c.claim_batch([oc.ClaimRequest("s", "k")])[0].ok)
+        z = self.node((400, error("INVALID_ARGUMENT",
+                                  message="items[0]: key: missing")))
+        with self.assertRaises(oc.InvalidArgumentError):
+            oc.Client([z.url]).claim_batch([oc.ClaimRequest("s", "k")])
+        # An answer with too few items is no answer: perhaps applied.
+        w = self.node((200, [decision()]))
+        with self.assertRaises(oc.OutcomeUnknownError):
+            oc.Client([w.url], timeout=0.4).claim_batch(
+                [oc.ClaimRequest("s", "k"), oc.ClaimRequest("s", "j")])
+
+    def test_whole_call_unknown_names_the_items_request_ids(self):
+        a = self.node((504, error("UNKNOWN", "unknown")))
+        c = oc.Client([a.url], timeout=0.5)
+        items = [oc.ClaimRequest("s", "k1"), oc.ClaimRequest("s", "k2")]
+        with self.assertRaises(oc.OutcomeUnknownError) as cm:
+            c.claim_batch(items)
+        ids = cm.exception.request_ids
+        self.assertEqual(ids, [i["request_id"]
+                               for i in a.bodies()[0]["items"]])
+        # The retry the error asks for: the same items, the same ids.
+        a.script = [(200, [decision(retry=True), decision(retry=True)])]
+        res = c.claim_batch([oc.ClaimRequest("s", "k1", request_id=ids[0]),
+                             oc.ClaimRequest("s", "k2", request_id=ids[1])])
+        self.assertEqual([r.request_id for r in res], ids)
+        self.assertEqual([i["request_id"] for i in a.bodies()[-1]["items"]],
+                         ids)
+
+    def test_an_item_of_another_cluster_refuses_the_answer(self):
+        a = self.node((200, [decision(), decision(cluster=OTHER)]))
+        b = self.node((200, [decision(), decision()]))
+        c = oc.Client([a.url, b.url], cluster_id=CLUSTER, timeout=5)
+        with self.assertRaises(oc.ClusterMismatchError) as cm:
+            c.claim_batch([oc.ClaimRequest("s", "k"),
+                           oc.ClaimRequest("s", "j")])
+        self.assertEqual(cm.exception.answered, OTHER)
+        self.assertEqual(b.bodies(), [], "never retried elsewhere")
+
+
 class TestInstall(unittest.TestCase):
     """pip install of the package, offline, into a fresh venv."""
 
