@@ -220,3 +220,18 @@ test('claimBatch: another cluster\'s answer is ClusterMismatchError', async () =
   assert.strictEqual(node.requests.length, 1);
   await node.close();
 });
+
+test('claimBatch: the items a real cluster answered decode to answers and an error entry', async () => {
+  const rec = JSON.parse(require('node:fs').readFileSync(require('node:path').join(__dirname, '..', 'fixtures', 'answers.json'), 'utf8'));
+  const by = Object.fromEntries(rec.map((r) => [r.name, r.raw]));
+  const items = [by.claim_batch_accepted, by.claim_batch_replayed, by.error_batch_item_invalid];
+  const node = await fakeNode((r) => ({ body: items.map((o, i) => ({ ...o, request_id: r.body.items[i].request_id })) }));
+  const c = new Client({ nodes: [node.url] });
+  const res = await c.claimBatch([{ scope: 's', key: 'a' }, { scope: 's', key: 'a' }, { scope: 's', key: 'b', ttl: '8000h' }]);
+  assert.deepStrictEqual(res.slice(0, 2).map((a) => a.outcome), ['ACCEPTED', 'REPLAYED']);
+  assert.ok(res[2] instanceof InvalidArgumentError);
+  assert.strictEqual(res[2].index, 2);
+  assert.match(res[2].message, /items\[2\]: INVALID_ARGUMENT \(applied false\).*ttl/);
+  assert.strictEqual(c.clusterId, by.claim_batch_accepted.cluster_id);
+  await node.close();
+});
