@@ -351,6 +351,7 @@ class Client {
     }
     try {
       if (!/^[0-9a-f]{32}$/.test(cid)) throw new answers.MalformedAnswer('cluster_id: missing from a decision');
+      if (call === 'claimBatch') throw new answers.MalformedAnswer('an object, not the array of a batch\'s answers');
       const a = call === 'status' ? answers.decodeStatus(obj, node) : answers.decodeResult(call, obj, node);
       if (requestId !== undefined && a.requestId !== undefined && a.requestId !== requestId) {
         throw new answers.MalformedAnswer(`request_id: ${a.requestId}, not this call's ${requestId}`);

@@ -235,3 +235,18 @@ test('claimBatch: the items a real cluster answered decode to answers and an err
   assert.strictEqual(c.clusterId, by.claim_batch_accepted.cluster_id);
   await node.close();
 });
+
+test('claimBatch: a decision object instead of the array is malformed: retried, never used', async () => {
+  let n = 0;
+  const node = await fakeNode((r) => {
+    n++;
+    if (n === 1) return { body: accepted(r.body.items[0].request_id) };
+    return { body: r.body.items.map((it) => accepted(it.request_id)) };
+  });
+  const c = new Client({ nodes: [node.url], timeoutMs: 3000 });
+  const res = await c.claimBatch([{ scope: 's', key: 'a' }]);
+  assert.ok(Array.isArray(res));
+  assert.strictEqual(res[0].outcome, 'ACCEPTED');
+  assert.strictEqual(node.requests.length, 2);
+  await node.close();
+});
