@@ -93,7 +93,30 @@ export interface ClaimOptions extends CallOptions {
   executionId?: string;
   /** 32 hex digits: only to retry a call whose outcome was unknown. */
   requestId?: string;
+  /** NONCE only: an integer 1..64 (default 1), the number of request ids
+   * the nonce takes before REPLAYED; the first claim fixes it, another
+   * value is CONFLICT. Needs a cluster at log schema 3. */
+  maxUses?: number;
+  /** IDEMPOTENT only, kept by ttl (not ts): each DUPLICATE, IN_PROGRESS or
+   * FAILED answer moves the expiry to its log time + ttl, never past the
+   * cluster's max_ttl from the first claim. Needs log schema 3. */
+  sliding?: boolean;
 }
+
+/** One item of claimBatch: a claim's arguments and options (without
+ * timeoutMs and signal, which are the batch's). */
+export interface BatchClaim extends Omit<ClaimOptions, 'timeoutMs' | 'signal'> {
+  scope: string;
+  key: string;
+}
+
+/** An item the cluster refused alone (a bound, a missing right, a quota,
+ * UNKNOWN for an answer that did not fit): returned, not thrown. */
+export type BatchItemError = OnceError & { index: number };
+
+/** One entry of claimBatch's answer: the item's ClaimAnswer or its error
+ * (tell them apart with `instanceof OnceError`). */
+export type BatchResult = ClaimAnswer | BatchItemError;
 
 export interface CompleteOptions extends CallOptions {
   /** The result to store, 0..64 KiB (a string is stored as UTF-8). */
@@ -167,6 +190,15 @@ export interface Answer<O extends Outcome = Outcome> extends Origin {
   state?: State;
   expiresMs?: Integer;
   leaseExpiresMs?: Integer;
+  /** NONCE records of maxUses > 1: the uses it takes, has had, has left. */
+  maxUses?: Integer;
+  uses?: Integer;
+  usesLeft?: Integer;
+  /** true: an IDEMPOTENT record whose retention slides (false when the
+   * node does not say so). */
+  sliding: boolean;
+  /** lookup: the id of the node that read its table (16 hex digits). */
+  servedBy?: string;
 }
 
 export type ClaimAnswer = Answer<ClaimOutcome>;
@@ -241,6 +273,10 @@ export declare class Client {
   /** The pinned cluster id, or null before the first answer. */
   readonly clusterId: string | null;
   claim(scope: string, key: string, options?: ClaimOptions): Promise<ClaimAnswer>;
+  /** 1..4096 claims in one call, applied in order: one entry per item, in
+   * order. Rejects only when the whole call fails (then the error carries
+   * `requestIds`, the items' ids, for a retry). */
+  claimBatch(items: BatchClaim[], options?: CallOptions): Promise<BatchResult[]>;
   complete(scope: string, key: string, ownerToken: string, options?: CompleteOptions): Promise<CompleteAnswer>;
   release(scope: string, key: string, ownerToken: string, options?: ReleaseOptions): Promise<ReleaseAnswer>;
   lookup(scope: string, key: string, options?: CallOptions): Promise<LookupAnswer>;
@@ -289,6 +325,10 @@ export declare class OnceError extends Error {
   node: string | undefined;
   /** The JSON error object, or the answer that made it. */
   answer: unknown;
+  /** claimBatch: the item's position (an entry of its answer). */
+  index?: number;
+  /** claimBatch: the items' request ids (an error of the whole call). */
+  requestIds?: string[];
 }
 /** Certainly not applied: safe to retry anywhere. */
 export declare class NotAppliedError extends OnceError {}

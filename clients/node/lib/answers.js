@@ -65,6 +65,11 @@ const RESULT_FIELDS = {
   state: ['state', 's'],
   expires_ms: ['expiresMs', 'n'],
   lease_expires_ms: ['leaseExpiresMs', 'n'],
+  max_uses: ['maxUses', 'n'],
+  uses: ['uses', 'n'],
+  uses_left: ['usesLeft', 'n'],
+  sliding: ['sliding', 'b'],
+  served_by: ['servedBy', 's'],
   cluster_id: ['clusterId', 's'],
   node_id: ['nodeId', 's'],
   boot_id: ['bootId', 's'],
@@ -185,6 +190,8 @@ function decodeResult(call, obj, node) {
     a.storedError = Buffer.from(a.storedErrorB64, 'base64').toString('utf8');
   }
   if (a.retry === undefined) a.retry = false;
+  // The node sends `sliding` only when true.
+  if (a.sliding === undefined) a.sliding = false;
   a.node = node;
   a.raw = obj;
   return a;

@@ -14,6 +14,12 @@ const PAYLOAD_HASH_MAX = 64;
 const RESULT_MAX = 65536;
 const ERROR_MAX = 1024;
 const NODES_MAX = 64;
+// N-use nonces: the state machine's FSM_MAX_USES (docs/http-api.md).
+const MAX_USES_MAX = 64;
+// A batch: RPC_CLAIM_BATCH_MAX items, a body of at most the listener's
+// HTTPAPI_BATCH_BODY_MAX (1 MiB) as sent.
+const BATCH_ITEMS_MAX = 4096;
+const BATCH_BODY_MAX = 1 << 20;
 // The node's parser bounds every duration to 365 days (httpapi_parse.c).
 const DURATION_MAX_MS = 365 * 24 * 3600 * 1000;
 // A call's deadline: libonce's bound (RPC_DEADLINE_MAX, one hour).
@@ -172,13 +178,33 @@ function toBytes(name, v, max) {
 }
 
 const CALL_OPTIONS = ['timeoutMs', 'signal'];
-const CLAIM_OPTIONS = ['ttl', 'ts', 'window', 'idempotent', 'payloadHash', 'lease',
-  'executionId', 'requestId', ...CALL_OPTIONS];
+const CLAIM_FIELDS = ['ttl', 'ts', 'window', 'idempotent', 'payloadHash', 'lease',
+  'executionId', 'requestId', 'maxUses', 'sliding'];
+const CLAIM_OPTIONS = [...CLAIM_FIELDS, ...CALL_OPTIONS];
 
-/** Check a claim; returns { body, timeoutMs, signal }. */
-function claimRequest(scope, key, opts, dfltTimeout) {
+/** maxUses: an integer 1..64 (NONCE only); sent only above 1, the
+ * default, as libonce does (src/client/wire.c). */
+function checkMaxUses(v, idempotent, body) {
+  if (v === undefined || v === null) return;
+  if (!Number.isSafeInteger(v) || v < 1 || v > MAX_USES_MAX) {
+    throw bad(`maxUses: ${typeof v === 'number' ? v : typeof v}: must be an integer 1..${MAX_USES_MAX}`);
+  }
+  if (idempotent) throw bad('maxUses: only for nonces (not with idempotent)');
+  if (v > 1) body.max_uses = v;
+}
+
+/** sliding: true only for an idempotent claim kept by ttl (not ts). */
+function checkSliding(v, idempotent, hasTs, body) {
+  if (v === undefined || v === null || v === false) return;
+  if (v !== true) throw bad('sliding: must be true or false');
+  if (!idempotent) throw bad('sliding: only for idempotent claims');
+  if (hasTs) throw bad('sliding: only with ttl, not with ts and window');
+  body.sliding = true;
+}
+
+/** The JSON body of one claim, every field checked (claim, batch items). */
+function claimBody(scope, key, o) {
   checkScopeKey(scope, key);
-  const o = checkOptions('claim', opts, CLAIM_OPTIONS);
   const body = { scope, key, request_id: checkRequestId(o.requestId) };
   const idempotent = o.idempotent === undefined || o.idempotent === null ? false : o.idempotent;
   if (typeof idempotent !== 'boolean') throw bad('idempotent: must be true or false');
@@ -208,7 +234,47 @@ function claimRequest(scope, key, opts, dfltTimeout) {
     if (!idempotent) throw bad('lease: only for idempotent claims');
     body.lease = parseDuration('lease', o.lease);
   }
+  checkMaxUses(o.maxUses, idempotent, body);
+  checkSliding(o.sliding, idempotent, hasTs, body);
+  return body;
+}
+
+/** Check a claim; returns { body, timeoutMs, signal }. */
+function claimRequest(scope, key, opts, dfltTimeout) {
+  const o = checkOptions('claim', opts, CLAIM_OPTIONS);
+  const body = claimBody(scope, key, o);
   return { body, timeoutMs: checkTimeout(o.timeoutMs, dfltTimeout), signal: checkSignal(o.signal) };
+}
+
+/**
+ * Check a batch: @items 1..4096 objects { scope, key, ...claim options but
+ * timeoutMs and signal }. Returns { body: { items }, timeoutMs, signal };
+ * each item gets its own request id (given or fresh). A bad item names
+ * its index ("items[3]: key: ...").
+ */
+function claimBatchRequest(items, opts, dfltTimeout) {
+  if (!Array.isArray(items)) throw bad('items: must be an array of claims');
+  if (items.length < 1 || items.length > BATCH_ITEMS_MAX) {
+    throw bad(`items: ${items.length} claims, must be 1..${BATCH_ITEMS_MAX}`);
+  }
+  const o = checkOptions('claimBatch', opts, CALL_OPTIONS);
+  const body = items.map((it, i) => {
+    try {
+      if (!isPlainObject(it)) throw bad('must be an object { scope, key, ...options }');
+      checkOptions('claim', it, ['scope', 'key', ...CLAIM_FIELDS]);
+      return claimBody(it.scope, it.key, it);
+    } catch (e) {
+      if (!(e instanceof InvalidArgumentError)) throw e;
+      throw bad(`items[${i}]: ${e.message}`);
+    }
+  });
+  // The node refuses a body over 1 MiB (413): say so before sending. The
+  // client adds cluster_id and timeout (under 100 bytes) to what is here.
+  const size = Buffer.byteLength(JSON.stringify({ items: body }), 'utf8') + 100;
+  if (size > BATCH_BODY_MAX) {
+    throw bad(`items: about ${size} bytes of JSON, at most ${BATCH_BODY_MAX} (split the batch)`);
+  }
+  return { body: { items: body }, timeoutMs: checkTimeout(o.timeoutMs, dfltTimeout), signal: checkSignal(o.signal) };
 }
 
 function completeRequest(scope, key, ownerToken, opts, dfltTimeout) {
@@ -281,6 +347,9 @@ module.exports = {
   RESULT_MAX,
   ERROR_MAX,
   NODES_MAX,
+  MAX_USES_MAX,
+  BATCH_ITEMS_MAX,
+  BATCH_BODY_MAX,
   TIMEOUT_MAX_MS,
   ATTEMPT_TIMEOUT_MAX_MS,
   newRequestId,
@@ -291,6 +360,7 @@ module.exports = {
   checkSignal,
   parseDuration,
   claimRequest,
+  claimBatchRequest,
   completeRequest,
   releaseRequest,
   lookupRequest,

@@ -129,6 +129,32 @@ class Client {
     });
   }
 
+  /**
+   * Claim 1..4096 items in one call (POST /v1/claims): each item is
+   * { scope, key, ...the options of claim but timeoutMs and signal }. The
+   * cluster applies them in order after one consensus round. Resolves to
+   * one entry per item, in order: the ClaimAnswer a single claim would
+   * have had at that point (a key twice: ACCEPTED, then REPLAYED), or, for
+   * an item refused alone, a OnceError (not thrown) with `index`, `code`,
+   * `applied` and the item's `requestId`. A failure of the whole call (no
+   * leader, its deadline) rejects, as for claim; the call is retried with
+   * the same request ids, so an item already applied answers ACCEPTED
+   * `retry: true`; its error carries them (`requestIds`) for a retry by
+   * the caller.
+   */
+  claimBatch(items, options) {
+    let ids = [];
+    return this._run('claimBatch', () => {
+      const r = args.claimBatchRequest(items, options, this._timeoutMs);
+      ids = r.body.items.map((it) => it.request_id);
+      return { ...r, method: 'POST', path: '/v1/claims', write: true };
+    }).catch((e) => {
+      // The items' ids: a retry after an unknown outcome gives them again.
+      if (e instanceof errors.OnceError && ids.length > 0) e.requestIds = ids;
+      throw e;
+    });
+  }
+
   /** The owner stores its result (a string or bytes, 0..64 KiB). */
   complete(scope, key, ownerToken, options) {
     return this._run('complete', () => {
@@ -282,6 +308,9 @@ class Client {
     } catch {
       obj = undefined;
     }
+    if (call === 'claimBatch' && Array.isArray(obj)) {
+      return this._batchAnswer(req, obj, res.status, node, earlierMaybe);
+    }
     const isObj = args.isPlainObject(obj);
     if (!isObj) {
       // 404/405: a node without this API (another program, an older node):
@@ -322,6 +351,7 @@ class Client {
     }
     try {
       if (!/^[0-9a-f]{32}$/.test(cid)) throw new answers.MalformedAnswer('cluster_id: missing from a decision');
+      if (call === 'claimBatch') throw new answers.MalformedAnswer('an object, not the array of a batch\'s answers');
       const a = call === 'status' ? answers.decodeStatus(obj, node) : answers.decodeResult(call, obj, node);
       if (requestId !== undefined && a.requestId !== undefined && a.requestId !== requestId) {
         throw new answers.MalformedAnswer(`request_id: ${a.requestId}, not this call's ${requestId}`);
@@ -338,6 +368,85 @@ class Client {
         maybeApplied: req.write,
       };
     }
+  }
+
+  /**
+   * A batch's 200 answer: one object per item, in order. { answer: the
+   * entries } or, for an answer that does not fit the request, the error
+   * a malformed answer is (perhaps applied: retried with the same ids).
+   */
+  _batchAnswer(req, arr, httpStatus, node, earlierMaybe) {
+    const sent = req.body.items;
+    try {
+      if (httpStatus !== 200) throw new answers.MalformedAnswer(`HTTP ${httpStatus} with an array`);
+      if (arr.length !== sent.length) {
+        throw new answers.MalformedAnswer(`${arr.length} answers to ${sent.length} items`);
+      }
+      let cid = null;
+      for (const [i, o] of arr.entries()) {
+        if (!args.isPlainObject(o)) throw new answers.MalformedAnswer(`[${i}]: want an object`);
+        const c = typeof o.cluster_id === 'string' ? o.cluster_id.toLowerCase() : '';
+        if (!/^[0-9a-f]{32}$/.test(c)) throw new answers.MalformedAnswer(`[${i}].cluster_id: missing`);
+        if (cid !== null && c !== cid) throw new answers.MalformedAnswer(`[${i}].cluster_id: ${c}, not ${cid}`);
+        cid = c;
+      }
+      // The pin first: another cluster's answer decides nothing.
+      if (this._clusterId !== null && cid !== this._clusterId) {
+        return {
+          error: new errors.ClusterMismatchError(
+            `cluster id mismatch: pinned ${this._clusterId}, answered ${cid} by ${node}` +
+            ' (a re-created, restored or other cluster: refused)',
+            { node, httpStatus, answer: arr, expected: this._clusterId, actual: cid,
+              applied: earlierMaybe ? errors.APPLIED_UNKNOWN : errors.APPLIED_FALSE },
+          ),
+          final: true,
+        };
+      }
+      const out = arr.map((o, i) => {
+        const rid = sent[i].request_id;
+        if (typeof o.error === 'string') return this._batchItemError(o, i, rid, node, earlierMaybe);
+        const a = answers.decodeResult('claim', o, node);
+        if (a.requestId !== rid) {
+          throw new answers.MalformedAnswer(`[${i}].request_id: ${a.requestId}, not the item's ${rid}`);
+        }
+        return a;
+      });
+      if (this._clusterId === null) this._clusterId = cid;
+      return { answer: out };
+    } catch (e) {
+      if (!(e instanceof answers.MalformedAnswer)) throw e;
+      const msg = `malformed batch answer from ${node}: ${e.message}`;
+      return {
+        error: new errors.OutcomeUnknownError(msg, { code: 'UNKNOWN', node, httpStatus, answer: arr }),
+        final: false,
+        maybeApplied: true,
+      };
+    }
+  }
+
+  /** An item refused alone, as the OnceError its status and `applied`
+   * say (not thrown: an entry of the batch's answer). */
+  _batchItemError(obj, index, sentRid, node, earlierMaybe) {
+    const code = obj.error;
+    const maybe = earlierMaybe || obj.applied !== 'false' || MAYBE_APPLIED_STATUSES.has(code);
+    const text = typeof obj.message === 'string' ? obj.message : '';
+    const message = `items[${index}]: ${code} (applied ${maybe ? 'unknown' : 'false'}) from ${node}: ${text}`;
+    const info = {
+      code,
+      requestId: typeof obj.request_id === 'string' ? obj.request_id : sentRid,
+      node,
+      httpStatus: 200,
+      answer: obj,
+    };
+    let e;
+    if (code === 'INVALID_ARGUMENT') e = new errors.InvalidArgumentError(message, info);
+    else if (code === 'PERMISSION_DENIED') e = new errors.PermissionDeniedError(message, info);
+    else if (FINAL_STATUSES.has(code)) e = new errors.DefiniteError(message, info);
+    else if (maybe) e = new errors.OutcomeUnknownError(message, info);
+    else e = new errors.NotAppliedError(message, info);
+    if (maybe) e.applied = errors.APPLIED_UNKNOWN;
+    e.index = index;
+    return e;
   }
 
   _errorAnswer(obj, httpStatus, node, requestId, req) {

@@ -1,6 +1,7 @@
 'use strict';
 // Against a real 3-node cluster (clients/testing/with_cluster.py): every
-// outcome, the idempotent helper, a leader killed mid-call, two processes
+// outcome, batches, N-use nonces, sliding retention, served_by, the
+// idempotent helper, a leader killed mid-call, two processes
 // racing on one key, and a cluster re-created empty under a pinned client.
 // The tests run in this order; the destructive ones come last.
 
@@ -11,7 +12,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const {
-  Client, Outcome, InvalidArgumentError, ClusterMismatchError, OutcomeError, FencedError, InProgressError,
+  Client, Outcome, OnceError, InvalidArgumentError, ClusterMismatchError, OutcomeError, FencedError, InProgressError,
   NotAppliedError,
 } = require('../..');
 const { clusterEnv, control, uniq, sleep } = require('../helpers');
@@ -164,6 +165,128 @@ test('status: one node\'s view; the cluster refuses a bound with INVALID_ARGUMEN
     assert.match(e.message, /ttl/);
     return true;
   });
+});
+
+test('batch: a key twice is ACCEPTED then REPLAYED, in order; an item over a bound is refused alone', { skip }, async () => {
+  const k = uniq('b');
+  const o = uniq('bo');
+  const big = uniq('big');
+  const res = await client.claimBatch([
+    { scope: S, key: k, executionId: 'batch-1' },
+    { scope: S, key: k },
+    { scope: S, key: o, idempotent: true, lease: '30s' },
+    { scope: S, key: big, ttl: '8000h' },
+    { scope: S, key: o, idempotent: true },
+  ]);
+  assert.strictEqual(res.length, 5);
+  assert.strictEqual(res[0].outcome, Outcome.ACCEPTED);
+  assert.strictEqual(res[0].retry, false);
+  assert.strictEqual(res[1].outcome, Outcome.REPLAYED);
+  assert.strictEqual(res[1].firstRequestId, res[0].requestId);
+  assert.notStrictEqual(res[1].requestId, res[0].requestId);
+  assert.strictEqual(res[2].outcome, Outcome.ACCEPTED);
+  assert.match(res[2].ownerToken, /^\d+:\d+:\d+$/);
+  assert.ok(res[3] instanceof InvalidArgumentError, `${res[3].name}: ${res[3].message}`);
+  assert.ok(res[3] instanceof OnceError);
+  assert.strictEqual(res[3].index, 3);
+  assert.strictEqual(res[3].applied, 'false');
+  assert.match(res[3].message, /ttl/);
+  assert.match(res[3].requestId, /^[0-9a-f]{32}$/);
+  assert.strictEqual(res[4].outcome, Outcome.IN_PROGRESS, 'the item after it saw the owner of item 2');
+  for (const a of [res[0], res[1], res[2], res[4]]) assert.strictEqual(a.clusterId, client.clusterId);
+  // The batch's decisions are the cluster's: single calls see them.
+  const single = await client.claim(S, k);
+  assert.strictEqual(single.outcome, Outcome.REPLAYED);
+  assert.strictEqual(single.firstRequestId, res[0].requestId);
+  assert.strictEqual((await client.lookup(S, big)).outcome, Outcome.NOT_FOUND, 'the refused item left nothing');
+  // The same item again with its request id: a retry, ACCEPTED retry=true.
+  const again = await client.claimBatch([{ scope: S, key: k, requestId: res[0].requestId }]);
+  assert.strictEqual(again[0].outcome, Outcome.ACCEPTED);
+  assert.strictEqual(again[0].retry, true);
+  // Through each node (a follower forwards the whole batch to the leader).
+  for (const n of env.http) {
+    const kn = uniq('bn');
+    const r = await new Client({ nodes: [n] }).claimBatch([{ scope: S, key: kn }, { scope: S, key: kn }]);
+    assert.deepStrictEqual(r.map((a) => a.outcome), [Outcome.ACCEPTED, Outcome.REPLAYED], n);
+    assert.strictEqual(r[0].node, n);
+  }
+});
+
+test('a 2-use nonce: ACCEPTED (uses 1, left 1), ACCEPTED (uses 2, left 0), then REPLAYED', { skip }, async () => {
+  const k = uniq('m');
+  const a1 = await client.claim(S, k, { maxUses: 2 });
+  assert.strictEqual(a1.outcome, Outcome.ACCEPTED);
+  assert.deepStrictEqual([a1.maxUses, a1.uses, a1.usesLeft], [2, 1, 1]);
+  const a2 = await client.claim(S, k, { maxUses: 2 });
+  assert.strictEqual(a2.outcome, Outcome.ACCEPTED);
+  assert.deepStrictEqual([a2.maxUses, a2.uses, a2.usesLeft], [2, 2, 0]);
+  assert.notStrictEqual(a2.requestId, a1.requestId);
+  const r = await client.claim(S, k, { maxUses: 2 });
+  assert.strictEqual(r.outcome, Outcome.REPLAYED);
+  assert.strictEqual(r.usesLeft, 0);
+  // A retry of the second use is that use again, not a third.
+  const retry = await client.claim(S, k, { maxUses: 2, requestId: a2.requestId });
+  assert.strictEqual(retry.outcome, Outcome.ACCEPTED);
+  assert.strictEqual(retry.retry, true);
+  const l = await client.lookup(S, k);
+  assert.deepStrictEqual([l.outcome, l.maxUses, l.uses, l.usesLeft], [Outcome.FOUND, 2, 2, 0]);
+  // The first claim fixed it: another value is CONFLICT.
+  const k2 = uniq('m');
+  assert.strictEqual((await client.claim(S, k2, { maxUses: 3 })).outcome, Outcome.ACCEPTED);
+  assert.strictEqual((await client.claim(S, k2, { maxUses: 2 })).outcome, Outcome.CONFLICT);
+  // In one batch: the same three answers, in order.
+  const k3 = uniq('m');
+  const b = await client.claimBatch([1, 2, 3].map(() => ({ scope: S, key: k3, maxUses: 2 })));
+  assert.deepStrictEqual(b.map((a) => [a.outcome, a.uses, a.usesLeft]),
+    [[Outcome.ACCEPTED, 1, 1], [Outcome.ACCEPTED, 2, 0], [Outcome.REPLAYED, 2, 0]]);
+  // Out of the documented bounds: refused by the client, nothing sent.
+  for (const bad of [0, 65, 1.5]) {
+    await assert.rejects(client.claim(S, uniq('m'), { maxUses: bad }), (e) => {
+      assert.ok(e instanceof InvalidArgumentError);
+      assert.match(e.message, /maxUses: .*must be an integer 1\.\.64/);
+      assert.strictEqual(e.httpStatus, undefined, 'refused before any request');
+      return true;
+    });
+  }
+  await assert.rejects(client.claim(S, uniq('m'), { maxUses: 2, idempotent: true }), /maxUses: only for nonces/);
+});
+
+test('sliding retention: the answers say so, and a DUPLICATE moves the expiry', { skip }, async () => {
+  const k = uniq('sl');
+  const a = await client.claim(S, k, { idempotent: true, sliding: true, ttl: '1h' });
+  assert.strictEqual(a.outcome, Outcome.ACCEPTED);
+  assert.strictEqual(a.sliding, true);
+  assert.strictEqual((await client.complete(S, k, a.ownerToken, { result: 'r' })).outcome, Outcome.COMPLETED);
+  await sleep(50);
+  const d = await client.claim(S, k, { idempotent: true, sliding: true, ttl: '1h' });
+  assert.strictEqual(d.outcome, Outcome.DUPLICATE);
+  assert.strictEqual(d.sliding, true);
+  assert.ok(d.logTimeMs > a.logTimeMs);
+  assert.strictEqual(d.expiresMs, d.logTimeMs + 3600000, 'moved to the DUPLICATE\'s log time + ttl');
+  assert.ok(d.expiresMs > a.expiresMs);
+  const l = await client.lookup(S, k);
+  assert.strictEqual(l.sliding, true);
+  assert.strictEqual(l.expiresMs, d.expiresMs);
+  const plain = await client.claim(S, uniq('sl'), { idempotent: true, ttl: '1h' });
+  assert.strictEqual(plain.sliding, false);
+  await assert.rejects(client.claim(S, uniq('sl'), { sliding: true, ttl: '1h' }), /sliding: only for idempotent/);
+});
+
+test('lookups are served by the node asked: servedBy is that member\'s id', { skip }, async () => {
+  const k = uniq('sb');
+  await client.claim(S, k);
+  const st = await client.status();
+  const ids = st.members.map((m) => m.id);
+  const seen = new Set();
+  for (const n of env.http) {
+    const l = await new Client({ nodes: [n] }).lookup(S, k);
+    assert.strictEqual(l.outcome, Outcome.FOUND);
+    assert.match(l.servedBy, /^[0-9a-f]{16}$/);
+    assert.ok(ids.includes(l.servedBy), `${l.servedBy} is not a member (${ids})`);
+    assert.strictEqual(l.servedBy, l.nodeId, 'read by the node that received it');
+    seen.add(l.servedBy);
+  }
+  assert.strictEqual(seen.size, env.http.length, 'each node served its own lookup');
 });
 
 test('idempotent helper: runs once, DUPLICATE returns the stored result without running', { skip }, async () => {

@@ -67,6 +67,21 @@ test('a tenant certificate: another scope is PERMISSION_DENIED, not retried', { 
   }
 });
 
+test('a tenant\'s batch: another scope\'s item alone is PERMISSION_DENIED', { skip }, async () => {
+  const k = uniq('t');
+  const res = await tenant.claimBatch([
+    { scope: 'tenant-a', key: k },
+    { scope: 'tenant-b', key: k },
+    { scope: 'tenant-a', key: k },
+  ]);
+  assert.strictEqual(res[0].outcome, Outcome.ACCEPTED);
+  assert.ok(res[1] instanceof PermissionDeniedError, `${res[1].name}: ${res[1].message}`);
+  assert.strictEqual(res[1].index, 1);
+  assert.strictEqual(res[1].applied, 'false');
+  assert.strictEqual(res[2].outcome, Outcome.REPLAYED);
+  assert.strictEqual((await admin.lookup('tenant-b', k)).outcome, Outcome.NOT_FOUND, 'the denied item left nothing');
+});
+
 test('an admin certificate: any scope and status', { skip }, async () => {
   const a = await admin.claim('tenant-b', uniq('t'));
   assert.strictEqual(a.outcome, Outcome.ACCEPTED);

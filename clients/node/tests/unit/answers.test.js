@@ -97,6 +97,27 @@ test('results, attempts, members and ids decode to their types', () => {
   assert.ok(['LEADER', 'FOLLOWER', 'CANDIDATE', 'UNAVAILABLE'].includes(st.role));
 });
 
+test('N-use nonces, sliding records and served_by, as a real cluster sent them', () => {
+  const m1 = answers.decodeResult('claim', byName.claim_multi_accepted, 'u');
+  assert.deepStrictEqual([m1.outcome, m1.maxUses, m1.uses, m1.usesLeft, m1.sliding], ['ACCEPTED', 2, 1, 1, false]);
+  const m3 = answers.decodeResult('claim', byName.claim_multi_replayed, 'u');
+  assert.deepStrictEqual([m3.outcome, m3.uses, m3.usesLeft], ['REPLAYED', 2, 0]);
+  const l = answers.decodeResult('lookup', byName.lookup_multi_served_by, 'u');
+  assert.match(l.servedBy, /^[0-9a-f]{16}$/);
+  assert.strictEqual(l.usesLeft, 0);
+  const s1 = answers.decodeResult('claim', byName.claim_sliding_accepted, 'u');
+  const s2 = answers.decodeResult('claim', byName.claim_sliding_duplicate, 'u');
+  assert.strictEqual(s1.sliding, true);
+  assert.strictEqual(s2.outcome, 'DUPLICATE');
+  assert.strictEqual(s2.expiresMs, s2.logTimeMs + 3600000);
+  const b = [byName.claim_batch_accepted, byName.claim_batch_replayed].map((r) => answers.decodeResult('claim', r, 'u'));
+  assert.strictEqual(b[1].firstRequestId, b[0].requestId);
+  const e = byName.error_batch_item_invalid;
+  assert.deepStrictEqual([e.error, e.applied], ['INVALID_ARGUMENT', 'false']);
+  assert.match(e.request_id, /^[0-9a-f]{32}$/);
+  for (const k of Object.keys(e)) assert.ok(answers.ERROR_FIELDS.includes(k), `error field ${k}`);
+});
+
 test('non-UTF-8 text, big integers and newer fields', () => {
   const raw = {
     ...byName.lookup_failed, stored_error: undefined, stored_error_b64: Buffer.from('bad').toString('base64'),
