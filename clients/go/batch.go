@@ -27,10 +27,12 @@ type ClaimResult struct {
 // and gets its own request id (fresh, or the one given).
 //
 // The call as a whole is retried like any write, with the same request
-// ids: an item already applied answers ACCEPTED with Retry true. When the
-// whole call fails (no leader, the deadline) the error is an *Error and
-// the results still carry each item's RequestID with that error as Err,
-// so a call that ended Unknown can be repeated item by item with those ids.
+// ids: an item already applied answers ACCEPTED with Retry true. An item
+// refused by these checks refuses the whole batch (nil results). When the
+// whole call fails at the cluster (no leader, the deadline) the error is
+// an *Error and the results still carry each item's RequestID with that error as Err,
+// so a call that ended Unknown can be repeated with those ids (in
+// ClaimRequest.RequestID), as a batch again or item by item.
 func (c *Client) ClaimBatch(ctx context.Context, items []ClaimRequest) ([]ClaimResult, error) {
 	if len(items) == 0 || len(items) > MaxBatch {
 		return nil, invalid("batch: %d items, want 1..%d", len(items), MaxBatch)
