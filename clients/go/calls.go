@@ -36,6 +36,16 @@ type ClaimRequest struct {
 	// Lease: how long the owner holds the key (IDEMPOTENT only; 0: the
 	// cluster's default).
 	Lease time.Duration
+	// MaxUses: how many request ids a NONCE accepts before REPLAYED,
+	// 1..MaxUses (64); 0 sends nothing (a single use). The first claim
+	// fixes it: a later claim with another value is CONFLICT. Needs a
+	// cluster at log schema 3 (else FAILED_PRECONDITION).
+	MaxUses int
+	// Sliding (IDEMPOTENT with a TTL only): every DUPLICATE, IN_PROGRESS
+	// or FAILED answer moves the record's expiry to its log time + TTL,
+	// never past the cluster's max_ttl from the first claim. The first
+	// claim fixes it. Needs log schema 3.
+	Sliding bool
 }
 
 // CompleteRequest: the owner stores its result.
@@ -116,61 +126,9 @@ func checkToken(tok string) *Error {
 // decision (ACCEPTED, REPLAYED, DUPLICATE, IN_PROGRESS, CONFLICT, STALE,
 // FUTURE, FAILED) or an *Error.
 func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Answer, error) {
-	if e := checkIdentity(r.Scope, r.Key); e != nil {
-		return nil, e
-	}
-	rid, e := requestID(r.RequestID)
+	body, rid, e := claimBody(r)
 	if e != nil {
 		return nil, e
-	}
-	if e := checkText("execution id", r.ExecutionID, 0, MaxExecutionID); e != nil {
-		return nil, e
-	}
-	body := map[string]interface{}{"scope": r.Scope, "key": r.Key, "request_id": rid}
-	if r.ExecutionID != "" {
-		body["execution_id"] = r.ExecutionID
-	}
-	ttl, e := millis("ttl", r.TTL)
-	if e != nil {
-		return nil, e
-	}
-	if ttl > 0 {
-		body["ttl"] = ttl
-	}
-	if !r.TS.IsZero() {
-		ts := r.TS.UnixMilli()
-		if ts < 0 {
-			return nil, invalid("ts: before 1970 (%v)", r.TS)
-		}
-		w, e := millis("window", r.Window)
-		if e != nil {
-			return nil, e
-		}
-		if w == 0 {
-			return nil, invalid("window: required with ts")
-		}
-		body["ts"] = ts
-		body["window"] = w
-	} else if r.Window != 0 {
-		return nil, invalid("window: only with ts")
-	}
-	if r.Idempotent {
-		body["idempotent"] = true
-		if len(r.PayloadHash) > MaxPayloadHash {
-			return nil, invalid("payload hash: %d bytes, at most %d", len(r.PayloadHash), MaxPayloadHash)
-		}
-		if len(r.PayloadHash) > 0 {
-			body["payload_hash"] = hex.EncodeToString(r.PayloadHash)
-		}
-		lease, e := millis("lease", r.Lease)
-		if e != nil {
-			return nil, e
-		}
-		if lease > 0 {
-			body["lease"] = lease
-		}
-	} else if len(r.PayloadHash) > 0 || r.Lease != 0 {
-		return nil, invalid("payload hash and lease: only with Idempotent")
 	}
 	var a Answer
 	err := c.run(ctx, &call{op: "claim", method: http.MethodPost, path: "/v1/claim", body: body, write: true, requestID: rid}, &a)
@@ -178,6 +136,99 @@ func (c *Client) Claim(ctx context.Context, r ClaimRequest) (*Answer, error) {
 		return nil, err
 	}
 	return &a, nil
+}
+
+// claimBody checks a claim and gives its JSON object (without "timeout"
+// and "cluster_id", which each attempt adds) and its request id: the body
+// of /v1/claim and an item of /v1/claims alike.
+func claimBody(r ClaimRequest) (map[string]interface{}, string, *Error) {
+	if e := checkIdentity(r.Scope, r.Key); e != nil {
+		return nil, "", e
+	}
+	rid, e := requestID(r.RequestID)
+	if e != nil {
+		return nil, "", e
+	}
+	if e := checkText("execution id", r.ExecutionID, 0, MaxExecutionID); e != nil {
+		return nil, "", e
+	}
+	body := map[string]interface{}{"scope": r.Scope, "key": r.Key, "request_id": rid}
+	if r.ExecutionID != "" {
+		body["execution_id"] = r.ExecutionID
+	}
+	ttl, e := millis("ttl", r.TTL)
+	if e != nil {
+		return nil, "", e
+	}
+	if ttl > 0 {
+		body["ttl"] = ttl
+	}
+	if !r.TS.IsZero() {
+		ts := r.TS.UnixMilli()
+		if ts < 0 {
+			return nil, "", invalid("ts: before 1970 (%v)", r.TS)
+		}
+		w, e := millis("window", r.Window)
+		if e != nil {
+			return nil, "", e
+		}
+		if w == 0 {
+			return nil, "", invalid("window: required with ts")
+		}
+		body["ts"] = ts
+		body["window"] = w
+	} else if r.Window != 0 {
+		return nil, "", invalid("window: only with ts")
+	}
+	if r.Idempotent {
+		body["idempotent"] = true
+		if len(r.PayloadHash) > MaxPayloadHash {
+			return nil, "", invalid("payload hash: %d bytes, at most %d", len(r.PayloadHash), MaxPayloadHash)
+		}
+		if len(r.PayloadHash) > 0 {
+			body["payload_hash"] = hex.EncodeToString(r.PayloadHash)
+		}
+		lease, e := millis("lease", r.Lease)
+		if e != nil {
+			return nil, "", e
+		}
+		if lease > 0 {
+			body["lease"] = lease
+		}
+	} else if len(r.PayloadHash) > 0 || r.Lease != 0 {
+		return nil, "", invalid("payload hash and lease: only with Idempotent")
+	}
+	if e := claimExtensions(r, ttl, body); e != nil {
+		return nil, "", e
+	}
+	return body, rid, nil
+}
+
+// claimExtensions checks and adds the schema-3 fields (docs/http-api.md):
+// max_uses 1..64 on a NONCE only, sliding on an IDEMPOTENT claim with a
+// ttl only. A cluster still at schema 2 refuses either with
+// FAILED_PRECONDITION (ErrFailedPrecondition, Definite).
+func claimExtensions(r ClaimRequest, ttl int64, body map[string]interface{}) *Error {
+	if r.MaxUses != 0 {
+		if r.MaxUses < 1 || r.MaxUses > MaxUses {
+			return invalid("max uses: %d, want 1..%d (0: not sent, a single use)", r.MaxUses, MaxUses)
+		}
+		if r.Idempotent {
+			return invalid("max uses: only on a nonce (not with Idempotent)")
+		}
+		body["max_uses"] = r.MaxUses
+	}
+	if r.Sliding {
+		if !r.Idempotent {
+			// A replayed nonce must not extend its own life (docs/state-machine.md).
+			return invalid("sliding: only with Idempotent (a nonce cannot slide)")
+		}
+		if ttl == 0 {
+			return invalid("sliding: needs a TTL (the retention each answer renews)")
+		}
+		body["sliding"] = true
+	}
+	return nil
 }
 
 // Complete stores the owner's result: COMPLETED (retry=true when repeated),

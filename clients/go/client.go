@@ -28,6 +28,13 @@ const (
 	MaxPayloadHash = 64
 	MaxResult      = 65536
 	MaxError       = 1024
+	// MaxUses is the most uses an N-use nonce takes (ClaimRequest.MaxUses).
+	MaxUses = 64
+	// MaxBatch is the most claims one ClaimBatch carries.
+	MaxBatch = 4096
+	// maxBatchBody is the most bytes of a /v1/claims body (the
+	// listener's ceiling).
+	maxBatchBody = 1 << 20
 	// DefaultTimeout is a call's deadline when neither its context nor
 	// Config.Timeout gives one (libonce's and the node's default).
 	DefaultTimeout = 5 * time.Second
@@ -44,6 +51,10 @@ const (
 	backoffFirst = 20 * time.Millisecond
 	backoffMax   = 200 * time.Millisecond
 	maxAnswer    = 1 << 20 // an answer holds at most 64 KiB of result, as base64
+	// A batch's answer: its items' protobuf answers fit in ~1 MiB (the
+	// node answers UNKNOWN for an item past that), their JSON takes more
+	// (base64, field names, up to 4,096 objects).
+	maxBatchAnswer = 16 << 20
 )
 
 // Config makes a Client.
@@ -199,6 +210,7 @@ type call struct {
 	write     bool                   // may change the cluster's state
 	requestID string
 	oneNode   string // status of one node: no other node is tried
+	batch     bool   // /v1/claims: a 200 answer is a JSON array
 }
 
 // errorAnswer: the fields of an error answer (and the ones every answer has).
@@ -455,7 +467,14 @@ func (c *Client) attempt(ctx context.Context, node string, k *call, budget time.
 		return e, false
 	}
 	defer resp.Body.Close()
-	raw, rerr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	limit := int64(maxAnswer)
+	if k.batch {
+		limit = maxBatchAnswer
+	}
+	raw, rerr := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if k.batch && rerr == nil && resp.StatusCode == http.StatusOK && len(bytes.TrimSpace(raw)) > 0 && bytes.TrimSpace(raw)[0] == '[' {
+		return c.batchAnswer(node, raw, out, maybeApplied)
+	}
 
 	var ea errorAnswer
 	jerr := json.Unmarshal(raw, &ea)
@@ -476,31 +495,8 @@ func (c *Client) attempt(ctx context.Context, node string, k *call, budget time.
 		return e, false
 	}
 
-	if ea.ClusterID != "" {
-		cid := strings.ToLower(ea.ClusterID)
-		c.mu.Lock()
-		pinned := c.pinned
-		if pinned == "" {
-			c.pinned = cid
-			pinned = cid
-		}
-		c.mu.Unlock()
-		if cid != pinned {
-			// Another cluster (re-created, restored, or a wrong address)
-			// must never decide for this one: fail closed, no retry. A
-			// write carried the pin, so that node refused it before
-			// proposing: not applied there (an earlier attempt's
-			// "unknown" stays, as finish makes it).
-			e := &Error{
-				Kind: Definite, Status: StatusFailedPrecondition, Applied: "false",
-				Message:    fmt.Sprintf("cluster id mismatch: pinned %s, answered %s by node %s at %s", pinned, cid, ea.NodeID, node),
-				Node:       node,
-				HTTPStatus: resp.StatusCode,
-				ClusterID:  cid, NodeID: ea.NodeID, BootID: ea.BootID,
-				Err: errMismatch,
-			}
-			return e, true
-		}
+	if e := c.checkPin(node, resp.StatusCode, &ea); e != nil {
+		return e, true
 	}
 
 	if ea.Error != "" {
@@ -572,6 +568,66 @@ func (c *Client) attempt(ctx context.Context, node string, k *call, budget time.
 			e.Kind, e.Status, e.Applied = Unknown, StatusUnknown, "unknown"
 		}
 		return e, false
+	}
+	return nil, false
+}
+
+// checkPin pins the cluster id of the first answer and refuses an answer
+// of another cluster (nil: the answer may be used).
+func (c *Client) checkPin(node string, httpStatus int, ea *errorAnswer) *Error {
+	if ea.ClusterID == "" {
+		return nil
+	}
+	cid := strings.ToLower(ea.ClusterID)
+	c.mu.Lock()
+	pinned := c.pinned
+	if pinned == "" {
+		c.pinned = cid
+		pinned = cid
+	}
+	c.mu.Unlock()
+	if cid == pinned {
+		return nil
+	}
+	// Another cluster (re-created, restored, or a wrong address) must
+	// never decide for this one: fail closed, no retry. A write carried
+	// the pin, so that node refused it before proposing: not applied
+	// there (an earlier attempt's "unknown" stays, as finish makes it).
+	return &Error{
+		Kind: Definite, Status: StatusFailedPrecondition, Applied: "false",
+		Message:    fmt.Sprintf("cluster id mismatch: pinned %s, answered %s by node %s at %s", pinned, cid, ea.NodeID, node),
+		Node:       node,
+		HTTPStatus: httpStatus,
+		ClusterID:  cid, NodeID: ea.NodeID, BootID: ea.BootID,
+		Err: errMismatch,
+	}
+}
+
+// batchAnswer takes a 200 answer of /v1/claims, a JSON array of one
+// object per item: every item must come from the pinned cluster. An
+// answer that does not decode may have been applied: Unknown, retried
+// with the same request ids.
+func (c *Client) batchAnswer(node string, raw []byte, out interface{}, maybeApplied *bool) (*Error, bool) {
+	var items []json.RawMessage
+	err := json.Unmarshal(raw, &items)
+	if err == nil {
+		for _, m := range items {
+			var ea errorAnswer
+			if err = json.Unmarshal(m, &ea); err != nil {
+				break
+			}
+			if e := c.checkPin(node, http.StatusOK, &ea); e != nil {
+				return e, true
+			}
+		}
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, out)
+	}
+	if err != nil {
+		*maybeApplied = true
+		return &Error{Node: node, HTTPStatus: http.StatusOK, Kind: Unknown, Status: StatusUnknown, Applied: "unknown",
+			Message: "malformed batch answer", Err: err}, false
 	}
 	return nil, false
 }

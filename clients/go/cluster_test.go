@@ -314,6 +314,178 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+func TestClaimBatch(t *testing.T) {
+	tc := cluster(t)
+	sc := scope(t)
+	ctx := ctxFor(t, 30*time.Second)
+	c := tc.client(t)
+	items := []ClaimRequest{
+		{Scope: sc, Key: "b1", TTL: time.Hour},
+		{Scope: sc, Key: "b1", TTL: time.Hour}, // the same key again: REPLAYED
+		{Scope: sc, Key: "b2", Idempotent: true, PayloadHash: []byte{7}},
+		{Scope: sc, Key: "b3", TTL: 1000 * time.Hour}, // past max_ttl: this item alone refused
+		{Scope: sc, Key: "b4", MaxUses: 2},
+		{Scope: sc, Key: "b4", MaxUses: 2},
+		{Scope: sc, Key: "b4", MaxUses: 2},
+	}
+	res, err := c.ClaimBatch(ctx, items)
+	if err != nil || len(res) != len(items) {
+		t.Fatalf("batch: %v, %d results", err, len(res))
+	}
+	want := []Outcome{Accepted, Replayed, Accepted, "", Accepted, Accepted, Replayed}
+	for i, r := range res {
+		if !isHex(r.RequestID, 32) {
+			t.Fatalf("item %d: request id %q", i, r.RequestID)
+		}
+		if want[i] == "" {
+			continue
+		}
+		if r.Err != nil || r.Answer == nil || r.Answer.Outcome != want[i] || r.Answer.RequestID != r.RequestID {
+			t.Fatalf("item %d: want %s, got %+v (err %v)", i, want[i], r.Answer, r.Err)
+		}
+	}
+	if res[1].Answer.FirstRequestID != res[0].RequestID || res[1].Answer.AttemptsTotal != 1 {
+		t.Fatalf("REPLAYED in the batch: %+v", res[1].Answer)
+	}
+	if res[2].Answer.OwnerToken == "" || res[2].Answer.Kind != Idempotent {
+		t.Fatalf("idempotent item: %+v", res[2].Answer)
+	}
+	var e *Error
+	if res[3].Answer != nil || !errors.As(res[3].Err, &e) || !errors.Is(e, ErrInvalidArgument) || e.Kind != Definite ||
+		e.Applied != "false" || e.RequestID != res[3].RequestID {
+		t.Fatalf("item 3: want its own INVALID_ARGUMENT, got %+v %v", res[3].Answer, res[3].Err)
+	}
+	if a := res[5].Answer; a.MaxUses != 2 || a.Uses != 2 || a.UsesLeft != 0 || res[4].Answer.Uses != 1 {
+		t.Fatalf("2-use nonce in a batch: %+v then %+v", res[4].Answer, a)
+	}
+	// The item was refused alone: the rest is in the table.
+	a, err := c.Lookup(ctx, sc, "b3")
+	mustOutcome(t, "lookup of the refused item", a, err, NotFound)
+
+	// The same batch again with its request ids (a retry after an unknown
+	// outcome): the accepted items are ACCEPTED retry, nothing counted.
+	for i := range items {
+		items[i].RequestID = res[i].RequestID
+	}
+	again, err := c.ClaimBatch(ctx, items)
+	if err != nil {
+		t.Fatalf("batch again: %v", err)
+	}
+	for _, i := range []int{0, 2, 4, 5} {
+		if a := again[i].Answer; a == nil || a.Outcome != Accepted || !a.Retry {
+			t.Fatalf("item %d repeated: want ACCEPTED retry, got %+v (err %v)", i, a, again[i].Err)
+		}
+	}
+	if a := again[5].Answer; a.Uses != 2 {
+		t.Fatalf("a repeated use counted again: %+v", a)
+	}
+}
+
+func TestNUseNonce(t *testing.T) {
+	tc := cluster(t)
+	sc := scope(t)
+	ctx := ctxFor(t, 30*time.Second)
+	c := tc.client(t)
+	other := tc.client(t, tc.urls[1])
+
+	a, err := c.Claim(ctx, ClaimRequest{Scope: sc, Key: "invite", MaxUses: 2, TTL: time.Hour})
+	first := mustOutcome(t, "first use", a, err, Accepted)
+	if first.MaxUses != 2 || first.Uses != 1 || first.UsesLeft != 1 || first.Kind != Nonce {
+		t.Fatalf("first use: %+v", first)
+	}
+	a, err = other.Claim(ctx, ClaimRequest{Scope: sc, Key: "invite", MaxUses: 2, TTL: time.Hour})
+	mustOutcome(t, "second use", a, err, Accepted)
+	if a.Retry || a.MaxUses != 2 || a.Uses != 2 || a.UsesLeft != 0 {
+		t.Fatalf("second use: %+v", a)
+	}
+	a, err = c.Claim(ctx, ClaimRequest{Scope: sc, Key: "invite", MaxUses: 2, TTL: time.Hour})
+	mustOutcome(t, "third use", a, err, Replayed)
+	if a.FirstRequestID != first.RequestID || a.Uses != 2 || a.UsesLeft != 0 {
+		t.Fatalf("REPLAYED: %+v", a)
+	}
+	// The first use's retry, however late: ACCEPTED retry, not counted.
+	a, err = other.Claim(ctx, ClaimRequest{Scope: sc, Key: "invite", MaxUses: 2, TTL: time.Hour, RequestID: first.RequestID})
+	mustOutcome(t, "retry of the first use", a, err, Accepted)
+	if !a.Retry || a.Uses != 2 {
+		t.Fatalf("retry: %+v", a)
+	}
+	// The first claim fixed max_uses.
+	a, err = c.Claim(ctx, ClaimRequest{Scope: sc, Key: "invite", MaxUses: 3, TTL: time.Hour})
+	mustOutcome(t, "another max_uses", a, err, Conflict)
+	a, err = c.Lookup(ctx, sc, "invite")
+	mustOutcome(t, "lookup", a, err, Found)
+	if a.MaxUses != 2 || a.Uses != 2 || a.UsesLeft != 0 {
+		t.Fatalf("FOUND: %+v", a)
+	}
+	// Refused here, before the network: the cluster never sees it.
+	_, err = c.Claim(ctx, ClaimRequest{Scope: sc, Key: "bad", MaxUses: MaxUses + 1})
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrInvalidArgument) || e.Node != "" || !strings.Contains(e.Message, "1..64") {
+		t.Fatalf("max uses 65: want a local INVALID_ARGUMENT, got %v", err)
+	}
+	a, err = c.Lookup(ctx, sc, "bad")
+	mustOutcome(t, "lookup of the refused claim", a, err, NotFound)
+}
+
+func TestSlidingRetention(t *testing.T) {
+	tc := cluster(t)
+	sc := scope(t)
+	ctx := ctxFor(t, 30*time.Second)
+	c := tc.client(t)
+	ttl := time.Hour
+	for _, sliding := range []bool{true, false} {
+		key := fmt.Sprintf("slide-%v", sliding)
+		a, err := c.Claim(ctx, ClaimRequest{Scope: sc, Key: key, Idempotent: true, TTL: ttl, Sliding: sliding})
+		own := mustOutcome(t, key+": claim", a, err, Accepted)
+		if own.Sliding != sliding {
+			t.Fatalf("%s: ACCEPTED sliding %v: %+v", key, own.Sliding, own)
+		}
+		a, err = c.Complete(ctx, CompleteRequest{Scope: sc, Key: key, OwnerToken: own.OwnerToken, Result: []byte("r")})
+		mustOutcome(t, key+": complete", a, err, Completed)
+		time.Sleep(20 * time.Millisecond) // the log time moves on
+		a, err = c.Claim(ctx, ClaimRequest{Scope: sc, Key: key, Idempotent: true, TTL: ttl})
+		dup := mustOutcome(t, key+": claim again", a, err, Duplicate)
+		if dup.Sliding != sliding || dup.LogTimeMS <= own.LogTimeMS {
+			t.Fatalf("%s: DUPLICATE: %+v (first %+v)", key, dup, own)
+		}
+		moved := dup.ExpiresMS == dup.LogTimeMS+uint64(ttl.Milliseconds()) && dup.ExpiresMS > own.ExpiresMS
+		if sliding != moved || (!sliding && dup.ExpiresMS != own.ExpiresMS) {
+			t.Fatalf("%s: expiry %d at the claim (log time %d), %d at the DUPLICATE (log time %d)",
+				key, own.ExpiresMS, own.LogTimeMS, dup.ExpiresMS, dup.LogTimeMS)
+		}
+	}
+}
+
+func TestLookupServedBy(t *testing.T) {
+	tc := cluster(t)
+	sc := scope(t)
+	ctx := ctxFor(t, 30*time.Second)
+	c := tc.client(t)
+	s, err := c.Status(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := map[string]bool{}
+	for _, m := range s.Members {
+		members[m.ID] = true
+	}
+	a, err := c.Claim(ctx, ClaimRequest{Scope: sc, Key: "k"})
+	mustOutcome(t, "claim", a, err, Accepted)
+	servers := map[string]bool{}
+	for _, u := range tc.urls {
+		a, err := tc.client(t, u).Lookup(ctx, sc, "k")
+		mustOutcome(t, "lookup at "+u, a, err, Found)
+		// Any node reads, after a read barrier: the one asked.
+		if !members[a.ServedBy] || a.ServedBy != a.NodeID {
+			t.Fatalf("lookup at %s: served_by %q, node_id %q, members %v", u, a.ServedBy, a.NodeID, members)
+		}
+		servers[a.ServedBy] = true
+	}
+	if len(servers) != len(tc.urls) {
+		t.Fatalf("served by %v: want each node asked", servers)
+	}
+}
+
 // A result type of Do: serialized as JSON by complete, decoded from a
 // DUPLICATE.
 type charge struct {

@@ -19,5 +19,7 @@
 // *Answer with an Outcome; a call without a decision returns an *Error
 // whose Kind says what to do: NotApplied (retry anywhere), Unknown (retry
 // with the same request id, Error.RequestID) or Definite (a retry does not
-// help). Do runs a function at most once per key across processes.
+// help). ClaimBatch sends up to 4,096 claims in one call and returns one
+// ClaimResult per item, in order. Do runs a function at most once per key
+// across processes.
 package once

@@ -120,6 +120,19 @@ type Answer struct {
 	State          State  `json:"state"`
 	ExpiresMS      uint64 `json:"expires_ms"`
 	LeaseExpiresMS uint64 `json:"lease_expires_ms"`
+	// An N-use NONCE (ClaimRequest.MaxUses; a single-use one at schema 3
+	// says 1 and 1): the uses it takes, the uses accepted so far, and
+	// the difference. Zero on an IDEMPOTENT record or a schema-2 answer.
+	MaxUses  uint32 `json:"max_uses"`
+	Uses     uint32 `json:"uses"`
+	UsesLeft uint32 `json:"uses_left"`
+	// Sliding: an IDEMPOTENT record whose retention slides
+	// (ClaimRequest.Sliding).
+	Sliding bool `json:"sliding"`
+	// ServedBy (lookup): the id (16 hex digits) of the node that read its
+	// table after a read barrier; with this API, the node that received
+	// the request.
+	ServedBy string `json:"served_by"`
 	// Who answered: the node that received the HTTP request.
 	ClusterID string `json:"cluster_id"`
 	NodeID    string `json:"node_id"`

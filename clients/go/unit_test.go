@@ -87,6 +87,11 @@ func TestBadArgumentsRefusedBeforeAnyNetworkCall(t *testing.T) {
 		"payload hash 65 bytes":   {Scope: "s", Key: "k", Idempotent: true, PayloadHash: make([]byte, 65)},
 		"negative lease":          {Scope: "s", Key: "k", Idempotent: true, Lease: -1},
 		"negative window with ts": {Scope: "s", Key: "k", TS: time.Now(), Window: -time.Second},
+		"max uses 65":             {Scope: "s", Key: "k", MaxUses: 65},
+		"max uses negative":       {Scope: "s", Key: "k", MaxUses: -1},
+		"max uses on idempotent":  {Scope: "s", Key: "k", Idempotent: true, MaxUses: 2},
+		"sliding on a nonce":      {Scope: "s", Key: "k", TTL: time.Hour, Sliding: true},
+		"sliding without ttl":     {Scope: "s", Key: "k", Idempotent: true, Sliding: true},
 	}
 	check := func(name string, err error) {
 		t.Helper()
@@ -128,6 +133,23 @@ func TestBadArgumentsRefusedBeforeAnyNetworkCall(t *testing.T) {
 		_, err := c.Release(ctx, r)
 		check("release: "+name, err)
 	}
+	batches := map[string][]ClaimRequest{
+		"no items":       nil,
+		"4097 items":     make([]ClaimRequest, MaxBatch+1),
+		"a bad max uses": {{Scope: "s", Key: "k"}, {Scope: "s", Key: "k", MaxUses: 100}},
+		"over 1 MiB":     bigBatch(),
+	}
+	for name, items := range batches {
+		res, err := c.ClaimBatch(ctx, items)
+		if res != nil {
+			t.Errorf("batch %s: results %+v", name, res)
+		}
+		check("batch: "+name, err)
+	}
+	if _, err := c.ClaimBatch(ctx, batches["a bad max uses"]); err == nil ||
+		!strings.Contains(err.Error(), "items[1]: max uses: 100, want 1..64") {
+		t.Errorf("batch: the error should name the item and the bound: %v", err)
+	}
 	_, err = c.Lookup(ctx, "s", "")
 	check("lookup: empty key", err)
 	_, err = c.Lookup(ctx, "", "k")
@@ -163,6 +185,15 @@ func TestBadArgumentsRefusedBeforeAnyNetworkCall(t *testing.T) {
 		}
 		check("New: "+name, err)
 	}
+}
+
+// bigBatch: 4,096 valid claims whose JSON passes the 1 MiB body ceiling.
+func bigBatch() []ClaimRequest {
+	items := make([]ClaimRequest, MaxBatch)
+	for i := range items {
+		items[i] = ClaimRequest{Scope: strings.Repeat("s", MaxScope), Key: strings.Repeat("k", 200)}
+	}
+	return items
 }
 
 // recorded gives testdata/answers/NAME.
@@ -212,6 +243,9 @@ func TestDecodeEveryAnswerField(t *testing.T) {
 	seenStatus := map[string]bool{}
 	seenAttempt := map[string]bool{}
 	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), "batch_") {
+			continue // an array: TestDecodeRecordedBatch
+		}
 		b, _ := os.ReadFile(f)
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(b, &m); err != nil {
@@ -633,5 +667,150 @@ func TestDecodeIntegersWrittenAsStrings(t *testing.T) {
 	// A string that is no integer is still refused.
 	if err := json.Unmarshal([]byte(`{"outcome":"OK","term":"many"}`), &s); err == nil {
 		t.Fatal("term \"many\" decoded")
+	}
+}
+
+func TestClaimBatchItemsAndRetry(t *testing.T) {
+	// The first attempt is taken and hung up (outcome unknown); the retry
+	// must carry the same item request ids, in the body's "items".
+	// The answer: a decision, an item's own INVALID_ARGUMENT, an UNKNOWN.
+	f := newFake(t, func(n int, body map[string]interface{}, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/claims" || n == 1 {
+			hangUp(w)
+			return
+		}
+		items, _ := body["items"].([]interface{})
+		out := []map[string]interface{}{
+			accepted(items[0].(map[string]interface{}), true),
+			{"error": "INVALID_ARGUMENT", "applied": "false", "message": "ttl_ms: too long",
+				"request_id": items[1].(map[string]interface{})["request_id"], "cluster_id": fakeCluster},
+			{"error": "UNKNOWN", "applied": "unknown", "message": "answer too large",
+				"request_id": items[2].(map[string]interface{})["request_id"], "cluster_id": fakeCluster},
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	c, err := New(Config{Nodes: []string{f.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := NewRequestID()
+	res, err := c.ClaimBatch(ctxTimeout(t, 10*time.Second), []ClaimRequest{
+		{Scope: "s", Key: "a", MaxUses: 3},
+		{Scope: "s", Key: "b", TTL: time.Hour, RequestID: given},
+		{Scope: "s", Key: "c", Idempotent: true, TTL: time.Minute, Sliding: true},
+	})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("batch: %v %+v", err, res)
+	}
+	got := f.got()
+	if len(got) != 2 {
+		t.Fatalf("%d attempts, want 2", len(got))
+	}
+	first, _ := got[0]["items"].([]interface{})
+	second, _ := got[1]["items"].([]interface{})
+	if len(first) != 3 || len(second) != 3 || got[1]["timeout"] == nil || got[1]["cluster_id"] != nil {
+		t.Fatalf("bodies: %v", got)
+	}
+	for i := range first {
+		a, b := first[i].(map[string]interface{}), second[i].(map[string]interface{})
+		if a["request_id"] != b["request_id"] || a["request_id"] != res[i].RequestID {
+			t.Fatalf("item %d: request ids %v, %v, result %s", i, a["request_id"], b["request_id"], res[i].RequestID)
+		}
+	}
+	if res[1].RequestID != given || first[0].(map[string]interface{})["max_uses"] != float64(3) ||
+		first[2].(map[string]interface{})["sliding"] != true || first[2].(map[string]interface{})["ttl"] != float64(60000) {
+		t.Fatalf("items as sent: %v", first)
+	}
+	if res[0].Answer == nil || res[0].Err != nil || res[0].Answer.Outcome != Accepted || !res[0].Answer.Retry {
+		t.Fatalf("item 0: %+v", res[0])
+	}
+	var e *Error
+	if res[1].Answer != nil || !errors.As(res[1].Err, &e) || e.Kind != Definite || !errors.Is(e, ErrInvalidArgument) || e.RequestID != given {
+		t.Fatalf("item 1: %+v", res[1])
+	}
+	if res[2].Answer != nil || !errors.As(res[2].Err, &e) || e.Kind != Unknown || e.Applied != "unknown" || e.RequestID != res[2].RequestID {
+		t.Fatalf("item 2: %+v", res[2])
+	}
+	if c.ClusterID() != fakeCluster {
+		t.Fatalf("pin %q", c.ClusterID())
+	}
+}
+
+func TestClaimBatchRefusesAnotherClustersItem(t *testing.T) {
+	f := newFake(t, func(n int, body map[string]interface{}, w http.ResponseWriter, r *http.Request) {
+		items, _ := body["items"].([]interface{})
+		a := accepted(items[0].(map[string]interface{}), false)
+		a["cluster_id"] = "00000000000000000000000000000001"
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode([]interface{}{a})
+	})
+	c, err := New(Config{Nodes: []string{f.srv.URL}, ClusterID: fakeCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ClaimBatch(ctxTimeout(t, 5*time.Second), []ClaimRequest{{Scope: "s", Key: "a"}})
+	if !errors.Is(err, ErrClusterMismatch) || len(res) != 1 || res[0].Answer != nil || res[0].Err != err || res[0].RequestID == "" {
+		t.Fatalf("another cluster: %v %+v", err, res)
+	}
+	if n := len(f.got()); n != 1 || f.got()[0]["cluster_id"] != fakeCluster {
+		t.Fatalf("%d attempts (want 1, no retry on another cluster), bodies %v", n, f.got())
+	}
+}
+
+func TestDecodeRecordedNewFields(t *testing.T) {
+	var a Answer
+	if err := json.Unmarshal(recorded(t, "claim_nuse_last.json"), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Outcome != Accepted || a.MaxUses != 2 || a.Uses != 2 || a.UsesLeft != 0 || a.Sliding || a.ServedBy != "" {
+		t.Errorf("claim_nuse_last: %+v", a)
+	}
+	a = Answer{}
+	if err := json.Unmarshal(recorded(t, "claim_sliding.json"), &a); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Sliding || a.Kind != Idempotent || a.MaxUses != 0 {
+		t.Errorf("claim_sliding: %+v", a)
+	}
+	a = Answer{}
+	if err := json.Unmarshal(recorded(t, "lookup_served_by.json"), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Outcome != Found || a.ServedBy != "8f34d31fe04f10a4" || a.ServedBy != a.NodeID || a.UsesLeft != 0 || a.Uses != 2 {
+		t.Errorf("lookup_served_by: %+v", a)
+	}
+}
+
+func TestDecodeRecordedBatch(t *testing.T) {
+	// A node's recorded answer to [b1, b1, b3 with a ttl past max_ttl],
+	// served for a batch of three.
+	body := recorded(t, "batch_claims.json")
+	f := newFake(t, func(n int, _ map[string]interface{}, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})
+	c, err := New(Config{Nodes: []string{f.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ClaimBatch(ctxTimeout(t, 5*time.Second), []ClaimRequest{
+		{Scope: "s", Key: "b1"}, {Scope: "s", Key: "b1"}, {Scope: "s", Key: "b3", TTL: 1000 * time.Hour}})
+	if err != nil || len(res) != 3 {
+		t.Fatalf("batch: %v %+v", err, res)
+	}
+	if res[0].Answer.Outcome != Accepted || res[1].Answer.Outcome != Replayed ||
+		res[1].Answer.FirstRequestID != res[0].Answer.RequestID || res[0].Answer.MaxUses != 1 {
+		t.Fatalf("decisions: %+v / %+v", res[0].Answer, res[1].Answer)
+	}
+	var e *Error
+	if res[2].Answer != nil || !errors.As(res[2].Err, &e) || e.Kind != Definite || !errors.Is(e, ErrInvalidArgument) ||
+		e.RequestID != "2b844ed8b0e075d0f738d0a9c1cfb431" || !strings.Contains(e.Message, "ttl_ms") {
+		t.Fatalf("item error: %+v", res[2])
+	}
+	// An answer with another number of items than sent: Unknown.
+	res, err = c.ClaimBatch(ctxTimeout(t, 5*time.Second), []ClaimRequest{{Scope: "s", Key: "b1"}})
+	if !errors.Is(err, ErrUnknown) || len(res) != 1 || res[0].Err != err {
+		t.Fatalf("3 answers to 1 item: %v %+v", err, res)
 	}
 }
