@@ -2,7 +2,8 @@
  * parts; tests/sim/README.md says what is modelled and what is not).
  *
  *   sim [--seeds N] [--first S] [--sim-ms MS] [--mutation NAME]
- *       [--history DIR] [--commit TEXT] [--no-fork] [-v]
+ *       [--history DIR] [--commit TEXT] [--no-fork] [--stop] [--trace]
+ *       [-v]
  *
  * Each seed is one run in a forked child: 3 or 5 nodes (the real state
  * machine and the real guarded Raft layer over raft_fixture), faults and a
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -305,7 +307,12 @@ static const struct
     {"stale-owner", SIM_MUT_STALE_OWNER, 0},
     {"ltime-no-clamp", SIM_MUT_LTIME_NO_CLAMP, 0},
     {"skip-g1", SIM_MUT_NONE, GUARD_G1},
+    {"skip-g2", SIM_MUT_NONE, GUARD_G2},
+    {"skip-g5", SIM_MUT_NONE, GUARD_G5},
+    {"skip-g6", SIM_MUT_NONE, GUARD_G6},
     {"skip-g7", SIM_MUT_NONE, GUARD_G7},
+    {"skip-g9", SIM_MUT_NONE, GUARD_G9},
+    {"skip-g10", SIM_MUT_NONE, GUARD_G10},
     {"skip-g11", SIM_MUT_NONE, GUARD_G11},
     {"skip-g12", SIM_MUT_NONE, GUARD_G12},
 };
@@ -314,7 +321,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: sim [--seeds N] [--first S] [--sim-ms MS] [--mutation "
-            "NAME] [--history DIR] [--commit TEXT] [--no-fork] [--trace] "
+            "NAME] [--history DIR] [--commit TEXT] [--no-fork] [--stop] "
+            "[--trace] "
             "[-v]\nmutations:");
     for (size_t k = 0; k < sizeof mutations / sizeof mutations[0]; k++) {
         fprintf(stderr, " %s", mutations[k].name);
@@ -343,7 +351,7 @@ static double secs(const struct timespec *a, const struct timespec *b)
 int main(int argc, char **argv)
 {
     unsigned long long n_seeds = 10, first = 1, failures = 0;
-    bool do_fork = true, trace = false;
+    bool do_fork = true, trace = false, stop = false;
     struct timespec t0, t1, tp;
     struct sim_stats *shared, total;
     double wall;
@@ -379,6 +387,8 @@ int main(int argc, char **argv)
             commit_text = argv[++i];
         } else if (strcmp(argv[i], "--no-fork") == 0) {
             do_fork = false;
+        } else if (strcmp(argv[i], "--stop") == 0) {
+            stop = true; /* at the first failed seed (mutation checks) */
         } else if (strcmp(argv[i], "--trace") == 0) {
             trace = true;
         } else if (strcmp(argv[i], "-v") == 0) {
@@ -442,6 +452,9 @@ int main(int argc, char **argv)
                     ? " --mutation "
                     : "",
                 strcmp(mutation_name, "none") != 0 ? mutation_name : "");
+            if (stop) {
+                n_seeds = k + 1; /* the first failure is enough */
+            }
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (secs(&tp, &t1) >= 10.0) {
@@ -476,6 +489,22 @@ int main(int argc, char **argv)
         (unsigned long long)total.snapshots, (unsigned long long)total.installs,
         (unsigned long long)total.digests_compared,
         (double)total.sim_ms / 1000.0, wall);
+    {
+        struct rusage ru, rc;
+        double cpu;
+
+        getrusage(RUSAGE_SELF, &ru);
+        getrusage(RUSAGE_CHILDREN, &rc);
+        cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+                       rc.ru_utime.tv_sec + rc.ru_stime.tv_sec) +
+              (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec +
+                       rc.ru_utime.tv_usec + rc.ru_stime.tv_usec) /
+                  1e6;
+        /* One run uses one core: simulated time per CPU second is the
+         * per-core figure on a shared machine. */
+        printf("sim: %.1f simulated s per CPU s (%.1f CPU s)\n",
+               cpu > 0 ? (double)total.sim_ms / 1000.0 / cpu : 0.0, cpu);
+    }
     printf("sim: %llu seeds, %llu violations, %.1f simulated s per wall s\n",
            n_seeds, failures,
            wall > 0 ? (double)total.sim_ms / 1000.0 / wall : 0.0);

@@ -314,10 +314,16 @@ void client_event(void)
         return;
     }
     if (chance(55)) {
-        key = rnd_below(SIM_N_NONCE);
-        (void)sim_invoke_claim(
-            (unsigned)s, key, ++next_rid, false, false,
-            chance(80) ? rnd_range(20, 400) : rnd_range(1000, 8000), 0);
+        unsigned p = rnd_below(100);
+        uint64_t ttl = p < 50   ? rnd_range(5, 80)
+                       : p < 80 ? rnd_range(80, 400)
+                                : rnd_range(1000, 8000);
+
+        /* n0 is hot: claimed often with short ttls, so batches land on
+         * every millisecond around its records' expiries. */
+        key = chance(50) ? 0 : rnd_below(SIM_N_NONCE);
+        (void)sim_invoke_claim((unsigned)s, key, ++next_rid, false, false, ttl,
+                               0);
     } else {
         key = SIM_N_NONCE + rnd_below(SIM_N_IDEM);
         (void)sim_invoke_claim((unsigned)s, key, ++next_rid, false, false,
