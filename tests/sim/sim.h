@@ -26,7 +26,7 @@
 #include "common/sim_mutation.h"
 
 #define SIM_N_NONCE     4 /* keys n0..n3: NONCE claims */
-#define SIM_N_IDEM      4 /* keys i0..i3: IDEMPOTENT claims */
+#define SIM_N_IDEM      8 /* keys i0..i7: IDEMPOTENT claims */
 #define SIM_N_KEYS      (SIM_N_NONCE + SIM_N_IDEM)
 #define SIM_OPS_MAX     8192
 #define SIM_MREQ_MAX    64
@@ -70,8 +70,8 @@ struct sim_stats
 {
     uint64_t ops, ok, fail, info, accepted, expiries_seen, completes, takeovers,
         stale_owner_tries, pauses, partitions, losses, clock_jumps, member_ops,
-        member_ok, io_faults, snapshots, installs, digests_compared, steps,
-        sim_ms;
+        member_ok, io_faults, snapshots, installs, digests_compared,
+        unanchored_jumps, steps, sim_ms;
     uint64_t trace; /* the run's digest chain (replay proof) */
     int fail_rc;
 };
@@ -86,6 +86,7 @@ extern struct cluster C;
 extern uint64_t cur_seed;
 extern struct sim_stats *st;
 extern bool verbose, failed;
+extern bool quick_checks; /* C1, C2 (sim_client.c); off: the model only */
 extern struct sop *ops;
 extern size_t n_ops;
 extern uint64_t next_rid;

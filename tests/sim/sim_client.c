@@ -418,8 +418,9 @@ static void check_answer(const struct sop *o)
     struct key_seen *k = &seen[o->key];
 
     if (o->f == SF_CLAIM && r->outcome == FSM_ACCEPTED && !r->retry) {
-        if (o->key < SIM_N_NONCE && k->have && k->rid != o->rid &&
-            o->t_invoke > k->done_at && r->log_time_ms < k->expires) {
+        if (quick_checks && o->key < SIM_N_NONCE && k->have &&
+            k->rid != o->rid && o->t_invoke > k->done_at &&
+            r->log_time_ms < k->expires) {
             sim_fail(
                 "C1: key %s ACCEPTED again (rid %llu at log time %llu) "
                 "while the record of rid %llu lives until %llu",
@@ -440,8 +441,8 @@ static void check_answer(const struct sop *o)
         k->attempt = r->owner_attempt;
         k->token_index = r->owner_token.index;
     }
-    if (o->f == SF_COMPLETE && r->outcome == FSM_COMPLETED && !r->retry &&
-        k->have && k->done_at < o->t_invoke &&
+    if (quick_checks && o->f == SF_COMPLETE && r->outcome == FSM_COMPLETED &&
+        !r->retry && k->have && k->done_at < o->t_invoke &&
         o->token.index < k->token_index) {
         sim_fail(
             "C2: key %s COMPLETED with the stale owner token %llu "
