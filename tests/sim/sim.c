@@ -310,6 +310,7 @@ static const struct
     {"ltime-no-clamp", SIM_MUT_LTIME_NO_CLAMP, 0},
     {"skip-g1", SIM_MUT_NONE, GUARD_G1},
     {"skip-g2", SIM_MUT_NONE, GUARD_G2},
+    {"skip-g4", SIM_MUT_NONE, GUARD_G4},
     {"skip-g5", SIM_MUT_NONE, GUARD_G5},
     {"skip-g6", SIM_MUT_NONE, GUARD_G6},
     {"skip-g7", SIM_MUT_NONE, GUARD_G7},
