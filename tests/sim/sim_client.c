@@ -313,6 +313,12 @@ void client_event(void)
     if (s < 0) {
         return;
     }
+    if (chance(50)) {
+        /* n0 is hot: a claim with a ttl of a few batches, so that some
+         * batch lands on the millisecond before one of its expiries. */
+        (void)sim_invoke_claim((unsigned)s, 0, ++next_rid, false, false,
+                               rnd_range(5, 60), 0);
+    }
     if (chance(55)) {
         unsigned p = rnd_below(100);
         uint64_t ttl = p < 50   ? rnd_range(5, 80)
