@@ -166,7 +166,11 @@ static int sim_run(uint64_t seed)
     /* Most runs snapshot often, so InstallSnapshot and restores run under
      * faults (the forget-attempts mutation lives there). */
     if (chance(75)) {
-        cl_set_snapshot(&C, rnd_range(16, 64), rnd_range(4, 16));
+        /* one draw per statement: argument order is unspecified */
+        unsigned threshold = rnd_range(16, 64);
+        unsigned trailing = rnd_range(4, 16);
+
+        cl_set_snapshot(&C, threshold, trailing);
     } else {
         cl_set_snapshot(&C, 1024, 2048);
     }

@@ -331,9 +331,15 @@ void client_event(void)
         (void)sim_invoke_claim((unsigned)s, key, ++next_rid, false, false, ttl,
                                0);
     } else {
+        /* One draw per statement: the order in which a call's arguments
+         * are evaluated is unspecified (gcc and clang differ), and a seed
+         * must replay alike in every build. */
+        uint64_t ttl = rnd_range(1500, 6000);
+        uint64_t lease = rnd_range(40, 800);
+
         key = SIM_N_NONCE + rnd_below(SIM_N_IDEM);
-        (void)sim_invoke_claim((unsigned)s, key, ++next_rid, false, false,
-                               rnd_range(1500, 6000), rnd_range(40, 800));
+        (void)sim_invoke_claim((unsigned)s, key, ++next_rid, false, false, ttl,
+                               lease);
     }
 }
 
