@@ -3,7 +3,7 @@
  *
  *   sim [--seeds N] [--first S] [--sim-ms MS] [--mutation NAME]
  *       [--history DIR] [--commit TEXT] [--no-fork] [--stop] [--trace]
- *       [--no-quick-checks]
+ *       [--no-quick-checks] [--disk-faults]
  *       [-v]
  *
  * Each seed is one run in a forked child: 3 or 5 nodes (the real state
@@ -68,6 +68,7 @@ uint64_t cur_seed;
 struct sim_stats *st;
 bool verbose, failed;
 bool quick_checks = true;
+bool disk_faults;
 struct sop *ops;
 size_t n_ops;
 uint64_t next_rid;
@@ -329,7 +330,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: sim [--seeds N] [--first S] [--sim-ms MS] [--mutation "
             "NAME] [--history DIR] [--commit TEXT] [--no-fork] [--stop] "
-            "[--no-quick-checks] "
+            "[--no-quick-checks] [--disk-faults] "
             "[--trace] "
             "[-v]\nmutations:");
     for (size_t k = 0; k < sizeof mutations / sizeof mutations[0]; k++) {
@@ -395,6 +396,8 @@ int main(int argc, char **argv)
             commit_text = argv[++i];
         } else if (strcmp(argv[i], "--no-fork") == 0) {
             do_fork = false;
+        } else if (strcmp(argv[i], "--disk-faults") == 0) {
+            disk_faults = true; /* see disk_event: a harness artifact */
         } else if (strcmp(argv[i], "--no-quick-checks") == 0) {
             quick_checks = false; /* leave C1 and C2 to the model */
         } else if (strcmp(argv[i], "--stop") == 0) {

@@ -86,6 +86,7 @@ extern struct cluster C;
 extern uint64_t cur_seed;
 extern struct sim_stats *st;
 extern bool verbose, failed;
+extern bool disk_faults;  /* --disk-faults: raft_fixture_io_fault */
 extern bool quick_checks; /* C1, C2 (sim_client.c); off: the model only */
 extern struct sop *ops;
 extern size_t n_ops;
