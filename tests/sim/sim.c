@@ -457,14 +457,12 @@ int main(int argc, char **argv)
             failures++;
             printf(
                 "seed %llu FAILED (exit %d, commit %s, mutation %s); "
-                "replay: scripts/sim --seed %llu%s%s\n",
+                "replay: scripts/sim --seed %llu%s%s%s\n",
                 (unsigned long long)seed, rc, commit_text, mutation_name,
                 (unsigned long long)seed,
-                once_sim_mutation != SIM_MUT_NONE ||
-                        strcmp(mutation_name, "none") != 0
-                    ? " --mutation "
-                    : "",
-                strcmp(mutation_name, "none") != 0 ? mutation_name : "");
+                strcmp(mutation_name, "none") != 0 ? " --mutation " : "",
+                strcmp(mutation_name, "none") != 0 ? mutation_name : "",
+                disk_faults ? " --disk-faults" : "");
             if (stop) {
                 n_seeds = k + 1; /* the first failure is enough */
             }
