@@ -486,7 +486,8 @@ int main(int argc, char **argv)
         "pauses %llu, partitions %llu, lossy links %llu, clock jumps "
         "%llu, membership %llu (%llu ok), io faults %llu, snapshots %llu "
         "(installed %llu), state digests compared %llu, log time pushed "
-        "ahead by an unanchored leader %llu, simulated %.1f s "
+        "ahead by an unanchored leader %llu, G6b fail-stops %llu, simulated "
+        "%.1f s "
         "in %.1f s\n",
         (unsigned long long)total.ops, (unsigned long long)total.ok,
         (unsigned long long)total.fail, (unsigned long long)total.info,
@@ -501,7 +502,8 @@ int main(int argc, char **argv)
         (unsigned long long)total.snapshots, (unsigned long long)total.installs,
         (unsigned long long)total.digests_compared,
         (unsigned long long)total.unanchored_jumps,
-        (double)total.sim_ms / 1000.0, wall);
+        (unsigned long long)total.g6b_stops, (double)total.sim_ms / 1000.0,
+        wall);
     {
         struct rusage ru, rc;
         double cpu;

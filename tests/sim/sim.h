@@ -71,7 +71,7 @@ struct sim_stats
     uint64_t ops, ok, fail, info, accepted, expiries_seen, completes, takeovers,
         stale_owner_tries, pauses, partitions, losses, clock_jumps, member_ops,
         member_ok, io_faults, snapshots, installs, digests_compared,
-        unanchored_jumps, steps, sim_ms;
+        unanchored_jumps, g6b_stops, steps, sim_ms;
     uint64_t trace; /* the run's digest chain (replay proof) */
     int fail_rc;
 };
