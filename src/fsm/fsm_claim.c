@@ -6,7 +6,16 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/sim_mutation.h"
 #include "fsm/fsm_int.h"
+
+/* The time a record's expiry is compared with: fsm now, except under the
+ * simulator's seeded bug "expire-early" (common/sim_mutation.h), where a
+ * record is gone 1 ms before its expires_ms. */
+static inline uint64_t sim_expiry_now(const struct fsm *f)
+{
+    return f->now + (SIM_MUTANT(SIM_MUT_EXPIRE_EARLY) ? 1u : 0u);
+}
 
 /* ------------------------------------------------------------------------
  * Claims
@@ -511,7 +520,7 @@ void fsm_do_claim(struct fsm *f,
     k = (struct table_key){(uint32_t)hash, c->scope, c->scope_len, c->key,
                            c->key_len};
     h = table_find(&f->vps[vp_of(hash)], &f->slab, &k);
-    if (h != 0 && fsm_rec_expires(f, rec_at(f, h)) <= f->now) {
+    if (h != 0 && fsm_rec_expires(f, rec_at(f, h)) <= sim_expiry_now(f)) {
         fsm_detach(f, hash, h); /* expired, not yet pruned: as if absent */
         h = 0;
     }
@@ -553,7 +562,7 @@ static uint32_t find_live(struct fsm *f,
     if (hash_out != NULL) {
         *hash_out = hash;
     }
-    if (h != 0 && fsm_rec_expires(f, rec_at(f, h)) <= f->now) {
+    if (h != 0 && fsm_rec_expires(f, rec_at(f, h)) <= sim_expiry_now(f)) {
         return 0;
     }
     return h;
@@ -561,6 +570,11 @@ static uint32_t find_live(struct fsm *f,
 
 static bool token_is_owner(const struct rec_ext *e, const struct fsm_token *t)
 {
+    if (SIM_MUTANT(SIM_MUT_STALE_OWNER)) {
+        /* Seeded bug: any owner of this record so far, not only the
+         * current one, may complete or release it. */
+        return e->owner_group == t->group_id && t->index <= e->owner_index;
+    }
     return e->owner_group == t->group_id && e->owner_index == t->index &&
            e->owner_slot == t->slot;
 }

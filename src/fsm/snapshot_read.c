@@ -13,6 +13,7 @@
 
 #include "common/assert.h"
 #include "common/crc32c.h"
+#include "common/sim_mutation.h"
 #include "fsm/fsm_int.h"
 
 #define REC_FIXED  SNAP_REC_FIXED
@@ -204,6 +205,11 @@ static int read_ext(struct fsm *g,
             e->att_last[i - 1] = h;
             e->att_n_last++;
         }
+    }
+    if (SIM_MUTANT(SIM_MUT_FORGET_ATTEMPTS)) {
+        /* Seeded bug: the ledger's total forgotten on restore, only the
+         * kept attempts counted. */
+        e->attempts_total = (uint32_t)n_att;
     }
     return rb->bad ? FSM_E_MALFORMED : 0;
 }

@@ -1,5 +1,7 @@
 #include "raft/ltime.h"
 
+#include "common/sim_mutation.h"
+
 void ltime_init(struct ltime *t)
 {
     t->have_last = false;
@@ -32,7 +34,7 @@ uint64_t ltime_stamp(const struct ltime *t,
 {
     uint64_t stamp = wall_ms;
 
-    if (t->have_base) {
+    if (t->have_base && !SIM_MUTANT(SIM_MUT_LTIME_NO_CLAMP)) {
         /* A monotonic clock never goes back; if a caller's does, treat it
          * as no time elapsed rather than wrapping. */
         uint64_t elapsed =

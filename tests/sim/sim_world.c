@@ -1,0 +1,544 @@
+/* tests/sim/sim_world.c: stepping and the nemesis of a simulated run
+ * (sim.h): network faults, per-node clocks, pauses, disk faults and
+ * membership changes. Every choice comes from rnd(). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "raft/guard.h"
+#include "sim.h"
+
+/* A server whose disk was told to fail (raft_fixture_io_fault), or that
+ * G6b stopped: its fatal hook is expected; any other fatal is a violation.
+ * Such a server is out for good, and member_event removes it and grows a
+ * replacement. */
+static bool disk_doomed[CL_MAX];
+
+/* --- servers --------------------------------------------------------------
+ */
+
+bool alive(unsigned i)
+{
+    return raft_fixture_alive(&C.f, i);
+}
+
+/* Not removed and not fail-stopped by a disk fault. */
+bool member_live(unsigned i)
+{
+    return !removed[i] && C.s[i].fatal_hits == 0;
+}
+
+const struct raft_configuration *newest_config(void)
+{
+    const struct raft *best = NULL;
+    int l = cl_leader(&C);
+
+    if (l >= 0) {
+        return &cl_raft(&C, (unsigned)l)->configuration;
+    }
+    for (unsigned i = 0; i < C.n; i++) {
+        const struct raft *r = cl_raft(&C, i);
+        if (removed[i]) {
+            continue;
+        }
+        if (best == NULL ||
+            r->configuration_index > best->configuration_index) {
+            best = r;
+        }
+    }
+    return &best->configuration;
+}
+
+int config_role(const struct raft_configuration *conf, unsigned i)
+{
+    for (unsigned k = 0; k < conf->n; k++) {
+        if (conf->servers[k].id == i + 1) {
+            return conf->servers[k].role;
+        }
+    }
+    return -1;
+}
+
+static unsigned n_voters(const struct raft_configuration *conf)
+{
+    unsigned v = 0;
+    for (unsigned k = 0; k < conf->n; k++) {
+        v += conf->servers[k].role == RAFT_VOTER;
+    }
+    return v;
+}
+
+/* Voters of @conf that are paused or fail-stopped. */
+static unsigned n_down_voters(const struct raft_configuration *conf)
+{
+    unsigned d = 0;
+    for (unsigned i = 0; i < C.n; i++) {
+        if (config_role(conf, i) == RAFT_VOTER &&
+            (!alive(i) || C.s[i].fatal_hits > 0 || disk_doomed[i])) {
+            d++;
+        }
+    }
+    return d;
+}
+
+/* The fixture still names a killed leader (docs/raft-0.15.md §1.7). */
+static bool fixture_leader_dead(void)
+{
+    return C.f.leader_id != 0 && !alive((unsigned)(C.f.leader_id - 1));
+}
+
+int ready_leader(void)
+{
+    for (unsigned i = 0; i < C.n; i++) {
+        if (alive(i) && member_live(i) && C.s[i].started &&
+            replica_ready(&C.s[i].rep)) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+int random_live_server(void)
+{
+    unsigned cand[CL_MAX], n = 0;
+
+    for (unsigned i = 0; i < C.n; i++) {
+        if (alive(i) && member_live(i)) {
+            cand[n++] = i;
+        }
+    }
+    return n == 0 ? -1 : (int)cand[rnd_below(n)];
+}
+
+void randomize_server(unsigned i)
+{
+    unsigned et = chance(15) ? rnd_range(400, 1000) : rnd_range(1000, 2200);
+
+    raft_fixture_set_network_latency(&C.f, i, rnd_range(1, 80));
+    raft_fixture_set_disk_latency(&C.f, i, rnd_range(1, 40));
+    raft_fixture_set_randomized_election_timeout(&C.f, i, et);
+}
+
+/* --- stepping ---------------------------------------------------------------
+ */
+
+void do_step(void)
+{
+    raft_fixture_step(&C.f);
+    st->steps++;
+    if (C.violation) {
+        sim_fail("invariant (harness): %s", C.violation_msg);
+    }
+    for (unsigned i = 0; i < C.n; i++) {
+        if (C.s[i].fatal_hits > 0 && !disk_doomed[i] &&
+            strstr(C.s[i].fatal_msg, "membership rollback") != NULL) {
+            /* G6b's designed fail-stop (guard.h): a node restarts from
+             * its log, which the fixture cannot do; out for good, and
+             * member_event replaces it. Counted, not a violation. */
+            disk_doomed[i] = true;
+            st->g6b_stops++;
+            vlog("server %u: G6b fail-stop (%s)", i + 1, C.s[i].fatal_msg);
+        }
+        if (C.s[i].fatal_hits > 0 && !disk_doomed[i]) {
+            sim_fail(
+                "server %u hit the fatal hook without a disk fault "
+                "(%s: %s)",
+                i + 1, C.s[i].fatal_what, C.s[i].fatal_msg);
+        }
+    }
+    check_step();
+    scan_completions();
+}
+
+bool step_until(bool (*cond)(void *), void *arg, unsigned ms)
+{
+    raft_time end = raft_fixture_time(&C.f) + ms;
+
+    while (!cond(arg)) {
+        if (raft_fixture_time(&C.f) >= end || failed) {
+            return false;
+        }
+        do_step();
+    }
+    return true;
+}
+
+void step_ms(unsigned ms)
+{
+    raft_time end = raft_fixture_time(&C.f) + ms;
+    while (raft_fixture_time(&C.f) < end && !failed) {
+        do_step();
+    }
+}
+
+/* --- network ---------------------------------------------------------------
+ * raft_fixture 0.15 has links that are up, down (disconnect: both ways
+ * here) or saturated (one way: every message dropped, a lossy link), and a
+ * latency per sender; messages of senders with different latencies
+ * overtake each other. It has no duplication. */
+
+static void link_down(unsigned a, unsigned b)
+{
+    if (n_pairs >= SIM_PAIRS_MAX) {
+        return;
+    }
+    raft_fixture_disconnect(&C.f, a, b);
+    raft_fixture_disconnect(&C.f, b, a);
+    pairs[n_pairs].a = a;
+    pairs[n_pairs].b = b;
+    n_pairs++;
+}
+
+void net_event(void)
+{
+    unsigned a, b;
+
+    if (n_pairs > 0 && (chance(50) || n_pairs >= SIM_PAIRS_MAX - CL_MAX)) {
+        unsigned k = rnd_below(n_pairs);
+        a = pairs[k].a;
+        b = pairs[k].b;
+        if (alive(a) && alive(b)) {
+            raft_fixture_reconnect(&C.f, a, b);
+            raft_fixture_reconnect(&C.f, b, a);
+        }
+        pairs[k] = pairs[--n_pairs];
+        vlog("heal %u-%u", a + 1, b + 1);
+        return;
+    }
+    a = rnd_below(C.n);
+    b = rnd_below(C.n);
+    if (a == b) {
+        return;
+    }
+    if (chance(30)) {
+        /* a lossy link one way, for a while: every message dropped */
+        if (raft_fixture_saturated(&C.f, a, b)) {
+            raft_fixture_desaturate(&C.f, a, b);
+        } else {
+            raft_fixture_saturate(&C.f, a, b);
+            st->losses++;
+        }
+        vlog("saturate %u->%u", a + 1, b + 1);
+        return;
+    }
+    st->partitions++;
+    if (chance(40)) {
+        int i = random_live_server();
+        if (i < 0) {
+            return;
+        }
+        for (unsigned j = 0; j < C.n; j++) {
+            if (j != (unsigned)i) {
+                link_down((unsigned)i, j);
+            }
+        }
+        vlog("isolate %d", i + 1);
+    } else {
+        link_down(a, b);
+        vlog("disconnect %u-%u", a + 1, b + 1);
+    }
+}
+
+/* --- clocks ----------------------------------------------------------------
+ * Each node's wall clock is fixture time + CL_WALL0 + its offset
+ * (cluster.h); its monotonic clock is fixture time. Skews stay small,
+ * jumps go past max_skew (60 s) both ways. */
+
+void clock_event(void)
+{
+    unsigned i = rnd_below(C.n);
+    int64_t *off = &C.s[i].wall_offset_ms;
+
+    switch (rnd_below(4)) {
+        case 0: /* skew */
+            *off = (int64_t)rnd_range(0, 4000) - 2000;
+            break;
+        case 1: /* a jump: NTP step, VM migration, an operator */
+            *off += chance(50) ? (int64_t)rnd_range(1000, 300000)
+                               : -(int64_t)rnd_range(1000, 300000);
+            st->clock_jumps++;
+            break;
+        default: /* back to true time */
+            *off = 0;
+            break;
+    }
+    vlog("clock %u offset %lld ms", i + 1, (long long)*off);
+}
+
+/* --- pauses ------------------------------------------------------------------
+ * raft_fixture_kill stops a server's ticks and links; its memory and
+ * "disk" stay (a SIGSTOP, or a VM paused): the fixture cannot restart a
+ * server from its disk (tests/sim/README.md). revive brings it back with
+ * its links up. */
+
+void revive(unsigned i)
+{
+    raft_fixture_revive(&C.f, i);
+    for (unsigned j = 0; j < C.n; j++) {
+        if (j != i && !removed[j]) {
+            raft_fixture_reconnect(&C.f, i, j);
+            raft_fixture_reconnect(&C.f, j, i);
+        }
+    }
+    for (unsigned k = 0; k < n_pairs;) {
+        if (pairs[k].a == i || pairs[k].b == i) {
+            pairs[k] = pairs[--n_pairs];
+        } else {
+            k++;
+        }
+    }
+}
+
+void pause_event(void)
+{
+    const struct raft_configuration *conf;
+    unsigned dead[CL_MAX], nd = 0;
+
+    if (fixture_leader_dead()) {
+        return;
+    }
+    for (unsigned i = 0; i < C.n; i++) {
+        if (member_live(i) && !alive(i)) {
+            dead[nd++] = i;
+        }
+    }
+    conf = newest_config();
+    if (nd > 0 &&
+        (chance(60) || n_down_voters(conf) >= (n_voters(conf) - 1) / 2)) {
+        unsigned i = dead[rnd_below(nd)];
+        revive(i);
+        vlog("resume %u", i + 1);
+        return;
+    }
+    if (n_down_voters(conf) < (n_voters(conf) - 1) / 2) {
+        int l = cl_leader(&C);
+        int i = (l >= 0 && chance(40)) ? l : random_live_server();
+        if (i < 0) {
+            return;
+        }
+        raft_fixture_kill(&C.f, (unsigned)i);
+        st->pauses++;
+        vlog("pause %d%s", i + 1, i == l ? " (leader)" : "");
+    }
+}
+
+/* --- disk ------------------------------------------------------------------
+ * raft_fixture_io_fault: the server's next I/O request after a few fails
+ * (an append's write or fsync, a snapshot's, a vote's). The Raft layer
+ * fail-stops on it (G4), as a node must; the server is then gone, and
+ * member_event replaces it. Never more voters down than a minority.
+ *
+ * Off unless --disk-faults: the fixture fails a request synchronously, and
+ * rio then calls the fatal hook and returns the error to raft. In a node
+ * the hook aborts first; the test harness's hook returns (cluster.h), so
+ * raft 0.15 runs its own error path for the failed append, which
+ * double-frees inside libraft (B4; seen by this simulator under ASan,
+ * tests/sim/README.md). That is the harness's artifact, not once's: the
+ * fault is opt-in until the harness can fail a request asynchronously. */
+
+void disk_event(void)
+{
+    const struct raft_configuration *conf = newest_config();
+    int i;
+
+    if (!disk_faults || fixture_leader_dead() ||
+        n_down_voters(conf) + 1 > (n_voters(conf) - 1) / 2 || chance(50)) {
+        return;
+    }
+    i = random_live_server();
+    if (i < 0 || disk_doomed[i] || !alive((unsigned)i)) {
+        return;
+    }
+    disk_doomed[i] = true;
+    raft_fixture_io_fault(&C.f, (unsigned)i, (int)rnd_range(0, 20), 1);
+    st->io_faults++;
+    vlog("disk fault armed on %d", i + 1);
+}
+
+/* --- membership ------------------------------------------------------------
+ */
+
+static struct replica_member_req mreqs[SIM_MREQ_MAX];
+static bool mreq_busy[SIM_MREQ_MAX];
+static unsigned n_mreqs;
+
+static void member_cb(struct replica_member_req *m, int status, const char *msg)
+{
+    size_t k = (size_t)(m - mreqs);
+
+    mreq_busy[k] = false;
+    vlog("member op %d id %llu: %d %s", m->op, (unsigned long long)m->id,
+         status, msg != NULL ? msg : "");
+    if (status == 0) {
+        st->member_ok++;
+    }
+    if (m->op == REPLICA_MEMBER_REMOVE && status == 0) {
+        unsigned i = (unsigned)(m->id - 1);
+        if (doomed == m->id) {
+            doomed = 0;
+        }
+        removed[i] = true; /* the node stops (it writes its tombstone) */
+        if (alive(i) && raft_state(cl_raft(&C, i)) != RAFT_LEADER) {
+            raft_fixture_kill(&C.f, i);
+        }
+    }
+}
+
+static struct replica_member_req *mreq_get(void)
+{
+    for (unsigned k = 0; k < n_mreqs; k++) {
+        if (!mreq_busy[k]) {
+            memset(&mreqs[k], 0, sizeof mreqs[k]);
+            return &mreqs[k];
+        }
+    }
+    if (n_mreqs < SIM_MREQ_MAX) {
+        memset(&mreqs[n_mreqs], 0, sizeof mreqs[n_mreqs]);
+        return &mreqs[n_mreqs++];
+    }
+    return NULL;
+}
+
+/* One step of a membership change: finish a removal, remove a server a
+ * disk fault stopped (replace: a new one is grown next time), add a grown
+ * server as voter (resize up), remove a voter (resize down), or transfer
+ * leadership. */
+bool member_event(void)
+{
+    int l = ready_leader();
+    struct replica *rep;
+    struct replica_member_req *m;
+    const struct raft_configuration *conf;
+    unsigned pick = rnd_below(3), voters;
+    int half = -1, broken = -1;
+    int rv;
+
+    if (l < 0 || fixture_leader_dead()) {
+        return false;
+    }
+    rep = &C.s[l].rep;
+    conf = &rep->raft->configuration;
+    voters = n_voters(conf);
+    m = mreq_get();
+    if (m == NULL) {
+        return false;
+    }
+    for (unsigned i = 0; i < C.n; i++) {
+        if (!member_live(i) || disk_doomed[i]) {
+            if (!removed[i] && config_role(conf, i) >= 0 && (int)i != l) {
+                broken = (int)i;
+            }
+            continue;
+        }
+        if (config_role(conf, i) != RAFT_VOTER && (raft_id)i + 1 != doomed) {
+            half = (int)i; /* grown, not (yet) a voter */
+        }
+    }
+    if (doomed != 0) {
+        m->op = REPLICA_MEMBER_REMOVE;
+        m->id = doomed;
+    } else if (broken >= 0) {
+        m->op = REPLICA_MEMBER_REMOVE;
+        m->id = (raft_id)broken + 1;
+        doomed = m->id;
+    } else if (pick == 0 && half >= 0) {
+        m->id = (raft_id)half + 1;
+        m->op = config_role(conf, (unsigned)half) < 0 ? REPLICA_MEMBER_ADD
+                                                      : REPLICA_MEMBER_ASSIGN;
+        m->role = FSM_ROLE_VOTER;
+    } else if ((pick == 0 || voters < 3) && n_grown < 4 && C.n < CL_MAX) {
+        unsigned i = cl_grow(&C);
+        randomize_server(i);
+        n_grown++;
+        m->op = REPLICA_MEMBER_ADD;
+        m->id = i + 1;
+        m->role = FSM_ROLE_VOTER;
+    } else if (pick == 1 && voters > 3) {
+        unsigned cand[CL_MAX], n = 0;
+        for (unsigned i = 0; i < C.n; i++) {
+            if (member_live(i) && (int)i != l &&
+                config_role(conf, i) == RAFT_VOTER) {
+                cand[n++] = i;
+            }
+        }
+        if (n == 0) {
+            return false;
+        }
+        m->op = REPLICA_MEMBER_REMOVE;
+        m->id = cand[rnd_below(n)] + 1;
+        doomed = m->id;
+    } else {
+        m->op = REPLICA_MEMBER_TRANSFER;
+        m->id = 0;
+        if (chance(70)) {
+            unsigned cand[CL_MAX], n = 0;
+            for (unsigned i = 0; i < C.n; i++) {
+                if (member_live(i) && !disk_doomed[i] && alive(i) &&
+                    (int)i != l && config_role(conf, i) == RAFT_VOTER) {
+                    cand[n++] = i;
+                }
+            }
+            if (n > 0) {
+                m->id = cand[rnd_below(n)] + 1;
+            }
+        }
+    }
+    if ((int)m->id - 1 == l && m->op == REPLICA_MEMBER_REMOVE) {
+        return false; /* the leader is removed after a transfer */
+    }
+    if (m->op == REPLICA_MEMBER_ADD || m->op == REPLICA_MEMBER_ASSIGN) {
+        snprintf(m->raft_addr, sizeof m->raft_addr, "%llu",
+                 (unsigned long long)m->id);
+        snprintf(m->client_addr, sizeof m->client_addr, "c%llu",
+                 (unsigned long long)m->id);
+    }
+    rv = replica_member(rep, m, member_cb);
+    vlog("member op %d id %llu at %d -> %d", m->op, (unsigned long long)m->id,
+         l + 1, rv);
+    if (rv == 0) {
+        mreq_busy[m - mreqs] = true;
+        st->member_ops++;
+    }
+    return rv == 0;
+}
+
+/* --- healing -----------------------------------------------------------------
+ */
+
+void heal(void)
+{
+    for (unsigned i = 0; i < C.n; i++) {
+        if (member_live(i) && !disk_doomed[i] && !alive(i)) {
+            revive(i);
+        }
+    }
+    for (unsigned k = 0; k < n_pairs; k++) {
+        unsigned a = pairs[k].a, b = pairs[k].b;
+        if (!removed[a] && !removed[b]) {
+            raft_fixture_reconnect(&C.f, a, b);
+            raft_fixture_reconnect(&C.f, b, a);
+        }
+    }
+    n_pairs = 0;
+    for (unsigned i = 0; i < C.n; i++) {
+        for (unsigned j = 0; j < C.n; j++) {
+            if (i != j && raft_fixture_saturated(&C.f, i, j)) {
+                raft_fixture_desaturate(&C.f, i, j);
+            }
+        }
+        raft_fixture_set_randomized_election_timeout(&C.f, i, 1000 + 150 * i);
+        raft_fixture_set_network_latency(&C.f, i, 15);
+        raft_fixture_set_disk_latency(&C.f, i, 10);
+    }
+}
+
+bool sim_disk_doomed(unsigned i)
+{
+    return disk_doomed[i];
+}
+
+void sim_world_reset(void)
+{
+    memset(disk_doomed, 0, sizeof disk_doomed);
+    memset(mreq_busy, 0, sizeof mreq_busy);
+    n_mreqs = 0;
+}
