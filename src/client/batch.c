@@ -385,16 +385,7 @@ static void async_start(struct batch *b, struct op *op, uint64_t delay)
 {
     once_client *c = b->c;
 
-    op->async = true;
-    op->cb = on_round;
-    op->arg = b;
-    op->aprev = NULL;
-    op->anext = c->async_ops;
-    if (c->async_ops != NULL) {
-        c->async_ops->aprev = op;
-    }
-    c->async_ops = op;
-    c->outstanding++;
+    client_async_link(c, op, on_round, b);
     op_start_after(op, remaining(b), delay);
 }
 
@@ -434,6 +425,7 @@ int once_claim_batch_async(once_client *c,
     enum once_status st;
     struct batch *b;
     struct op *op;
+    int rv;
 
     if (c == NULL) {
         return -EINVAL;
@@ -444,14 +436,9 @@ int once_claim_batch_async(once_client *c,
                         cb == NULL ? "cb: NULL" : err);
         return -EINVAL;
     }
-    if (c->closing || c->free_pending) {
-        err_printf(c->last_error, "client is closing");
-        return -ESHUTDOWN;
-    }
-    if (c->outstanding >= c->max_inflight) {
-        err_printf(c->last_error, "max_inflight: %u calls already outstanding",
-                   c->max_inflight);
-        return -EBUSY;
+    rv = client_async_admit(c);
+    if (rv != 0) {
+        return rv;
     }
     b = batch_new(c, items, n, NULL, &st, err);
     if (b == NULL) {

@@ -501,21 +501,8 @@ int once_forget(once_client *c,
  * Asynchronous calls
  * ---------------------------------------------------------------------- */
 
-int once_claim_async(once_client *c,
-                     const struct once_claim *a,
-                     once_cb cb,
-                     void *arg)
+int client_async_admit(once_client *c)
 {
-    struct once_result r;
-    struct op *op;
-
-    if (c == NULL) {
-        return -EINVAL;
-    }
-    if (cb == NULL) {
-        err_printf(c->last_error, "cb: NULL");
-        return -EINVAL;
-    }
     if (c->closing || c->free_pending) {
         err_printf(c->last_error, "client is closing");
         return -ESHUTDOWN;
@@ -525,19 +512,11 @@ int once_claim_async(once_client *c,
                    c->max_inflight);
         return -EBUSY;
     }
-    once_result_init(&r);
-    op = claim_op(c, a, &r);
-    if (op == NULL) {
-        /* claim_op's statuses: a refused argument, out of memory, or no
-         * request id (RAND_bytes). */
-        int rv = r.status == ONCE_STATUS_RESOURCE_EXHAUSTED ? -ENOMEM
-                 : r.status == ONCE_STATUS_UNAVAILABLE      ? -EIO
-                                                            : -EINVAL;
+    return 0;
+}
 
-        client_text_put(c->last_error, sizeof c->last_error, "%s", r.error);
-        once_result_clear(&r);
-        return rv;
-    }
+void client_async_link(once_client *c, struct op *op, once_cb cb, void *arg)
+{
     op->async = true;
     op->cb = cb;
     op->arg = arg;
@@ -548,6 +527,42 @@ int once_claim_async(once_client *c,
     }
     c->async_ops = op;
     c->outstanding++;
+}
+
+int once_claim_async(once_client *c,
+                     const struct once_claim *a,
+                     once_cb cb,
+                     void *arg)
+{
+    struct once_result r;
+    struct op *op;
+    int rv;
+
+    if (c == NULL) {
+        return -EINVAL;
+    }
+    if (cb == NULL) {
+        err_printf(c->last_error, "cb: NULL");
+        return -EINVAL;
+    }
+    rv = client_async_admit(c);
+    if (rv != 0) {
+        return rv;
+    }
+    once_result_init(&r);
+    op = claim_op(c, a, &r);
+    if (op == NULL) {
+        /* claim_op's statuses: a refused argument, out of memory, or no
+         * request id (RAND_bytes). */
+        rv = r.status == ONCE_STATUS_RESOURCE_EXHAUSTED ? -ENOMEM
+             : r.status == ONCE_STATUS_UNAVAILABLE      ? -EIO
+                                                        : -EINVAL;
+
+        client_text_put(c->last_error, sizeof c->last_error, "%s", r.error);
+        once_result_clear(&r);
+        return rv;
+    }
+    client_async_link(c, op, cb, arg);
     op_start(op, a->timeout_ms);
     return 0;
 }
@@ -564,6 +579,7 @@ int once_lookup_async(once_client *c,
 {
     struct once_result r;
     struct op *op;
+    int rv;
 
     if (c == NULL) {
         return -EINVAL;
@@ -572,34 +588,20 @@ int once_lookup_async(once_client *c,
         err_printf(c->last_error, "cb: NULL");
         return -EINVAL;
     }
-    if (c->closing || c->free_pending) {
-        err_printf(c->last_error, "client is closing");
-        return -ESHUTDOWN;
-    }
-    if (c->outstanding >= c->max_inflight) {
-        err_printf(c->last_error, "max_inflight: %u calls already outstanding",
-                   c->max_inflight);
-        return -EBUSY;
+    rv = client_async_admit(c);
+    if (rv != 0) {
+        return rv;
     }
     once_result_init(&r);
     op = lookup_op(c, scope, scope_len, key, key_len, flags, timeout_ms, &r);
     if (op == NULL) {
-        int rv = r.status == ONCE_STATUS_RESOURCE_EXHAUSTED ? -ENOMEM : -EINVAL;
+        rv = r.status == ONCE_STATUS_RESOURCE_EXHAUSTED ? -ENOMEM : -EINVAL;
 
         client_text_put(c->last_error, sizeof c->last_error, "%s", r.error);
         once_result_clear(&r);
         return rv;
     }
-    op->async = true;
-    op->cb = cb;
-    op->arg = arg;
-    op->aprev = NULL;
-    op->anext = c->async_ops;
-    if (c->async_ops != NULL) {
-        c->async_ops->aprev = op;
-    }
-    c->async_ops = op;
-    c->outstanding++;
+    client_async_link(c, op, cb, arg);
     op_start(op, timeout_ms);
     return 0;
 }

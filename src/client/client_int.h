@@ -109,6 +109,19 @@ void op_start(struct op *op, uint32_t timeout_ms);
  * deadline still counts from now. A batch's next round (batch.c). */
 void op_start_after(struct op *op, uint32_t timeout_ms, uint64_t delay_ms);
 
+/* The admission of an asynchronous call on @c (not NULL): -ESHUTDOWN if
+ * the client is closing, -EBUSY at max_inflight (each with last_error
+ * set), else 0. */
+int client_async_admit(struct once_client *c);
+
+/* Make @op an asynchronous call of @c with callback @cb(@arg): linked in
+ * c->async_ops and counted in c->outstanding. The caller then starts it
+ * (op_start or op_start_after). */
+void client_async_link(struct once_client *c,
+                       struct op *op,
+                       once_cb cb,
+                       void *arg);
+
 /* Run @op to its end, move its result into @r (the caller's to clear),
  * free @op; returns r->status. */
 int op_run_sync(struct op *op, uint32_t timeout_ms, struct once_result *r);
