@@ -177,6 +177,39 @@ static void on_answer(void *arg,
 
 /* --- calls ---------------------------------------------------------------- */
 
+/* Serve @body (@len bytes, an encoded request of @m; the caller frees it)
+ * as a local RPC call with the caller's certificate, its deadline and its
+ * cluster-id pin: 0 (@cb will run), or RPC_E_CLOSED / RPC_E_NOMEM. */
+static int call_local(struct server *s,
+                      const struct http_request *req,
+                      enum rpc_method m,
+                      uint32_t timeout_ms,
+                      bool has_pin,
+                      const uint8_t pin[RPC_ID_LEN],
+                      const uint8_t *body,
+                      size_t len,
+                      rpc_local_fn cb,
+                      void *arg)
+{
+    struct envelope_view v;
+    int rv;
+
+    envelope_view_init(&v);
+    v.method = m;
+    v.direction = RPC_REQUEST;
+    v.deadline_ms = timeout_ms;
+    v.has_cluster_id = has_pin; /* the caller's pin, if given */
+    memcpy(v.cluster_id, pin, RPC_ID_LEN);
+    v.body = body;
+    v.body_len = len;
+    /* The caller's certificate, authorized by the service exactly as a
+     * client-port connection's (authz.h). */
+    rv = s->rpc != NULL ? rpc_server_call_local(s->rpc, &v, req->peer, cb, arg)
+                        : RPC_E_CLOSED;
+    envelope_view_close(&v);
+    return rv;
+}
+
 /* Serve @q (parsed) as a local RPC call, answering the HTTP request later. */
 static void start_call(struct server *s,
                        const struct http_request *req,
@@ -187,7 +220,6 @@ static void start_call(struct server *s,
     size_t len = protobuf_c_message_get_packed_size(msg);
     uint8_t *body = malloc(len > 0 ? len : 1);
     struct api_call *k = calloc(1, sizeof *k);
-    struct envelope_view v;
     int rv;
 
     if (body == NULL || k == NULL || (k->pending = http_defer(req)) == NULL) {
@@ -205,20 +237,8 @@ static void start_call(struct server *s,
         k->has_request_id = true;
         memcpy(k->request_id, q->request_id, sizeof k->request_id);
     }
-    envelope_view_init(&v);
-    v.method = q->method;
-    v.direction = RPC_REQUEST;
-    v.deadline_ms = q->timeout_ms;
-    v.has_cluster_id = q->has_cluster_id; /* the caller's pin, if given */
-    memcpy(v.cluster_id, q->cluster_id, RPC_ID_LEN);
-    v.body = body;
-    v.body_len = len;
-    /* The caller's certificate, authorized by the service exactly as a
-     * client-port connection's (authz.h). */
-    rv = s->rpc != NULL
-             ? rpc_server_call_local(s->rpc, &v, req->peer, on_answer, k)
-             : RPC_E_CLOSED;
-    envelope_view_close(&v);
+    rv = call_local(s, req, q->method, q->timeout_ms, q->has_cluster_id,
+                    q->cluster_id, body, len, on_answer, k);
     free(body);
     if (rv != 0) {
         struct http_response r;
@@ -487,7 +507,6 @@ static void start_batch(struct server *s,
 {
     struct api_batch *k = calloc(1, sizeof *k);
     uint8_t *body = NULL;
-    struct envelope_view v;
     size_t len;
     int rv;
 
@@ -517,18 +536,9 @@ static void start_batch(struct server *s,
         return;
     }
     once__rpc__claim_batch_request__pack(&q->msg, body);
-    envelope_view_init(&v);
-    v.method = RPC_METHOD_CLAIM_BATCH;
-    v.direction = RPC_REQUEST;
-    v.deadline_ms = q->timeout_ms;
-    v.has_cluster_id = q->has_cluster_id;
-    memcpy(v.cluster_id, q->cluster_id, RPC_ID_LEN);
-    v.body = body;
-    v.body_len = len;
-    rv = s->rpc != NULL
-             ? rpc_server_call_local(s->rpc, &v, req->peer, on_batch_answer, k)
-             : RPC_E_CLOSED;
-    envelope_view_close(&v);
+    rv = call_local(s, req, RPC_METHOD_CLAIM_BATCH, q->timeout_ms,
+                    q->has_cluster_id, q->cluster_id, body, len,
+                    on_batch_answer, k);
     free(body);
     if (rv != 0) {
         struct http_response r;
