@@ -489,6 +489,8 @@ void readindex_close(struct readindex *ri)
     while (ri->head != NULL) {
         struct read_op *op = ri->head;
 
+        /* op_unavailable unlinks it from this list: the loop ends. */
+        ONCE_ASSERT(op->ri == ri && op->prev == NULL, "the head of ri's list");
         if (op->state == READ_APPLYING) {
             replica_read_cancel(&ri->s->rep, &op->req);
         }
