@@ -326,7 +326,8 @@ int once_claim_batch(once_client *c,
                      struct once_result *rs)
 {
     char err[ERR_MSG_SIZE];
-    enum once_status st;
+    /* A bad timeout's status; batch_new sets its own when it fails. */
+    enum once_status st = ONCE_STATUS_INVALID_ARGUMENT;
     struct batch *b;
     int64_t delay = 0;
     int status;
@@ -341,9 +342,6 @@ int once_claim_batch(once_client *c,
     }
     if (!client_check_timeout(timeout_ms, err) ||
         (b = batch_new(c, items, n, rs, &st, err)) == NULL) {
-        st = client_check_timeout(timeout_ms, err)
-                 ? st
-                 : ONCE_STATUS_INVALID_ARGUMENT;
         for (size_t i = 0; i < n; i++) {
             client_fail_local(&rs[i], st, err);
         }

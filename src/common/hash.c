@@ -76,7 +76,7 @@ uint64_t hash_keyed2(const struct hash_keyed *h,
         .v3 = h->k1 ^ 0x7465646279746573ull,
     };
     const uint8_t *parts[2] = {a, b};
-    size_t lens[2] = {a_len, b_len};
+    const size_t lens[2] = {a_len, b_len};
     uint8_t tail[8];
     size_t fill = 0; /* bytes of @tail in use: the input is one stream */
 

@@ -32,6 +32,7 @@ static bool r_need(struct rbuf *r, size_t n)
         r->bad = true;
         return false;
     }
+    ONCE_ASSERT(r->p != NULL, "an rbuf reads a buffer read_all checked");
     return true;
 }
 

@@ -313,7 +313,6 @@ int idem_serve(struct ingress *g,
                size_t len)
 {
     struct collect *c = calloc(1, sizeof *c);
-    struct idem_http_request rq = {0};
     struct idem_response out = {0};
     uint64_t t0 = now_us();
     enum MHD_Result rv;
@@ -334,7 +333,7 @@ int idem_serve(struct ingress *g,
                                 "out of memory");
             out.retry_after = 1;
         } else {
-            rq = (struct idem_http_request){
+            struct idem_http_request rq = {
                 method, url, c->has_query ? c->query : NULL, c->h, c->n,
                 body,   len};
             char cn[ONCE_SCOPE_MAX + 1];

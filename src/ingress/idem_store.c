@@ -116,7 +116,7 @@ static bool decode_headers(const uint8_t *p, size_t hlen, struct idem_stored *s)
     while (p < end) {
         struct idem_header *h;
 
-        if (s->n_headers == IDEM_STORED_ENTRIES_MAX || end - p < 1) {
+        if (s->n_headers == IDEM_STORED_ENTRIES_MAX) {
             return false;
         }
         h = &s->headers[s->n_headers];

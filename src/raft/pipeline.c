@@ -788,6 +788,7 @@ void replica_read_cancel(struct replica *rep, struct replica_req *req)
 {
     struct replica_req **at = &rep->rd_head;
 
+    ONCE_ASSERT(req != NULL, "the caller's request, not NULL");
     while (*at != NULL && *at != req) {
         at = &(*at)->next;
     }

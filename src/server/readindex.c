@@ -489,6 +489,14 @@ void readindex_close(struct readindex *ri)
     while (ri->head != NULL) {
         struct read_op *op = ri->head;
 
+        /* op_unavailable unlinks it from this list: the loop ends. */
+        ONCE_ASSERT(op->ri == ri && op->prev == NULL, "the head of ri's list");
+#ifdef __clang_analyzer__
+        /* The same pointer (asserted), but clang 14 keeps the memory behind
+         * two equal pointers apart: only read through op->ri, which
+         * unlink_op writes through, does it see the head move on. */
+        ri = op->ri;
+#endif
         if (op->state == READ_APPLYING) {
             replica_read_cancel(&ri->s->rep, &op->req);
         }

@@ -462,6 +462,11 @@ START_TEST(batch_items_retried_alone)
     /* bad arguments: no round trip */
     ck_assert_int_eq(once_claim_batch(c, items, 0, 0, rs),
                      ONCE_STATUS_INVALID_ARGUMENT);
+    /* a timeout over RPC_DEADLINE_MAX (one hour) fails every item */
+    ck_assert_int_eq(once_claim_batch(c, items, 6, 3600u * 1000 + 1, rs),
+                     ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_int_eq(rs[5].status, ONCE_STATUS_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(rs[5].error, "timeout_ms"));
     items[2].key_len = 0;
     ck_assert_int_eq(once_claim_batch(c, items, 6, 0, rs),
                      ONCE_STATUS_INVALID_ARGUMENT);
