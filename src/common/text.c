@@ -1,7 +1,10 @@
 /* common/text.c: see text.h. */
 #include "common/text.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "common/assert.h"
 
 bool text_parse_u64(const char *s, uint64_t max, uint64_t *out)
 {
@@ -158,4 +161,26 @@ char *text_format_hex(const uint8_t *in, size_t len, char *buf)
     }
     buf[2 * len] = '\0';
     return buf;
+}
+
+size_t text_json_escape(const char *s, char *buf, size_t cap)
+{
+    size_t j = 0;
+
+    ONCE_ASSERT(cap >= 1, "room for the NUL");
+    /* The longest escape is 6 bytes (\u00XX), plus the NUL. */
+    for (size_t i = 0; s != NULL && s[i] != '\0' && j + 7 <= cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '"' || c == '\\') {
+            buf[j++] = '\\';
+            buf[j++] = (char)c;
+        } else if (c < 0x20 || c >= 0x7f) {
+            j += (size_t)snprintf(buf + j, cap - j, "\\u%04x", c);
+        } else {
+            buf[j++] = (char)c;
+        }
+    }
+    buf[j] = '\0';
+    return j;
 }

@@ -48,4 +48,11 @@ bool text_parse_hex_var(const char *s,
  * bytes). Returns @buf. */
 char *text_format_hex(const uint8_t *in, size_t len, char *buf);
 
+/* @s (NUL-terminated; NULL is empty) as the inside of a JSON string into
+ * @buf (@cap >= 1 bytes, always NUL-terminated): '"' and '\\' escaped,
+ * control bytes and bytes >= 0x7f as \u00XX. Stops before a character that
+ * would not fit whole (a truncated text, never a broken escape). Returns
+ * the length written. */
+size_t text_json_escape(const char *s, char *buf, size_t cap);
+
 #endif /* ONCE_COMMON_TEXT_H_ */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/text.h"
 #include "ingress/idem.h"
 
 static const uint8_t magic[4] = {'O', 'I', 'K', '1'};
@@ -217,23 +218,9 @@ size_t idem_problem(unsigned status,
                     size_t cap)
 {
     char esc[1024];
-    size_t j = 0;
     int n;
 
-    for (size_t i = 0;
-         detail != NULL && detail[i] != '\0' && j + 7 < sizeof esc; i++) {
-        unsigned char c = (unsigned char)detail[i];
-
-        if (c == '"' || c == '\\') {
-            esc[j++] = '\\';
-            esc[j++] = (char)c;
-        } else if (c < 0x20 || c >= 0x7f) {
-            j += (size_t)snprintf(esc + j, sizeof esc - j, "\\u%04x", c);
-        } else {
-            esc[j++] = (char)c;
-        }
-    }
-    esc[j] = '\0';
+    text_json_escape(detail, esc, sizeof esc);
     n = snprintf(buf, cap,
                  "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%u,"
                  "\"detail\":\"%s\"}\n",

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/text.h"
 #include "ingress/ingress.h"
 
 /* ------------------------------------------------------------------------
@@ -27,23 +28,9 @@ void ingress_response_clear(struct ingress_response *r)
 static void json_body(struct ingress_response *out, const char *reason)
 {
     char esc[ONCE_ERROR_MAX + 1];
-    size_t j = 0;
     int n;
 
-    for (size_t i = 0;
-         reason != NULL && reason[i] != '\0' && j + 7 < sizeof esc; i++) {
-        unsigned char c = (unsigned char)reason[i];
-
-        if (c == '"' || c == '\\') {
-            esc[j++] = '\\';
-            esc[j++] = (char)c;
-        } else if (c < 0x20 || c >= 0x7f) {
-            j += (size_t)snprintf(esc + j, sizeof esc - j, "\\u%04x", c);
-        } else {
-            esc[j++] = (char)c;
-        }
-    }
-    esc[j] = '\0';
+    text_json_escape(reason, esc, sizeof esc);
     free(out->body);
     out->body = malloc(sizeof esc + 64);
     if (out->body == NULL) {

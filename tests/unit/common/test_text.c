@@ -106,6 +106,26 @@ START_TEST(hex)
 }
 END_TEST
 
+/* JSON string escaping: quotes, backslashes, control and non-ASCII bytes;
+ * truncation only between characters; NULL is empty. */
+START_TEST(json_escape)
+{
+    char buf[64];
+
+    ck_assert_uint_eq(text_json_escape("a\"b\\c", buf, sizeof buf), 7);
+    ck_assert_str_eq(buf, "a\\\"b\\\\c");
+    ck_assert_uint_eq(text_json_escape("x\ny\x7f", buf, sizeof buf), 14);
+    ck_assert_str_eq(buf, "x\\u000ay\\u007f");
+    ck_assert_uint_eq(text_json_escape(NULL, buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "");
+    /* 8 bytes of room: "ab" fits, the escape of \n (6) would not. */
+    ck_assert_uint_eq(text_json_escape("ab\ncd", buf, 8), 2);
+    ck_assert_str_eq(buf, "ab");
+    ck_assert_uint_eq(text_json_escape("abcdefgh", buf, 1), 0);
+    ck_assert_str_eq(buf, "");
+}
+END_TEST
+
 Suite *text_suite(void)
 {
     Suite *s = suite_create("text");
@@ -115,6 +135,7 @@ Suite *text_suite(void)
     tcase_add_test(tc, integers);
     tcase_add_test(tc, ids);
     tcase_add_test(tc, hex);
+    tcase_add_test(tc, json_escape);
     suite_add_tcase(s, tc);
     return s;
 }
