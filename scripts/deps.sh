@@ -11,6 +11,8 @@ libssl-dev openssl libjansson-dev check python3 iptables libfaketime clojure
 libmicrohttpd-dev libcurl4-openssl-dev prometheus libsystemd-dev python3-yaml
 golang-go nodejs python3-venv python3-pip libgnutls28-dev
 clang-tools-14 cppcheck"
+# perf for bench/profile (scripts/test runs bench/profile/check).
+ONCE_DEPS="$ONCE_DEPS linux-perf"
 
 once_install_deps()
 {
