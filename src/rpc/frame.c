@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/pbwire.h"
 #include "once_rpc.pb-c.h"
 
 #define SAME(a, b) _Static_assert((int)(a) == (int)(b), #a " != " #b)
@@ -483,54 +484,78 @@ int envelope_decode(const uint8_t *buf,
  * Encode
  * ---------------------------------------------------------------------- */
 
-/* protobuf-c's message fields are not const; pack only reads them. */
-static void *unconst(const void *p)
-{
-    return (void *)(uintptr_t)p;
-}
-
-static void to_pb(const struct envelope_view *v, Once__Rpc__Envelope *e)
-{
-    once__rpc__envelope__init(e);
-    e->call_id = v->call_id;
-    e->method = (Once__Rpc__Method)v->method;
-    e->direction = (Once__Rpc__Direction)v->direction;
-    e->deadline_ms = v->deadline_ms;
-    e->status = (Once__Rpc__Status)v->status;
-    e->applied = (Once__Rpc__Applied)v->applied;
-    e->error.data = unconst(v->error);
-    e->error.len = v->error_len;
-    e->leader_hint.data = unconst(v->leader_hint);
-    e->leader_hint.len = v->leader_hint_len;
-    if (v->has_cluster_id) {
-        e->cluster_id.data = unconst(v->cluster_id);
-        e->cluster_id.len = RPC_ID_LEN;
-    }
-    e->node_id = v->node_id;
-    if (v->has_boot_id) {
-        e->boot_id.data = unconst(v->boot_id);
-        e->boot_id.len = RPC_ID_LEN;
-    }
-    e->group_id = v->group_id;
-    e->forwarded = v->forwarded;
-    e->caller_cert.data = unconst(v->caller_cert);
-    e->caller_cert.len = v->caller_cert_len;
-    e->body.data = unconst(v->body);
-    e->body.len = v->body_len;
-}
+/* The Envelope is packed by hand (common/pbwire.h), byte-identical to
+ * protobuf-c's packer (tests/unit/test_codec.c compares both on randomized
+ * views): it runs for every answer and every call, and protobuf-c's
+ * reflective packer cost several times more. The fields are the view's, so
+ * there is no field the encoder could miss; test_codec.c also checks that
+ * the schema's Envelope still has exactly the fields written here. */
+enum {
+    ENV_CALL_ID = 1,
+    ENV_METHOD = 2,
+    ENV_DIRECTION = 3,
+    ENV_DEADLINE_MS = 4,
+    ENV_STATUS = 5,
+    ENV_APPLIED = 6,
+    ENV_ERROR = 7,
+    ENV_LEADER_HINT = 8,
+    ENV_CLUSTER_ID = 9,
+    ENV_NODE_ID = 10,
+    ENV_BOOT_ID = 11,
+    ENV_GROUP_ID = 12,
+    ENV_BODY = 13,
+    ENV_FORWARDED = 14,
+    ENV_CALLER_CERT = 15,
+};
 
 size_t envelope_packed_size(const struct envelope_view *v)
 {
-    Once__Rpc__Envelope e;
-
-    to_pb(v, &e);
-    return once__rpc__envelope__get_packed_size(&e);
+    return pbw_size_u64_opt(ENV_CALL_ID, v->call_id) +
+           pbw_size_i32_opt(ENV_METHOD, (int32_t)v->method) +
+           pbw_size_i32_opt(ENV_DIRECTION, (int32_t)v->direction) +
+           pbw_size_u64_opt(ENV_DEADLINE_MS, v->deadline_ms) +
+           pbw_size_i32_opt(ENV_STATUS, (int32_t)v->status) +
+           pbw_size_i32_opt(ENV_APPLIED, (int32_t)v->applied) +
+           pbw_size_len_opt(ENV_ERROR, v->error_len) +
+           pbw_size_len_opt(ENV_LEADER_HINT, v->leader_hint_len) +
+           pbw_size_len_opt(ENV_CLUSTER_ID,
+                            v->has_cluster_id ? RPC_ID_LEN : 0) +
+           pbw_size_u64_opt(ENV_NODE_ID, v->node_id) +
+           pbw_size_len_opt(ENV_BOOT_ID, v->has_boot_id ? RPC_ID_LEN : 0) +
+           pbw_size_u64_opt(ENV_GROUP_ID, v->group_id) +
+           pbw_size_len_opt(ENV_BODY, v->body_len) +
+           pbw_size_u64_opt(ENV_FORWARDED, v->forwarded ? 1 : 0) +
+           pbw_size_len_opt(ENV_CALLER_CERT, v->caller_cert_len);
 }
 
-/* Validate @v and compute its frame size (header included). */
+/* Write @v's fields at @p in field-number order; returns the end. */
+static uint8_t *pack_fields(const struct envelope_view *v, uint8_t *p)
+{
+    p = pbw_put_u64_opt(p, ENV_CALL_ID, v->call_id);
+    p = pbw_put_i32_opt(p, ENV_METHOD, (int32_t)v->method);
+    p = pbw_put_i32_opt(p, ENV_DIRECTION, (int32_t)v->direction);
+    p = pbw_put_u64_opt(p, ENV_DEADLINE_MS, v->deadline_ms);
+    p = pbw_put_i32_opt(p, ENV_STATUS, (int32_t)v->status);
+    p = pbw_put_i32_opt(p, ENV_APPLIED, (int32_t)v->applied);
+    p = pbw_put_len_opt(p, ENV_ERROR, v->error, v->error_len);
+    p = pbw_put_len_opt(p, ENV_LEADER_HINT, v->leader_hint, v->leader_hint_len);
+    if (v->has_cluster_id) {
+        p = pbw_put_len_req(p, ENV_CLUSTER_ID, v->cluster_id, RPC_ID_LEN);
+    }
+    p = pbw_put_u64_opt(p, ENV_NODE_ID, v->node_id);
+    if (v->has_boot_id) {
+        p = pbw_put_len_req(p, ENV_BOOT_ID, v->boot_id, RPC_ID_LEN);
+    }
+    p = pbw_put_u64_opt(p, ENV_GROUP_ID, v->group_id);
+    p = pbw_put_len_opt(p, ENV_BODY, v->body, v->body_len);
+    p = pbw_put_bool_opt(p, ENV_FORWARDED, v->forwarded);
+    p = pbw_put_len_opt(p, ENV_CALLER_CERT, v->caller_cert, v->caller_cert_len);
+    return p;
+}
+
+/* Validate @v and compute its envelope size (header excluded). */
 static int prepare(const struct envelope_view *v,
                    size_t frame_max,
-                   Once__Rpc__Envelope *e,
                    size_t *env_len,
                    char *errmsg)
 {
@@ -539,8 +564,7 @@ static int prepare(const struct envelope_view *v,
     if (rv != 0) {
         return rv;
     }
-    to_pb(v, e);
-    *env_len = once__rpc__envelope__get_packed_size(e);
+    *env_len = envelope_packed_size(v);
     rv = check_len(*env_len, frame_max);
     if (rv != 0) {
         err_printf(errmsg, "envelope of %zu bytes: %s", *env_len,
@@ -554,9 +578,8 @@ int envelope_frame_size(const struct envelope_view *v,
                         size_t *need,
                         char *errmsg)
 {
-    Once__Rpc__Envelope e;
     size_t env_len;
-    int rv = prepare(v, frame_max, &e, &env_len, errmsg);
+    int rv = prepare(v, frame_max, &env_len, errmsg);
 
     if (rv != 0) {
         return rv;
@@ -570,15 +593,14 @@ size_t envelope_pack(const struct envelope_view *v,
                      uint8_t *buf,
                      size_t need)
 {
-    Once__Rpc__Envelope e;
     size_t packed;
     int rv;
 
     ONCE_ASSERT(need > FRAME_HEADER_LEN, "envelope_frame_size measured @v");
-    to_pb(v, &e);
     rv = frame_encode_header(need - FRAME_HEADER_LEN, frame_max, buf);
     ONCE_ASSERT(rv == 0, "envelope_frame_size checked the length");
-    packed = once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
+    packed = (size_t)(pack_fields(v, buf + FRAME_HEADER_LEN) -
+                      (buf + FRAME_HEADER_LEN));
     /* The caller's buffer holds what envelope_frame_size said, no more. */
     ONCE_ASSERT(packed == need - FRAME_HEADER_LEN,
                 "the envelope packs to its measured size");
@@ -611,13 +633,12 @@ int envelope_encode_alloc(const struct envelope_view *v,
                           size_t *out_len,
                           char *errmsg)
 {
-    Once__Rpc__Envelope e;
     size_t env_len, packed;
     uint8_t *buf;
     int rv;
 
     *out = NULL;
-    rv = prepare(v, frame_max, &e, &env_len, errmsg);
+    rv = prepare(v, frame_max, &env_len, errmsg);
     if (rv != 0) {
         return rv;
     }
@@ -631,8 +652,9 @@ int envelope_encode_alloc(const struct envelope_view *v,
         free(buf); /* UNTESTED: prepare checked the same length */
         return rv;
     }
-    packed = once__rpc__envelope__pack(&e, buf + FRAME_HEADER_LEN);
-    /* The buffer holds what get_packed_size said, and no more. */
+    packed = (size_t)(pack_fields(v, buf + FRAME_HEADER_LEN) -
+                      (buf + FRAME_HEADER_LEN));
+    /* The buffer holds what envelope_packed_size said, and no more. */
     ONCE_ASSERT(packed == env_len, "the envelope packs to its packed size");
     *out = buf;
     *out_len = FRAME_HEADER_LEN + env_len;
