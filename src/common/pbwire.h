@@ -23,7 +23,20 @@
  * buffer be shorter than the size it measured. Field numbers must be
  * 1..2^29-1 (a tag fits 32 bits).
  *
- * Pure, header-only (inlined into each encoder), reentrant. */
+ * The reader (pbr_*, pbwire.c) is the other half: a decoder of flat
+ * messages (scalars and bytes, field numbers 1..n) into the very structs
+ * protobuf-c's unpacker fills, for the hot messages a node reads (the
+ * Envelope, a ClaimRequest, the log's Claim). It accepts only what it can
+ * decode exactly as protobuf-c would and *declines* everything else (an
+ * unknown field, a field seen twice, a wrong wire type, a value a field's
+ * type would truncate, a truncated or over-long varint or length): the
+ * caller then unpacks the same bytes with protobuf-c, so every input
+ * protobuf-c refuses is still refused, by protobuf-c, with today's checks
+ * and budget. tests/fuzz/fuzz_codec.c checks that whatever the reader
+ * accepts, protobuf-c accepts with equal fields.
+ *
+ * The writers are header-only (inlined into each encoder); all of it is
+ * pure and reentrant. */
 #ifndef ONCE_COMMON_PBWIRE_H_
 #define ONCE_COMMON_PBWIRE_H_
 
@@ -31,6 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include <protobuf-c/protobuf-c.h>
 
 enum pbw_wire_type {
     PBW_VARINT = 0,
@@ -148,5 +163,51 @@ static inline uint8_t *pbw_put_len_opt(uint8_t *p,
 {
     return len != 0 ? pbw_put_len_req(p, field, data, len) : p;
 }
+
+/* --- the reader ------------------------------------------------------- */
+
+/* How a field is stored in its protobuf-c struct. */
+enum pbr_kind {
+    PBR_U64,   /* uint64_t, varint */
+    PBR_U32,   /* uint32_t, varint <= UINT32_MAX (else declined) */
+    PBR_ENUM,  /* a C enum (int), varint <= INT32_MAX (else declined) */
+    PBR_BOOL,  /* protobuf_c_boolean, any varint: != 0 */
+    PBR_BYTES, /* ProtobufCBinaryData, length-delimited; points into the
+                * input (data NULL when empty, as protobuf-c leaves it) */
+};
+
+struct pbr_field
+{
+    enum pbr_kind kind;
+    size_t offset; /* in the message struct */
+};
+
+/* A flat message: field number i (1..n) is fields[i - 1]. */
+struct pbr_spec
+{
+    const struct pbr_field *fields;
+    uint32_t n; /* 1..32 */
+};
+
+/* Decode the @len bytes at @buf into @msg (a struct the message's
+ * protobuf-c __init filled, so absent fields keep their defaults) by
+ * @spec. Returns true if every field was decoded; false if the reader
+ * declines (see above), and then @msg's fields are unspecified: the caller
+ * re-initialises it or uses protobuf-c's unpacker instead. Byte fields
+ * borrow from @buf. Reads nothing past @buf + @len. */
+bool pbr_parse(const struct pbr_spec *spec,
+               const uint8_t *buf,
+               size_t len,
+               void *msg);
+
+/* If the @len bytes at @buf are exactly one length-delimited field
+ * numbered @field (a message with one sub-message, the log's Command
+ * around a Claim), stores its contents in *@inner, *@inner_len and returns
+ * true; false (decline) for anything else. */
+bool pbr_only_field(const uint8_t *buf,
+                    size_t len,
+                    uint32_t field,
+                    const uint8_t **inner,
+                    size_t *inner_len);
 
 #endif /* ONCE_COMMON_PBWIRE_H_ */

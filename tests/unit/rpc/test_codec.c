@@ -154,6 +154,66 @@ static void same_bytes(const ProtobufCMessage *oracle,
     free(want);
 }
 
+/* If the hand-written decoder (common/pbwire.h's reader) accepts @buf,
+ * it reads every field as protobuf-c does; returns whether it accepted. */
+static bool fast_equals_protobuf_c(const ProtobufCMessageDescriptor *d,
+                                   const struct pbr_spec *spec,
+                                   const uint8_t *buf,
+                                   size_t len)
+{
+    void *fast = calloc(1, d->sizeof_message);
+    ProtobufCMessage *ref;
+
+    ck_assert_ptr_nonnull(fast);
+    protobuf_c_message_init(d, fast);
+    if (!pbr_parse(spec, buf, len, fast)) {
+        free(fast);
+        return false;
+    }
+    ref = protobuf_c_message_unpack(d, NULL, len, buf);
+    ck_assert_ptr_nonnull(ref);
+    for (uint32_t i = 0; i < spec->n; i++) {
+        const struct pbr_field *f = &spec->fields[i];
+        const char *a = (const char *)fast + f->offset;
+        const char *b = (const char *)ref + f->offset;
+
+        if (f->kind == PBR_BYTES) {
+            ProtobufCBinaryData x, y;
+
+            memcpy(&x, a, sizeof x);
+            memcpy(&y, b, sizeof y);
+            ck_assert_uint_eq(x.len, y.len);
+            ck_assert(x.len == 0 || memcmp(x.data, y.data, x.len) == 0);
+        } else {
+            size_t n = f->kind == PBR_U64 ? sizeof(uint64_t) : sizeof(int);
+
+            ck_assert_int_eq(memcmp(a, b, n), 0);
+        }
+    }
+    protobuf_c_message_free_unpacked(ref, NULL);
+    free(fast);
+    return true;
+}
+
+/* A negative enum is a 10-byte varint that the reader leaves to
+ * protobuf-c; everything else we write it must take. */
+static void fast_command_equals_protobuf_c(const uint8_t *buf,
+                                           size_t len,
+                                           bool must_accept)
+{
+    const uint8_t *inner;
+    size_t inner_len;
+
+    ck_assert(pbr_only_field(buf, len, 1, &inner, &inner_len));
+    ck_assert(fast_equals_protobuf_c(&once__log__claim__descriptor,
+                                     &command_claim_pbr_spec, inner,
+                                     inner_len) == must_accept);
+    /* A ClaimRequest has the same fields, numbers and types. */
+    ck_assert(fast_equals_protobuf_c(&once__rpc__claim_request__descriptor,
+                                     &claim_request_pbr_spec, inner,
+                                     inner_len) == must_accept);
+}
+
 /* ------------------------------------------------------------------------
  * Envelope
  * ---------------------------------------------------------------------- */
@@ -263,6 +323,11 @@ START_TEST(envelope_matches_protobuf_c)
                           need);
         view_to_pb(&v, &e);
         same_bytes(&e.base, frame + FRAME_HEADER_LEN, need - FRAME_HEADER_LEN);
+        /* What we write, the hand-written decoder takes (no protobuf-c on
+         * the hot path), with protobuf-c's fields. */
+        ck_assert(fast_equals_protobuf_c(
+            &once__rpc__envelope__descriptor, &envelope_pbr_spec,
+            frame + FRAME_HEADER_LEN, need - FRAME_HEADER_LEN));
         /* And it reads back as what was packed. */
         ck_assert_int_eq(
             envelope_decode(frame + FRAME_HEADER_LEN, need - FRAME_HEADER_LEN,
@@ -519,6 +584,7 @@ START_TEST(claim_command_matches_protobuf_c)
         pc.cmd_case = ONCE__LOG__COMMAND__CMD_CLAIM;
         pc.claim = &pm;
         same_bytes(&pc.base, out, len);
+        fast_command_equals_protobuf_c(out, len, (int)c->kind >= 0);
         free(out);
     }
 }
@@ -700,6 +766,61 @@ START_TEST(schema_is_what_the_encoders_write)
 }
 END_TEST
 
+/* The reader declines, leaving the bytes to protobuf-c, whatever it could
+ * not decode exactly as protobuf-c does. */
+START_TEST(reader_declines_the_unusual)
+{
+    /* ClaimRequest { scope "s" (1), kind 1 (5) } and variations. */
+    static const struct
+    {
+        const char *why;
+        uint8_t b[16];
+        size_t len;
+        bool accepted;
+    } cases[] = {
+        {"plain", {0x0a, 1, 's', 0x28, 1}, 5, true},
+        {"empty", {0}, 0, true},
+        {"bool 2 is true", {0x38, 2}, 2, true},
+        {"padded varint", {0x28, 0x81, 0x00}, 3, true},
+        {"unknown field 99", {0x0a, 1, 's', 0x98, 0x06, 5}, 6, false},
+        {"field 14", {0x70, 1}, 2, false},
+        {"field 0", {0x00, 1}, 2, false},
+        {"field 0, long tag", {0x80, 0x00, 1}, 3, false},
+        {"repeated field", {0x28, 1, 0x28, 2}, 4, false},
+        {"repeated bytes", {0x0a, 1, 's', 0x0a, 0}, 5, false},
+        {"bytes as varint", {0x08, 1}, 2, false},
+        {"varint as bytes", {0x2a, 1, 1}, 3, false},
+        {"fixed64 wire type", {0x29, 0, 0, 0, 0, 0, 0, 0, 0}, 9, false},
+        {"group wire type", {0x2b}, 1, false},
+        {"negative enum",
+         {0x28, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+         11,
+         false},
+        {"uint32 over 32 bits", {0x60, 0x80, 0x80, 0x80, 0x80, 0x10}, 6, false},
+        {"varint over 64 bits",
+         {0x30, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02},
+         11,
+         false},
+        {"varint unterminated", {0x30, 0xff}, 2, false},
+        {"bytes past the end", {0x0a, 5, 's'}, 3, false},
+        {"tag unterminated", {0x80}, 1, false},
+    };
+    Once__Rpc__ClaimRequest m;
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        once__rpc__claim_request__init(&m);
+        ck_assert_msg(pbr_parse(&claim_request_pbr_spec, cases[i].b,
+                                cases[i].len, &m) == cases[i].accepted,
+                      "%s", cases[i].why);
+        if (cases[i].accepted) {
+            ck_assert(fast_equals_protobuf_c(
+                &once__rpc__claim_request__descriptor, &claim_request_pbr_spec,
+                cases[i].b, cases[i].len));
+        }
+    }
+}
+END_TEST
+
 Suite *codec_suite(void)
 {
     Suite *s = suite_create("codec");
@@ -715,6 +836,7 @@ Suite *codec_suite(void)
     tcase_add_test(tc, batch_matches_protobuf_c);
     tcase_add_test(tc, batch_bounds);
     tcase_add_test(tc, schema_is_what_the_encoders_write);
+    tcase_add_test(tc, reader_declines_the_unusual);
     suite_add_tcase(s, tc);
     return s;
 }
