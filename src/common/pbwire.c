@@ -17,13 +17,18 @@
 
 /* Read a varint of at most @max bytes (<= 10). Returns its length, or 0
  * if it is unterminated within @max bytes or @len, or over 64 bits. */
-static size_t read_varint(const uint8_t *p,
-                          size_t len,
-                          size_t max,
-                          uint64_t *out)
+static inline size_t read_varint(const uint8_t *p,
+                                 size_t len,
+                                 size_t max,
+                                 uint64_t *out)
 {
     uint64_t v = 0;
 
+    /* Tags, lengths and small values are one byte: the common case. */
+    if (len > 0 && p[0] < 0x80) {
+        *out = p[0];
+        return 1;
+    }
     if (max > len) {
         max = len;
     }
