@@ -857,15 +857,17 @@ int envelope_unpack_body(struct envelope_view *v,
     v->over_budget = false;
     v->nomem = false;
     if (d == &once__rpc__claim_request__descriptor) {
-        /* Every claim: the hand-written decoder first (see above). */
-        Once__Rpc__ClaimRequest *m =
-            v->pb.alloc(v->pb.allocator_data, sizeof *m);
+        /* Every claim: the hand-written decoder first (see above), on the
+         * stack, so that a decline costs the budget nothing. */
+        Once__Rpc__ClaimRequest fast, *m;
 
-        if (m == NULL) {
-            return unpack_failed(v, d->short_name, errmsg); /* UNTESTED */
-        }
-        once__rpc__claim_request__init(m);
-        if (pbr_parse(&claim_request_pbr_spec, v->body, v->body_len, m)) {
+        once__rpc__claim_request__init(&fast);
+        if (pbr_parse(&claim_request_pbr_spec, v->body, v->body_len, &fast)) {
+            m = v->pb.alloc(v->pb.allocator_data, sizeof *m);
+            if (m == NULL) {
+                return unpack_failed(v, d->short_name, errmsg); /* UNTESTED */
+            }
+            *m = fast;
             *out = &m->base;
             return 0;
         }
