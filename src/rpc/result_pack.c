@@ -5,8 +5,9 @@
  * in field-number order, with the rules of common/pbwire.h: the writer's
  * output has the size's length exactly (asserted by the callers), and both
  * equal protobuf-c's (tests/unit/test_codec.c). A sub-message's length is
- * written before its bytes, so the writer computes the sizes of the Result,
- * its owner token and its attempts again, as protobuf-c's packer does. */
+ * written before its bytes: result_pack_size keeps the sizes of the Result,
+ * its owner token and its attempts in a plan that result_pack writes from,
+ * so each is measured once (protobuf-c's packer measures them twice). */
 #include "rpc/result_pack.h"
 
 #include <string.h>
@@ -110,7 +111,8 @@ static uint8_t *attempt_write(const Once__Rpc__Attempt *a, uint8_t *p)
 
 /* --- Result ------------------------------------------------------------- */
 
-static size_t result_size(const Once__Rpc__Result *r)
+static size_t result_size(const Once__Rpc__Result *r,
+                          struct result_pack_plan *plan)
 {
     size_t n = pbw_size_i32_opt(RES_OUTCOME, (int32_t)r->outcome) +
                pbw_size_u64_opt(RES_RETRY, r->retry != 0) +
@@ -121,11 +123,14 @@ static size_t result_size(const Once__Rpc__Result *r)
                pbw_size_u64_opt(RES_ATTEMPTS_TOTAL, r->attempts_total);
 
     for (size_t i = 0; i < r->n_attempts; i++) {
-        n += pbw_size_len_req(RES_ATTEMPTS, attempt_size(r->attempts[i]));
+        plan->attempts[i] = attempt_size(r->attempts[i]);
+        n += pbw_size_len_req(RES_ATTEMPTS, plan->attempts[i]);
     }
     n += pbw_size_u64_opt(RES_HAS_OWNER_TOKEN, r->has_owner_token != 0);
+    plan->token = 0;
     if (r->owner_token != NULL) {
-        n += pbw_size_len_req(RES_OWNER_TOKEN, token_size(r->owner_token));
+        plan->token = token_size(r->owner_token);
+        n += pbw_size_len_req(RES_OWNER_TOKEN, plan->token);
     }
     return n + pbw_size_len_opt(RES_RESULT, r->result.len) +
            pbw_size_len_opt(RES_STORED_ERROR, r->stored_error.len) +
@@ -143,7 +148,9 @@ static size_t result_size(const Once__Rpc__Result *r)
            pbw_size_u64_opt(RES_SLIDING, r->sliding != 0);
 }
 
-static uint8_t *result_write(const Once__Rpc__Result *r, uint8_t *p)
+static uint8_t *result_write(const Once__Rpc__Result *r,
+                             const struct result_pack_plan *plan,
+                             uint8_t *p)
 {
     p = pbw_put_i32_opt(p, RES_OUTCOME, (int32_t)r->outcome);
     p = pbw_put_bool_opt(p, RES_RETRY, r->retry != 0);
@@ -155,12 +162,12 @@ static uint8_t *result_write(const Once__Rpc__Result *r, uint8_t *p)
     p = pbw_put_u64_opt(p, RES_FIRST_TIME_MS, r->first_time_ms);
     p = pbw_put_u64_opt(p, RES_ATTEMPTS_TOTAL, r->attempts_total);
     for (size_t i = 0; i < r->n_attempts; i++) {
-        p = pbw_put_len_head(p, RES_ATTEMPTS, attempt_size(r->attempts[i]));
+        p = pbw_put_len_head(p, RES_ATTEMPTS, plan->attempts[i]);
         p = attempt_write(r->attempts[i], p);
     }
     p = pbw_put_bool_opt(p, RES_HAS_OWNER_TOKEN, r->has_owner_token != 0);
     if (r->owner_token != NULL) {
-        p = pbw_put_len_head(p, RES_OWNER_TOKEN, token_size(r->owner_token));
+        p = pbw_put_len_head(p, RES_OWNER_TOKEN, plan->token);
         p = token_write(r->owner_token, p);
     }
     p = pbw_put_len_opt(p, RES_RESULT, r->result.data, r->result.len);
@@ -238,6 +245,7 @@ bool result_pack_known(const ProtobufCMessage *m)
         return true;
     }
     if (r->base.n_unknown_fields != 0 ||
+        r->n_attempts > RESULT_PACK_ATTEMPTS_MAX ||
         (r->owner_token != NULL &&
          r->owner_token->base.n_unknown_fields != 0)) {
         return false;
@@ -250,27 +258,33 @@ bool result_pack_known(const ProtobufCMessage *m)
     return true;
 }
 
-size_t result_pack_size(const ProtobufCMessage *m)
+size_t result_pack_size(const ProtobufCMessage *m,
+                        struct result_pack_plan *plan)
 {
     uint64_t served_by;
     const Once__Rpc__Result *r = response_result(m, &served_by);
     size_t n = pbw_size_u64_opt(LOOKUP_SERVED_BY, served_by);
 
+    plan->result = 0;
     if (r != NULL) {
-        n += pbw_size_len_req(RESP_RESULT, result_size(r));
+        plan->result = result_size(r, plan);
+        n += pbw_size_len_req(RESP_RESULT, plan->result);
     }
+    plan->total = n;
     return n;
 }
 
-size_t result_pack(const ProtobufCMessage *m, uint8_t *out)
+size_t result_pack(const ProtobufCMessage *m,
+                   const struct result_pack_plan *plan,
+                   uint8_t *out)
 {
     uint64_t served_by;
     const Once__Rpc__Result *r = response_result(m, &served_by);
     uint8_t *p = out;
 
     if (r != NULL) {
-        p = pbw_put_len_head(p, RESP_RESULT, result_size(r));
-        p = result_write(r, p);
+        p = pbw_put_len_head(p, RESP_RESULT, plan->result);
+        p = result_write(r, plan, p);
     }
     p = pbw_put_u64_opt(p, LOOKUP_SERVED_BY, served_by);
     return (size_t)(p - out);

@@ -24,17 +24,36 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+/* Attempts a Result may list on this path (the fsm keeps at most 5); a
+ * Result with more takes protobuf-c's. */
+#define RESULT_PACK_ATTEMPTS_MAX 8
+
+/* The sizes result_pack_size measures for result_pack, so that the
+ * Result, its owner token and its attempts are sized once per answer
+ * (their lengths precede them on the wire). The caller's, on its stack;
+ * valid for the message it was measured on, while it is unchanged. */
+struct result_pack_plan
+{
+    size_t total;
+    size_t result;
+    size_t token;
+    size_t attempts[RESULT_PACK_ATTEMPTS_MAX];
+};
+
 /* Whether @m is a Claim-, Complete-, Release-, Lookup- or ForgetResponse
  * that result_pack_size and result_pack handle. */
 bool result_pack_known(const ProtobufCMessage *m);
 
 /* protobuf_c_message_get_packed_size(@m), for a message result_pack_known
- * accepts. */
-size_t result_pack_size(const ProtobufCMessage *m);
+ * accepts; fills @plan. */
+size_t result_pack_size(const ProtobufCMessage *m,
+                        struct result_pack_plan *plan);
 
-/* protobuf_c_message_pack(@m, @out): writes exactly result_pack_size(@m)
- * bytes at @out (the caller's, at least that long) and returns that
- * number. Same precondition. */
-size_t result_pack(const ProtobufCMessage *m, uint8_t *out);
+/* protobuf_c_message_pack(@m, @out) with the @plan result_pack_size made
+ * for @m: writes exactly plan->total bytes at @out (the caller's, at least
+ * that long) and returns that number. */
+size_t result_pack(const ProtobufCMessage *m,
+                   const struct result_pack_plan *plan,
+                   uint8_t *out);
 
 #endif /* ONCE_RPC_RESULT_PACK_H_ */

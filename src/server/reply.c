@@ -30,11 +30,12 @@ void reply_error(struct rpc_call *call,
 void reply_msg(struct rpc_call *call, const ProtobufCMessage *msg)
 {
     struct rpc_reply r;
+    struct result_pack_plan plan;
     /* The record methods' answers (every claim's) are packed by hand, the
      * rest by protobuf-c: the same bytes (rpc/result_pack.h). */
     bool fast = result_pack_known(msg);
-    size_t len =
-        fast ? result_pack_size(msg) : protobuf_c_message_get_packed_size(msg);
+    size_t len = fast ? result_pack_size(msg, &plan)
+                      : protobuf_c_message_get_packed_size(msg);
     /* A claim's answer is ~100 bytes: no malloc for it (rpc_call_reply
      * copies the body into the frame). */
     uint8_t small[512];
@@ -47,7 +48,8 @@ void reply_msg(struct rpc_call *call, const ProtobufCMessage *msg)
                     "out of memory encoding the answer", NULL);
         return;
     }
-    packed = fast ? result_pack(msg, buf) : protobuf_c_message_pack(msg, buf);
+    packed =
+        fast ? result_pack(msg, &plan, buf) : protobuf_c_message_pack(msg, buf);
     ONCE_ASSERT(packed == len, "the answer packs to its measured size");
     memset(&r, 0, sizeof r);
     r.status = RPC_STATUS_OK;
