@@ -1,9 +1,12 @@
 #include "fsm/command.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
+#include "common/pbwire.h"
 #include "once_log.pb-c.h"
 
 void command_decoder_init(struct command_decoder *d)
@@ -233,6 +236,49 @@ static void decode_bootstrap(struct command_decoder *d,
     out->u.bootstrap = b;
 }
 
+/* A Command holding one Claim, every claim of the log, is read by
+ * common/pbwire.h's reader straight into a Once__Log__Claim (its bytes
+ * borrowed from @buf), several times cheaper than protobuf-c's unpacker;
+ * decode_claim then checks it as any other. The reader declines what it
+ * cannot decode exactly as protobuf-c does (unknown or repeated fields,
+ * wrong wire types, values a type would truncate, malformed bytes), and
+ * those commands are unpacked by protobuf-c as before
+ * (tests/fuzz/fuzz_codec.c compares the two). */
+#define F(kind, member)                            \
+    {                                              \
+        (kind), offsetof(Once__Log__Claim, member) \
+    }
+static const struct pbr_field claim_fields[] = {
+    F(PBR_BYTES, scope),        F(PBR_BYTES, key),    F(PBR_BYTES, request_id),
+    F(PBR_BYTES, execution_id), F(PBR_ENUM, kind),    F(PBR_U64, ttl_ms),
+    F(PBR_BOOL, has_ts),        F(PBR_U64, ts_ms),    F(PBR_U64, window_ms),
+    F(PBR_BYTES, payload_hash), F(PBR_U64, lease_ms), F(PBR_U32, max_uses),
+    F(PBR_BOOL, sliding),
+};
+#undef F
+const struct pbr_spec command_claim_pbr_spec = {
+    claim_fields, sizeof claim_fields / sizeof claim_fields[0]};
+
+static bool decode_claim_fast(const uint8_t *buf,
+                              size_t len,
+                              struct fsm_cmd *out)
+{
+    Once__Log__Claim m;
+    const uint8_t *inner;
+    size_t inner_len;
+
+    if (!pbr_only_field(buf, len, ONCE__LOG__COMMAND__CMD_CLAIM, &inner,
+                        &inner_len)) {
+        return false;
+    }
+    once__log__claim__init(&m);
+    if (!pbr_parse(&command_claim_pbr_spec, inner, inner_len, &m)) {
+        return false;
+    }
+    decode_claim(&m, out);
+    return true;
+}
+
 void command_decode(struct command_decoder *d,
                     const uint8_t *buf,
                     size_t len,
@@ -241,6 +287,10 @@ void command_decode(struct command_decoder *d,
     Once__Log__Command *m;
     const char *why;
 
+    memset(out, 0, sizeof *out);
+    if (decode_claim_fast(buf, len, out)) {
+        return;
+    }
     memset(out, 0, sizeof *out);
     m = once__log__command__unpack(&d->cmd_arena.pb, len, buf);
     if (m == NULL) {
@@ -421,7 +471,6 @@ struct encoding
 {
     Once__Log__Command cmd;
     union {
-        Once__Log__Claim claim;
         Once__Log__Complete complete;
         Once__Log__Release release;
         Once__Log__Lookup lookup;
@@ -439,36 +488,6 @@ struct encoding
     Once__Log__Member members[FSM_MEMBERS_MAX];
     Once__Log__Member *member_ptrs[FSM_MEMBERS_MAX];
 };
-
-static int encode_claim(const struct fsm_claim *c, struct encoding *e)
-{
-    Once__Log__Claim *m = &e->u.claim;
-
-    if (ident_too_big(c->scope_len, c->key_len) ||
-        c->execution_id_len > FSM_EXECUTION_ID_MAX ||
-        c->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
-        return FSM_E_TOOBIG;
-    }
-    once__log__claim__init(m);
-    m->scope = bin(c->scope, c->scope_len);
-    m->key = bin(c->key, c->key_len);
-    m->request_id = bin(c->request_id, FSM_REQUEST_ID_LEN);
-    m->execution_id = bin(c->execution_id, c->execution_id_len);
-    m->kind = (Once__Log__Kind)c->kind;
-    m->ttl_ms = c->ttl_ms;
-    m->has_ts = c->has_ts;
-    m->ts_ms = c->ts_ms;
-    m->window_ms = c->window_ms;
-    m->payload_hash = bin(c->payload_hash, c->payload_hash_len);
-    m->lease_ms = c->lease_ms;
-    /* 1 means what 0 does: left out, so a single-use claim encodes as it
-     * did before schema 3. */
-    m->max_uses = c->max_uses > 1 ? c->max_uses : 0;
-    m->sliding = c->sliding;
-    e->cmd.cmd_case = ONCE__LOG__COMMAND__CMD_CLAIM;
-    e->cmd.claim = m;
-    return 0;
-}
 
 static int encode_complete(const struct fsm_complete *c, struct encoding *e)
 {
@@ -612,6 +631,94 @@ static void encode_small(const struct fsm_cmd *c, struct encoding *e)
     }
 }
 
+/* A claim, the one command of the hot path, is packed by hand
+ * (common/pbwire.h) to the bytes protobuf-c would write for it
+ * (tests/unit/test_codec.c compares both): Command { claim = 1 } around the
+ * Claim's fields in number order. Its fields are struct fsm_claim's, so none
+ * can be missed; test_codec.c checks the schema still has exactly these. */
+enum {
+    CMD_CLAIM = 1,
+    CLAIM_SCOPE = 1,
+    CLAIM_KEY = 2,
+    CLAIM_REQUEST_ID = 3,
+    CLAIM_EXECUTION_ID = 4,
+    CLAIM_KIND = 5,
+    CLAIM_TTL_MS = 6,
+    CLAIM_HAS_TS = 7,
+    CLAIM_TS_MS = 8,
+    CLAIM_WINDOW_MS = 9,
+    CLAIM_PAYLOAD_HASH = 10,
+    CLAIM_LEASE_MS = 11,
+    CLAIM_MAX_USES = 12,
+    CLAIM_SLIDING = 13,
+};
+
+/* 1 means what 0 does: left out, so a single-use claim encodes as it did
+ * before schema 3. */
+static uint32_t wire_max_uses(const struct fsm_claim *c)
+{
+    return c->max_uses > 1 ? c->max_uses : 0;
+}
+
+static size_t claim_size(const struct fsm_claim *c)
+{
+    return pbw_size_len_opt(CLAIM_SCOPE, c->scope_len) +
+           pbw_size_len_opt(CLAIM_KEY, c->key_len) +
+           pbw_size_len_req(CLAIM_REQUEST_ID, FSM_REQUEST_ID_LEN) +
+           pbw_size_len_opt(CLAIM_EXECUTION_ID, c->execution_id_len) +
+           pbw_size_i32_opt(CLAIM_KIND, (int32_t)c->kind) +
+           pbw_size_u64_opt(CLAIM_TTL_MS, c->ttl_ms) +
+           pbw_size_u64_opt(CLAIM_HAS_TS, c->has_ts) +
+           pbw_size_u64_opt(CLAIM_TS_MS, c->ts_ms) +
+           pbw_size_u64_opt(CLAIM_WINDOW_MS, c->window_ms) +
+           pbw_size_len_opt(CLAIM_PAYLOAD_HASH, c->payload_hash_len) +
+           pbw_size_u64_opt(CLAIM_LEASE_MS, c->lease_ms) +
+           pbw_size_u64_opt(CLAIM_MAX_USES, wire_max_uses(c)) +
+           pbw_size_u64_opt(CLAIM_SLIDING, c->sliding);
+}
+
+static uint8_t *claim_write(const struct fsm_claim *c, uint8_t *p)
+{
+    p = pbw_put_len_opt(p, CLAIM_SCOPE, c->scope, c->scope_len);
+    p = pbw_put_len_opt(p, CLAIM_KEY, c->key, c->key_len);
+    p = pbw_put_len_req(p, CLAIM_REQUEST_ID, c->request_id, FSM_REQUEST_ID_LEN);
+    p = pbw_put_len_opt(p, CLAIM_EXECUTION_ID, c->execution_id,
+                        c->execution_id_len);
+    p = pbw_put_i32_opt(p, CLAIM_KIND, (int32_t)c->kind);
+    p = pbw_put_u64_opt(p, CLAIM_TTL_MS, c->ttl_ms);
+    p = pbw_put_bool_opt(p, CLAIM_HAS_TS, c->has_ts);
+    p = pbw_put_u64_opt(p, CLAIM_TS_MS, c->ts_ms);
+    p = pbw_put_u64_opt(p, CLAIM_WINDOW_MS, c->window_ms);
+    p = pbw_put_len_opt(p, CLAIM_PAYLOAD_HASH, c->payload_hash,
+                        c->payload_hash_len);
+    p = pbw_put_u64_opt(p, CLAIM_LEASE_MS, c->lease_ms);
+    p = pbw_put_u64_opt(p, CLAIM_MAX_USES, wire_max_uses(c));
+    return pbw_put_bool_opt(p, CLAIM_SLIDING, c->sliding);
+}
+
+static int pack_claim(const struct fsm_claim *c, uint8_t **out, size_t *len)
+{
+    size_t inner, size;
+    uint8_t *buf, *end;
+
+    if (ident_too_big(c->scope_len, c->key_len) ||
+        c->execution_id_len > FSM_EXECUTION_ID_MAX ||
+        c->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
+        return FSM_E_TOOBIG;
+    }
+    inner = claim_size(c);
+    size = pbw_size_len_req(CMD_CLAIM, inner);
+    buf = malloc(size);
+    if (buf == NULL) {
+        return -ENOMEM;
+    }
+    end = claim_write(c, pbw_put_len_head(buf, CMD_CLAIM, inner));
+    ONCE_ASSERT((size_t)(end - buf) == size, "the claim packs to its size");
+    *out = buf;
+    *len = size;
+    return 0;
+}
+
 int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
 {
     struct encoding e;
@@ -620,8 +727,7 @@ int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
     once__log__command__init(&e.cmd);
     switch (cmd->type) {
         case FSM_CMD_CLAIM:
-            rv = encode_claim(&cmd->u.claim, &e);
-            break;
+            return pack_claim(&cmd->u.claim, out, len);
         case FSM_CMD_COMPLETE:
             rv = encode_complete(&cmd->u.complete, &e);
             break;
@@ -660,6 +766,15 @@ int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
     return pack(&e.cmd.base, out, len);
 }
 
+/* The Batch is packed by hand too (the leader packs one per log entry, up
+ * to FSM_BATCH_COMMANDS_MAX commands): schema_version, leader_time_ms, then
+ * every command, each written even if empty, as protobuf-c does. */
+enum {
+    BATCH_SCHEMA_VERSION = 1,
+    BATCH_LEADER_TIME_MS = 2,
+    BATCH_COMMANDS = 3,
+};
+
 int command_encode_batch_with(uint32_t schema_version,
                               uint64_t leader_time_ms,
                               const uint8_t *const *cmds,
@@ -669,37 +784,39 @@ int command_encode_batch_with(uint32_t schema_version,
                               void *arg,
                               size_t *len)
 {
-    Once__Log__Batch b = ONCE__LOG__BATCH__INIT;
-    ProtobufCBinaryData *bins;
-    uint8_t *buf;
+    uint8_t *buf, *p;
     size_t size;
 
     if (n > FSM_BATCH_COMMANDS_MAX) {
         return FSM_E_TOOBIG;
     }
-    bins = malloc((n > 0 ? n : 1) * sizeof *bins);
-    if (bins == NULL) {
-        return -ENOMEM;
-    }
+    size = pbw_size_u64_opt(BATCH_SCHEMA_VERSION, schema_version) +
+           pbw_size_u64_opt(BATCH_LEADER_TIME_MS, leader_time_ms);
     for (size_t i = 0; i < n; i++) {
-        bins[i] = bin(cmds[i], cmd_lens[i]);
+        /* Each term is bounded by FSM_BATCH_MAX below before it is added,
+         * so the sum cannot wrap. */
+        if (cmd_lens[i] > FSM_BATCH_MAX) {
+            return FSM_E_TOOBIG;
+        }
+        size += pbw_size_len_req(BATCH_COMMANDS, cmd_lens[i]);
+        if (size > FSM_BATCH_MAX) {
+            return FSM_E_TOOBIG;
+        }
     }
-    b.schema_version = schema_version;
-    b.leader_time_ms = leader_time_ms;
-    b.n_commands = n;
-    b.commands = bins;
-    size = protobuf_c_message_get_packed_size(&b.base);
     if (size > FSM_BATCH_MAX) {
-        free(bins);
         return FSM_E_TOOBIG;
     }
     buf = get_buf(arg, size);
     if (buf == NULL) {
-        free(bins);
         return -ENOMEM;
     }
-    *len = protobuf_c_message_pack(&b.base, buf);
-    free(bins);
+    p = pbw_put_u64_opt(buf, BATCH_SCHEMA_VERSION, schema_version);
+    p = pbw_put_u64_opt(p, BATCH_LEADER_TIME_MS, leader_time_ms);
+    for (size_t i = 0; i < n; i++) {
+        p = pbw_put_len_req(p, BATCH_COMMANDS, cmds[i], cmd_lens[i]);
+    }
+    ONCE_ASSERT((size_t)(p - buf) == size, "the batch packs to its size");
+    *len = size;
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/arena.h"
+#include "common/pbwire.h"
 #include "fsm/fsm.h"
 
 /* A decoded batch envelope. Command byte strings are borrowed from the
@@ -61,6 +62,12 @@ void command_decode(struct command_decoder *d,
                     const uint8_t *buf,
                     size_t len,
                     struct fsm_cmd *out);
+
+/* The reader table (common/pbwire.h) of the hand-written decoder that
+ * command_decode tries first for a Command holding one Claim (the
+ * Once__Log__Claim struct); what it declines goes to protobuf-c. Exposed
+ * for tests/fuzz/fuzz_codec.c, which compares it with protobuf-c. */
+extern const struct pbr_spec command_claim_pbr_spec;
 
 /* Release what the decoded commands point into. */
 void command_decoder_reset(struct command_decoder *d);

@@ -26,6 +26,7 @@
 
 #include "common/arena.h"
 #include "common/err.h"
+#include "common/pbwire.h"
 
 #define FRAME_HEADER_LEN 4
 /* Default largest envelope (docs/design.md §5); callers pass their own limit.
@@ -258,6 +259,13 @@ const ProtobufCMessageDescriptor *envelope_body_descriptor(
 int envelope_unpack_body(struct envelope_view *v,
                          ProtobufCMessage **out,
                          char *errmsg);
+
+/* The reader tables (common/pbwire.h) of the hand-written decoders that
+ * envelope_decode and envelope_unpack_body try first: Once__Rpc__Envelope
+ * and Once__Rpc__ClaimRequest. What they decline goes to protobuf-c.
+ * Exposed for tests/fuzz/fuzz_codec.c, which compares them with protobuf-c. */
+extern const struct pbr_spec envelope_pbr_spec;
+extern const struct pbr_spec claim_request_pbr_spec;
 
 /* Names for logs and tests ("CLAIM", "UNAVAILABLE", "unknown" ...). */
 const char *rpc_method_name(enum rpc_method m);

@@ -1,0 +1,167 @@
+/* common/pbwire.c: the reader half of the protobuf wire code (pbwire.h).
+ *
+ * What protobuf-c 1.4 does on each path this reader accepts, so the two
+ * agree (the fuzz target checks it):
+ *   - a tag is a varint of at most 5 bytes; field number = tag >> 3;
+ *   - varint fields: uint64 takes the whole value (at most 10 bytes);
+ *     uint32 and enums take its low 32 bits, so only values that fit are
+ *     accepted here; bool is true iff any payload bit is set (value != 0);
+ *   - a length prefix has at most 5 bytes, is at most INT_MAX and the data
+ *     must fit; empty bytes leave data NULL;
+ *   - a field seen again replaces the first (last wins). Declined here
+ *     instead: protobuf-c allocates per occurrence, which can hit the
+ *     decode budget of rpc/frame.c, so repeats stay on its path. */
+#include "common/pbwire.h"
+
+#include <limits.h>
+
+/* Read a varint of at most @max bytes (<= 10). Returns its length, or 0
+ * if it is unterminated within @max bytes or @len, or over 64 bits. */
+static inline size_t read_varint(const uint8_t *p,
+                                 size_t len,
+                                 size_t max,
+                                 uint64_t *out)
+{
+    uint64_t v = 0;
+
+    /* Tags, lengths and small values are one byte: the common case. */
+    if (len > 0 && p[0] < 0x80) {
+        *out = p[0];
+        return 1;
+    }
+    if (max > len) {
+        max = len;
+    }
+    for (size_t i = 0; i < max; i++) {
+        if (i == 9 && p[i] > 1) {
+            return 0; /* bits past 64 */
+        }
+        v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if ((p[i] & 0x80) == 0) {
+            *out = v;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* A length-delimited payload at @p: returns the prefix length and sets
+ * *n, or 0 if it does not pass protobuf-c's rules above. */
+static size_t read_len(const uint8_t *p, size_t len, uint64_t *n)
+{
+    size_t h = read_varint(p, len, 5, n);
+
+    if (h == 0 || *n > INT_MAX || *n > len - h) {
+        return 0;
+    }
+    return h;
+}
+
+static bool store(const struct pbr_field *f,
+                  unsigned wire,
+                  const uint8_t *p,
+                  size_t len,
+                  size_t *used,
+                  char *base)
+{
+    uint64_t v;
+    size_t h;
+
+    if (f->kind == PBR_BYTES) {
+        ProtobufCBinaryData b;
+
+        if (wire != PBW_LEN || (h = read_len(p, len, &v)) == 0) {
+            return false;
+        }
+        b.len = (size_t)v;
+        b.data = v > 0 ? (uint8_t *)(uintptr_t)(p + h) : NULL;
+        memcpy(base + f->offset, &b, sizeof b);
+        *used = h + (size_t)v;
+        return true;
+    }
+    if (wire != PBW_VARINT || (h = read_varint(p, len, 10, &v)) == 0) {
+        return false;
+    }
+    *used = h;
+    switch (f->kind) {
+        case PBR_U64:
+            memcpy(base + f->offset, &v, sizeof v);
+            return true;
+        case PBR_U32: {
+            uint32_t u = (uint32_t)v;
+
+            if (v > UINT32_MAX) {
+                return false;
+            }
+            memcpy(base + f->offset, &u, sizeof u);
+            return true;
+        }
+        case PBR_ENUM: {
+            int e = (int)v;
+
+            if (v > INT32_MAX) {
+                return false;
+            }
+            memcpy(base + f->offset, &e, sizeof e);
+            return true;
+        }
+        default: { /* PBR_BOOL */
+            protobuf_c_boolean b = v != 0;
+
+            memcpy(base + f->offset, &b, sizeof b);
+            return true;
+        }
+    }
+}
+
+bool pbr_parse(const struct pbr_spec *spec,
+               const uint8_t *buf,
+               size_t len,
+               void *msg)
+{
+    uint32_t seen = 0;
+    size_t at = 0;
+
+    while (at < len) {
+        uint64_t tag, number;
+        size_t h = read_varint(buf + at, len - at, 5, &tag), used = 0;
+
+        if (h == 0) {
+            return false;
+        }
+        number = tag >> 3;
+        if (number < 1 || number > spec->n ||
+            (seen & (UINT32_C(1) << (number - 1))) != 0) {
+            return false; /* unknown, field 0, or a repeat */
+        }
+        seen |= UINT32_C(1) << (number - 1);
+        at += h;
+        if (!store(&spec->fields[number - 1], (unsigned)(tag & 7), buf + at,
+                   len - at, &used, msg)) {
+            return false;
+        }
+        at += used;
+    }
+    return true;
+}
+
+bool pbr_only_field(const uint8_t *buf,
+                    size_t len,
+                    uint32_t field,
+                    const uint8_t **inner,
+                    size_t *inner_len)
+{
+    uint64_t tag, n;
+    size_t h = read_varint(buf, len, 5, &tag), l;
+
+    if (h == 0 || tag != ((uint64_t)field << 3 | PBW_LEN)) {
+        return false;
+    }
+    l = read_len(buf + h, len - h, &n);
+    if (l == 0 || h + l + n != len) {
+        return false;
+    }
+    *inner = buf + h + l;
+    *inner_len = (size_t)n;
+    return true;
+}
