@@ -1,0 +1,188 @@
+/* server/batch_pack.c: one ClaimBatchItem's wire encoding (batch_pack.h).
+ *
+ * Each message is written by one function that either counts (w->p NULL)
+ * or writes; a submessage's length prefix comes from a counting pass of
+ * it. The rules are protobuf-c's for proto3 fields without presence: a
+ * scalar, enum or bool equal to 0, a string NULL or empty, and bytes of
+ * length 0 are left out; a submessage is written when its pointer is not
+ * NULL, even empty; fields go in number order (the .proto declares them
+ * so, and protobuf-c packs in declaration order). */
+#include "server/batch_pack.h"
+
+#include <string.h>
+
+#include "common/assert.h"
+
+struct w
+{
+    uint8_t *p; /* NULL: count only */
+    size_t n;   /* bytes written (or counted) so far */
+};
+
+static void varint(struct w *w, uint64_t v)
+{
+    if (w->p == NULL) {
+        do {
+            w->n++;
+            v >>= 7;
+        } while (v != 0);
+        return;
+    }
+    while (v >= 0x80) {
+        w->p[w->n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    w->p[w->n++] = (uint8_t)v;
+}
+
+static void tag(struct w *w, unsigned field, unsigned wire)
+{
+    varint(w, ((uint64_t)field << 3) | wire);
+}
+
+static void f_u64(struct w *w, unsigned field, uint64_t v)
+{
+    if (v != 0) {
+        tag(w, field, 0);
+        varint(w, v);
+    }
+}
+
+/* An enum or int32: negative values are 10-byte varints, as protobuf's. */
+static void f_enum(struct w *w, unsigned field, int v)
+{
+    if (v != 0) {
+        tag(w, field, 0);
+        varint(w, (uint64_t)(int64_t)v);
+    }
+}
+
+static void f_bool(struct w *w, unsigned field, protobuf_c_boolean v)
+{
+    if (v) {
+        tag(w, field, 0);
+        varint(w, 1);
+    }
+}
+
+static void f_bytes(struct w *w, unsigned field, const uint8_t *d, size_t len)
+{
+    if (len == 0) {
+        return;
+    }
+    tag(w, field, 2);
+    varint(w, len);
+    if (w->p != NULL) {
+        memcpy(w->p + w->n, d, len);
+    }
+    w->n += len;
+}
+
+static void f_string(struct w *w, unsigned field, const char *s)
+{
+    if (s != NULL && s[0] != '\0') {
+        f_bytes(w, field, (const uint8_t *)s, strlen(s));
+    }
+}
+
+typedef void (*body_fn)(struct w *w, const void *msg);
+
+/* A submessage: its tag, its length (a counting pass), its body. */
+static void f_msg(struct w *w, unsigned field, const void *msg, body_fn body)
+{
+    struct w c = {NULL, 0};
+
+    if (msg == NULL) {
+        return;
+    }
+    body(&c, msg);
+    tag(w, field, 2);
+    varint(w, c.n);
+    if (w->p == NULL) {
+        w->n += c.n;
+        return;
+    }
+    c.p = w->p + w->n;
+    c.n = 0;
+    body(&c, msg);
+    w->n += c.n;
+}
+
+static void token_body(struct w *w, const void *msg)
+{
+    const Once__Rpc__OwnerToken *t = msg;
+
+    f_u64(w, 1, t->group_id);
+    f_u64(w, 2, t->index);
+    f_u64(w, 3, t->slot);
+}
+
+static void attempt_body(struct w *w, const void *msg)
+{
+    const Once__Rpc__Attempt *a = msg;
+
+    f_bytes(w, 1, a->request_id.data, a->request_id.len);
+    f_bytes(w, 2, a->execution_id.data, a->execution_id.len);
+    f_u64(w, 3, a->index);
+    f_u64(w, 4, a->time_ms);
+    f_enum(w, 5, (int)a->outcome);
+    f_bool(w, 6, a->retry);
+}
+
+static void result_body(struct w *w, const void *msg)
+{
+    const Once__Rpc__Result *r = msg;
+
+    f_enum(w, 1, (int)r->outcome);
+    f_bool(w, 2, r->retry);
+    f_bytes(w, 3, r->request_id.data, r->request_id.len);
+    f_bytes(w, 4, r->first_request_id.data, r->first_request_id.len);
+    f_u64(w, 5, r->first_index);
+    f_u64(w, 6, r->first_time_ms);
+    f_u64(w, 7, r->attempts_total);
+    for (size_t i = 0; i < r->n_attempts; i++) {
+        ONCE_ASSERT(r->attempts[i] != NULL, "repeated elements are set");
+        f_msg(w, 8, r->attempts[i], attempt_body);
+    }
+    f_bool(w, 9, r->has_owner_token);
+    f_msg(w, 10, r->owner_token, token_body);
+    f_bytes(w, 11, r->result.data, r->result.len);
+    f_bytes(w, 12, r->stored_error.data, r->stored_error.len);
+    f_u64(w, 13, r->retry_after_ms);
+    f_string(w, 14, r->reason);
+    f_enum(w, 15, (int)r->kind);
+    f_enum(w, 16, (int)r->state);
+    f_u64(w, 17, r->expires_ms);
+    f_u64(w, 18, r->lease_expires_ms);
+    f_u64(w, 19, r->owner_attempt);
+    f_u64(w, 20, r->log_time_ms);
+    f_u64(w, 21, r->max_uses);
+    f_u64(w, 22, r->uses);
+    f_u64(w, 23, r->uses_left);
+    f_bool(w, 24, r->sliding);
+}
+
+static void item_body(struct w *w, const Once__Rpc__ClaimBatchItem *it)
+{
+    f_enum(w, 1, (int)it->status);
+    f_enum(w, 2, (int)it->applied);
+    f_bytes(w, 3, it->error.data, it->error.len);
+    f_msg(w, 4, it->result, result_body);
+}
+
+size_t batch_item_size(const Once__Rpc__ClaimBatchItem *msg)
+{
+    struct w w = {NULL, 0};
+
+    item_body(&w, msg);
+    return w.n;
+}
+
+size_t batch_item_pack(const Once__Rpc__ClaimBatchItem *msg, uint8_t *out)
+{
+    struct w w = {out, 0};
+
+    ONCE_ASSERT(out != NULL, "a buffer of batch_item_size bytes");
+    item_body(&w, msg);
+    return w.n;
+}
