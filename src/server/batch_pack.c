@@ -2,11 +2,12 @@
  *
  * Each message is written by one function that either counts (w->p NULL)
  * or writes; a submessage's length prefix comes from a counting pass of
- * it. The rules are protobuf-c's for proto3 fields without presence: a
- * scalar, enum or bool equal to 0, a string NULL or empty, and bytes of
- * length 0 are left out; a submessage is written when its pointer is not
- * NULL, even empty; fields go in number order (the .proto declares them
- * so, and protobuf-c packs in declaration order). */
+ * it (the Result's, the big one, is counted once, by batch_item_size). The
+ * rules are protobuf-c's for proto3 fields without presence: a scalar, enum or
+ * bool equal to 0, a string NULL or empty, and bytes of length 0 are left out;
+ * a submessage is written when its pointer is not NULL, even empty; fields go
+ * in number order (the .proto declares them so, and protobuf-c packs in
+ * declaration order). */
 #include "server/batch_pack.h"
 
 #include <string.h>
@@ -19,13 +20,11 @@ struct w
     size_t n;   /* bytes written (or counted) so far */
 };
 
-static void varint(struct w *w, uint64_t v)
+static inline void varint(struct w *w, uint64_t v)
 {
     if (w->p == NULL) {
-        do {
-            w->n++;
-            v >>= 7;
-        } while (v != 0);
+        /* 7 bits a byte: 1 + (index of the highest bit set) / 7. */
+        w->n += 1 + (size_t)((63 - __builtin_clzll(v | 1)) / 7);
         return;
     }
     while (v >= 0x80) {
@@ -35,7 +34,7 @@ static void varint(struct w *w, uint64_t v)
     w->p[w->n++] = (uint8_t)v;
 }
 
-static void tag(struct w *w, unsigned field, unsigned wire)
+static inline void tag(struct w *w, unsigned field, unsigned wire)
 {
     varint(w, ((uint64_t)field << 3) | wire);
 }
@@ -162,27 +161,54 @@ static void result_body(struct w *w, const void *msg)
     f_bool(w, 24, r->sliding);
 }
 
-static void item_body(struct w *w, const Once__Rpc__ClaimBatchItem *it)
+/* @result_len: the Result's encoded size (a counting pass of it, made
+ * once by batch_item_size). */
+static void item_body(struct w *w,
+                      const Once__Rpc__ClaimBatchItem *it,
+                      size_t result_len)
 {
     f_enum(w, 1, (int)it->status);
     f_enum(w, 2, (int)it->applied);
     f_bytes(w, 3, it->error.data, it->error.len);
-    f_msg(w, 4, it->result, result_body);
+    if (it->result == NULL) {
+        return;
+    }
+    tag(w, 4, 2);
+    varint(w, result_len);
+    if (w->p == NULL) {
+        w->n += result_len;
+        return;
+    }
+    {
+        struct w r = {w->p + w->n, 0};
+
+        result_body(&r, it->result);
+        ONCE_ASSERT(r.n == result_len, "the Result written as counted");
+        w->n += r.n;
+    }
 }
 
-size_t batch_item_size(const Once__Rpc__ClaimBatchItem *msg)
+size_t batch_item_size(const Once__Rpc__ClaimBatchItem *msg, size_t *result_len)
 {
     struct w w = {NULL, 0};
 
-    item_body(&w, msg);
+    *result_len = 0;
+    if (msg->result != NULL) {
+        result_body(&w, msg->result);
+        *result_len = w.n;
+        w.n = 0;
+    }
+    item_body(&w, msg, *result_len);
     return w.n;
 }
 
-size_t batch_item_pack(const Once__Rpc__ClaimBatchItem *msg, uint8_t *out)
+size_t batch_item_pack(const Once__Rpc__ClaimBatchItem *msg,
+                       size_t result_len,
+                       uint8_t *out)
 {
     struct w w = {out, 0};
 
     ONCE_ASSERT(out != NULL, "a buffer of batch_item_size bytes");
-    item_body(&w, msg);
+    item_body(&w, msg, result_len);
     return w.n;
 }

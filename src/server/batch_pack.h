@@ -20,11 +20,14 @@
 #include "once_rpc.pb-c.h"
 
 /* The encoded size of @msg: what once__rpc__claim_batch_item__get_packed_size
- * answers. */
-size_t batch_item_size(const Once__Rpc__ClaimBatchItem *msg);
+ * answers; *@result_len is its Result's, for batch_item_pack. */
+size_t batch_item_size(const Once__Rpc__ClaimBatchItem *msg,
+                       size_t *result_len);
 
 /* Writes @msg into @out, which has batch_item_size(@msg) bytes; returns
- * that size. */
-size_t batch_item_pack(const Once__Rpc__ClaimBatchItem *msg, uint8_t *out);
+ * that size. @result_len: what batch_item_size said. */
+size_t batch_item_pack(const Once__Rpc__ClaimBatchItem *msg,
+                       size_t result_len,
+                       uint8_t *out);
 
 #endif /* ONCE_SERVER_BATCH_PACK_H_ */
