@@ -212,3 +212,54 @@ size_t batch_item_pack(const Once__Rpc__ClaimBatchItem *msg,
     item_body(&w, msg, result_len);
     return w.n;
 }
+
+/* protobuf-c's size of an unknown field kept from a decode: its tag's
+ * varint (field number and wire type) and its bytes (get_tag_size and
+ * unknown_field_get_packed_size in protobuf-c.c). */
+static size_t unknown_size(const ProtobufCMessage *m)
+{
+    size_t n = 0;
+
+    for (unsigned i = 0; i < m->n_unknown_fields; i++) {
+        const ProtobufCMessageUnknownField *u = &m->unknown_fields[i];
+        struct w w = {NULL, 0};
+
+        varint(&w, (uint64_t)u->tag << 3);
+        n += w.n + u->len;
+    }
+    return n;
+}
+
+static void request_body(struct w *w, const Once__Rpc__ClaimRequest *c)
+{
+    f_bytes(w, 1, c->scope.data, c->scope.len);
+    f_bytes(w, 2, c->key.data, c->key.len);
+    f_bytes(w, 3, c->request_id.data, c->request_id.len);
+    f_bytes(w, 4, c->execution_id.data, c->execution_id.len);
+    f_enum(w, 5, (int)c->kind);
+    f_u64(w, 6, c->ttl_ms);
+    f_bool(w, 7, c->has_ts);
+    f_u64(w, 8, c->ts_ms);
+    f_u64(w, 9, c->window_ms);
+    f_bytes(w, 10, c->payload_hash.data, c->payload_hash.len);
+    f_u64(w, 11, c->lease_ms);
+    f_u64(w, 12, c->max_uses);
+    f_bool(w, 13, c->sliding);
+    w->n += unknown_size(&c->base);
+}
+
+size_t batch_request_size(const Once__Rpc__ClaimBatchRequest *msg)
+{
+    struct w w = {NULL, 0};
+
+    for (size_t i = 0; i < msg->n_items; i++) {
+        struct w c = {NULL, 0};
+
+        ONCE_ASSERT(msg->items[i] != NULL, "repeated elements are set");
+        request_body(&c, msg->items[i]);
+        tag(&w, 1, 2);
+        varint(&w, c.n);
+        w.n += c.n;
+    }
+    return w.n + unknown_size(&msg->base);
+}

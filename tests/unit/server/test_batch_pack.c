@@ -1,6 +1,6 @@
 /* server/batch_pack: the direct ClaimBatchItem encoder writes exactly
  * protobuf-c's bytes, for every field set or left out, and protobuf-c
- * reads them back. */
+ * reads them back; a ClaimBatchRequest's size is protobuf-c's. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +160,60 @@ START_TEST(random_results)
 }
 END_TEST
 
+/* A request's size as protobuf-c measures it, unknown fields included
+ * (a decode keeps them, and get_packed_size counts them). */
+START_TEST(random_requests)
+{
+    static Once__Rpc__ClaimRequest reqs[40];
+    static Once__Rpc__ClaimRequest *ptrs[40];
+    static ProtobufCMessageUnknownField unk[3];
+    static const uint32_t tags[] = {
+        14, 15, 16, 2047, 2048, 1u << 20, (1u << 29) - 1};
+
+    for (int round = 0; round < 500; round++) {
+        Once__Rpc__ClaimBatchRequest b = ONCE__RPC__CLAIM_BATCH_REQUEST__INIT;
+
+        b.n_items = (size_t)(rnd() % 40);
+        b.items = ptrs;
+        for (size_t i = 0; i < b.n_items; i++) {
+            Once__Rpc__ClaimRequest *c = &reqs[i];
+
+            once__rpc__claim_request__init(c);
+            c->scope = rnd_bin(0, 128);
+            c->key = rnd_bin(1, 256);
+            c->request_id = rnd_bin(0, 16);
+            c->execution_id = rnd_bin(1, 128);
+            c->kind = (Once__Rpc__Kind)(rnd() % 4 == 0 ? -1 : (int)(rnd() % 3));
+            c->ttl_ms = rnd_u64();
+            c->has_ts = rnd() % 2;
+            c->ts_ms = rnd_u64();
+            c->window_ms = rnd_u64();
+            c->payload_hash = rnd_bin(2, 64);
+            c->lease_ms = rnd_u64();
+            c->max_uses = (uint32_t)rnd_u64();
+            c->sliding = rnd() % 2;
+            if (rnd() % 4 == 0) {
+                c->base.n_unknown_fields = 1 + (unsigned)(rnd() % 3);
+                c->base.unknown_fields = unk;
+            }
+            ptrs[i] = c;
+        }
+        for (size_t k = 0; k < 3; k++) {
+            unk[k].tag = tags[rnd() % 7];
+            unk[k].wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
+            unk[k].len = (size_t)(rnd() % 300);
+            unk[k].data = bytes[0];
+        }
+        if (rnd() % 4 == 0) {
+            b.base.n_unknown_fields = 1 + (unsigned)(rnd() % 3);
+            b.base.unknown_fields = unk;
+        }
+        ck_assert_uint_eq(batch_request_size(&b),
+                          once__rpc__claim_batch_request__get_packed_size(&b));
+    }
+}
+END_TEST
+
 /* The encoder writes the fields the schema has today; a field added to
  * one of these messages fails here until batch_pack.c writes it (and
  * random_results sets it). */
@@ -169,6 +223,8 @@ START_TEST(schema_pinned)
     ck_assert_uint_eq(once__rpc__result__descriptor.n_fields, 24);
     ck_assert_uint_eq(once__rpc__attempt__descriptor.n_fields, 6);
     ck_assert_uint_eq(once__rpc__owner_token__descriptor.n_fields, 3);
+    ck_assert_uint_eq(once__rpc__claim_request__descriptor.n_fields, 13);
+    ck_assert_uint_eq(once__rpc__claim_batch_request__descriptor.n_fields, 1);
 }
 END_TEST
 
@@ -180,6 +236,7 @@ Suite *batch_pack_suite(void)
     tcase_add_test(tc, empty_item);
     tcase_add_test(tc, error_item);
     tcase_add_test(tc, random_results);
+    tcase_add_test(tc, random_requests);
     tcase_add_test(tc, schema_pinned);
     suite_add_tcase(s, tc);
     return s;
