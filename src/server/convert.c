@@ -9,6 +9,7 @@
 #include "common/addr.h"
 #include "common/err.h"
 #include "rpc/frame.h"
+#include "server/batch_pack.h"
 
 /* Numbers of the wire enums equal the fsm's (once_rpc.proto says so). */
 _Static_assert((int)ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED == FSM_ACCEPTED,
@@ -653,7 +654,7 @@ int convert_claim_batch_check(const Once__Rpc__ClaimBatchRequest *in, char *why)
                    RPC_CLAIM_BATCH_MAX, in->n_items);
         return -EINVAL;
     }
-    bytes = once__rpc__claim_batch_request__get_packed_size(in);
+    bytes = batch_request_size(in); /* protobuf-c's size, measured faster */
     if (bytes > RPC_CLAIM_BATCH_BYTES_MAX) {
         err_printf(why, "items: %zu bytes encoded, over %u", bytes,
                    RPC_CLAIM_BATCH_BYTES_MAX);

@@ -16,6 +16,8 @@
  *     into INVALID_ARGUMENT after paying for its replication;
  *   - an accepted claim converts back (convert_claim_out) to a request that
  *     is accepted again with the same values;
+ *   - every ClaimBatchRequest's size by batch_request_size (the check's
+ *     fast measure) is protobuf-c's get_packed_size;
  *   - a ClaimBatchRequest accepted by convert_claim_batch_check has
  *     1..RPC_CLAIM_BATCH_MAX items and packs within
  *     RPC_CLAIM_BATCH_BYTES_MAX; each of its items is then judged alone,
@@ -32,6 +34,7 @@
 #include "fsm/fsm.h"
 #include "once_rpc.pb-c.h"
 #include "rpc/frame.h"
+#include "server/batch_pack.h"
 #include "server/convert.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -147,6 +150,10 @@ static void check_batch(const Once__Rpc__ClaimBatchRequest *b)
     char why[CONVERT_WHY_SIZE];
     int rv;
 
+    /* The byte bound's fast measure is protobuf-c's, unknown fields and
+     * all. */
+    CHECK(batch_request_size(b) ==
+          once__rpc__claim_batch_request__get_packed_size(b));
     why[0] = '\0';
     rv = convert_claim_batch_check(b, why);
     if (rv != 0) {
