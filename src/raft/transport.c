@@ -52,7 +52,10 @@ struct link
     struct transport *t;
     struct link *prev, *next;
     bool inbound;
-    uv_tcp_t tcp;
+    /* Plaintext outbound: once our handshake is written, raft gets the TCP
+     * socket itself (hand_direct), no socketpair, no copy. */
+    bool direct;
+    uv_tcp_t *tcp;       /* raft_malloc'd; NULL once handed (direct) */
     uv_pipe_t local;     /* our end of the socketpair */
     uv_pipe_t *raft_end; /* raft's end (raft_malloc'd) */
     uv_timer_t timer;    /* the handshake deadline */
@@ -158,14 +161,27 @@ static void link_freed(struct link *l)
     transport_maybe_closed(t);
 }
 
-static void on_link_handle_closed(uv_handle_t *h)
+static void link_handle_gone(struct link *l)
 {
-    struct link *l = h->data;
-
     ONCE_ASSERT(l->handles > 0, "one close callback per open handle");
     if (--l->handles == 0) {
         link_freed(l);
     }
+}
+
+static void on_link_handle_closed(uv_handle_t *h)
+{
+    link_handle_gone(h->data);
+}
+
+/* The TCP handle is raft_malloc'd: a direct link hands it to raft, which
+ * raft_free()s it when it closes it. */
+static void on_link_tcp_closed(uv_handle_t *h)
+{
+    struct link *l = h->data;
+
+    raft_free(h);
+    link_handle_gone(l);
 }
 
 static void on_raft_end_closed(uv_handle_t *h)
@@ -198,7 +214,9 @@ static void link_close(struct link *l)
         uv_close((uv_handle_t *)&l->local, on_link_handle_closed);
     }
     uv_close((uv_handle_t *)&l->timer, on_link_handle_closed);
-    uv_close((uv_handle_t *)&l->tcp, on_link_handle_closed);
+    if (l->tcp != NULL) {
+        uv_close((uv_handle_t *)l->tcp, on_link_tcp_closed);
+    }
 }
 
 /* Close @l because of something the peer did (or did not do). */
@@ -257,6 +275,8 @@ static void alloc_local(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     *b = uv_buf_init((char *)local_buf, sizeof local_buf);
 }
 
+static void hand_direct(struct link *l);
+
 static void on_written(struct tls_splice *sp, bool to_net, int status)
 {
     struct link *l = sp->data;
@@ -267,6 +287,12 @@ static void on_written(struct tls_splice *sp, bool to_net, int status)
     }
     if (status != 0) {
         link_close(l);
+        return;
+    }
+    if (l->direct && !l->handed) {
+        if (sp->net_queued == 0) {
+            hand_direct(l); /* UNTESTED: the handshake waited for POLLOUT */
+        }
         return;
     }
     (void)tls_splice_resume(sp);
@@ -383,6 +409,31 @@ static int send_raft_handshake(struct link *l)
     return to_net(l, buf, HS_FIXED + alen);
 }
 
+/* A direct link's handshake is written whole: raft gets the TCP handle
+ * (raft_malloc'd; raft closes and raft_free()s it), and the link, now
+ * only its deadline timer, closes. Our splice wrote through the handle:
+ * nothing of it is in flight (net_queued 0), so no callback of ours can
+ * fire on raft's stream. */
+static void hand_direct(struct link *l)
+{
+    struct transport *t = l->t;
+    struct raft_uv_connect *req = l->req;
+    uv_stream_t *s = (uv_stream_t *)l->tcp;
+
+    ONCE_ASSERT(l->direct && !l->handed && !l->closing &&
+                    l->sp.net_queued == 0 && req != NULL,
+                "a direct link is handed once, with no write of ours left");
+    (void)uv_timer_stop(&l->timer);
+    l->handed = true;
+    l->req = NULL;
+    l->tcp = NULL;
+    s->data = NULL;
+    link_handle_gone(l); /* the TCP handle is raft's, not one of ours */
+    t->st.connected++;
+    link_close(l);
+    req->cb(req, s, 0);
+}
+
 static void hand_outbound(struct link *l)
 {
     struct transport *t = l->t;
@@ -392,6 +443,12 @@ static void hand_outbound(struct link *l)
     if (send_raft_handshake(l) != 0) {
         link_close(l);
         return;
+    }
+    if (l->direct) {
+        if (l->sp.net_queued == 0) {
+            hand_direct(l);
+        }
+        return; /* else from on_written, once the handshake is out */
     }
     if (make_pair(l, why) != 0) {
         link_refuse(l, why); /* UNTESTED: system resources */
@@ -534,8 +591,25 @@ static void tls_read(struct link *l, const uint8_t *p, size_t n)
         return;
     }
     while (!l->closing) {
-        int k = tls_session_read(&l->tls, plain_buf, sizeof plain_buf, errmsg);
+        size_t got = 0;
+        int k;
 
+        /* SSL_read gives one record (at most 16 KiB) per call: gather
+         * what the session holds into one chunk, so that raft's end gets
+         * one write per chunk instead of one per record. */
+        while ((k = tls_session_read(&l->tls, plain_buf + got,
+                                     sizeof plain_buf - got, errmsg)) > 0) {
+            got += (size_t)k;
+            if (got == sizeof plain_buf) {
+                break;
+            }
+        }
+        if (got > 0) {
+            on_plain(l, plain_buf, got);
+            if (l->closing) {
+                return;
+            }
+        }
         if (k == TLS_E_CLOSED) {
             link_close(l);
             return;
@@ -548,7 +622,6 @@ static void tls_read(struct link *l, const uint8_t *p, size_t n)
         if (k == 0) {
             return;
         }
-        on_plain(l, plain_buf, (size_t)k);
     }
 }
 
@@ -598,8 +671,13 @@ static struct link *link_new(struct transport *t, bool inbound)
     l->inbound = inbound;
     l->req_status = RAFT_NOCONNECTION;
     rframe_init(&l->fr, &t->cfg.limits);
-    (void)uv_tcp_init(t->loop, &l->tcp);
-    l->tcp.data = l;
+    l->tcp = raft_malloc(sizeof *l->tcp);
+    if (l->tcp == NULL) {
+        free(l); /* UNTESTED: malloc */
+        return NULL;
+    }
+    (void)uv_tcp_init(t->loop, l->tcp);
+    l->tcp->data = l;
     (void)uv_timer_init(t->loop, &l->timer);
     l->timer.data = l;
     (void)uv_timer_start(&l->timer, on_deadline, ms, ms);
@@ -629,7 +707,7 @@ static void link_bound(struct link *l)
     if (ms == 0) {
         return;
     }
-    if (uv_fileno((const uv_handle_t *)&l->tcp, &fd) != 0 ||
+    if (uv_fileno((const uv_handle_t *)l->tcp, &fd) != 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0 ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &secs, sizeof secs) != 0 ||
@@ -640,13 +718,32 @@ static void link_bound(struct link *l)
     }
 }
 
-/* TLS on @l if its direction has a context; then read. false: closed. */
+/* A direct link is never read, by us or by raft (raft_uv 0.15 only reads
+ * the streams it accepted): what its peer sends waits in the kernel's
+ * receive buffer, which is shrunk to its least (2,304 bytes on Linux 6.18)
+ * so that such bytes stay few: 32 KiB at most here, the window already
+ * offered, with a peer pushing 4 MiB over loopback. A failure only leaves
+ * the default size. */
+static void direct_rcvbuf(struct link *l)
+{
+    int least = 1; /* the kernel rounds it up to its minimum */
+    uv_os_fd_t fd;
+
+    if (uv_fileno((const uv_handle_t *)l->tcp, &fd) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &least, sizeof least) != 0) {
+        tlog(l->t, "warn", "Raft link %s: receive buffer: %s", /* UNTESTED */
+             l->peer, strerror(errno));
+    }
+}
+
+/* TLS on @l if its direction has a context; then read (a direct link: not
+ * read at all). false: closed. */
 static bool link_start(struct link *l, const char *host)
 {
     struct tls_slot *slot = l->inbound ? l->t->cfg.server : l->t->cfg.client;
     char errmsg[ERR_MSG_SIZE];
 
-    (void)uv_tcp_nodelay(&l->tcp, 1);
+    (void)uv_tcp_nodelay(l->tcp, 1);
     if (tls_wanted(slot)) {
         if (tls_session_init(&l->tls, slot->ctx, l->inbound, host, errmsg) !=
             0) {
@@ -655,13 +752,18 @@ static bool link_start(struct link *l, const char *host)
         }
         l->tls_on = true;
     }
-    tls_splice_init(&l->sp, (uv_stream_t *)&l->tcp, alloc_net, on_net_read,
+    tls_splice_init(&l->sp, (uv_stream_t *)l->tcp, alloc_net, on_net_read,
                     l->tls_on ? &l->tls : NULL, LINK_QUEUE_MAX, on_written, l);
     if (tls_splice_flush(&l->sp) != 0) {
         link_close(l);
         return false;
     }
-    if (uv_read_start((uv_stream_t *)&l->tcp, alloc_net, on_net_read) != 0) {
+    if (!l->inbound && !l->tls_on) {
+        l->direct = true;
+        direct_rcvbuf(l);
+        return true;
+    }
+    if (uv_read_start((uv_stream_t *)l->tcp, alloc_net, on_net_read) != 0) {
         link_close(l); /* UNTESTED */
         return false;
     }
@@ -680,7 +782,7 @@ static void on_accept(uv_stream_t *listener, int status)
     if (l == NULL) {
         return; /* UNTESTED: malloc */
     }
-    if (uv_accept(listener, (uv_stream_t *)&l->tcp) != 0) {
+    if (uv_accept(listener, (uv_stream_t *)l->tcp) != 0) {
         link_close(l); /* UNTESTED */
         return;
     }
@@ -796,7 +898,7 @@ static int t_connect(struct raft_uv_transport *rt,
     l->peer_id = id;
     snprintf(l->peer, sizeof l->peer, "%s", address);
     l->creq.data = l;
-    if (uv_tcp_connect(&l->creq, &l->tcp, (const struct sockaddr *)&sa,
+    if (uv_tcp_connect(&l->creq, l->tcp, (const struct sockaddr *)&sa,
                        on_connected) != 0) {
         l->req = NULL; /* failed here: raft hears it from the return */
         link_close(l);

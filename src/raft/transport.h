@@ -11,6 +11,15 @@
  *   raft     one end of a socketpair, given to raft_uv as a uv_pipe_t; we
  *            keep the other end and copy between the two.
  *
+ * Except one kind: a plaintext outbound link ("direct") hands raft the TCP
+ * socket itself once our handshake is written, with no socketpair and no
+ * copy. raft_uv 0.15 only writes to the streams it dialled (src/uv_send.c:
+ * uv_write and uv_close; uv_read_start is only in src/uv_recv.c, on
+ * accepted streams), and we do not read it either, so no byte a peer sends
+ * on it reaches anything: it waits in the socket's receive buffer, shrunk
+ * to the kernel's least. Raft learns of a dead direct link from a failed
+ * write (the dead-link bound below still applies), as with raft_uv_tcp.
+ *
  * Inbound (listen): accept; with TLS, a handshake in which the peer must
  * present a certificate from the peer CA and pass the member hook; then
  * raft_uv_tcp's own handshake (protocol 1, the peer's id, its address),
@@ -21,8 +30,9 @@
  * only sees its stream end. Outbound (connect): TCP, TLS (the peer's
  * certificate checked against the IP of its address, the peer CA and the
  * member hook), our raft handshake, then raft's end goes to the connect
- * callback. raft_uv never reads an outbound stream; what a peer sends on one
- * is dropped.
+ * callback. raft_uv never reads an outbound stream; what a peer sends on a
+ * TLS one is decrypted (key updates, alerts) and dropped, on a plaintext
+ * one it is never read (above).
  *
  * With TLS and a bind hook, a member's certificate is also bound to the
  * member it speaks as: inbound, once raft's handshake named the peer's id
@@ -37,9 +47,10 @@
  * end is not read until half of it drained.
  *
  * Lifetimes: the transport lives inside struct uvio (raft/uvio.h); raft's
- * end of a link is raft's once handed (raft_uv closes and raft_free()s it);
- * everything else is ours and is released when the link closes. Loop
- * thread only. */
+ * end of a link is raft's once handed (raft_uv closes and raft_free()s it),
+ * and so is a direct link's TCP handle (raft_malloc'd for that); everything
+ * else is ours and is released when the link closes (a direct link closes
+ * as it is handed). Loop thread only. */
 #ifndef ONCE_RAFT_TRANSPORT_H_
 #define ONCE_RAFT_TRANSPORT_H_
 
@@ -102,7 +113,7 @@ struct transport_config
 struct transport_stats
 {
     uint64_t accepted;  /* inbound links handed to raft */
-    uint64_t connected; /* outbound links handed to raft */
+    uint64_t connected; /* outbound links handed to raft (direct too) */
     uint64_t refused;   /* links closed for a handshake, TLS, the member
                            hook or a framing/size check */
     uint64_t messages;  /* inbound messages checked whole */

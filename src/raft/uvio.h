@@ -2,7 +2,8 @@
  *
  *   - the Raft transport is once's own (raft/transport.h): TCP, TLS 1.3
  *     when the node has certificates, every message's size bounded as read
- *     from raft_uv's framing, raft handed a socketpair end per connection;
+ *     from raft_uv's framing, raft handed a socketpair end per inbound or
+ *     TLS connection (a plaintext outbound one: its socket, never read);
  *   - raft_uv itself, in @dir, with auto-recovery off (B8: with it on, a
  *     corrupt segment is renamed away and acknowledged entries vanish);
  *   - the "uv" store over that raft_uv (store.h).

@@ -7,6 +7,11 @@
 
 #include "common/assert.h"
 
+/* tls_splice_flush takes the session's output into a stack buffer this
+ * large (a 16 KiB record and its overhead, or a handshake flight); only
+ * more than that goes through the heap. */
+#define FLUSH_STACK (17u * 1024)
+
 /* One queued write, its bytes after it. */
 struct splice_write
 {
@@ -124,19 +129,43 @@ static void pause_if_full(struct tls_splice *sp, bool to_net)
     }
 }
 
-static int queue_copy(struct tls_splice *sp,
-                      bool to_net,
-                      const uint8_t *p,
-                      size_t n)
+/* Write @n bytes at @p towards @to_net's stream: first directly (one
+ * uv_try_write, no request, no copy), then what the kernel did not take,
+ * copied and queued behind it. 0, or libuv's error (a direct write's
+ * failure too, e.g. UV_EPIPE). */
+static int write_bytes(struct tls_splice *sp,
+                       bool to_net,
+                       const uint8_t *p,
+                       size_t n)
 {
+    uv_stream_t *s = to_net ? sp->net : sp->local;
     struct splice_write *w;
-    int rv;
+    int k, rv;
 
     if (n == 0) {
         return 0;
     }
-    ONCE_ASSERT(to_net || sp->local != NULL,
-                "bytes go to the local stream only once it exists");
+    ONCE_ASSERT(s != NULL, "bytes go to the local stream only once it exists");
+    ONCE_ASSERT(n <= UINT_MAX, "a uv_buf holds an unsigned length");
+    /* Why not uv_write alone: libuv 1.44 stops POLLOUT after each completed
+     * request (uv__drain), and on a stream that is also being read that is
+     * one epoll_ctl per write; a write the kernel takes whole needs none.
+     * uv_try_write takes nothing while requests are queued (UV_EAGAIN), so
+     * the bytes stay in order. */
+    k = uv_try_write(s, &(uv_buf_t){.base = (char *)p, .len = n}, 1);
+    if (k < 0 && k != UV_EAGAIN) {
+        return k;
+    }
+    if (k > 0) {
+        if (to_net) {
+            sp->net_written += (size_t)k;
+        }
+        p += k;
+        n -= (size_t)k;
+        if (n == 0) {
+            return 0;
+        }
+    }
     w = write_new(sp, to_net, n);
     if (w == NULL) {
         return UV_ENOMEM; /* UNTESTED: malloc */
@@ -152,22 +181,24 @@ static int queue_copy(struct tls_splice *sp,
 
 int tls_splice_flush(struct tls_splice *sp)
 {
-    struct splice_write *w;
-    size_t n;
+    uint8_t buf[FLUSH_STACK];
+    uint8_t *p = buf;
+    size_t n, got;
     int rv;
 
     if (sp->tls == NULL || (n = tls_session_pending(sp->tls)) == 0) {
         return 0;
     }
-    w = write_new(sp, true, n);
-    if (w == NULL) {
+    /* A record or a handshake flight fits the stack; a larger backlog (a
+     * whole chunk sealed) is taken into the heap for this call. */
+    if (n > sizeof buf && (p = malloc(n)) == NULL) {
         return UV_ENOMEM; /* UNTESTED: malloc */
     }
-    w->len = tls_session_take(sp->tls, w->data, n);
-    ONCE_ASSERT(w->len == n, "a memory BIO gives all it holds");
-    rv = write_start(sp, w);
-    if (rv == 0) {
-        pause_if_full(sp, true);
+    got = tls_session_take(sp->tls, p, n);
+    ONCE_ASSERT(got == n, "a memory BIO gives all it holds");
+    rv = write_bytes(sp, true, p, n);
+    if (p != buf) {
+        free(p);
     }
     return rv;
 }
@@ -175,7 +206,7 @@ int tls_splice_flush(struct tls_splice *sp)
 int tls_splice_to_net(struct tls_splice *sp, const uint8_t *p, size_t n)
 {
     if (sp->tls == NULL) {
-        return queue_copy(sp, true, p, n);
+        return write_bytes(sp, true, p, n);
     }
     if (tls_session_seal(sp->tls, p, n) != 0) {
         return UV_EPROTO; /* UNTESTED: OpenSSL */
@@ -185,7 +216,7 @@ int tls_splice_to_net(struct tls_splice *sp, const uint8_t *p, size_t n)
 
 int tls_splice_to_local(struct tls_splice *sp, const uint8_t *p, size_t n)
 {
-    return queue_copy(sp, false, p, n);
+    return write_bytes(sp, false, p, n);
 }
 
 int tls_splice_resume(struct tls_splice *sp)

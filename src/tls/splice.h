@@ -16,11 +16,20 @@
  *                 queued unchanged;
  *   to the local  tls_splice_to_local queues plaintext on the local end.
  *
+ * Each write is first tried directly (uv_try_write): what the kernel takes
+ * at once needs no copy, no request and no callback; only the rest is
+ * copied and queued (uv_write), and while anything is queued that way a
+ * direction's later bytes queue behind it, in order. So an error can come
+ * back from the call itself (e.g. UV_EPIPE) as well as from a written
+ * callback, and the written callback fires only for queued writes.
+ *
  * Bounds: each direction counts the bytes queued (handed to uv_write and
  * not completed). Past queue_max queued towards one stream, the other
  * stream is not read (uv_read_stop) until its queue is at most half of it
- * again (tls_splice_resume, from the owner's written callback). So a
- * splice holds at most queue_max plus one read and its sealing each way.
+ * again (tls_splice_resume, from the owner's written callback): the
+ * hysteresis keeps a busy link from stopping and restarting its reads per
+ * chunk. So a splice holds at most queue_max plus one read and its
+ * sealing each way.
  *
  * Ownership: the splice borrows the two streams and the session (all the
  * owner's, usually in the same struct as the splice); each queued write is
@@ -70,9 +79,10 @@ struct tls_splice
 
     /* State. */
     size_t net_queued, local_queued; /* bytes in flight each way */
-    uint64_t net_written;            /* bytes completed towards the peer */
-    bool net_paused, local_paused;   /* reading stopped by the bound */
-    bool net_done, local_done;       /* never read again */
+    uint64_t net_written;          /* bytes completed (or taken at once) towards
+                                      the peer */
+    bool net_paused, local_paused; /* reading stopped by the bound */
+    bool net_done, local_done;     /* never read again */
 };
 
 /* Start a splice on @net (being read with @alloc and @read), sealing with
