@@ -8,7 +8,8 @@
  * transport. The inbound case checks that an accepted link still goes
  * through the socketpair and its framing check. The scripted peers listen
  * on a port the kernel chooses; the transport's own listener on
- * 127.0.0.1:9110 (the range 9100-9199 is this suite's). SIGPIPE is
+ * 127.0.0.1:7351 (in the unit suites' range 7300-7699;
+ * once_safety.py's cluster uses 9100 and up). SIGPIPE is
  * ignored, as onced does: a write to a closed socket fails with EPIPE. */
 #include <check.h>
 #include <signal.h>
@@ -28,7 +29,7 @@
 
 /* Our Raft address: named in our handshake, and where the transport
  * listens in the inbound case. */
-#define OUR_ADDR "127.0.0.1:9110"
+#define OUR_ADDR "127.0.0.1:7351"
 #define GARBAGE  (256u * 1024)
 
 /* raft_uv_tcp's handshake as our transport sends it for id 1 at OUR_ADDR:
@@ -423,7 +424,7 @@ START_TEST(test_inbound_checked)
     setup();
     memset(&peer, 0, sizeof peer);
     ck_assert_int_eq(rt.listen(&rt, on_accepted), 0);
-    ck_assert_int_eq(uv_ip4_addr("127.0.0.1", 9110, &sa), 0);
+    ck_assert_int_eq(uv_ip4_addr("127.0.0.1", 7351, &sa), 0);
     (void)uv_tcp_init(&loop, &c);
     ck_assert_int_eq(
         uv_tcp_connect(&cr, &c, (const struct sockaddr *)&sa, on_dialled), 0);
