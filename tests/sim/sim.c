@@ -3,7 +3,7 @@
  *
  *   sim [--seeds N] [--first S] [--sim-ms MS] [--mutation NAME]
  *       [--history DIR] [--commit TEXT] [--no-fork] [--stop] [--trace]
- *       [--no-quick-checks] [--no-disk-faults] [--no-crashes]
+ *       [--no-quick-checks] [--no-disk-faults] [--no-crashes] [--torn-any]
  *       [-v]
  *
  * Each seed is one run in a forked child: 3 or 5 nodes (the real state
@@ -70,6 +70,7 @@ bool verbose, failed;
 bool quick_checks = true;
 bool disk_faults = true;
 bool crash_faults = true;
+bool torn_any;
 struct sop *ops;
 size_t n_ops;
 uint64_t next_rid;
@@ -340,6 +341,7 @@ static void usage(void)
             "usage: sim [--seeds N] [--first S] [--sim-ms MS] [--mutation "
             "NAME] [--history DIR] [--commit TEXT] [--no-fork] [--stop] "
             "[--no-quick-checks] [--no-disk-faults] [--no-crashes] "
+            "[--torn-any] "
             "[--trace] "
             "[-v]\nmutations:");
     for (size_t k = 0; k < sizeof mutations / sizeof mutations[0]; k++) {
@@ -411,6 +413,8 @@ int main(int argc, char **argv)
             disk_faults = false;
         } else if (strcmp(argv[i], "--no-crashes") == 0) {
             crash_faults = false;
+        } else if (strcmp(argv[i], "--torn-any") == 0) {
+            torn_any = true; /* README "Found": may stall for good */
         } else if (strcmp(argv[i], "--no-quick-checks") == 0) {
             quick_checks = false; /* leave C1 and C2 to the model */
         } else if (strcmp(argv[i], "--stop") == 0) {
@@ -477,6 +481,7 @@ int main(int argc, char **argv)
                 strcmp(mutation_name, "none") != 0 ? mutation_name : "",
                 !disk_faults    ? " --no-disk-faults"
                 : !crash_faults ? " --no-crashes"
+                : torn_any      ? " --torn-any"
                                 : "");
             if (stop) {
                 n_seeds = k + 1; /* the first failure is enough */
@@ -501,7 +506,8 @@ int main(int argc, char **argv)
         "pauses %llu, partitions %llu, lossy links %llu, clock jumps "
         "%llu, membership %llu (%llu ok), io faults %llu, snapshots %llu "
         "(installed %llu), state digests compared %llu, log time pushed "
-        "ahead by an unanchored leader %llu, G6b fail-stops %llu, crashes "
+        "ahead by an unanchored leader %llu, G6b fail-stops %llu, G8 "
+        "fail-stops %llu, crashes "
         "%llu (restarts %llu, refused %llu), power losses %llu, failed "
         "fsyncs %llu, unsynced appends lost %llu (kept %llu), torn tails "
         "%llu (cut at load %llu), corrupted disks %llu, duplicated "
@@ -519,8 +525,9 @@ int main(int argc, char **argv)
         (unsigned long long)total.snapshots, (unsigned long long)total.installs,
         (unsigned long long)total.digests_compared,
         (unsigned long long)total.unanchored_jumps,
-        (unsigned long long)total.g6b_stops, (unsigned long long)total.crashes,
-        (unsigned long long)total.restarts, (unsigned long long)total.refused,
+        (unsigned long long)total.g6b_stops, (unsigned long long)total.g8_stops,
+        (unsigned long long)total.crashes, (unsigned long long)total.restarts,
+        (unsigned long long)total.refused,
         (unsigned long long)total.power_losses,
         (unsigned long long)total.fsync_stops,
         (unsigned long long)total.lost_unsynced,

@@ -75,9 +75,9 @@ struct sim_stats
     uint64_t ops, ok, fail, info, accepted, expiries_seen, completes, takeovers,
         stale_owner_tries, pauses, partitions, losses, clock_jumps, member_ops,
         member_ok, io_faults, snapshots, installs, digests_compared,
-        unanchored_jumps, g6b_stops, crashes, restarts, refused, power_losses,
-        fsync_stops, torn, cuts, corruptions, kept_unsynced, lost_unsynced,
-        duplicated, steps, sim_ms;
+        unanchored_jumps, g6b_stops, g8_stops, crashes, restarts, refused,
+        power_losses, fsync_stops, torn, cuts, corruptions, kept_unsynced,
+        lost_unsynced, duplicated, steps, sim_ms;
     uint64_t trace; /* the run's digest chain (replay proof) */
     int fail_rc;
 };
@@ -94,6 +94,7 @@ extern struct sim_stats *st;
 extern bool verbose, failed;
 extern bool disk_faults;  /* failed fsyncs (off: --no-disk-faults) */
 extern bool crash_faults; /* crashes, power losses (off: --no-crashes) */
+extern bool torn_any;     /* --torn-any: torn tails on any number of nodes */
 extern bool quick_checks; /* C1, C2 (sim_client.c); off: the model only */
 extern struct sop *ops;
 extern size_t n_ops;

@@ -339,7 +339,8 @@ static unsigned n_stuck;
 
 void sim_disk_run(struct sim_disk *d)
 {
-    while (!d->stopped && d->head != NULL && d->head->due <= *d->now) {
+    while (!d->stopped && !d->hung && d->head != NULL &&
+           d->head->due <= *d->now) {
         struct sd_op *op = op_pop(d);
         int status = 0;
 
@@ -351,6 +352,9 @@ void sim_disk_run(struct sim_disk *d)
                        "fsync: input/output error "
                        "(simulated)");
             d->stats.failed_fsyncs++;
+            /* Nothing after it completes: the node fail-stops on it, and
+             * the crash cancels the rest. */
+            d->hung = true;
             if (n_stuck < SD_STUCK_MAX) {
                 memcpy(stuck[n_stuck++], op->req, sizeof stuck[0]);
             }
@@ -364,7 +368,8 @@ void sim_disk_run(struct sim_disk *d)
 
 raft_time sim_disk_next_due(const struct sim_disk *d)
 {
-    return d->head != NULL && !d->stopped ? d->head->due : (raft_time)-1;
+    return d->head != NULL && !d->stopped && !d->hung ? d->head->due
+                                                      : (raft_time)-1;
 }
 
 /* --- store ops ------------------------------------------------------------ */
@@ -634,6 +639,8 @@ static int sd_load(struct store *s,
 
     ONCE_ASSERT(d->head == NULL, "a disk loads with nothing queued");
     d->stopped = false;
+    d->hung = false;
+    d->torn_pending = false;
     s->cut_index = 0;
     *snapshot = NULL;
     rv = load_segment(d, &c);
@@ -708,15 +715,22 @@ void sim_disk_crash(struct sim_disk *d,
     unsigned k;
 
     d->stats.crashes++;
-    for (k = 0; k < keep && op != NULL; k++, op = op->next) {
-        if (!op->fail && op->kind != SD_GET) {
-            op_apply(d, op); /* it hit the platter before the power went */
+    if (d->hung) {
+        keep = 0; /* behind a failed write, nothing counts */
+        torn = false;
+    }
+    /* What hit the platter before the power went: never past a write
+     * whose fsync was to fail (nothing after it counts). */
+    for (k = 0; k < keep && op != NULL && !op->fail; k++, op = op->next) {
+        if (op->kind != SD_GET) {
+            op_apply(d, op);
             d->stats.kept_unsynced += op->kind == SD_APPEND;
         }
     }
     if (torn && op != NULL && op->kind == SD_APPEND && !op->fail &&
         torn_bytes > 0 && torn_bytes < op->len) {
         seg_write(d, op->index, op->bytes, torn_bytes, op->len);
+        d->torn_pending = true;
         d->stats.torn++;
     }
     for (; op != NULL; op = op->next) {

@@ -56,11 +56,13 @@ struct sim_disk
      * fsync (RAFT_IOERR in its callback); -1: none armed. */
     int fail_countdown;
     bool stopped; /* closed or crashed: nothing runs until the next load */
+    bool hung;    /* an fsync failed: nothing after it completes */
 
     /* --- durable: what a restart finds ----------------------------------- */
     raft_term term;
     raft_id vote;
     raft_index meta_cut; /* a cut not yet passed again (store_format.h) */
+    bool torn_pending;   /* a crash left a torn tail the next load cuts */
     uint8_t *seg;        /* header + records + zeros to seg_cap */
     size_t seg_len, seg_cap;
     raft_index first; /* the segment header's first index */
