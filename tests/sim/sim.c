@@ -4,6 +4,7 @@
  *   sim [--seeds N] [--first S] [--sim-ms MS] [--mutation NAME]
  *       [--history DIR] [--commit TEXT] [--no-fork] [--stop] [--trace]
  *       [--no-quick-checks] [--no-disk-faults] [--no-crashes] [--torn-any]
+ *       [--power-loss PERCENT]
  *       [-v]
  *
  * Each seed is one run in a forked child: 3 or 5 nodes (the real state
@@ -71,6 +72,7 @@ bool quick_checks = true;
 bool disk_faults = true;
 bool crash_faults = true;
 bool torn_any;
+unsigned power_loss_percent = 15;
 struct sop *ops;
 size_t n_ops;
 uint64_t next_rid;
@@ -197,7 +199,7 @@ static int sim_run(uint64_t seed)
     next_member = t0 + rnd_range(2000, 8000);
     next_disk = t0 + rnd_range(3000, 15000);
     next_lat = t0 + rnd_range(2000, 8000);
-    next_crash = t0 + rnd_range(1500, 6000);
+    next_crash = t0 + rnd_range(2000, 9000);
 
     while (raft_fixture_time(&C.f) < t_end && !failed) {
         uint64_t now = raft_fixture_time(&C.f);
@@ -232,7 +234,7 @@ static int sim_run(uint64_t seed)
         }
         if (now >= next_crash) {
             crash_event();
-            next_crash = now + rnd_range(1000, 6000);
+            next_crash = now + rnd_range(2000, 9000);
         }
         if (now >= next_lat) {
             unsigned i = rnd_below(C.n);
@@ -341,7 +343,7 @@ static void usage(void)
             "usage: sim [--seeds N] [--first S] [--sim-ms MS] [--mutation "
             "NAME] [--history DIR] [--commit TEXT] [--no-fork] [--stop] "
             "[--no-quick-checks] [--no-disk-faults] [--no-crashes] "
-            "[--torn-any] "
+            "[--torn-any] [--power-loss PERCENT] "
             "[--trace] "
             "[-v]\nmutations:");
     for (size_t k = 0; k < sizeof mutations / sizeof mutations[0]; k++) {
@@ -360,6 +362,22 @@ static void add_stats(struct sim_stats *t, const struct sim_stats *s)
     for (size_t k = 0; &a[k] <= &s->sim_ms; k++) {
         b[k] += a[k];
     }
+}
+
+/* The flags a failed seed's replay line needs besides the mutation. */
+static const char *replay_flags(void)
+{
+    static char buf[128];
+
+    snprintf(buf, sizeof buf, "%s%s%s", !disk_faults ? " --no-disk-faults" : "",
+             !crash_faults ? " --no-crashes" : "",
+             torn_any ? " --torn-any" : "");
+    if (power_loss_percent != 15) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, " --power-loss %u",
+                 power_loss_percent);
+    }
+    return buf;
 }
 
 static double secs(const struct timespec *a, const struct timespec *b)
@@ -413,6 +431,11 @@ int main(int argc, char **argv)
             disk_faults = false;
         } else if (strcmp(argv[i], "--no-crashes") == 0) {
             crash_faults = false;
+        } else if (strcmp(argv[i], "--power-loss") == 0 && i + 1 < argc) {
+            power_loss_percent = (unsigned)strtoul(argv[++i], NULL, 10);
+            if (power_loss_percent > 100) {
+                usage();
+            }
         } else if (strcmp(argv[i], "--torn-any") == 0) {
             torn_any = true; /* README "Found": may stall for good */
         } else if (strcmp(argv[i], "--no-quick-checks") == 0) {
@@ -479,10 +502,7 @@ int main(int argc, char **argv)
                 (unsigned long long)seed,
                 strcmp(mutation_name, "none") != 0 ? " --mutation " : "",
                 strcmp(mutation_name, "none") != 0 ? mutation_name : "",
-                !disk_faults    ? " --no-disk-faults"
-                : !crash_faults ? " --no-crashes"
-                : torn_any      ? " --torn-any"
-                                : "");
+                replay_flags());
             if (stop) {
                 n_seeds = k + 1; /* the first failure is enough */
             }

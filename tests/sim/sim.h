@@ -95,6 +95,7 @@ extern bool verbose, failed;
 extern bool disk_faults;  /* failed fsyncs (off: --no-disk-faults) */
 extern bool crash_faults; /* crashes, power losses (off: --no-crashes) */
 extern bool torn_any;     /* --torn-any: torn tails on any number of nodes */
+extern unsigned power_loss_percent; /* of crash events (--power-loss P) */
 extern bool quick_checks; /* C1, C2 (sim_client.c); off: the model only */
 extern struct sop *ops;
 extern size_t n_ops;

@@ -550,15 +550,20 @@ static void power_on(void)
     }
 }
 
-/* Some live node has appends queued, not yet durable. */
+/* A majority of the live nodes have writes queued, not yet durable: the
+ * moment a power loss can lose what a correct node never acknowledged
+ * and a buggy one did. */
 static bool writes_in_flight(void)
 {
+    unsigned live = 0, busy = 0;
+
     for (unsigned i = 0; i < C.n; i++) {
-        if (!crashed[i] && disk_made[i] && disks[i].queued > 0) {
-            return true;
+        if (!crashed[i] && !removed[i] && disk_made[i] && C.s[i].started) {
+            live++;
+            busy += disks[i].queued > 0;
         }
     }
-    return false;
+    return busy > 0 && busy > live / 2;
 }
 
 static void power_loss(void)
@@ -608,10 +613,10 @@ void crash_event(void)
         restart(k);
         return;
     }
-    if (chance(15)) {
-        /* The cut comes at a step while writes are in flight (one in
-         * twenty such steps, within 2 s): a power loss between idle
-         * disks loses nothing. */
+    if (chance(power_loss_percent)) {
+        /* The cut comes at a step while a majority has writes in
+         * flight (one in ten such steps; else after 2 s): a power loss
+         * between idle disks loses nothing. */
         power_armed = true;
         power_armed_at = raft_fixture_time(&C.f);
         return;
