@@ -4,7 +4,7 @@
  *   sim [--seeds N] [--first S] [--sim-ms MS] [--mutation NAME]
  *       [--history DIR] [--commit TEXT] [--no-fork] [--stop] [--trace]
  *       [--no-quick-checks] [--no-disk-faults] [--no-crashes] [--torn-any]
- *       [--power-loss PERCENT]
+ *       [--power-loss PERCENT] [--no-slow-disks]
  *       [-v]
  *
  * Each seed is one run in a forked child: 3 or 5 nodes (the real state
@@ -73,6 +73,7 @@ bool disk_faults = true;
 bool crash_faults = true;
 bool torn_any;
 unsigned power_loss_percent = 15;
+bool slow_disks = true;
 struct sop *ops;
 size_t n_ops;
 uint64_t next_rid;
@@ -343,7 +344,7 @@ static void usage(void)
             "usage: sim [--seeds N] [--first S] [--sim-ms MS] [--mutation "
             "NAME] [--history DIR] [--commit TEXT] [--no-fork] [--stop] "
             "[--no-quick-checks] [--no-disk-faults] [--no-crashes] "
-            "[--torn-any] [--power-loss PERCENT] "
+            "[--torn-any] [--power-loss PERCENT] [--no-slow-disks] "
             "[--trace] "
             "[-v]\nmutations:");
     for (size_t k = 0; k < sizeof mutations / sizeof mutations[0]; k++) {
@@ -369,9 +370,10 @@ static const char *replay_flags(void)
 {
     static char buf[128];
 
-    snprintf(buf, sizeof buf, "%s%s%s", !disk_faults ? " --no-disk-faults" : "",
-             !crash_faults ? " --no-crashes" : "",
-             torn_any ? " --torn-any" : "");
+    snprintf(
+        buf, sizeof buf, "%s%s%s%s", !disk_faults ? " --no-disk-faults" : "",
+        !crash_faults ? " --no-crashes" : "", torn_any ? " --torn-any" : "",
+        !slow_disks ? " --no-slow-disks" : "");
     if (power_loss_percent != 15) {
         size_t n = strlen(buf);
         snprintf(buf + n, sizeof buf - n, " --power-loss %u",
@@ -436,6 +438,8 @@ int main(int argc, char **argv)
             if (power_loss_percent > 100) {
                 usage();
             }
+        } else if (strcmp(argv[i], "--no-slow-disks") == 0) {
+            slow_disks = false;
         } else if (strcmp(argv[i], "--torn-any") == 0) {
             torn_any = true; /* README "Found": may stall for good */
         } else if (strcmp(argv[i], "--no-quick-checks") == 0) {

@@ -96,6 +96,8 @@ extern bool disk_faults;  /* failed fsyncs (off: --no-disk-faults) */
 extern bool crash_faults; /* crashes, power losses (off: --no-crashes) */
 extern bool torn_any;     /* --torn-any: torn tails on any number of nodes */
 extern unsigned power_loss_percent; /* of crash events (--power-loss P) */
+extern bool slow_disks;   /* a quarter of disk latencies 60-300 ms (off:
+                           * --no-slow-disks) */
 extern bool quick_checks; /* C1, C2 (sim_client.c); off: the model only */
 extern struct sop *ops;
 extern size_t n_ops;

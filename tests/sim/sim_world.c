@@ -131,7 +131,8 @@ void randomize_server(unsigned i)
     raft_fixture_set_network_latency(&C.f, i, rnd_range(1, 80));
     /* A disk is sometimes slow (a loaded device, a long fsync): the window
      * in which a crash loses unsynced writes is then wide. */
-    disks[i].latency_ms = chance(25) ? rnd_range(60, 300) : rnd_range(1, 40);
+    disks[i].latency_ms =
+        chance(25) && slow_disks ? rnd_range(60, 300) : rnd_range(1, 40);
     if (chance(10)) { /* a link that sometimes delivers a message twice */
         nets[i].dup_countdown = (int)rnd_range(0, 30);
     }
