@@ -209,7 +209,6 @@ static void server_adopt(struct cluster *c,
         .install_snapshot_timeout_ms = 5000,
     };
     char errmsg[256];
-
     struct store *store = NULL;
 
     if (backend.adopt != NULL) {
