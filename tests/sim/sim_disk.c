@@ -366,12 +366,6 @@ void sim_disk_run(struct sim_disk *d)
     }
 }
 
-raft_time sim_disk_next_due(const struct sim_disk *d)
-{
-    return d->head != NULL && !d->stopped && !d->hung ? d->head->due
-                                                      : (raft_time)-1;
-}
-
 /* --- store ops ------------------------------------------------------------ */
 
 static int sd_append(struct store *s,

@@ -91,8 +91,6 @@ void sim_disk_free(struct sim_disk *d);
 
 /* Complete every queued operation due at or before *now, in order. */
 void sim_disk_run(struct sim_disk *d);
-/* The earliest due time queued, or (raft_time)-1. */
-raft_time sim_disk_next_due(const struct sim_disk *d);
 
 /* The power went (see above). @keep and @torn_bytes are the simulator's
  * draws; a torn prefix is at least 1 byte and short of the whole append. */
