@@ -14,6 +14,8 @@ enum sim_mutation {
     SIM_MUT_FORGET_ATTEMPTS, /* a restored snapshot drops the ledger total */
     SIM_MUT_STALE_OWNER,     /* an earlier owner's token still completes */
     SIM_MUT_LTIME_NO_CLAMP,  /* the leader stamps its raw wall clock */
+    /* rio tells raft an append is stored when it hands it to the store */
+    SIM_MUT_ACK_BEFORE_FSYNC,
 };
 
 #ifdef ONCE_SIM_MUTATIONS

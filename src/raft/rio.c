@@ -18,6 +18,7 @@
 
 #include "common/assert.h"
 #include "common/err.h"
+#include "common/sim_mutation.h"
 #include "raft/guard.h"
 
 static struct rio *rio_of(struct raft_io *io)
@@ -566,6 +567,7 @@ struct rio_append
     struct raft_io_append *orig;
     struct rio *rio;
     raft_term term; /* raft's term when it appended (G9) */
+    bool early;     /* mutant ack-before-fsync: raft was told at submission */
 };
 
 static void append_cb(struct raft_io_append *req, int status)
@@ -574,6 +576,7 @@ static void append_cb(struct raft_io_append *req, int status)
     struct rio *rio = a->rio;
     struct raft_io_append *orig = a->orig;
     raft_term term = a->term;
+    bool early = a->early;
 
     raft_free(a);
     if (status != 0 && !(rio->closing && status == RAFT_CANCELED)) {
@@ -581,6 +584,9 @@ static void append_cb(struct raft_io_append *req, int status)
         if (fail_stop(rio)) {
             return; /* (test hook returned) the request never completes */
         }
+    }
+    if (early) {
+        return; /* the simulator's seeded bug told raft already */
     }
     rio->in_append_cb = true;
     rio->append_cb_term = term;
@@ -624,6 +630,7 @@ static int rio_io_append(struct raft_io *io,
     a->orig = req;
     a->rio = rio;
     a->term = raft_of(rio)->current_term;
+    a->early = false;
     a->req.data = a;
     req->cb = cb;
     rv = rio->store->ops->append(rio->store, &a->req, entries, n, append_cb);
@@ -631,6 +638,16 @@ static int rio_io_append(struct raft_io *io,
         raft_free(a);
         copy_errmsg(rio, rio->store->errmsg);
         fatal(rio, "append", rv);
+    } else if (SIM_MUTANT(SIM_MUT_ACK_BEFORE_FSYNC)) {
+        /* The simulator's seeded bug "ack-before-fsync": raft hears that
+         * the entries are stored as soon as they are handed to the store,
+         * before the write is durable; a power loss then loses entries a
+         * follower acknowledged and the leader committed. */
+        a->early = true;
+        rio->in_append_cb = true;
+        rio->append_cb_term = a->term;
+        cb(req, 0);
+        rio->in_append_cb = false;
     }
     return rv;
 }

@@ -19,6 +19,7 @@ static struct
 static size_t n_terms;
 
 static struct cluster *cur; /* the fixture hook has no user argument */
+static struct cl_backend backend;
 
 static uint64_t wall_ms(void *arg)
 {
@@ -103,6 +104,9 @@ static void fixture_hook(struct raft_fixture *f, struct raft_fixture_event *e)
     unsigned i;
 
     (void)e;
+    if (backend.step != NULL) {
+        backend.step(backend.arg); /* its own completions due by now */
+    }
     for (i = 0; i < f->n; i++) {
         struct raft *r = &f->servers[i].raft;
         struct cl_server *s = &c->s[i];
@@ -174,6 +178,15 @@ static void server_prepare(struct cluster *c, unsigned i)
 
 static bool sync_snapshots;
 
+void cl_set_backend(const struct cl_backend *b)
+{
+    if (b != NULL) {
+        backend = *b;
+    } else {
+        memset(&backend, 0, sizeof backend);
+    }
+}
+
 void cl_set_sync_snapshots(bool on)
 {
     sync_snapshots = on;
@@ -196,9 +209,16 @@ static void server_adopt(struct cluster *c,
         .install_snapshot_timeout_ms = 5000,
     };
     char errmsg[256];
+    struct store *store = NULL;
 
-    fixture_store_init(&s->store, r->io);
-    replica_adopt(&s->rep, r, &s->store.store);
+    if (backend.adopt != NULL) {
+        store = backend.adopt(backend.arg, i, r);
+    }
+    if (store == NULL) {
+        fixture_store_init(&s->store, r->io);
+        store = &s->store.store;
+    }
+    replica_adopt(&s->rep, r, store);
     if (sync_snapshots) {
         adapter_set_async(&s->rep, false);
     }
@@ -558,4 +578,69 @@ void cl_reconnect_all(struct cluster *c, unsigned i)
             raft_fixture_reconnect(&c->f, j, i);
         }
     }
+}
+
+/* --- crash and restart (cluster.h) ---------------------------------------- */
+
+static bool crash_close_ran;
+
+static void crash_closed(struct raft *r)
+{
+    (void)r;
+    crash_close_ran = true; /* the fixture's io closes synchronously */
+}
+
+void cl_crash(struct cluster *c,
+              unsigned i,
+              void (*before_close)(void *arg, unsigned i),
+              void *arg)
+{
+    struct cl_server *s = &c->s[i];
+    struct raft *r = raft_fixture_get(&c->f, i);
+    struct raft_io *inner = s->rep.rio.inner;
+    raft_index applied_seen = s->applied_seen, applied_max = s->applied_max;
+    uint32_t *applied = s->applied;
+    size_t max_entry_len = s->max_entry_len;
+    struct replica_clock clock = {s, wall_ms, mono_ms};
+    struct replica_hooks hooks = {s, hook_fatal, hook_log, hook_retired,
+                                  hook_applied};
+    char addr[16];
+    int rv;
+
+    ck_assert(backend.adopt != NULL);
+    raft_fixture_kill(&c->f, i);
+    replica_shutdown(&s->rep);
+    if (before_close != NULL) {
+        before_close(arg, i);
+    }
+    crash_close_ran = false;
+    raft_close(r, crash_closed);
+    ck_assert_msg(crash_close_ran, "server %u: raft closed asynchronously",
+                  i + 1);
+    replica_close(&s->rep);
+
+    /* The process is gone; a new one is set up, not started: raft_init on
+     * the same slot and io, the same store (it holds the disk). */
+    snprintf(addr, sizeof addr, "%u", i + 1);
+    memset(s, 0, sizeof *s);
+    s->used = true;
+    s->applied = applied;
+    s->applied_seen = applied_seen;
+    s->applied_max = applied_max;
+    s->max_entry_len = max_entry_len;
+    replica_prepare(&s->rep, fsm_new(), &clock, &hooks);
+    ck_assert_ptr_nonnull(s->rep.fsm);
+    rv = raft_init(r, inner, &s->rep.raft_fsm, i + 1, addr);
+    ck_assert_int_eq(rv, 0);
+    server_adopt(c, i, snap_threshold, snap_trailing);
+}
+
+int cl_restart(struct cluster *c, unsigned i, char *errmsg)
+{
+    int rv = replica_start(&c->s[i].rep, errmsg);
+
+    if (rv == 0) {
+        c->s[i].started = true;
+    }
+    return rv;
 }

@@ -157,4 +157,36 @@ struct raft *cl_raft(struct cluster *c, unsigned i);
 void cl_disconnect_all(struct cluster *c, unsigned i);
 void cl_reconnect_all(struct cluster *c, unsigned i);
 
+/* Before cl_init: a backend that gives each server its store instead of
+ * a fixture_store. @adopt runs before replica_adopt (at cl_init, cl_grow
+ * and after cl_crash); it may put a raft_io decorator of its own in r->io
+ * (rio then wraps it) and returns the store (NULL: a fixture_store). NULL
+ * @b: back to fixture_stores. */
+struct cl_backend
+{
+    void *arg;
+    struct store *(*adopt)(void *arg, unsigned i, struct raft *r);
+    /* After every fixture step (from the fixture hook, before the
+     * harness's checks): complete what the backend's stores have due. May
+     * be NULL. */
+    void (*step)(void *arg);
+};
+void cl_set_backend(const struct cl_backend *b);
+
+/* Crash server i (needs a backend whose store outlives the process): the
+ * fixture kills it, the replica shuts down, @before_close(@arg, i) runs
+ * while raft is still open (the backend finishes what raft waits for),
+ * raft closes, the replica and its state machine are freed; then a new
+ * replica is prepared and raft_init'ed on the same slot and inner io and
+ * adopted with the backend's store, not started. The harness's record of
+ * applied entries is kept. */
+void cl_crash(struct cluster *c,
+              unsigned i,
+              void (*before_close)(void *arg, unsigned i),
+              void *arg);
+/* Start a crashed server: it loads from its store. replica_start's code
+ * (0: started; else @errmsg says why, and the server stays down). The
+ * caller revives it in the fixture. */
+int cl_restart(struct cluster *c, unsigned i, char *errmsg);
+
 #endif /* ONCE_TESTS_RAFT_CLUSTER_H_ */

@@ -3,7 +3,8 @@
  *
  *   sim [--seeds N] [--first S] [--sim-ms MS] [--mutation NAME]
  *       [--history DIR] [--commit TEXT] [--no-fork] [--stop] [--trace]
- *       [--no-quick-checks] [--disk-faults]
+ *       [--no-quick-checks] [--no-disk-faults] [--no-crashes] [--torn-any]
+ *       [--power-loss PERCENT] [--no-slow-disks]
  *       [-v]
  *
  * Each seed is one run in a forked child: 3 or 5 nodes (the real state
@@ -68,7 +69,11 @@ uint64_t cur_seed;
 struct sim_stats *st;
 bool verbose, failed;
 bool quick_checks = true;
-bool disk_faults;
+bool disk_faults = true;
+bool crash_faults = true;
+bool torn_any;
+unsigned power_loss_percent = 15;
+bool slow_disks = true;
 struct sop *ops;
 size_t n_ops;
 uint64_t next_rid;
@@ -132,7 +137,7 @@ static int sim_run(uint64_t seed)
 {
     unsigned voters;
     uint64_t t_end, next_client, next_net, next_clock, next_pause, next_member,
-        next_disk, next_lat, t0;
+        next_disk, next_lat, next_crash, t0;
     bool ok;
     char path[4096];
 
@@ -176,6 +181,7 @@ static int sim_run(uint64_t seed)
         cl_set_snapshot(&C, 1024, 2048);
     }
     C.quiet = !verbose;
+    sim_world_backend();
     cl_init(&C, voters, voters);
     check_init();
     for (unsigned i = 0; i < C.n; i++) {
@@ -194,6 +200,7 @@ static int sim_run(uint64_t seed)
     next_member = t0 + rnd_range(2000, 8000);
     next_disk = t0 + rnd_range(3000, 15000);
     next_lat = t0 + rnd_range(2000, 8000);
+    next_crash = t0 + rnd_range(2000, 9000);
 
     while (raft_fixture_time(&C.f) < t_end && !failed) {
         uint64_t now = raft_fixture_time(&C.f);
@@ -226,6 +233,10 @@ static int sim_run(uint64_t seed)
             disk_event();
             next_disk = now + rnd_range(5000, 20000);
         }
+        if (now >= next_crash) {
+            crash_event();
+            next_crash = now + rnd_range(2000, 9000);
+        }
         if (now >= next_lat) {
             unsigned i = rnd_below(C.n);
             if (!removed[i]) {
@@ -248,6 +259,7 @@ static int sim_run(uint64_t seed)
     }
     check_free();
     cl_close(&C);
+    sim_world_free();
     free(ops);
     ops = NULL;
     return ok ? 0 : 1;
@@ -313,6 +325,7 @@ static const struct
     {"forget-attempts", SIM_MUT_FORGET_ATTEMPTS, 0},
     {"stale-owner", SIM_MUT_STALE_OWNER, 0},
     {"ltime-no-clamp", SIM_MUT_LTIME_NO_CLAMP, 0},
+    {"ack-before-fsync", SIM_MUT_ACK_BEFORE_FSYNC, 0},
     {"skip-g1", SIM_MUT_NONE, GUARD_G1},
     {"skip-g2", SIM_MUT_NONE, GUARD_G2},
     {"skip-g4", SIM_MUT_NONE, GUARD_G4},
@@ -330,7 +343,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: sim [--seeds N] [--first S] [--sim-ms MS] [--mutation "
             "NAME] [--history DIR] [--commit TEXT] [--no-fork] [--stop] "
-            "[--no-quick-checks] [--disk-faults] "
+            "[--no-quick-checks] [--no-disk-faults] [--no-crashes] "
+            "[--torn-any] [--power-loss PERCENT] [--no-slow-disks] "
             "[--trace] "
             "[-v]\nmutations:");
     for (size_t k = 0; k < sizeof mutations / sizeof mutations[0]; k++) {
@@ -349,6 +363,23 @@ static void add_stats(struct sim_stats *t, const struct sim_stats *s)
     for (size_t k = 0; &a[k] <= &s->sim_ms; k++) {
         b[k] += a[k];
     }
+}
+
+/* The flags a failed seed's replay line needs besides the mutation. */
+static const char *replay_flags(void)
+{
+    static char buf[128];
+
+    snprintf(
+        buf, sizeof buf, "%s%s%s%s", !disk_faults ? " --no-disk-faults" : "",
+        !crash_faults ? " --no-crashes" : "", torn_any ? " --torn-any" : "",
+        !slow_disks ? " --no-slow-disks" : "");
+    if (power_loss_percent != 15) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, " --power-loss %u",
+                 power_loss_percent);
+    }
+    return buf;
 }
 
 static double secs(const struct timespec *a, const struct timespec *b)
@@ -397,7 +428,20 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--no-fork") == 0) {
             do_fork = false;
         } else if (strcmp(argv[i], "--disk-faults") == 0) {
-            disk_faults = true; /* see disk_event: a harness artifact */
+            disk_faults = true; /* the default now; kept for old lines */
+        } else if (strcmp(argv[i], "--no-disk-faults") == 0) {
+            disk_faults = false;
+        } else if (strcmp(argv[i], "--no-crashes") == 0) {
+            crash_faults = false;
+        } else if (strcmp(argv[i], "--power-loss") == 0 && i + 1 < argc) {
+            power_loss_percent = (unsigned)strtoul(argv[++i], NULL, 10);
+            if (power_loss_percent > 100) {
+                usage();
+            }
+        } else if (strcmp(argv[i], "--no-slow-disks") == 0) {
+            slow_disks = false;
+        } else if (strcmp(argv[i], "--torn-any") == 0) {
+            torn_any = true; /* README "Found": may stall for good */
         } else if (strcmp(argv[i], "--no-quick-checks") == 0) {
             quick_checks = false; /* leave C1 and C2 to the model */
         } else if (strcmp(argv[i], "--stop") == 0) {
@@ -462,7 +506,7 @@ int main(int argc, char **argv)
                 (unsigned long long)seed,
                 strcmp(mutation_name, "none") != 0 ? " --mutation " : "",
                 strcmp(mutation_name, "none") != 0 ? mutation_name : "",
-                disk_faults ? " --disk-faults" : "");
+                replay_flags());
             if (stop) {
                 n_seeds = k + 1; /* the first failure is enough */
             }
@@ -486,9 +530,12 @@ int main(int argc, char **argv)
         "pauses %llu, partitions %llu, lossy links %llu, clock jumps "
         "%llu, membership %llu (%llu ok), io faults %llu, snapshots %llu "
         "(installed %llu), state digests compared %llu, log time pushed "
-        "ahead by an unanchored leader %llu, G6b fail-stops %llu, simulated "
-        "%.1f s "
-        "in %.1f s\n",
+        "ahead by an unanchored leader %llu, G6b fail-stops %llu, G8 "
+        "fail-stops %llu, crashes "
+        "%llu (restarts %llu, refused %llu), power losses %llu, failed "
+        "fsyncs %llu, unsynced appends lost %llu (kept %llu), torn tails "
+        "%llu (cut at load %llu), corrupted disks %llu, duplicated "
+        "messages %llu, simulated %.1f s in %.1f s\n",
         (unsigned long long)total.ops, (unsigned long long)total.ok,
         (unsigned long long)total.fail, (unsigned long long)total.info,
         (unsigned long long)total.accepted, (unsigned long long)total.completes,
@@ -502,7 +549,15 @@ int main(int argc, char **argv)
         (unsigned long long)total.snapshots, (unsigned long long)total.installs,
         (unsigned long long)total.digests_compared,
         (unsigned long long)total.unanchored_jumps,
-        (unsigned long long)total.g6b_stops, (double)total.sim_ms / 1000.0,
+        (unsigned long long)total.g6b_stops, (unsigned long long)total.g8_stops,
+        (unsigned long long)total.crashes, (unsigned long long)total.restarts,
+        (unsigned long long)total.refused,
+        (unsigned long long)total.power_losses,
+        (unsigned long long)total.fsync_stops,
+        (unsigned long long)total.lost_unsynced,
+        (unsigned long long)total.kept_unsynced, (unsigned long long)total.torn,
+        (unsigned long long)total.cuts, (unsigned long long)total.corruptions,
+        (unsigned long long)total.duplicated, (double)total.sim_ms / 1000.0,
         wall);
     {
         struct rusage ru, rc;

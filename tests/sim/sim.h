@@ -3,7 +3,11 @@
  *   sim.c         the PRNG, one run's state, the run's main loop, the
  *                 forked child per seed, main() and the summary line;
  *   sim_world.c   stepping with the per-step checks and the nemesis
- *                 (network, clocks, pauses, disk faults, membership);
+ *                 (network, clocks, pauses, crashes and restarts, power
+ *                 loss, disk faults, membership);
+ *   sim_disk.c    each node's simulated disk (a store backend);
+ *   sim_net.c     each node's raft_io over the fixture's, which lets a
+ *                 node crash and start again in its slot;
  *   sim_client.c  the client workload (claims, retries, completes,
  *                 releases, takeovers) and the EDN history it writes;
  *   sim_check.c   the continuous checks (state digests, log time,
@@ -71,7 +75,9 @@ struct sim_stats
     uint64_t ops, ok, fail, info, accepted, expiries_seen, completes, takeovers,
         stale_owner_tries, pauses, partitions, losses, clock_jumps, member_ops,
         member_ok, io_faults, snapshots, installs, digests_compared,
-        unanchored_jumps, g6b_stops, steps, sim_ms;
+        unanchored_jumps, g6b_stops, g8_stops, crashes, restarts, refused,
+        power_losses, fsync_stops, torn, cuts, corruptions, kept_unsynced,
+        lost_unsynced, duplicated, steps, sim_ms;
     uint64_t trace; /* the run's digest chain (replay proof) */
     int fail_rc;
 };
@@ -86,7 +92,12 @@ extern struct cluster C;
 extern uint64_t cur_seed;
 extern struct sim_stats *st;
 extern bool verbose, failed;
-extern bool disk_faults;  /* --disk-faults: raft_fixture_io_fault */
+extern bool disk_faults;  /* failed fsyncs (off: --no-disk-faults) */
+extern bool crash_faults; /* crashes, power losses (off: --no-crashes) */
+extern bool torn_any;     /* --torn-any: torn tails on any number of nodes */
+extern unsigned power_loss_percent; /* of crash events (--power-loss P) */
+extern bool slow_disks;   /* a quarter of disk latencies 60-300 ms (off:
+                           * --no-slow-disks) */
 extern bool quick_checks; /* C1, C2 (sim_client.c); off: the model only */
 extern struct sop *ops;
 extern size_t n_ops;
@@ -121,6 +132,9 @@ void clock_event(void);
 void pause_event(void);
 bool member_event(void);
 void disk_event(void);
+void crash_event(void);
+void sim_world_backend(void); /* before cl_init: sim_disk + sim_net */
+void sim_world_free(void);    /* after cl_close */
 void heal(void);
 void revive(unsigned i);
 const struct raft_configuration *newest_config(void);
@@ -147,6 +161,7 @@ void edn_footer(void);
 void check_init(void);
 void check_free(void);
 void check_step(void);
+void check_restarted(unsigned i); /* its log time starts again */
 bool final_phase(void);
 void dump_servers(void);
 

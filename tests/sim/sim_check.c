@@ -94,6 +94,12 @@ static void digest_one(unsigned i)
     }
 }
 
+void check_restarted(unsigned i)
+{
+    last_now[i] = 0; /* it replays its log: its state machine's log time
+                      * starts again from the snapshot's */
+}
+
 void check_step(void)
 {
     uint64_t now = raft_fixture_time(&C.f);
@@ -252,14 +258,15 @@ void dump_servers(void)
         fprintf(stderr,
                 "  server %u: alive=%d removed=%d disk-fault=%d state=%d "
                 "term=%llu applied=%llu last=%llu commit=%llu ready=%d "
-                "fsm-index=%llu log-time=%llu\n",
+                "fsm-index=%llu log-time=%llu role=%d novote=%d\n",
                 i + 1, alive(i), removed[i], sim_disk_doomed(i), raft_state(r),
                 (unsigned long long)r->current_term,
                 (unsigned long long)raft_last_applied(r),
                 (unsigned long long)raft_last_index(r),
                 (unsigned long long)r->commit_index, replica_ready(&C.s[i].rep),
                 (unsigned long long)fsm_last_index(C.s[i].rep.fsm),
-                (unsigned long long)fsm_now(C.s[i].rep.fsm));
+                (unsigned long long)fsm_now(C.s[i].rep.fsm),
+                config_role(newest_config(), i), rio_novote(&C.s[i].rep.rio));
     }
 }
 
