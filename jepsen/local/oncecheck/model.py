@@ -34,6 +34,9 @@ Interface (the reference judge and the search code against exactly this):
       restore fence, INVALID_ARGUMENT, NOT_BOOTSTRAPPED ...): 'never', and
       unmodeled(call) is True: the checker counts and prints them, so a
       workload that starts producing them is seen.
+  silent(calls) -> {id(call), ...}
+      the 'may' calls no linearization needs (below): the search leaves
+      them out; the verdict is the same with or without them.
 
 State: a tuple (rec, hw, dbm).
   rec   None (absent, or expired and freed: the contract makes them the
@@ -279,6 +282,48 @@ def role(call):
         return NEVER
     m = call.m
     return MUST if m.outcome in OUTCOMES.get(m.f, ()) else NEVER
+
+
+def silent(calls):
+    """The 'may' calls of one key (model.key_ops) that no linearization
+    needs: leaving them out never changes the verdict, so the search does
+    not place them (each one placed multiplies the configurations of every
+    gap in which the record may be absent). The reference judge (reference.py)
+    does not use this; tests/test_mutate.py checks the two agree.
+
+    A call c is silent when the key has only claims of kind NONCE taking
+    part, no CONFLICT answer, every REPLAYED answer names its first request
+    id, and c is an :info claim (not a hidden companion) with a request id
+    that no 'must' call carries and no answer names. Why: c's only possible
+    effect is an acceptance that makes the record c's (a NONCE claim that
+    finds a live record changes nothing); while that record lives, no call
+    can take effect (an :info claim finds it live; an ACCEPTED needs the
+    record absent, or retry=true with c's request id; a REPLAYED names
+    another first request id; STALE and FUTURE need it absent), so the call
+    d after c finds it expired, i.e. absent, as it would have found the
+    record before c (absent, or expired: c needed that too, at a time
+    <= d's). Without c, d sees the same record with weaker time bounds (c's
+    T and expiry gone), and every step of the model is monotone in those
+    bounds (constraints only; the one test of a bound, an unbounded
+    record's unknown expiry, reads an expiry that only constants pin), so
+    the rest of the order still succeeds."""
+    part = [c for c in calls if role(c) != NEVER]
+    if any(c.f != "claim" or c.m.kind != "NONCE" for c in part):
+        return set()
+    named, must_rids = set(), set()
+    for c in part:
+        if role(c) != MUST:
+            continue
+        if c.m.outcome == "CONFLICT":
+            return set()
+        first = c.m.a.get("first-request-id")
+        if c.m.outcome == "REPLAYED" and first is None:
+            return set()
+        named.add(first)
+        must_rids.add(c.m.rid)
+    return {id(c) for c in part
+            if role(c) == MAY and not getattr(c, "hidden", False) and c.m.rid is not None
+            and c.m.rid not in must_rids and c.m.rid not in named}
 
 
 def unmodeled(call):

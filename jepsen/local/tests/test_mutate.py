@@ -334,8 +334,12 @@ class Reference(unittest.TestCase):
 class SearchAgainstReference(unittest.TestCase):
     """The search (the checker's verdict) and the brute force agree."""
 
+    silent_keys = 0
+
     def _agree(self, k, g, what):
         r = reference.check_key(k, g)
+        if r.ok is not None and model.silent(g):
+            SearchAgainstReference.silent_keys += 1
         if r.ok is None:
             return None
         s = search.check_key(g)
@@ -376,6 +380,20 @@ class SearchAgainstReference(unittest.TestCase):
         print("\n  search = reference: idempotent %d keys (%d not linearizable)" % (n, bad),
               file=sys.stderr)
 
+    def test_nonce_expiring(self):
+        """A hot NONCE key as tests/sim makes it: ttls of 1-100 ms, log
+        times, answers with every record field, :info claims (applied or
+        not) and retries; half of them with one answer changed. The search
+        leaves out the :info claims no answer can observe (model.silent):
+        the brute force, which places every subset of them, must agree."""
+        SearchAgainstReference.silent_keys = 0
+        n, bad = self._random(lambda rng, j: nonce_expiring(rng, j % 2 == 1), SEED + 131)
+        self.assertGreater(bad, 0)
+        self.assertGreater(n - bad, 0)
+        print("\n  search = reference: nonce expiring %d keys (%d not linearizable, "
+              "%d with silent calls)" % (n, bad, self.silent_keys), file=sys.stderr)
+        self.assertGreater(self.silent_keys, n // 10)
+
     def test_corpus_mutants(self):
         """Every mutant of every corpus key, time fields included: both
         verdicts, legal and contract-breaking, must agree."""
@@ -393,6 +411,74 @@ class SearchAgainstReference(unittest.TestCase):
         self.assertGreater(n, 1000)
         print("\n  search = reference: corpus mutants %d keys (%d not linearizable)" % (n, bad),
               file=sys.stderr)
+
+
+def nonce_expiring(rng, perturb):
+    """Two NONCE keys, each claimed by up to 7 calls, answered by a concrete
+    state machine (docs/state-machine.md) at increasing log times with
+    short ttls, so the record expires and is claimed again; then maybe one
+    answer changed (see SearchAgainstReference.test_nonce_expiring)."""
+    return _expiring_key(rng, perturb, "k0", 0) + _expiring_key(rng, perturb, "k1", 100)
+
+
+def _expiring_key(rng, perturb, key, p0):
+    calls, rids = [], []
+    for i in range(p0, p0 + rng.randint(2, 7)):
+        if rids and rng.random() < 0.25:
+            rid = rng.choice(rids)
+        else:
+            rid = "r%d" % i
+            rids.append(rid)
+        inv = rng.uniform(0, 20)
+        ret = inv + rng.uniform(0.5, 8)
+        calls.append(dict(i=i, rid=rid, inv=inv, ret=ret, p=rng.uniform(inv, ret),
+                          ttl=rng.choice([1, 5, 20, 100])))
+    now, idx, rec = 1000, 10, None
+    for c in sorted(calls, key=lambda c: c["p"]):
+        c["typ"] = rng.choices(["ok", "fail", "info"], [60, 10, 30])[0]
+        if c["typ"] == "fail":
+            c["res"] = {"error": "UNAVAILABLE", "applied": "false"}
+            continue
+        if c["typ"] == "info":
+            c["res"] = {"error": "DEADLINE_EXCEEDED", "applied": "unknown"}
+            if rng.random() < 0.5:
+                continue                      # never applied
+        now += rng.choice([0, 1, 3, 10, 30])
+        idx += 1
+        if rec is not None and rec["E"] <= now:
+            rec = None
+        if rec is None:
+            rec = {"first": c["rid"], "F": now, "E": now + c["ttl"], "idx": idx}
+            out, retry = "ACCEPTED", False
+        elif rec["first"] == c["rid"]:
+            out, retry = "ACCEPTED", True
+        else:
+            out, retry = "REPLAYED", False
+        if c["typ"] == "ok":
+            c["res"] = {"outcome": out, "retry": retry, "log-time-ms": now,
+                        "first-request-id": rec["first"], "first-index": rec["idx"],
+                        "first-time-ms": rec["F"], "expires-ms": rec["E"]}
+    oks = [c for c in calls if c["typ"] == "ok"]
+    if perturb and oks:
+        r = rng.choice(oks)["res"]
+        m = rng.randrange(4)
+        if m == 0:
+            r["log-time-ms"] += rng.choice([-30, -1, 1, 30])
+        elif m == 1:
+            r["expires-ms"] += rng.choice([-1, 1])
+        elif m == 2:
+            r["first-request-id"] = rng.choice(rids + ["zz"])
+        else:
+            r["outcome"] = "REPLAYED" if r["outcome"] == "ACCEPTED" else "ACCEPTED"
+            r["retry"] = False
+    specs = []
+    for c in calls:
+        args = {"scope": "s", "key": key, "request-id": c["rid"], "kind": "NONCE",
+                "ttl-ms": c["ttl"]}
+        ret = gen.INF if c["typ"] == "info" and rng.random() < 0.5 else c["ret"]
+        specs.append({"p": c["i"], "f": "claim", "inv": c["inv"], "ret": ret,
+                      "type": c["typ"], "args": args, "res": c["res"]})
+    return specs
 
 
 if __name__ == "__main__":

@@ -339,3 +339,117 @@ class Simulated(unittest.TestCase):
                 n += 1
                 self.assertTrue(r.ok, r.explain() + "\n" + text)
         self.assertGreater(n, 350)
+
+
+class HotKey(unittest.TestCase):
+    """A hot NONCE key as the simulator makes it (tests/sim): short ttls,
+    so the record expires and is claimed again round after round, every
+    answer pinning its log time, and :info claims free to take effect in
+    any later gap. Three things keep it cheap without changing a verdict
+    (search.py's doc): a state whose clock has passed the log time of an
+    answer not yet placed is dead; a configuration with more optional calls
+    placed than one that failed (same required calls, same state) fails
+    too; and an :info claim no answer can observe is left out
+    (model.silent)."""
+
+    ROUNDS, INFOS = 24, 16
+
+    def history(self, named_round=None, first_time=None, infos=None, lookup=False):
+        """ROUNDS rounds: an ACCEPTED (ttl 10 ms) then 3 overlapping
+        REPLAYED naming it, 1 s of log time apart; INFOS :info claims
+        (ttl 5 ms: harmless in any gap) invoked before the first round.
+        named_round: that round has no ACCEPTED, its REPLAYEDs name the
+        :info claim 'x' (invoked first), which took effect at first_time.
+        lookup: a NOT_FOUND lookup first (model.silent then leaves no
+        call out: the key is not claims only)."""
+        infos = self.INFOS if infos is None else infos
+        nonce = {"scope": "s", "key": "k", "kind": "NONCE"}
+        specs = [dict(p=900, f="claim", inv=0.5, ret=INF, type="info",
+                      args=dict(nonce, **{"request-id": "x", "ttl-ms": 10}))]
+        if lookup:
+            specs.append(dict(p=901, f="lookup", inv=0.1, ret=0.2, type="ok",
+                              args={"scope": "s", "key": "k"},
+                              res={"outcome": "NOT_FOUND", "log-time-ms": 9000}))
+        for j in range(infos):
+            specs.append(dict(p=1000 + j, f="claim", inv=0.6 + j / 100, ret=INF, type="info",
+                              args=dict(nonce, **{"request-id": "i%d" % j, "ttl-ms": 5})))
+        for r in range(self.ROUNDS):
+            lt = 10_000 + 1000 * r
+            rid, ft = "a%d" % r, lt
+            if r == named_round:
+                rid, ft = "x", first_time
+            rec = {"first-request-id": rid, "first-index": 100 + r, "first-time-ms": ft,
+                   "expires-ms": ft + 10}
+            t = 10 + 10 * r
+            if r != named_round:
+                specs.append(dict(p=4 * r, f="claim", inv=t, ret=t + 2, type="ok",
+                                  args=dict(nonce, **{"request-id": rid, "ttl-ms": 10}),
+                                  res=dict(rec, outcome="ACCEPTED", retry=False,
+                                           **{"log-time-ms": lt})))
+            for q in range(3):
+                specs.append(dict(p=4 * r + 1 + q, f="claim", inv=t + 3 + q, ret=t + 7 + q,
+                                  type="ok",
+                                  args=dict(nonce, **{"request-id": "r%d.%d" % (r, q),
+                                                      "ttl-ms": 10}),
+                                  res=dict(rec, outcome="REPLAYED", retry=False,
+                                           **{"log-time-ms": ft + 5})))
+        return key_calls(specs)
+
+    def test_rounds_with_free_info_claims(self):
+        cs = self.history()
+        self.assertEqual(len(model.silent(cs)), self.INFOS + 1)
+        r = search.check_key(cs)
+        self.assertTrue(r.ok, r.explain())
+        self.assertEqual(r.ncalls, len(cs))
+        # no backtracking: one state per call placed
+        self.assertLessEqual(r.steps, r.ncalls + 1)
+
+    def test_info_claim_taking_effect_many_rounds_later(self):
+        # x, invoked before the first round, took effect in the gap before
+        # round 20 (log time 29,996: after round 19's record expired at
+        # 29,010): named by an answer, it is not silent, and the search
+        # must carry it across 19 rounds
+        cs = self.history(named_round=20, first_time=29_996)
+        self.assertEqual(len(model.silent(cs)), self.INFOS)
+        r = search.check_key(cs)
+        self.assertTrue(r.ok, r.explain())
+        self.assertLess(r.steps, 200)
+
+    def test_violation_across_the_rounds_is_found(self):
+        # the same, but x's record would have to begin at log time 29,004,
+        # while round 19's record (accepted at 29,000) lived until 29,010:
+        # every gap before it must be refuted for x
+        r = search.check_key(self.history(named_round=20, first_time=29_004))
+        self.assertTrue(r.judged, r.explain())
+        self.assertFalse(r.ok)
+        self.assertLess(r.steps, 500)
+        self.assertEqual(r.stuck.m.rid, "r20.0")
+
+    def test_dominance_without_silent_calls(self):
+        # a lookup makes every :info claim count (model.silent leaves none
+        # out): 4 of them free in each of 19 gaps. A configuration with a
+        # claim placed whose state another one reached without it (after
+        # the next ACCEPTED pins the record) is dominated. Measured: 1,761
+        # states; 48,081 for the search before the dominance and the clock
+        # bound (2026-12-07)
+        cs = self.history(named_round=20, first_time=29_004, infos=4, lookup=True)
+        self.assertEqual(model.silent(cs), set())
+        r = search.check_key(cs)
+        self.assertTrue(r.judged, r.explain())
+        self.assertFalse(r.ok)
+        self.assertLess(r.steps, 5000)
+        ok = search.check_key(self.history(named_round=20, first_time=29_996, infos=4,
+                                           lookup=True))
+        self.assertTrue(ok.ok, ok.explain())
+
+    def test_clock_past_an_answer_is_dead(self):
+        # round 5's answers name x at first_time: 15,000 fits the gap after
+        # round 4's record expired (14,010); 14,007 does not, and a state
+        # that places x after the clock reached 14,010 cannot place round
+        # 4's REPLAYEDs (log time 14,005) any more: dropped unexpanded
+        r = search.check_key(self.history(named_round=5, first_time=15_000))
+        self.assertTrue(r.ok, r.explain())
+        bad = search.check_key(self.history(named_round=5, first_time=14_007))
+        self.assertTrue(bad.judged)
+        self.assertFalse(bad.ok)
+        self.assertEqual(bad.stuck.m.rid, "r5.0")
