@@ -7,7 +7,9 @@
  * equal protobuf-c's (tests/unit/test_codec.c). A sub-message's length is
  * written before its bytes: result_pack_size keeps the sizes of the Result,
  * its owner token and its attempts in a plan that result_pack writes from,
- * so each is measured once (protobuf-c's packer measures them twice). */
+ * so each is measured once (protobuf-c's packer measures them twice). The
+ * Result's pair is exported (result_pack_result*) for server/batch_pack.c,
+ * which writes a ClaimBatchItem around it. */
 #include "rpc/result_pack.h"
 
 #include <string.h>
@@ -222,6 +224,34 @@ static bool is_response(const ProtobufCMessageDescriptor *d)
            d == &once__rpc__lookup_response__descriptor;
 }
 
+/* A field added to the schema must be written here first: fail loudly
+ * (every test that answers a claim) rather than drop it silently. */
+static void assert_schema_pinned(void)
+{
+    ONCE_ASSERT(once__rpc__result__descriptor.n_fields == RES_FIELDS &&
+                    once__rpc__attempt__descriptor.n_fields == ATT_FIELDS &&
+                    once__rpc__owner_token__descriptor.n_fields == TOKEN_FIELDS,
+                "result_pack.c writes every field of the schema");
+}
+
+bool result_pack_result_known(const Once__Rpc__Result *r)
+{
+    assert_schema_pinned();
+    if (r->base.n_unknown_fields != 0 ||
+        r->n_attempts > RESULT_PACK_ATTEMPTS_MAX ||
+        (r->owner_token != NULL &&
+         r->owner_token->base.n_unknown_fields != 0)) {
+        return false;
+    }
+    for (size_t i = 0; i < r->n_attempts; i++) {
+        ONCE_ASSERT(r->attempts[i] != NULL, "repeated elements are set");
+        if (r->attempts[i]->base.n_unknown_fields != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 bool result_pack_known(const ProtobufCMessage *m)
 {
     const Once__Rpc__Result *r;
@@ -230,32 +260,29 @@ bool result_pack_known(const ProtobufCMessage *m)
     if (!is_response(m->descriptor) || m->n_unknown_fields != 0) {
         return false;
     }
-    /* A field added to the schema must be written here first: fail loudly
-     * (every test that answers a claim) rather than drop it silently. */
+    assert_schema_pinned();
     ONCE_ASSERT(
-        once__rpc__result__descriptor.n_fields == RES_FIELDS &&
-            once__rpc__attempt__descriptor.n_fields == ATT_FIELDS &&
-            once__rpc__owner_token__descriptor.n_fields == TOKEN_FIELDS &&
-            m->descriptor->n_fields ==
-                (m->descriptor == &once__rpc__lookup_response__descriptor ? 2u
-                                                                          : 1u),
+        m->descriptor->n_fields ==
+            (m->descriptor == &once__rpc__lookup_response__descriptor ? 2u
+                                                                      : 1u),
         "result_pack.c writes every field of the schema");
     r = response_result(m, &served_by);
-    if (r == NULL) {
-        return true;
-    }
-    if (r->base.n_unknown_fields != 0 ||
-        r->n_attempts > RESULT_PACK_ATTEMPTS_MAX ||
-        (r->owner_token != NULL &&
-         r->owner_token->base.n_unknown_fields != 0)) {
-        return false;
-    }
-    for (size_t i = 0; i < r->n_attempts; i++) {
-        if (r->attempts[i]->base.n_unknown_fields != 0) {
-            return false;
-        }
-    }
-    return true;
+    return r == NULL || result_pack_result_known(r);
+}
+
+size_t result_pack_result_size(const Once__Rpc__Result *r,
+                               struct result_pack_plan *plan)
+{
+    plan->result = result_size(r, plan);
+    plan->total = plan->result;
+    return plan->result;
+}
+
+size_t result_pack_result(const Once__Rpc__Result *r,
+                          const struct result_pack_plan *plan,
+                          uint8_t *out)
+{
+    return (size_t)(result_write(r, plan, out) - out);
 }
 
 size_t result_pack_size(const ProtobufCMessage *m,
