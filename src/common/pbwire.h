@@ -1,6 +1,7 @@
 /* common/pbwire.h: a protobuf wire writer for the hand-written encoders of
  * the hot messages (rpc/frame.c's Envelope, rpc/result_pack.c's Result, the
- * log's Claim command and Batch in fsm/command.c).
+ * log's Claim command and Batch in fsm/command.c, server/batch_pack.c's
+ * ClaimBatchItem and ClaimBatchRequest size).
  *
  * Why: protobuf-c's packer walks a descriptor per field, twice per message
  * (packed size, then pack); an encoder that knows its fields is several
@@ -96,6 +97,20 @@ static inline size_t pbw_size_len_req(uint32_t field, size_t len)
 static inline size_t pbw_size_len_opt(uint32_t field, size_t len)
 {
     return len != 0 ? pbw_size_len_req(field, len) : 0;
+}
+
+/* The unknown fields protobuf-c kept in @m from a decode, as its packer
+ * counts them: each one's tag (field number and wire type) and its bytes
+ * as kept (get_tag_size and unknown_field_get_packed_size in
+ * protobuf-c.c). */
+static inline size_t pbw_size_unknown(const ProtobufCMessage *m)
+{
+    size_t n = 0;
+
+    for (unsigned i = 0; i < m->n_unknown_fields; i++) {
+        n += pbw_tag_size(m->unknown_fields[i].tag) + m->unknown_fields[i].len;
+    }
+    return n;
 }
 
 /* --- writers ---------------------------------------------------------- */

@@ -116,7 +116,8 @@ static void put(struct batch *b,
                 const Once__Rpc__Result *res)
 {
     Once__Rpc__ClaimBatchItem it = ONCE__RPC__CLAIM_BATCH_ITEM__INIT;
-    size_t len, result_len;
+    struct batch_item_plan plan;
+    size_t len;
 
     ONCE_ASSERT(i < b->n && b->off[i] == SLOT_WAITING && b->left > 0,
                 "each item is answered once");
@@ -129,10 +130,10 @@ static void put(struct batch *b,
         it.error.len = n;
     }
     it.result = (Once__Rpc__Result *)(uintptr_t)res;
-    len = batch_item_size(&it, &result_len);
+    len = batch_item_size(&it, &plan);
     if (out_reserve(b, len)) {
         b->off[i] = b->out_len;
-        b->len[i] = batch_item_pack(&it, result_len, b->out + b->out_len);
+        b->len[i] = batch_item_pack(&it, &plan, b->out + b->out_len);
         ONCE_ASSERT(b->len[i] == len, "packed as sized");
         b->out_len += len;
     } else {

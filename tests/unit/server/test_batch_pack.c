@@ -1,6 +1,7 @@
 /* server/batch_pack: the direct ClaimBatchItem encoder writes exactly
  * protobuf-c's bytes, for every field set or left out, and protobuf-c
- * reads them back; a ClaimBatchRequest's size is protobuf-c's. */
+ * reads them back, through result_pack's Result writer or, for what it
+ * does not take, protobuf-c's; a ClaimBatchRequest's size is protobuf-c's. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +51,8 @@ static ProtobufCBinaryData rnd_bin(int which, size_t max)
 static void check_same(const Once__Rpc__ClaimBatchItem *it)
 {
     size_t want = once__rpc__claim_batch_item__get_packed_size(it);
-    size_t result_len;
-    size_t got = batch_item_size(it, &result_len);
+    struct batch_item_plan plan;
+    size_t got = batch_item_size(it, &plan);
     uint8_t *a = malloc(want + 1), *b = malloc(got + 1);
     Once__Rpc__ClaimBatchItem *back;
 
@@ -59,7 +60,7 @@ static void check_same(const Once__Rpc__ClaimBatchItem *it)
     ck_assert_ptr_nonnull(a);
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_eq(once__rpc__claim_batch_item__pack(it, a), want);
-    ck_assert_uint_eq(batch_item_pack(it, result_len, b), got);
+    ck_assert_uint_eq(batch_item_pack(it, &plan, b), got);
     ck_assert_int_eq(memcmp(a, b, want), 0);
     back = once__rpc__claim_batch_item__unpack(NULL, got, b);
     ck_assert_ptr_nonnull(back);
@@ -74,14 +75,14 @@ START_TEST(empty_item)
     Once__Rpc__ClaimBatchItem it = ONCE__RPC__CLAIM_BATCH_ITEM__INIT;
     Once__Rpc__Result res = ONCE__RPC__RESULT__INIT;
 
-    size_t result_len;
+    struct batch_item_plan plan;
 
     check_same(&it); /* every field left out: zero bytes */
-    ck_assert_uint_eq(batch_item_size(&it, &result_len), 0);
+    ck_assert_uint_eq(batch_item_size(&it, &plan), 0);
     it.result = &res; /* an empty submessage is still written */
     check_same(&it);
-    ck_assert_uint_eq(batch_item_size(&it, &result_len), 2);
-    ck_assert_uint_eq(result_len, 0);
+    ck_assert_uint_eq(batch_item_size(&it, &plan), 2);
+    ck_assert_uint_eq(plan.result.result, 0);
 }
 END_TEST
 
@@ -156,6 +157,74 @@ START_TEST(random_results)
         r.sliding = rnd() % 2;
         it.result = rnd() % 8 == 0 ? NULL : &r;
         check_same(&it);
+    }
+}
+END_TEST
+
+/* What result_pack's Result writer does not take (more attempts than its
+ * plan holds, unknown fields kept from a newer peer in the item, its
+ * Result, owner token or an attempt) is packed by protobuf-c: the same
+ * bytes, unknown fields included. */
+START_TEST(fallback_items)
+{
+    static const uint8_t five = 0x05;
+    ProtobufCMessageUnknownField unk = {99, PROTOBUF_C_WIRE_TYPE_VARINT, 1,
+                                        (uint8_t *)(uintptr_t)&five};
+    Once__Rpc__ClaimBatchItem it = ONCE__RPC__CLAIM_BATCH_ITEM__INIT;
+    Once__Rpc__Result r = ONCE__RPC__RESULT__INIT;
+    Once__Rpc__OwnerToken tok = ONCE__RPC__OWNER_TOKEN__INIT;
+    Once__Rpc__Attempt att[RESULT_PACK_ATTEMPTS_MAX + 2];
+    Once__Rpc__Attempt *attp[RESULT_PACK_ATTEMPTS_MAX + 2];
+    struct batch_item_plan plan;
+
+    for (size_t i = 0; i < RESULT_PACK_ATTEMPTS_MAX + 2; i++) {
+        once__rpc__attempt__init(&att[i]);
+        att[i].index = 1000 + i;
+        att[i].outcome = ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED;
+        attp[i] = &att[i];
+    }
+    it.status = ONCE__RPC__STATUS__STATUS_OK;
+    it.result = &r;
+    r.outcome = ONCE__RPC__OUTCOME__OUTCOME_DUPLICATE;
+    r.attempts = attp;
+    tok.index = 7;
+    r.owner_token = &tok;
+
+    /* Up to the plan's bound: written here. */
+    for (size_t n = 0; n <= RESULT_PACK_ATTEMPTS_MAX; n++) {
+        r.n_attempts = n;
+        check_same(&it);
+        batch_item_size(&it, &plan);
+        ck_assert(plan.fast);
+    }
+    /* Past it: protobuf-c's. */
+    for (size_t n = RESULT_PACK_ATTEMPTS_MAX + 1;
+         n <= RESULT_PACK_ATTEMPTS_MAX + 2; n++) {
+        r.n_attempts = n;
+        check_same(&it);
+        batch_item_size(&it, &plan);
+        ck_assert(!plan.fast);
+    }
+    r.n_attempts = 2;
+
+    /* One unknown field in each message in turn. */
+    {
+        ProtobufCMessage *holders[] = {&it.base, &r.base, &tok.base,
+                                       &att[1].base};
+
+        for (size_t k = 0; k < sizeof holders / sizeof holders[0]; k++) {
+            holders[k]->n_unknown_fields = 1;
+            holders[k]->unknown_fields = &unk;
+            check_same(&it);
+            batch_item_size(&it, &plan);
+            ck_assert(!plan.fast);
+            ck_assert_uint_eq(
+                plan.total, once__rpc__claim_batch_item__get_packed_size(&it));
+            holders[k]->n_unknown_fields = 0;
+            holders[k]->unknown_fields = NULL;
+            batch_item_size(&it, &plan);
+            ck_assert(plan.fast);
+        }
     }
 }
 END_TEST
@@ -236,6 +305,7 @@ Suite *batch_pack_suite(void)
     tcase_add_test(tc, empty_item);
     tcase_add_test(tc, error_item);
     tcase_add_test(tc, random_results);
+    tcase_add_test(tc, fallback_items);
     tcase_add_test(tc, random_requests);
     tcase_add_test(tc, schema_pinned);
     suite_add_tcase(s, tc);
