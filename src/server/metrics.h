@@ -71,6 +71,7 @@ struct metrics
     struct prom_series *term, *commit, *applied, *last_index, *is_leader,
         *leader_known, *leader_commit, *ready, *log_bytes;
     struct prom_series *leader_changes, *config_changes, *voters, *members;
+    struct prom_series *no_vote, *no_vote_cut_index, *no_vote_dropped;
     struct prom_series *snaps, *snap_installs, *snap_bytes, *snap_running;
     struct prom_series *loop_busy_max;
     struct prom_series *records, *record_bytes, *backlog, *shard_records,
