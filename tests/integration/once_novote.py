@@ -17,6 +17,9 @@ cluster that elects no leader after a power loss").
     what it cleared, a leader is elected, every claim taken before is
     REPLAYED and a fresh one ACCEPTED, once_raft_no_vote is 0 on it (and on
     the other once the leader's log passes its cut index).
+  * the node that cut nothing restarts with the flag too: it logs that it
+    had nothing to do, and the cluster serves as before;
+  * the flag with --restore, with --storage uv, or twice is refused.
   Without the flag's effect the restarted node stays in no-vote and no
   leader is ever elected: the test fails.
 
@@ -27,6 +30,7 @@ nodes run onced's default store). Ports from 9500.
 import glob
 import os
 import struct
+import subprocess
 import sys
 import time
 
@@ -129,9 +133,28 @@ def claims_fail_closed(t, c, nodes, what):
                 % (what, n.name, r.rc, r.error), r.describe())
 
 
+def refusals(t, c):
+    """The flag where it makes no sense: refused before anything starts."""
+    d = os.path.join(c.work, "refused")
+    base = [t.onced, "--data-dir", d, "--raft-addr", "127.0.0.1:1",
+            "--client-addr", "127.0.0.1:2", "--accept-cut-tail"]
+    for extra, why in ((["--bootstrap", "--restore", d + "/x"],
+                        "not with --restore"),
+                       (["--storage", "uv"], "not with --storage uv"),
+                       (["--accept-cut-tail"], "given twice")):
+        p = subprocess.run(base + extra, capture_output=True, timeout=30,
+                           env=t.child_env, stdin=subprocess.DEVNULL)
+        err = p.stderr.decode("utf-8", "replace")
+        t.check(p.returncode == 2 and why in err,
+                "--accept-cut-tail %s: refused (%s)" % (" ".join(extra), why),
+                "rc=%s %s" % (p.returncode, err.strip()))
+    t.check(not os.path.exists(d), "a refused start made no data directory")
+
+
 def scenario(t):
     os.environ.pop("ONCE_TEST_STORAGE", None)  # uv keeps no cut (docstring)
     c = oc.Cluster(t, "novote", 9500, http=True)
+    refusals(t, c)
     nodes = c.start_cluster(["a", "b", "c"])
     a, b, cc = nodes
     c.wait_serving(nodes)
@@ -217,6 +240,20 @@ def scenario(t):
                 m.get("once_raft_no_vote_cut_index") == 0,
                 "%s: once_raft_no_vote back to 0" % n.name,
                 str(m and {k: v for k, v in m.items() if "no_vote" in k}))
+
+    # Without a cut the flag changes nothing, and says so.
+    rc, killed = a.stop()
+    t.require(rc == 0 and not killed, "a stops at SIGTERM")
+    a.start(extra=["--accept-cut-tail"])
+    t.require(wait_metrics(a, 20), "a: /metrics answers after its restart")
+    t.check("accept-cut-tail: nothing to do" in a.log_text() and
+            "accept-cut-tail: cleared" not in a.log_text(),
+            "a (no cut): --accept-cut-tail logs that it had nothing to do",
+            a.log_tail(8))
+    c.wait_serving(nodes, timeout=45)
+    r = c.claim(SCOPE, keys[0], [a])
+    t.check(r.is_outcome("REPLAYED"), "after a's restart claim 0 is still "
+            "REPLAYED", r.describe())
 
 
 if __name__ == "__main__":
