@@ -599,6 +599,20 @@ static int accept_cut(struct slog *sl, uint64_t last)
     return 0;
 }
 
+/* Load returns @rv: nothing it scanned is kept. */
+static int load_failed(struct slog *sl,
+                       struct scan *sc,
+                       struct raft_snapshot **snapshot,
+                       int rv)
+{
+    store_snapshot_free(*snapshot);
+    *snapshot = NULL;
+    free_entries(sc);
+    scan_free(sc);
+    reset_state(sl);
+    return rv;
+}
+
 int store_load(struct store *s,
                raft_term *term,
                raft_id *voted_for,
@@ -614,12 +628,7 @@ int store_load(struct store *s,
 
     rv = scan_all(sl, &sc, snapshot);
     if (rv != 0) {
-        store_snapshot_free(*snapshot);
-        *snapshot = NULL;
-        free_entries(&sc);
-        scan_free(&sc);
-        reset_state(sl);
-        return rv;
+        return load_failed(sl, &sc, snapshot, rv);
     }
     last = sc.n_entries > 0    ? sc.first + sc.n_entries - 1
            : *snapshot != NULL ? (*snapshot)->index
@@ -627,14 +636,9 @@ int store_load(struct store *s,
     if (sl->o.accept_cut_tail) {
         sl->o.accept_cut_tail = false; /* this start's first load only */
         rv = accept_cut(sl, last);
-    }
-    if (rv != 0) {
-        store_snapshot_free(*snapshot);
-        *snapshot = NULL;
-        free_entries(&sc);
-        scan_free(&sc);
-        reset_state(sl);
-        return rv;
+        if (rv != 0) {
+            return load_failed(sl, &sc, snapshot, rv);
+        }
     }
     report_cut(sl, last);
     *term = sl->term;
