@@ -577,7 +577,7 @@ static bool leader_commit(struct server *s,
     return true;
 }
 
-const char *metrics_unready(struct server *s, char *buf, size_t n)
+static const char *unready(struct server *s, char *buf, size_t n)
 {
     uint64_t lid = 0;
     const char *addr = NULL;
@@ -618,6 +618,27 @@ const char *metrics_unready(struct server *s, char *buf, size_t n)
         return buf;
     }
     return NULL;
+}
+
+const char *metrics_unready(struct server *s, char *buf, size_t n)
+{
+    const char *no = unready(s, buf, n);
+    uint64_t cut = rio_novote_index(&s->rep.rio);
+    char why[160];
+
+    /* A node in no-vote is not ready for some other reason too (no
+     * leader, nothing applied): its own state comes first, being what the
+     * operator acts on (docs/operations.md). A ready node may still wait
+     * for its cut index: the leader is bringing it. */
+    if (no == NULL || cut == 0) {
+        return no;
+    }
+    snprintf(why, sizeof why, "%s", no);
+    snprintf(buf, n,
+             "this node neither votes nor campaigns until its log holds "
+             "index %" PRIu64 " (a torn tail cut at load); %s",
+             cut, why);
+    return buf;
 }
 
 /* --- a scrape --------------------------------------------------------------

@@ -23,6 +23,7 @@
  * commit index. The leader knows its own; a follower takes the one carried
  * by the leader's last AppendEntries (heartbeats included: rio.h,
  * seen_leader_commit), which must have arrived within the election timeout.
+ * A node that is not ready and is in no-vote (rio.h) says that first.
  *
  * Ownership: struct metrics lives in struct server; metrics_init makes the
  * registry, metrics_free frees it. The listener is not ours (s->http,

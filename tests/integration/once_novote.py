@@ -11,8 +11,8 @@ cluster that elects no leader after a power loss").
     it), the way a power loss during an append leaves it; both restart;
   * their load cuts it (the log names the cut), and then: no leader for
     some seconds, once_raft_no_vote 1 and once_raft_no_vote_cut_index the
-    cut index on both, vote traffic dropped, claims through any node fail
-    closed (exit 3 or 4, never ACCEPTED);
+    cut index on both, /readyz 503 naming it, vote traffic dropped, claims
+    through any node fail closed (exit 3 or 4, never ACCEPTED);
   * one of the two restarts with --accept-cut-tail: it logs at error level
     what it cleared, a leader is elected, every claim taken before is
     REPLAYED and a fresh one ACCEPTED, once_raft_no_vote is 0 on it (and on
@@ -200,6 +200,12 @@ def scenario(t):
                 "%s: once_raft_no_vote 1, cut index %d" % (n.name,
                                                           cut[n.name]),
                 str(m and {k: v for k, v in m.items() if "no_vote" in k}))
+    for n in (b, cc):
+        st, _, body = oh.request(n.http_addr, "/readyz")
+        t.check(st == 503 and "neither votes nor campaigns until its log "
+                "holds index %d" % cut[n.name] in body,
+                "%s: /readyz 503 names the no-vote state" % n.name,
+                "%s %r" % (st, body))
     deadline = time.time() + STALL_S
     ld = None
     while ld is None and time.time() < deadline:
