@@ -935,3 +935,13 @@ bool rio_novote(const struct rio *rio)
 {
     return rio->novote;
 }
+
+uint64_t rio_novote_index(const struct rio *rio)
+{
+    const struct raft *r = rio->io.data;
+
+    if (!rio->novote || r == NULL || r->last_stored >= rio->novote_until) {
+        return 0;
+    }
+    return rio->novote_until;
+}

@@ -149,5 +149,10 @@ void rio_install_resume(struct rio *rio);
 /* Neither vote nor campaign until the log has stored @index again. */
 void rio_set_novote(struct rio *rio, raft_index index);
 bool rio_novote(const struct rio *rio);
+/* The index a node in no-vote state waits for its log to hold, 0 when it
+ * votes and campaigns: for metrics and logs above src/raft (a plain
+ * integer, no raft type). Reads only: it agrees with what the next vote
+ * message would find (the state itself clears lazily, on that message). */
+uint64_t rio_novote_index(const struct rio *rio);
 
 #endif /* ONCE_RAFT_RIO_H_ */

@@ -78,6 +78,17 @@ static const char usage_text[] =
     "                          and IDEMPOTENT claims (the operator accepts\n"
     "                          that claims made after the backup may be\n"
     "                          accepted again); the nonce rule stays\n"
+    "  --accept-cut-tail       on this start, clear the store's cut index\n"
+    "                          (a torn tail cut at load) and vote and\n"
+    "                          campaign at once instead of waiting for the\n"
+    "                          log to hold that index again. The way out\n"
+    "                          when a majority cut their tails and no\n"
+    "                          leader can be elected (metric\n"
+    "                          once_raft_no_vote; docs/operations.md): the\n"
+    "                          operator accepts that an acknowledged entry\n"
+    "                          at the cut index may be lost. Logs what it\n"
+    "                          cleared, or that there was nothing to clear.\n"
+    "                          Not with --restore or --storage uv\n"
     "  --access FILE           identities, roles and scopes (JSON, at most\n"
     "                          1 MiB; docs/server.md, \"Access file\"); read\n"
     "                          at start (a bad file refuses the start) and\n"
@@ -598,6 +609,13 @@ static int parse_args(struct server_config *c, int argc, char **argv)
             c->accept_replay_window = true;
             continue;
         }
+        if (strcmp(arg, "--accept-cut-tail") == 0) {
+            if (c->accept_cut_tail) {
+                return bad(arg, "given twice");
+            }
+            c->accept_cut_tail = true;
+            continue;
+        }
         if (strcmp(arg, "--insecure") == 0) {
             if (c->insecure) {
                 return bad(arg, "given twice");
@@ -716,6 +734,16 @@ static int parse_args(struct server_config *c, int argc, char **argv)
     }
     if (c->accept_replay_window && c->restore == NULL) {
         return bad("--accept-replay-window", "only with --restore");
+    }
+    /* A new store (--restore) has no cut to accept, and the uv store
+     * keeps none: the flag there would only hide a mistake. */
+    if (c->accept_cut_tail && c->restore != NULL) {
+        return bad("--accept-cut-tail",
+                   "not with --restore (a new store has no cut)");
+    }
+    if (c->accept_cut_tail && c->storage == SERVER_STORAGE_UV) {
+        return bad("--accept-cut-tail",
+                   "not with --storage uv (it keeps no cut index)");
     }
     if (seen_role && c->n_join == 0) {
         return bad("--role", "only with --join");

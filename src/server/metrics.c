@@ -242,6 +242,16 @@ static void reg_raft(struct reg *g)
     m->log_bytes = one(g, "once_raft_log_bytes", PROM_GAUGE,
                        "Bytes of log entries applied since the last snapshot "
                        "(what the snapshot rule weighs).");
+    m->no_vote = one(g, "once_raft_no_vote", PROM_GAUGE,
+                     "1 while this node neither votes nor campaigns because "
+                     "its store cut a torn tail its log does not hold again "
+                     "yet (docs/operations.md).");
+    m->no_vote_cut_index =
+        one(g, "once_raft_no_vote_cut_index", PROM_GAUGE,
+            "The cut index a node in no-vote state waits for (0: none).");
+    m->no_vote_dropped = one(g, "once_raft_no_vote_dropped_total", PROM_COUNTER,
+                             "RequestVote and TimeoutNow messages dropped, "
+                             "in or out, in no-vote state.");
 }
 
 static void reg_snapshots(struct reg *g)
@@ -567,7 +577,7 @@ static bool leader_commit(struct server *s,
     return true;
 }
 
-const char *metrics_unready(struct server *s, char *buf, size_t n)
+static const char *unready(struct server *s, char *buf, size_t n)
 {
     uint64_t lid = 0;
     const char *addr = NULL;
@@ -608,6 +618,27 @@ const char *metrics_unready(struct server *s, char *buf, size_t n)
         return buf;
     }
     return NULL;
+}
+
+const char *metrics_unready(struct server *s, char *buf, size_t n)
+{
+    const char *no = unready(s, buf, n);
+    uint64_t cut = rio_novote_index(&s->rep.rio);
+    char why[160];
+
+    /* A node in no-vote is not ready for some other reason too (no
+     * leader, nothing applied): its own state comes first, being what the
+     * operator acts on (docs/operations.md). A ready node may still wait
+     * for its cut index: the leader is bringing it. */
+    if (no == NULL || cut == 0) {
+        return no;
+    }
+    snprintf(why, sizeof why, "%s", no);
+    snprintf(buf, n,
+             "this node neither votes nor campaigns until its log holds "
+             "index %" PRIu64 " (a torn tail cut at load); %s",
+             cut, why);
+    return buf;
 }
 
 /* --- a scrape --------------------------------------------------------------
@@ -691,6 +722,13 @@ static void collect_raft(struct metrics *m)
     prom_set(m->voters, voters);
     prom_set(m->members, (double)fsm_n_members(s->rep.fsm));
     prom_set(m->log_bytes, (double)s->rep.snap.policy.log_bytes);
+    {
+        uint64_t cut = rio_novote_index(&s->rep.rio);
+
+        prom_set(m->no_vote, cut != 0 ? 1 : 0);
+        prom_set(m->no_vote_cut_index, (double)cut);
+        prom_set(m->no_vote_dropped, (double)s->rep.rio.stats.novote_dropped);
+    }
     prom_set(m->snaps, (double)s->rep.stats.snapshots_taken);
     prom_set(m->snap_installs, (double)s->rep.stats.snapshots_restored);
     prom_set(m->snap_bytes, (double)s->rep.snap.policy.snapshot_bytes);

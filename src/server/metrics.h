@@ -23,6 +23,7 @@
  * commit index. The leader knows its own; a follower takes the one carried
  * by the leader's last AppendEntries (heartbeats included: rio.h,
  * seen_leader_commit), which must have arrived within the election timeout.
+ * A node that is not ready and is in no-vote (rio.h) says that first.
  *
  * Ownership: struct metrics lives in struct server; metrics_init makes the
  * registry, metrics_free frees it. The listener is not ours (s->http,
@@ -71,6 +72,7 @@ struct metrics
     struct prom_series *term, *commit, *applied, *last_index, *is_leader,
         *leader_known, *leader_commit, *ready, *log_bytes;
     struct prom_series *leader_changes, *config_changes, *voters, *members;
+    struct prom_series *no_vote, *no_vote_cut_index, *no_vote_dropped;
     struct prom_series *snaps, *snap_installs, *snap_bytes, *snap_running;
     struct prom_series *loop_busy_max;
     struct prom_series *records, *record_bytes, *backlog, *shard_records,

@@ -185,6 +185,12 @@ static int open_store(struct server *s, bool *opened, char *errmsg)
     if (want == SERVER_STORAGE_UV || uv_log) {
         log_kv(LOG_INFO, "storage", "backend=uv reason=%s",
                want == SERVER_STORAGE_UV ? "flag" : "existing-raft_uv-log");
+        if (s->cfg.accept_cut_tail) {
+            log_kv(LOG_INFO,
+                   "accept-cut-tail: nothing to do: the uv store keeps no "
+                   "cut index",
+                   "component=store");
+        }
         return 0;
     }
     if (path_join(path, sizeof path, dir, "log") != 0) {
@@ -198,6 +204,7 @@ static int open_store(struct server *s, bool *opened, char *errmsg)
     o.log = store_log;
     o.synced = store_synced;
     o.log_arg = s;
+    o.accept_cut_tail = s->cfg.accept_cut_tail;
     /* A measurement switch, not an option (docs/store.md): uring with a
      * buffered write + linked fsync even where O_DIRECT works, to compare
      * the two in a whole cluster. */
@@ -573,10 +580,11 @@ static int step_raft_start(struct server *s)
         return SERVER_EXIT_FAIL;
     }
     log_kv(LOG_INFO, "raft started",
-           "last_index=%llu applied=%llu raft_servers=%u",
+           "last_index=%llu applied=%llu raft_servers=%u no_vote_until=%llu",
            (unsigned long long)replica_last_index(&s->rep),
            (unsigned long long)replica_last_applied(&s->rep),
-           replica_conf_n(&s->rep));
+           replica_conf_n(&s->rep),
+           (unsigned long long)rio_novote_index(&s->rep.rio));
     return 0;
 }
 

@@ -72,6 +72,7 @@ struct server_config
     bool bootstrap;
     const char *restore;       /* --restore FILE (with --bootstrap) */
     bool accept_replay_window; /* --accept-replay-window */
+    bool accept_cut_tail;      /* --accept-cut-tail (docs/store.md) */
     unsigned n_join;
     char join[SERVER_JOIN_MAX][RPC_ADDR_MAX + 1];
     enum fsm_role role;  /* with --join: VOTER or STANDBY */

@@ -566,6 +566,53 @@ static void report_cut(struct slog *sl, uint64_t last)
     }
 }
 
+/* --accept-cut-tail: the operator takes the log as it ends at @last and
+ * gives up the cut index, durably (a crash after this write finds no cut),
+ * so that the node votes and campaigns again. What that gives up is said
+ * at error level: if a majority of voters cut the same entry, an
+ * acknowledged claim may be gone. */
+static int accept_cut(struct slog *sl, uint64_t last)
+{
+    uint64_t cut = sl->meta_cut;
+    int rv;
+
+    if (cut <= last) {
+        store_notice(sl, "info",
+                     "accept-cut-tail: nothing to do: no cut index is pending "
+                     "(the log ends at %" PRIu64 ")",
+                     last);
+        return 0;
+    }
+    sl->meta_cut = 0;
+    rv = store_meta_write(sl, sl->term, sl->vote);
+    if (rv != 0) {
+        sl->meta_cut = cut;
+        return rv;
+    }
+    store_notice(sl, "error",
+                 "accept-cut-tail: cleared the cut index %" PRIu64
+                 " (the log ends at %" PRIu64
+                 "): this node votes and campaigns again. Accepted by the "
+                 "operator: if a majority of voters cut index %" PRIu64
+                 ", an acknowledged entry at that index may be lost",
+                 cut, last, cut);
+    return 0;
+}
+
+/* Load returns @rv: nothing it scanned is kept. */
+static int load_failed(struct slog *sl,
+                       struct scan *sc,
+                       struct raft_snapshot **snapshot,
+                       int rv)
+{
+    store_snapshot_free(*snapshot);
+    *snapshot = NULL;
+    free_entries(sc);
+    scan_free(sc);
+    reset_state(sl);
+    return rv;
+}
+
 int store_load(struct store *s,
                raft_term *term,
                raft_id *voted_for,
@@ -576,20 +623,24 @@ int store_load(struct store *s,
 {
     struct slog *sl = s->impl;
     struct scan sc;
+    uint64_t last;
     int rv;
 
     rv = scan_all(sl, &sc, snapshot);
     if (rv != 0) {
-        store_snapshot_free(*snapshot);
-        *snapshot = NULL;
-        free_entries(&sc);
-        scan_free(&sc);
-        reset_state(sl);
-        return rv;
+        return load_failed(sl, &sc, snapshot, rv);
     }
-    report_cut(sl, sc.n_entries > 0    ? sc.first + sc.n_entries - 1
-                   : *snapshot != NULL ? (*snapshot)->index
-                                       : 0);
+    last = sc.n_entries > 0    ? sc.first + sc.n_entries - 1
+           : *snapshot != NULL ? (*snapshot)->index
+                               : 0;
+    if (sl->o.accept_cut_tail) {
+        sl->o.accept_cut_tail = false; /* this start's first load only */
+        rv = accept_cut(sl, last);
+        if (rv != 0) {
+            return load_failed(sl, &sc, snapshot, rv);
+        }
+    }
+    report_cut(sl, last);
     *term = sl->term;
     *voted_for = sl->vote;
     *start_index = sc.first;

@@ -60,6 +60,11 @@ struct store_log_options
      * its completion (the write and its sync). For metrics; may be NULL.
      * Loop thread; @log_arg is its argument too. */
     void (*synced)(void *arg, uint64_t ns, size_t bytes);
+    /* onced --accept-cut-tail: the first load of this open clears a
+     * pending cut index (docs/store.md "Load" step 5) durably, logging at
+     * error level what that accepts, so that the node votes again. Nothing
+     * to clear is logged too. Later loads of the same open are as usual. */
+    bool accept_cut_tail;
 };
 
 /* Whether this process may use io_uring: sets up a ring and runs a NOP

@@ -230,10 +230,13 @@ START_TEST(novote_neither_votes_nor_campaigns)
     /* l campaigns, a and b drop its RequestVotes. */
     ck_assert(!cl_step_until(&C, leader_cond, NULL, 15000));
     ck_assert(rio_novote(&C.s[a].rep.rio));
+    ck_assert_uint_eq(rio_novote_index(&C.s[a].rep.rio), 1000000);
     ck_assert_uint_gt(C.s[a].rep.rio.stats.novote_dropped, 0);
     ck_assert_uint_gt(C.s[b].rep.rio.stats.novote_dropped, 0);
     /* b's log has passed the cut index: it votes and campaigns again. */
     rio_set_novote(&C.s[b].rep.rio, 1);
+    /* What metrics show: 0 at once, before vote traffic clears the state. */
+    ck_assert_uint_eq(rio_novote_index(&C.s[b].rep.rio), 0);
     ck_assert(cl_step_until(&C, leader_cond, NULL, 15000));
     ck_assert(cl_leader(&C) != (int)a);
     ck_assert(!rio_novote(&C.s[b].rep.rio));

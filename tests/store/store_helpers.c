@@ -116,12 +116,23 @@ static void on_log(void *arg, const char *level, const char *msg)
     if (strstr(msg, "torn") != NULL) {
         h->cut_notices++;
     }
+    if (strstr(msg, "accept-cut-tail: cleared") != NULL &&
+        strcmp(level, "error") == 0) {
+        h->accept_notices++;
+    }
+    if (strstr(msg, "accept-cut-tail: nothing to do") != NULL) {
+        h->nothing_notices++;
+    }
     if (getenv("STORE_TEST_VERBOSE") != NULL) {
         fprintf(stderr, "# store %s: %s\n", level, msg);
     }
 }
 
-int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
+static int open_opts(struct sh *h,
+                     const char *dir,
+                     enum store_engine e,
+                     size_t seg,
+                     bool accept_cut_tail)
 {
     struct store_log_options o;
     char err[256];
@@ -139,6 +150,7 @@ int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
     o.unlink_step = SH_UNLINK_STEP;
     o.log = on_log;
     o.log_arg = h;
+    o.accept_cut_tail = accept_cut_tail;
     rv = store_log_init(&h->s, &h->loop, dir, &o, err);
     if (rv != 0) {
         fprintf(stderr, "# store_log_init: %s\n", err);
@@ -154,6 +166,19 @@ int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
         store_log_direct(&h->s) ? "on" : "off",
         e == STORE_ENGINE_URING && want_direct ? "on" : "off");
     return 0;
+}
+
+int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg)
+{
+    return open_opts(h, dir, e, seg, false);
+}
+
+int sh_open_accept(struct sh *h,
+                   const char *dir,
+                   enum store_engine e,
+                   size_t seg)
+{
+    return open_opts(h, dir, e, seg, true);
 }
 
 static void closed_cb(struct store *s)

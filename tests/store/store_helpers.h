@@ -22,6 +22,8 @@ struct sh
     enum store_engine engine;
     size_t seg;
     int cut_notices;
+    int accept_notices;  /* "accept-cut-tail: cleared ..." (error level) */
+    int nothing_notices; /* "accept-cut-tail: nothing to do ..." */
 };
 
 /* The engine cases: 0 pwrite, 1 uring with O_DIRECT writes, 2 uring with
@@ -51,6 +53,12 @@ void sh_rmdir(const char *dir);
 /* ck_assert on failure when @must (else returns the RAFT_* code). */
 int sh_open(struct sh *h, const char *dir, enum store_engine e, size_t seg);
 void sh_close(struct sh *h);
+/* sh_open with store_log_options.accept_cut_tail set (onced
+ * --accept-cut-tail). */
+int sh_open_accept(struct sh *h,
+                   const char *dir,
+                   enum store_engine e,
+                   size_t seg);
 
 /* Payload of entry @index/@term of length @len. */
 void sh_payload(uint8_t *out, size_t len, uint64_t index, uint64_t term);

@@ -597,6 +597,81 @@ START_TEST(torn_tail_every_offset)
 }
 END_TEST
 
+/* Open @dir (accepting the cut when @accept), load, and check the cut index
+ * load reports, the log's last index and the term the metadata kept. */
+static void load_expect(const char *dir,
+                        int engine,
+                        bool accept,
+                        uint64_t cut,
+                        unsigned last,
+                        struct sh *h)
+{
+    struct sh_loaded l;
+
+    ck_assert_int_eq(accept ? sh_open_accept(h, dir, sh_engine(engine), 1 << 16)
+                            : sh_open(h, dir, sh_engine(engine), 1 << 16),
+                     0);
+    ck_assert_int_eq(sh_load(h, &l), 0);
+    ck_assert_uint_eq(h->s.cut_index, cut);
+    ck_assert_uint_eq(l.n, last);
+    ck_assert_uint_eq(l.term, 2);
+    sh_loaded_free(&l);
+    sh_close(h);
+}
+
+/* onced --accept-cut-tail: the cut index is cleared durably (a later plain
+ * load reports none), at error level; whether the cut is from an earlier
+ * start or from this very load; and with no cut pending it says it had
+ * nothing to do and changes nothing. */
+START_TEST(accept_cut_tail_clears_durably)
+{
+    char dir[256], p[512];
+    size_t off, size, len;
+    uint8_t *b;
+    const unsigned n = 12;
+    struct sh h;
+
+    for (int same_load = 0; same_load < 2; same_load++) {
+        sh_mkdir(dir, sizeof dir, "accept-cut");
+        build_log(dir, _i, n, &off, &size);
+        seg_path(p, sizeof p, dir, 1);
+        b = sh_read_file(p, &len);
+        memset(b + off + size / 2, 0, size - size / 2); /* torn */
+        sh_write_file(p, b, len);
+        free(b);
+        if (!same_load) {
+            /* Cut at one start, still pending at the next. */
+            load_expect(dir, _i, false, n, n - 1, &h);
+            ck_assert_int_eq(h.cut_notices, 1);
+            load_expect(dir, _i, false, n, n - 1, &h);
+        }
+        load_expect(dir, _i, true, 0, n - 1, &h);
+        ck_assert_int_eq(h.cut_notices, same_load ? 1 : 0);
+        ck_assert_int_eq(h.accept_notices, 1);
+        ck_assert_int_eq(h.nothing_notices, 0);
+        /* Durable: a plain start finds no cut... */
+        load_expect(dir, _i, false, 0, n - 1, &h);
+        ck_assert_int_eq(h.accept_notices, 0);
+        /* ...and the flag again has nothing to do. */
+        load_expect(dir, _i, true, 0, n - 1, &h);
+        ck_assert_int_eq(h.accept_notices, 0);
+        ck_assert_int_eq(h.nothing_notices, 1);
+        /* The log takes index n (another entry) from there. */
+        ck_assert_int_eq(sh_open(&h, dir, sh_engine(_i), 1 << 16), 0);
+        {
+            struct sh_loaded l;
+
+            ck_assert_int_eq(sh_load(&h, &l), 0);
+            sh_loaded_free(&l);
+        }
+        ck_assert_int_eq(sh_append(&h, n, 1, 3, 0), 0);
+        sh_close(&h);
+        load_expect(dir, _i, false, 0, n, &h);
+        sh_rmdir(dir);
+    }
+}
+END_TEST
+
 /* A torn last record whose payload holds the record magic at an 8-aligned
  * offset is still a torn tail (the magic alone is no later record). */
 START_TEST(torn_tail_magic_in_payload)
@@ -883,6 +958,7 @@ static Suite *store_suite(int c)
     tcase_add_loop_test(tc, bootstrap_once, c, e);
     tcase_add_loop_test(tc, torn_tail_every_offset, c, e);
     tcase_add_loop_test(tc, torn_tail_magic_in_payload, c, e);
+    tcase_add_loop_test(tc, accept_cut_tail_clears_durably, c, e);
     tcase_add_loop_test(tc, bit_flip_refused, c, e);
     tcase_add_loop_test(tc, refuse_gaps_and_bad_snapshots, c, e);
     tcase_add_loop_test(tc, out_of_space, c, e);
