@@ -428,9 +428,12 @@ static void hand_direct(struct link *l)
     l->req = NULL;
     l->tcp = NULL;
     s->data = NULL;
-    link_handle_gone(l); /* the TCP handle is raft's, not one of ours */
     t->st.connected++;
     link_close(l);
+    /* The TCP handle is raft's now, not one of ours: last, because it may
+     * be the link's last reference (its timer's close is still pending,
+     * so today it is not). */
+    link_handle_gone(l);
     req->cb(req, s, 0);
 }
 

@@ -182,7 +182,7 @@ static int write_bytes(struct tls_splice *sp,
 int tls_splice_flush(struct tls_splice *sp)
 {
     uint8_t buf[FLUSH_STACK];
-    uint8_t *p = buf;
+    uint8_t *p;
     size_t n, got;
     int rv;
 
@@ -191,7 +191,8 @@ int tls_splice_flush(struct tls_splice *sp)
     }
     /* A record or a handshake flight fits the stack; a larger backlog (a
      * whole chunk sealed) is taken into the heap for this call. */
-    if (n > sizeof buf && (p = malloc(n)) == NULL) {
+    p = n > sizeof buf ? malloc(n) : buf;
+    if (p == NULL) {
         return UV_ENOMEM; /* UNTESTED: malloc */
     }
     got = tls_session_take(sp->tls, p, n);
