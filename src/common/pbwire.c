@@ -15,6 +15,8 @@
 
 #include <limits.h>
 
+#include "common/assert.h"
+
 /* Read a varint of at most @max bytes (<= 10). Returns its length, or 0
  * if it is unterminated within @max bytes or @len, or over 64 bits. */
 static inline size_t read_varint(const uint8_t *p,
@@ -122,6 +124,8 @@ bool pbr_parse(const struct pbr_spec *spec,
     uint32_t seen = 0;
     size_t at = 0;
 
+    ONCE_ASSERT(spec->n >= 1 && spec->n <= 32,
+                "a spec's fields fit the 32 bits of seen");
     while (at < len) {
         uint64_t tag, number;
         size_t h = read_varint(buf + at, len - at, 5, &tag), used = 0;
