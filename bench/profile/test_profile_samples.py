@@ -16,7 +16,7 @@ import profile_samples as ps  # noqa: E402
 
 K = "[kernel.kallsyms]"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-ONCED = "/work/x/build/release/onced"
+ONCED = "/opt/once/build/release/onced"  # any absolute path ending in onced
 
 
 def kframes(*names):
