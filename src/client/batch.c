@@ -22,7 +22,11 @@
 #include <openssl/rand.h>
 
 #include "client/client_int.h"
+#include "common/pbwire.h"
 #include "rpc/frame.h"
+
+/* ClaimBatchRequest.items (once_rpc.proto). */
+#define REQUEST_ITEMS 1u
 
 _Static_assert(ONCE_BATCH_MAX == RPC_CLAIM_BATCH_MAX,
                "once.h's batch bound is the wire's");
@@ -70,17 +74,6 @@ static void batch_free(struct batch *b)
     free(b->maybe);
     free(b->idx);
     free(b);
-}
-
-static size_t varint_len(size_t v)
-{
-    size_t n = 1;
-
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
 }
 
 /* True if some item of @items[0..@n) has no request id of the caller's. */
@@ -153,7 +146,7 @@ static struct batch *batch_new(once_client *c,
             batch_free(b);
             return NULL;
         }
-        bytes += 1 + varint_len(b->item_len[i]) + b->item_len[i];
+        bytes += pbw_size_len_req(REQUEST_ITEMS, b->item_len[i]);
         b->idx[i] = i;
     }
     if (bytes > ONCE_BATCH_BYTES_MAX) {
@@ -191,7 +184,7 @@ static struct op *round_op(struct batch *b)
     for (size_t k = 0; k < b->n_idx; k++) {
         size_t i = b->idx[k];
 
-        len += 1 + varint_len(b->item_len[i]) + b->item_len[i];
+        len += pbw_size_len_req(REQUEST_ITEMS, b->item_len[i]);
     }
     op->body = malloc(len);
     if (op->body == NULL) {
@@ -199,14 +192,11 @@ static struct op *round_op(struct batch *b)
         return NULL;
     }
     for (size_t k = 0; k < b->n_idx; k++) {
-        size_t i = b->idx[k], v = b->item_len[i];
+        size_t i = b->idx[k];
 
-        op->body[o++] = 0x0a; /* ClaimBatchRequest.items, length-delimited */
-        while (v >= 0x80) {
-            op->body[o++] = (uint8_t)(v | 0x80);
-            v >>= 7;
-        }
-        op->body[o++] = (uint8_t)v;
+        o = (size_t)(pbw_put_len_head(op->body + o, REQUEST_ITEMS,
+                                      b->item_len[i]) -
+                     op->body);
         memcpy(op->body + o, b->item[i], b->item_len[i]);
         o += b->item_len[i];
     }

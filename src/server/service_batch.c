@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/pbwire.h"
 #include "rpc/status.h"
 #include "server/authz.h"
 #include "server/batch_pack.h"
@@ -153,29 +154,6 @@ static void put_replica_error(struct batch *b, size_t i, int rv)
     put(b, i, status, applied, text, NULL);
 }
 
-static size_t varint_len(size_t v)
-{
-    size_t n = 1;
-
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static size_t varint_put(uint8_t *p, size_t v)
-{
-    size_t n = 0;
-
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 /* Item @i, packed as an UNKNOWN that a retry of it alone resolves. */
 static void put_unknown(struct batch *b, size_t i, const char *why)
 {
@@ -184,6 +162,9 @@ static void put_unknown(struct batch *b, size_t i, const char *why)
     b->left++; /* put() counts it answered again */
     put(b, i, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, why, NULL);
 }
+
+/* ClaimBatchResponse.items (once_rpc.proto). */
+#define ANSWER_ITEMS 1u
 
 /* Every item answered: the ClaimBatchResponse, items in order. */
 static void answer(struct batch *b)
@@ -196,7 +177,7 @@ static void answer(struct batch *b)
         if (b->off[i] == SLOT_EMPTY) {
             put_unknown(b, i, "out of memory encoding this item's answer");
         }
-        if (total + 1 + varint_len(b->len[i]) + b->len[i] >
+        if (total + pbw_size_len_req(ANSWER_ITEMS, b->len[i]) >
             RPC_CLAIM_BATCH_BYTES_MAX) {
             put_unknown(b, i,
                         "the batch's answer is full (large results): retry "
@@ -205,7 +186,7 @@ static void answer(struct batch *b)
         /* UNTESTED: out of memory again, the item is empty: the client
          * refuses the answer as malformed, which is "outcome unknown" for
          * every item, retried with their request ids. */
-        total += 1 + varint_len(b->len[i]) + b->len[i];
+        total += pbw_size_len_req(ANSWER_ITEMS, b->len[i]);
     }
     body = malloc(total > 0 ? total : 1);
     if (body == NULL) {
@@ -215,8 +196,8 @@ static void answer(struct batch *b)
         return;
     }
     for (size_t i = 0; i < b->n; i++) {
-        body[o++] = 0x0a; /* field 1, length-delimited */
-        o += varint_put(body + o, b->len[i]);
+        o = (size_t)(pbw_put_len_head(body + o, ANSWER_ITEMS, b->len[i]) -
+                     body);
         if (b->len[i] > 0) {
             memcpy(body + o, b->out + b->off[i], b->len[i]);
         }
