@@ -23,6 +23,26 @@ import oncecluster as oc  # noqa: E402
 BASE = 7700
 
 
+def explain(t, res, ing):
+    """What a failed answer check needs to be understood from CI's output
+    alone: when each kind of answer came (an answer after 30 s is the
+    ingress's idle timeout; after 3 s, a cluster call's --timeout) and the
+    ingresses' own warnings."""
+    by = {}
+    for st, outcome, secs in res:
+        by.setdefault("%s %s" % (st, outcome), []).append(secs)
+    for k, v in sorted(by.items()):
+        t.info("answers %s: n=%d first %.2f s, last %.2f s" % (
+            k, len(v), min(v), max(v)))
+    for g in ing:
+        lines = [ln for ln in g.log_text().splitlines()
+                 if "level=info" not in ln]
+        t.info("ingress %s: %d lines not at info level, the last ones:"
+               % (g.name, len(lines)))
+        for ln in lines[-12:]:
+            print("    " + ln[:300], flush=True)
+
+
 def scenario(t):
     n = int(os.environ.get("ONCE_INGRESS_CONCURRENT", "1000"))
     oc.raise_nofile(n + 512)
@@ -56,8 +76,10 @@ def scenario(t):
               "max=%.1f ms" % (len(lat), 1000 * il.percentile(lat, 50),
                                1000 * il.percentile(lat, 99),
                                1000 * max(lat) if lat else 0), flush=True)
-        t.check(len(res) == n and all(st in (200, 409) for st, _, _ in res),
-                "all %d answered 200 or 409" % n, json.dumps(codes))
+        if not t.check(len(res) == n and
+                       all(st in (200, 409) for st, _, _ in res),
+                       "all %d answered 200 or 409" % n, json.dumps(codes)):
+            explain(t, res, ing)
         t.check(codes.get("200 accepted", 0) == 1, "exactly one accepted",
                 json.dumps(codes))
         t.check(up.arrived(mid) == 1, "exactly one upstream delivery",
