@@ -520,6 +520,11 @@ struct once_status_info
      * node's binary applies (oncectl schema upgrade). */
     uint32_t schema;
     uint32_t schema_max;
+    /* Non-zero while the node neither votes nor campaigns: its store cut a
+     * torn tail at this index at load, and it waits until its log holds the
+     * index again (docs/operations.md, "A cluster that elects no leader
+     * after a power loss"). 0: it votes. */
+    uint64_t no_vote_cut_index;
 };
 
 /* Admin answers: r->status as above; the configuration outcome (ONCE_OK or

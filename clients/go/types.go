@@ -165,10 +165,14 @@ type StatusAnswer struct {
 	ReplayWindowUntilMS uint64 `json:"replay_window_until_ms"`
 	RestoreStaleTSMS    uint64 `json:"restore_stale_ts_ms"`
 	BackupsOpen         uint64 `json:"backups_open"`
-	StateDigest         string `json:"state_digest"`
-	Schema              uint32 `json:"schema"`
-	SchemaMax           uint32 `json:"schema_max"`
-	ConfigIndex         uint64 `json:"config_index"`
+	// NoVoteCutIndex: non-zero while the node neither votes nor
+	// campaigns, its store having cut a torn tail at this index (onced
+	// --accept-cut-tail is the way out).
+	NoVoteCutIndex uint64 `json:"no_vote_cut_index"`
+	StateDigest    string `json:"state_digest"`
+	Schema         uint32 `json:"schema"`
+	SchemaMax      uint32 `json:"schema_max"`
+	ConfigIndex    uint64 `json:"config_index"`
 	// ConfigVoters: the voter ids (hex) of the Raft configuration.
 	ConfigVoters []string `json:"config_voters"`
 	// Leader: the leader's id (hex), "" if none known.

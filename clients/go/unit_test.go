@@ -367,7 +367,7 @@ func TestDecodeEveryAnswerField(t *testing.T) {
 	_ = json.Unmarshal(recorded(t, "handmade_status_restored.json"), &s)
 	if s.RestoredFrom != "0123456789abcdef0123456789abcdef" || s.RestoreTimeMS != 1796620000000 ||
 		s.ReplayWindowUntilMS != 1797224800000 || s.RestoreStaleTSMS != 1796620060000 || s.BackupsOpen != 1 ||
-		s.StateDigest != "00000000deadbeef" || s.Role != RoleLeader || s.Members[0].Role != MemberStandby {
+		s.NoVoteCutIndex != 26 || s.StateDigest != "00000000deadbeef" || s.Role != RoleLeader || s.Members[0].Role != MemberStandby {
 		t.Errorf("status restored: %+v", s)
 	}
 }

@@ -228,6 +228,9 @@ export interface StatusAnswer extends Origin {
   replayWindowUntilMs?: Integer;
   restoreStaleTsMs?: Integer;
   backupsOpen?: Integer;
+  /** Set while the node neither votes nor campaigns: its store cut a torn
+   * tail at this index (onced --accept-cut-tail is the way out). */
+  noVoteCutIndex?: Integer;
   stateDigest?: string;
   schema: Integer;
   schemaMax: Integer;

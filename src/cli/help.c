@@ -138,7 +138,9 @@ static const char help_status[] =
     "schema (in force), schema_max (this binary's newest); on a restored\n"
     "cluster while its fence stands restored_from, restore_time_ms,\n"
     "replay_window_until_ms, restore_stale_ts_ms; backups_open when the\n"
-    "node serves backups. Exit 0 when it answered.\n";
+    "node serves backups; no_vote_cut_index while the node neither votes\n"
+    "nor campaigns after cutting a torn tail at that index (onced\n"
+    "--accept-cut-tail). Exit 0 when it answered.\n";
 
 static const char help_members_list[] =
     "usage: oncectl members list\n"

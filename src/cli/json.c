@@ -352,6 +352,9 @@ json_t *cli_json_status(const struct once_status_info *s)
         if (s->backups_open != 0) {
             cli_set(o, "backups_open", cli_juint(s->backups_open));
         }
+        if (s->no_vote_cut_index != 0) {
+            cli_set(o, "no_vote_cut_index", cli_juint(s->no_vote_cut_index));
+        }
         if (s->state_digest != 0) {
             cli_set(o, "state_digest",
                     json_string(text_format_id(s->state_digest, d)));

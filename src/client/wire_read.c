@@ -304,6 +304,7 @@ static int read_status(const Once__Rpc__StatusResponse *s,
     out->backups_open = s->backups_open;
     out->schema = s->schema;
     out->schema_max = s->schema_max;
+    out->no_vote_cut_index = s->no_vote_cut_index;
     out->n_config_voters = s->n_config_voters;
     for (size_t i = 0; i < s->n_config_voters; i++) {
         out->config_voters[i] = s->config_voters[i];

@@ -325,6 +325,7 @@ static void status_fence(struct server *s, Once__Rpc__StatusResponse *st)
     st->backups_open = backups_open(&s->backups);
     st->schema = fsm_schema_version(s->rep.fsm);
     st->schema_max = admin_schema_max();
+    st->no_vote_cut_index = rio_novote_index(&s->rep.rio);
 }
 
 /* The status of this node into @st (the static arrays hold what it points

@@ -314,6 +314,9 @@ json_t *httpapi_json_status(const Once__Rpc__StatusResponse *st)
     if (st->backups_open != 0) {
         set(o, "backups_open", json_value_uint(st->backups_open));
     }
+    if (st->no_vote_cut_index != 0) {
+        set(o, "no_vote_cut_index", json_value_uint(st->no_vote_cut_index));
+    }
     if (st->state_digest != 0) {
         set(o, "state_digest",
             json_string(text_format_id(st->state_digest, d)));

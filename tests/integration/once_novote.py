@@ -11,12 +11,14 @@ cluster that elects no leader after a power loss").
     it), the way a power loss during an append leaves it; both restart;
   * their load cuts it (the log names the cut), and then: no leader for
     some seconds, once_raft_no_vote 1 and once_raft_no_vote_cut_index the
-    cut index on both, /readyz 503 naming it, vote traffic dropped, claims
+    cut index on both, /readyz 503 naming it, oncectl status showing
+    no_vote_cut_index, vote traffic dropped, claims
     through any node fail closed (exit 3 or 4, never ACCEPTED);
   * one of the two restarts with --accept-cut-tail: it logs at error level
     what it cleared, a leader is elected, every claim taken before is
-    REPLAYED and a fresh one ACCEPTED, once_raft_no_vote is 0 on it (and on
-    the other once the leader's log passes its cut index).
+    REPLAYED and a fresh one ACCEPTED, once_raft_no_vote is 0 and status
+    has no no_vote_cut_index on it (and on the other once the leader's log
+    passes its cut index).
   * the node that cut nothing restarts with the flag too: it logs that it
     had nothing to do, and the cluster serves as before;
   * the flag with --restore, with --storage uv, or twice is refused.
@@ -28,6 +30,7 @@ nodes run onced's default store). Ports from 9500.
 """
 
 import glob
+import json
 import os
 import struct
 import subprocess
@@ -215,6 +218,11 @@ def scenario(t):
         t.check(st == 503 and note in body,
                 "%s: /readyz 503 names the no-vote state" % n.name,
                 "%s %r" % (st, body))
+        r = c.ctl(["status"], via=[n], timeout="2s")
+        t.check(r.rc == oc.RC_OK and r.obj and
+                r.get("no_vote_cut_index") == cut[n.name],
+                "%s: oncectl status shows no_vote_cut_index %d"
+                % (n.name, cut[n.name]), r.describe())
     deadline = time.time() + STALL_S
     ld = None
     while ld is None and time.time() < deadline:
@@ -255,6 +263,10 @@ def scenario(t):
                 m.get("once_raft_no_vote_cut_index") == 0,
                 "%s: once_raft_no_vote back to 0" % n.name,
                 str(m and {k: v for k, v in m.items() if "no_vote" in k}))
+        st = c.status(n)
+        t.check(st is not None and "no_vote_cut_index" not in st,
+                "%s: oncectl status without no_vote_cut_index" % n.name,
+                json.dumps(st))
 
     # Without a cut the flag changes nothing, and says so.
     rc, killed = a.stop()

@@ -98,6 +98,7 @@ const STATUS_FIELDS = {
   replay_window_until_ms: ['replayWindowUntilMs', 'n'],
   restore_stale_ts_ms: ['restoreStaleTsMs', 'n'],
   backups_open: ['backupsOpen', 'n'],
+  no_vote_cut_index: ['noVoteCutIndex', 'n'],
   state_digest: ['stateDigest', 's'],
   schema: ['schema', 'n'],
   schema_max: ['schemaMax', 'n'],

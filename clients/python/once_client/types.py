@@ -255,6 +255,9 @@ class StatusInfo:
     replay_window_until_ms: Optional[int] = None
     restore_stale_ts_ms: Optional[int] = None
     backups_open: Optional[int] = None
+    # Set while the node neither votes nor campaigns: its store cut a torn
+    # tail at this index (onced --accept-cut-tail is the way out).
+    no_vote_cut_index: Optional[int] = None
     cluster_id: Optional[str] = None
     node_id: Optional[str] = None
     boot_id: Optional[str] = None
@@ -294,6 +297,7 @@ class StatusInfo:
             replay_window_until_ms=_opt_int(o, "replay_window_until_ms"),
             restore_stale_ts_ms=_opt_int(o, "restore_stale_ts_ms"),
             backups_open=_opt_int(o, "backups_open"),
+            no_vote_cut_index=_opt_int(o, "no_vote_cut_index"),
             cluster_id=_opt_str(o, "cluster_id") or None,
             node_id=_opt_str(o, "node_id") or None,
             boot_id=_opt_str(o, "boot_id") or None,

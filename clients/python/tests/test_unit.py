@@ -230,7 +230,7 @@ class TestDecoding(unittest.TestCase):
              "store_backend": "uring", "state_digest": "0011223344556677",
              "restored_from": OTHER, "restore_time_ms": 5,
              "replay_window_until_ms": 6, "restore_stale_ts_ms": 7,
-             "backups_open": 1,
+             "backups_open": 1, "no_vote_cut_index": 26,
              "members": [{"id": "37309f34950cc741",
                           "raft_addr": "127.0.0.1:7111",
                           "client_addr": "127.0.0.1:7101",
@@ -258,8 +258,9 @@ class TestDecoding(unittest.TestCase):
             oc.Role.STANDBY, False))
         self.assertEqual((s.state_digest, s.restored_from,
                           s.restore_time_ms, s.replay_window_until_ms,
-                          s.restore_stale_ts_ms, s.backups_open),
-                         ("0011223344556677", OTHER, 5, 6, 7, 1))
+                          s.restore_stale_ts_ms, s.backups_open,
+                          s.no_vote_cut_index),
+                         ("0011223344556677", OTHER, 5, 6, 7, 1, 26))
         self.assertEqual((s.cluster_id, s.node_id, s.node),
                          (CLUSTER, "c1a732c56b486091", "http://n2"))
 

@@ -95,6 +95,9 @@ test('results, attempts, members and ids decode to their types', () => {
   assert.match(st.members[0].clientAddr, /^127\.0\.0\.1:\d+$/);
   assert.strictEqual(st.configVoters.length, 3);
   assert.ok(['LEADER', 'FOLLOWER', 'CANDIDATE', 'UNAVAILABLE'].includes(st.role));
+  // a node in no-vote (onced --accept-cut-tail) says so; one that votes does not
+  assert.strictEqual(st.noVoteCutIndex, undefined);
+  assert.strictEqual(answers.decodeStatus({ ...byName.status, no_vote_cut_index: 26 }, 'u').noVoteCutIndex, 26);
 });
 
 test('N-use nonces, sliding records and served_by, as a real cluster sent them', () => {
