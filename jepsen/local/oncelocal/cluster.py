@@ -382,6 +382,10 @@ class Cluster:
 
     # -- bookkeeping ------------------------------------------------------
 
+    # restart_verified: how long a tombstoned node's id may stay in the
+    # directory before that counts as an anomaly.
+    TOMBSTONE_WAIT_S = 10
+
     def fail(self, what, msg):
         """A harness expectation failed (an anomaly the checker cannot see,
         e.g. a retired id re-added). Recorded; the run fails."""
@@ -787,12 +791,41 @@ class Cluster:
 
     def restart_verified(self, n, kind, faketime=None):
         """Start @n again; FaultError (a heal that did not take effect) if
-        the process exits within half a second."""
+        the process exits within half a second. Returns False, starting
+        nothing, when @n was removed from the cluster while it was down or
+        skewed: a removal whose answer was lost (DEADLINE_EXCEEDED under a
+        partition) takes effect later, the node learns it at its next
+        start, writes its tombstone and stops, and a tombstoned directory
+        refuses every later start by design. That is the membership
+        nemesis's doing, not a failed heal; a tombstone on a node the
+        leader's directory still lists is an anomaly (fail)."""
+        if n.tombstoned():
+            # The directory is updated by an entry of its own after the
+            # configuration change: give it a few seconds to drop the id.
+            deadline = time.monotonic() + self.TOMBSTONE_WAIT_S
+            d = self.directory()
+            while (d is None or n.read_id() in d) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.5)
+                d = self.directory()
+            if d is not None and n.read_id() in d:
+                self.fail("tombstone-of-member",
+                          "%s has a tombstone but the directory lists %s as %s"
+                          % (n.name, n.id, d[n.read_id()]))
+            else:
+                with self.lock:
+                    n.retired = True
+                    if n in self.members:
+                        self.members.remove(n)
+                log("%s was removed from the cluster (tombstone): not "
+                    "restarted for the %s heal" % (n.name, kind))
+                return False
         n.start(faketime=faketime)
         rc = n.wait_exit(0.5)
         if rc is not None:
             self.heal_failed(kind, "%s exited %s at once on its restart"
                              % (n.name, rc))
+        return True
 
     def wait_state(self, pid, want_stopped, timeout=5.0):
         deadline = time.monotonic() + timeout

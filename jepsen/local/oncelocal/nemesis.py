@@ -206,12 +206,13 @@ class Nemesis:
         killed, self.killed = self.killed, []
         for n in killed:
             if not n.alive() and not n.retired and not n.broken:
-                self.start_checked(n, kind="kill")
-                self.event("restart", {K("node"): n.client_addr})
-                log("nemesis: restart %s" % n.name)
+                if self.start_checked(n, kind="kill"):
+                    self.event("restart", {K("node"): n.client_addr})
+                    log("nemesis: restart %s" % n.name)
 
     def start_checked(self, n, faketime=None, kind="kill"):
-        self.cl.restart_verified(n, kind, faketime=faketime)
+        """False when @n was removed meanwhile (cluster.restart_verified)."""
+        return self.cl.restart_verified(n, kind, faketime=faketime)
 
     def do_pause(self, stop):
         n, how = self.target()
@@ -271,7 +272,8 @@ class Nemesis:
         for n in skewed:
             if n.faketime and not n.retired and not n.broken:
                 n.kill9()
-                self.start_checked(n, kind="clock")
+                if not self.start_checked(n, kind="clock"):
+                    continue
                 skew = self.node_skew(n)
                 if not faults.skew_ok(skew, 0):
                     self.cl.heal_failed("clock", "%s restarted on the true clock "

@@ -262,3 +262,68 @@ class Schedules(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RestartOfRemovedNode(unittest.TestCase):
+    """cluster.restart_verified on a node removed while it was down (a
+    removal answered DEADLINE_EXCEEDED that took effect later; seed 653263):
+    not restarted, retired, no failed heal; a tombstone on a node the
+    directory still lists is an anomaly."""
+
+    class Node:
+        name, id = "n2g1", "3aa620d77a54fbca"
+
+        def __init__(self, tomb):
+            self.tomb, self.retired, self.started = tomb, False, 0
+
+        def tombstoned(self):
+            return self.tomb
+
+        def read_id(self):
+            return self.id
+
+        def start(self, faketime=None):
+            self.started += 1
+
+        def wait_exit(self, secs):
+            return None
+
+    class Cl:
+        TOMBSTONE_WAIT_S = 0
+
+        def __init__(self, directory):
+            import threading
+            self.lock = threading.Lock()
+            self.members, self.dir, self.fails = [], directory, []
+
+        def directory(self, via=None):
+            return self.dir
+
+        def fail(self, what, msg):
+            self.fails.append(what)
+
+        def heal_failed(self, kind, why):
+            raise AssertionError("heal_failed: " + why)
+
+    def restart(self, cl, n):
+        from oncelocal import cluster
+        return cluster.Cluster.restart_verified(cl, n, "clock")
+
+    def test_removed_node_is_retired_not_restarted(self):
+        n = self.Node(tomb=True)
+        cl = self.Cl({"d8b4d4c9ecc96187": "voter"})
+        cl.members.append(n)
+        self.assertFalse(self.restart(cl, n))
+        self.assertTrue(n.retired)
+        self.assertEqual((n.started, cl.members, cl.fails), (0, [], []))
+
+    def test_tombstone_of_a_listed_member_fails(self):
+        n = self.Node(tomb=True)
+        cl = self.Cl({n.id: "voter"})
+        self.restart(cl, n)
+        self.assertEqual(cl.fails, ["tombstone-of-member"])
+
+    def test_live_member_is_restarted(self):
+        n = self.Node(tomb=False)
+        self.assertTrue(self.restart(self.Cl({n.id: "voter"}), n))
+        self.assertEqual(n.started, 1)
