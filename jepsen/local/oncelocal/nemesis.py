@@ -243,9 +243,10 @@ class Nemesis:
         self.event("clock-skew", {K("node"): n.client_addr, K("offset"): off})
         log("nemesis: clock %s on %s (restart under libfaketime)" % (off, n.name))
         n.kill9()
+        if not self.start_checked(n, faketime=None if faults.noop("clock")
+                                  else off, kind="clock"):
+            return  # removed meanwhile: no fault, nothing to heal
         self.skewed.append(n)
-        self.start_checked(n, faketime=None if faults.noop("clock") else off,
-                           kind="clock")
         n.faketime = off
         skew = self.node_skew(n)
         if not faults.skew_ok(skew, faults.offset_seconds(off)):
