@@ -169,3 +169,31 @@ bool pbr_only_field(const uint8_t *buf,
     *inner_len = (size_t)n;
     return true;
 }
+
+size_t pbr_field(const uint8_t *buf,
+                 size_t len,
+                 uint32_t *number,
+                 unsigned *wire,
+                 uint64_t *value,
+                 const uint8_t **data)
+{
+    uint64_t tag;
+    size_t h = read_varint(buf, len, 5, &tag), l;
+
+    /* Field numbers are at most 2^29 - 1. */
+    if (h == 0 || (tag >> 3) < 1 || (tag >> 3) > (UINT32_C(1) << 29) - 1) {
+        return 0;
+    }
+    *number = (uint32_t)(tag >> 3);
+    *wire = (unsigned)(tag & 7);
+    if (*wire == PBW_VARINT) {
+        l = read_varint(buf + h, len - h, 10, value);
+        *data = NULL;
+        return l == 0 ? 0 : h + l;
+    }
+    if (*wire != PBW_LEN || (l = read_len(buf + h, len - h, value)) == 0) {
+        return 0;
+    }
+    *data = *value > 0 ? buf + h + l : NULL;
+    return h + l + (size_t)*value;
+}

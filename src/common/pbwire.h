@@ -225,4 +225,21 @@ bool pbr_only_field(const uint8_t *buf,
                     const uint8_t **inner,
                     size_t *inner_len);
 
+/* The one field at the start of the @len bytes at @buf, for readers of
+ * messages with repeated fields, which pbr_parse declines (a
+ * ClaimBatchRequest's items, the log Batch's commands): its number, its
+ * wire type (PBW_VARINT or PBW_LEN only), and for a varint its value in
+ * *@value, for a length-delimited field its length in *@value and its
+ * contents in *@data (borrowed from @buf; NULL when empty, as protobuf-c
+ * leaves repeated bytes). Returns the bytes the field takes, or 0
+ * (decline) if it is malformed by the rules above, is field 0 or has
+ * another wire type. The caller declines the numbers it does not know and
+ * the repeats of its singular fields, as pbr_parse does. */
+size_t pbr_field(const uint8_t *buf,
+                 size_t len,
+                 uint32_t *number,
+                 unsigned *wire,
+                 uint64_t *value,
+                 const uint8_t **data);
+
 #endif /* ONCE_COMMON_PBWIRE_H_ */

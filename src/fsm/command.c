@@ -29,15 +29,102 @@ void command_decoder_close(struct command_decoder *d)
     d->cap = 0;
 }
 
+/* Room for @n command pointers and lengths in @d. */
+static int reserve_commands(struct command_decoder *d, size_t n)
+{
+    size_t cap;
+    const uint8_t **ptrs;
+    size_t *lens;
+
+    if (n <= d->cap) {
+        return 0;
+    }
+    cap = n < 256 ? 256 : n;
+    ptrs = realloc(d->ptrs, cap * sizeof *ptrs);
+    if (ptrs == NULL) {
+        return -ENOMEM;
+    }
+    d->ptrs = ptrs;
+    lens = realloc(d->lens, cap * sizeof *lens);
+    if (lens == NULL) {
+        return -ENOMEM;
+    }
+    d->lens = lens;
+    d->cap = cap;
+    return 0;
+}
+
+/* Field numbers of proto/once_log.proto's Batch (the encoder's too). */
+enum {
+    BATCH_SCHEMA_VERSION = 1,
+    BATCH_LEADER_TIME_MS = 2,
+    BATCH_COMMANDS = 3,
+};
+
+int command_read_batch(struct command_decoder *d,
+                       const uint8_t *buf,
+                       size_t len,
+                       struct command_batch *out)
+{
+    uint64_t schema = 0, stamp = 0, v;
+    const uint8_t *data;
+    uint32_t number;
+    unsigned wire;
+    bool seen_schema = false, seen_stamp = false;
+    size_t n = 0, at, used;
+
+    /* One pass; the arrays grow by doubling (kept across batches). */
+    for (at = 0; at < len; at += used) {
+        used = pbr_field(buf + at, len - at, &number, &wire, &v, &data);
+        if (used == 0) {
+            return 1;
+        }
+        if (number == BATCH_COMMANDS && wire == PBW_LEN) {
+            if (n == FSM_BATCH_COMMANDS_MAX) {
+                return 1;
+            }
+            if (n == d->cap && reserve_commands(d, 2 * n + 1) != 0) {
+                return -ENOMEM;
+            }
+            d->ptrs[n] = data;
+            d->lens[n] = (size_t)v;
+            n++;
+        } else if (number == BATCH_SCHEMA_VERSION && wire == PBW_VARINT &&
+                   !seen_schema && v <= UINT32_MAX) {
+            seen_schema = true;
+            schema = v;
+        } else if (number == BATCH_LEADER_TIME_MS && wire == PBW_VARINT &&
+                   !seen_stamp) {
+            seen_stamp = true;
+            stamp = v;
+        } else {
+            return 1; /* unknown, repeated, or a type protobuf-c widens */
+        }
+    }
+    out->schema_version = (uint32_t)schema;
+    out->leader_time_ms = stamp;
+    out->n_commands = n;
+    out->commands = d->ptrs;
+    out->command_lens = d->lens;
+    return 0;
+}
+
 int command_decode_batch(struct command_decoder *d,
                          const uint8_t *buf,
                          size_t len,
                          struct command_batch *out)
 {
     Once__Log__Batch *b;
+    int rv;
 
     if (len > FSM_BATCH_MAX) {
         return FSM_E_TOOBIG;
+    }
+    /* Every entry the leader writes is read by hand (command.h); protobuf-c
+     * reads what the reader declines, with the same outcome. */
+    rv = command_read_batch(d, buf, len, out);
+    if (rv <= 0) {
+        return rv;
     }
     arena_reset(&d->batch_arena);
     b = once__log__batch__unpack(&d->batch_arena.pb, len, buf);
@@ -47,20 +134,8 @@ int command_decode_batch(struct command_decoder *d,
     if (b->n_commands > FSM_BATCH_COMMANDS_MAX) {
         return FSM_E_TOOBIG;
     }
-    if (b->n_commands > d->cap) {
-        size_t cap = b->n_commands < 256 ? 256 : b->n_commands;
-        const uint8_t **ptrs = realloc(d->ptrs, cap * sizeof *ptrs);
-        size_t *lens;
-        if (ptrs == NULL) {
-            return -ENOMEM;
-        }
-        d->ptrs = ptrs;
-        lens = realloc(d->lens, cap * sizeof *lens);
-        if (lens == NULL) {
-            return -ENOMEM;
-        }
-        d->lens = lens;
-        d->cap = cap;
+    if (reserve_commands(d, b->n_commands) != 0) {
+        return -ENOMEM;
     }
     for (size_t i = 0; i < b->n_commands; i++) {
         d->ptrs[i] = b->commands[i].data;
@@ -769,11 +844,6 @@ int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len)
 /* The Batch is packed by hand too (the leader packs one per log entry, up
  * to FSM_BATCH_COMMANDS_MAX commands): schema_version, leader_time_ms, then
  * every command, each written even if empty, as protobuf-c does. */
-enum {
-    BATCH_SCHEMA_VERSION = 1,
-    BATCH_LEADER_TIME_MS = 2,
-    BATCH_COMMANDS = 3,
-};
 
 int command_encode_batch_with(uint32_t schema_version,
                               uint64_t leader_time_ms,

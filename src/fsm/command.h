@@ -20,8 +20,9 @@
 #include "fsm/fsm.h"
 
 /* A decoded batch envelope. Command byte strings are borrowed from the
- * decoder's arena and valid until the next command_decode_batch or
- * command_decoder_close on that decoder. */
+ * decoded buffer (the hand-written reader) or the decoder's arena
+ * (protobuf-c's), valid while that buffer is and until the next
+ * command_decode_batch or command_decoder_close on that decoder. */
 struct command_batch
 {
     uint32_t schema_version;
@@ -52,6 +53,21 @@ int command_decode_batch(struct command_decoder *d,
                          const uint8_t *buf,
                          size_t len,
                          struct command_batch *out);
+
+/* The hand-written half of command_decode_batch: reads @buf with
+ * common/pbwire.h's reader, without protobuf-c's unpack and its allocation
+ * per command (~250 instructions per command on every node; callgrind,
+ * bench/cpu/run --batch 256). Returns 0 (@out filled, commands borrowed
+ * from @buf), -ENOMEM, or 1: declined, for whatever protobuf-c might read
+ * differently (an unknown field, a repeated schema_version or
+ * leader_time_ms, another wire type, more than FSM_BATCH_COMMANDS_MAX
+ * commands, malformed bytes); command_decode_batch then unpacks @buf with
+ * protobuf-c as before. What it accepts, protobuf-c accepts with equal
+ * fields (tests/fuzz/fuzz_codec.c). */
+int command_read_batch(struct command_decoder *d,
+                       const uint8_t *buf,
+                       size_t len,
+                       struct command_batch *out);
 
 /* Decode one command into @out. Never fails: a bad command comes back as
  * FSM_CMD_INVALID with out->invalid_reason set. Pointers inside @out are

@@ -838,6 +838,81 @@ static size_t batch_budget(enum rpc_method method, enum rpc_direction direction)
             sizeof(Once__Rpc__OwnerToken) + sizeof(void *) + 128);
 }
 
+/* ClaimBatchRequest.items (proto/once_rpc.proto). */
+#define BATCH_ITEMS 1u
+
+int claim_batch_read(const uint8_t *buf,
+                     size_t len,
+                     ProtobufCAllocator *pb,
+                     Once__Rpc__ClaimBatchRequest *out)
+{
+    Once__Rpc__ClaimRequest **ptrs, *items;
+    const uint8_t *data;
+    uint64_t v;
+    uint32_t number;
+    unsigned wire;
+    size_t n = 0, at, used;
+    void *block;
+
+    /* Pass 1: only items, well formed, counted. Nothing else is declined
+     * here that protobuf-c reads: an empty body (no items) is declined, so
+     * that every batch this returns has a non-NULL array. */
+    for (at = 0; at < len; at += used) {
+        used = pbr_field(buf + at, len - at, &number, &wire, &v, &data);
+        if (used == 0 || number != BATCH_ITEMS || wire != PBW_LEN ||
+            ++n > RPC_CLAIM_BATCH_MAX) {
+            return 1;
+        }
+    }
+    if (n == 0) {
+        return 1;
+    }
+    /* One block: the pointer array, then the items (what protobuf-c
+     * allocates one by one). */
+    block = pb->alloc(pb->allocator_data, n * (sizeof *ptrs + sizeof *items));
+    if (block == NULL) {
+        return -1;
+    }
+    ptrs = block;
+    items = (Once__Rpc__ClaimRequest *)(void *)(ptrs + n);
+    n = 0;
+    for (at = 0; at < len; at += used) {
+        used = pbr_field(buf + at, len - at, &number, &wire, &v, &data);
+        ONCE_ASSERT(used > 0, "pass 1 read it");
+        once__rpc__claim_request__init(&items[n]);
+        if (!pbr_parse(&claim_request_pbr_spec, data, (size_t)v, &items[n])) {
+            pb->free(pb->allocator_data, block);
+            return 1;
+        }
+        ptrs[n] = &items[n];
+        n++;
+    }
+    once__rpc__claim_batch_request__init(out);
+    out->n_items = n;
+    out->items = ptrs;
+    return 0;
+}
+
+/* A ClaimBatchRequest by claim_batch_read into the view's arena; false if
+ * declined, with the budget as it was (protobuf-c then gets all of it). */
+static bool unpack_batch_fast(struct envelope_view *v, ProtobufCMessage **out)
+{
+    size_t used = v->used;
+    Once__Rpc__ClaimBatchRequest *m =
+        v->pb.alloc(v->pb.allocator_data, sizeof *m);
+
+    if (m != NULL && claim_batch_read(v->body, v->body_len, &v->pb, m) == 0) {
+        *out = &m->base;
+        return true;
+    }
+    /* The arena keeps the declined bytes until the next decode: at most
+     * once more what protobuf-c may take, outside the budget's count. */
+    v->used = used;
+    v->over_budget = false;
+    v->nomem = false;
+    return false;
+}
+
 int envelope_unpack_body(struct envelope_view *v,
                          ProtobufCMessage **out,
                          char *errmsg)
@@ -871,6 +946,10 @@ int envelope_unpack_body(struct envelope_view *v,
             *out = &m->base;
             return 0;
         }
+    }
+    if (d == &once__rpc__claim_batch_request__descriptor &&
+        unpack_batch_fast(v, out)) {
+        return 0; /* the leader's largest decode (claim_batch_read) */
     }
     *out = protobuf_c_message_unpack(d, &v->pb, v->body_len, v->body);
     if (*out == NULL) {

@@ -19,7 +19,10 @@
  * direct encoder into one buffer of the batch's; the call is answered
  * when the last one is. The answer's items are concatenated in the request's
  * order: the encoding of a repeated message field is its elements one after the
- * other, so the answer is the ClaimBatchResponse without a second copy.
+ * other, each with its field head, which is packed with the item. So when
+ * the items were answered in the request's order (every item applied, in
+ * the log's order: the common case), the buffer is the ClaimBatchResponse
+ * and is sent as it is; otherwise its items are copied once, in order.
  * An item whose answer would take the answer past RPC_CLAIM_BATCH_BYTES_MAX
  * (large stored results) is answered UNKNOWN instead: retried alone with
  * its request id it gets its answer, and the frame stays bounded. */
@@ -63,9 +66,11 @@ struct batch
     size_t n;
     size_t left;     /* items not answered yet */
     bool submitting; /* inside serve: the answer waits for its end */
-    /* Every item's packed ClaimBatchItem, in the order they were answered
+    /* Every item's packed ClaimBatchItem with its field head (the
+     * ClaimBatchResponse's items field), in the order they were answered
      * (not the request's: refusals come before results), in one buffer:
-     * no allocation per item. Item i is out[off[i]..+len[i]). */
+     * no allocation per item. Item i is out[off[i]..+len[i]). When they
+     * were answered in the request's order, out is the answer itself. */
     uint8_t *out;
     size_t out_len, out_cap;
     size_t *off; /* [n] */
@@ -107,6 +112,9 @@ static bool out_reserve(struct batch *b, size_t more)
     return true;
 }
 
+/* ClaimBatchResponse.items (once_rpc.proto). */
+#define ANSWER_ITEMS 1u
+
 /* Item @i's answer: @res (status OK), or the error. Out of memory leaves
  * the slot empty: answered UNKNOWN at the end (it may have applied). */
 static void put(struct batch *b,
@@ -132,11 +140,14 @@ static void put(struct batch *b,
     }
     it.result = (Once__Rpc__Result *)(uintptr_t)res;
     len = batch_item_size(&it, &plan);
-    if (out_reserve(b, len)) {
+    if (out_reserve(b, pbw_size_len_req(ANSWER_ITEMS, len))) {
+        uint8_t *p = pbw_put_len_head(b->out + b->out_len, ANSWER_ITEMS, len);
+        size_t packed = batch_item_pack(&it, &plan, p);
+
+        ONCE_ASSERT(packed == len, "packed as sized");
         b->off[i] = b->out_len;
-        b->len[i] = batch_item_pack(&it, &plan, b->out + b->out_len);
-        ONCE_ASSERT(b->len[i] == len, "packed as sized");
-        b->out_len += len;
+        b->len[i] = (size_t)(p + len - (b->out + b->out_len));
+        b->out_len += b->len[i];
     } else {
         b->off[i] = SLOT_EMPTY;
         b->len[i] = 0;
@@ -163,51 +174,55 @@ static void put_unknown(struct batch *b, size_t i, const char *why)
     put(b, i, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN, why, NULL);
 }
 
-/* ClaimBatchResponse.items (once_rpc.proto). */
-#define ANSWER_ITEMS 1u
-
 /* Every item answered: the ClaimBatchResponse, items in order. */
 static void answer(struct batch *b)
 {
     struct rpc_reply r;
     size_t total = 0, o = 0;
     uint8_t *body;
+    bool in_order = true;
 
     for (size_t i = 0; i < b->n; i++) {
         if (b->off[i] == SLOT_EMPTY) {
             put_unknown(b, i, "out of memory encoding this item's answer");
         }
-        if (total + pbw_size_len_req(ANSWER_ITEMS, b->len[i]) >
-            RPC_CLAIM_BATCH_BYTES_MAX) {
+        if (total + b->len[i] > RPC_CLAIM_BATCH_BYTES_MAX) {
             put_unknown(b, i,
                         "the batch's answer is full (large results): retry "
                         "this item with its request id");
         }
-        /* UNTESTED: out of memory again, the item is empty: the client
-         * refuses the answer as malformed, which is "outcome unknown" for
-         * every item, retried with their request ids. */
-        total += pbw_size_len_req(ANSWER_ITEMS, b->len[i]);
+        /* UNTESTED: out of memory again, the item is empty (a head of
+         * length 0 below): the client refuses the answer as malformed,
+         * which is "outcome unknown" for every item, retried with their
+         * request ids. */
+        in_order = in_order && b->off[i] == total && b->len[i] > 0;
+        total += b->len[i] > 0 ? b->len[i] : pbw_size_len_req(ANSWER_ITEMS, 0);
     }
-    body = malloc(total > 0 ? total : 1);
-    if (body == NULL) {
+    if (in_order) {
+        /* The common case: out holds the answer already (the items were
+         * applied in order and none was refused before the proposal). */
+        body = NULL;
+    } else if ((body = malloc(total)) == NULL) {
         reply_error(b->call, RPC_STATUS_UNKNOWN, RPC_APPLIED_UNKNOWN,
                     "out of memory encoding the answer", NULL);
         batch_free(b);
         return;
-    }
-    for (size_t i = 0; i < b->n; i++) {
-        o = (size_t)(pbw_put_len_head(body + o, ANSWER_ITEMS, b->len[i]) -
-                     body);
-        if (b->len[i] > 0) {
+    } else {
+        for (size_t i = 0; i < b->n; i++) {
+            if (b->len[i] == 0) {
+                o = (size_t)(pbw_put_len_head(body + o, ANSWER_ITEMS, 0) -
+                             body);
+                continue;
+            }
             memcpy(body + o, b->out + b->off[i], b->len[i]);
+            o += b->len[i];
         }
-        o += b->len[i];
+        ONCE_ASSERT(o == total, "the answer is the items' encodings");
     }
-    ONCE_ASSERT(o == total, "the answer is the items' encodings");
     memset(&r, 0, sizeof r);
     r.status = RPC_STATUS_OK;
     r.applied = RPC_APPLIED_UNSPECIFIED;
-    r.body = body;
+    r.body = body != NULL ? body : b->out;
     r.body_len = total;
     rpc_call_reply(b->call, &r);
     free(body);

@@ -2,14 +2,16 @@
  * (common/pbwire.h's reader with the tables of rpc/frame.c and
  * fsm/command.c) against protobuf-c, their oracle.
  *
- * Input: any bytes, read four ways: as an Envelope, as a ClaimRequest, as
- * the log's Claim, and as a log Command holding one Claim (what
- * command_decode tries first). For each, the hand-written decoder may
- * decline (the node then unpacks the bytes with protobuf-c, as before);
- * when it accepts, checked besides "no crash, no UB":
+ * Input: any bytes, read six ways: as an Envelope, as a ClaimRequest, as
+ * the log's Claim, as a log Command holding one Claim (what
+ * command_decode tries first), as a ClaimBatchRequest (claim_batch_read)
+ * and as the log's Batch (command_read_batch). For each, the hand-written
+ * decoder may decline (the node then unpacks the bytes with protobuf-c, as
+ * before); when it accepts, checked besides "no crash, no UB":
  *   - protobuf-c accepts the same bytes too, keeping no unknown field;
  *   - every field is equal: integers, enums, bools, and byte strings
  *     (length and contents; NULL data when empty, as protobuf-c leaves it).
+ *     Repeated fields: as many elements, each equal.
  * Together with the decoders' callers (which take protobuf-c's path on a
  * decline) this makes accept/reject and the decoded fields the same as
  * protobuf-c's for every input.
@@ -122,6 +124,69 @@ static void differ_command(const uint8_t *data, size_t size)
     }
 }
 
+/* malloc as a ProtobufCAllocator, for claim_batch_read's one block. */
+static void *heap_alloc(void *arg, size_t size)
+{
+    (void)arg;
+    return malloc(size);
+}
+
+static void heap_free(void *arg, void *p)
+{
+    (void)arg;
+    free(p);
+}
+
+static void differ_claim_batch(const uint8_t *data, size_t size)
+{
+    ProtobufCAllocator heap = {heap_alloc, heap_free, NULL};
+    Once__Rpc__ClaimBatchRequest fast;
+    Once__Rpc__ClaimBatchRequest *ref;
+    int rv = claim_batch_read(data, size, &heap, &fast);
+
+    CHECK(rv == 0 || rv == 1);
+    if (rv != 0) {
+        return;
+    }
+    ref = once__rpc__claim_batch_request__unpack(NULL, size, data);
+    CHECK(ref != NULL);
+    CHECK(ref->base.n_unknown_fields == 0);
+    CHECK(ref->n_items == fast.n_items);
+    for (size_t i = 0; i < ref->n_items; i++) {
+        CHECK(ref->items[i]->base.n_unknown_fields == 0);
+        same_fields(&claim_request_pbr_spec, fast.items[i], ref->items[i]);
+    }
+    once__rpc__claim_batch_request__free_unpacked(ref, NULL);
+    free(fast.items);
+}
+
+static void differ_log_batch(const uint8_t *data, size_t size)
+{
+    struct command_decoder d;
+    struct command_batch fast;
+    Once__Log__Batch *ref;
+
+    command_decoder_init(&d);
+    if (command_read_batch(&d, data, size, &fast) == 0) {
+        ref = once__log__batch__unpack(NULL, size, data);
+        CHECK(ref != NULL);
+        CHECK(ref->base.n_unknown_fields == 0);
+        CHECK(ref->schema_version == fast.schema_version);
+        CHECK(ref->leader_time_ms == fast.leader_time_ms);
+        CHECK(ref->n_commands == fast.n_commands);
+        for (size_t i = 0; i < ref->n_commands; i++) {
+            CHECK(ref->commands[i].len == fast.command_lens[i]);
+            CHECK((ref->commands[i].data == NULL) ==
+                  (fast.commands[i] == NULL));
+            CHECK(fast.command_lens[i] == 0 ||
+                  memcmp(ref->commands[i].data, fast.commands[i],
+                         fast.command_lens[i]) == 0);
+        }
+        once__log__batch__free_unpacked(ref, NULL);
+    }
+    command_decoder_close(&d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     differ(&once__rpc__envelope__descriptor, &envelope_pbr_spec, data, size);
@@ -129,5 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
            size);
     differ(&once__log__claim__descriptor, &command_claim_pbr_spec, data, size);
     differ_command(data, size);
+    differ_claim_batch(data, size);
+    differ_log_batch(data, size);
     return 0;
 }

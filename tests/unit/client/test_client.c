@@ -354,6 +354,78 @@ START_TEST(claim_body)
 }
 END_TEST
 
+/* client_pack_claim writes by hand what protobuf-c packs: the same bytes
+ * for random claims, every field present or absent, with edge values. */
+START_TEST(claim_body_is_protobuf_c)
+{
+    static const uint64_t u64s[] = {
+        0, 1, 127, 128, 16383, 16384, UINT32_MAX, UINT64_MAX - 1, UINT64_MAX};
+    static uint8_t bytes[300];
+    uint64_t seed = 88172645463325252ull;
+
+    for (size_t i = 0; i < sizeof bytes; i++) {
+        bytes[i] = (uint8_t)(i * 7 + 3);
+    }
+    for (int round = 0; round < 2000; round++) {
+#define RND() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+#define U64() (RND() % 2 ? u64s[RND() % 9] : RND())
+        struct once_claim a;
+        Once__Rpc__ClaimRequest m = ONCE__RPC__CLAIM_REQUEST__INIT;
+        uint8_t rid[ONCE_ID_LEN], *got, *want;
+        size_t len, n;
+
+        memset(&a, 0, sizeof a);
+        memset(rid, (int)(RND() & 0xff), sizeof rid);
+        a.scope_len = RND() % 65;
+        a.scope = bytes;
+        a.key_len = RND() % 257;
+        a.key = bytes + 1;
+        a.execution_id_len = RND() % 3 == 0 ? RND() % 129 : 0;
+        a.execution_id = a.execution_id_len > 0 ? bytes + 2 : NULL;
+        a.payload_hash_len = RND() % 3 == 0 ? RND() % 65 : 0;
+        a.payload_hash = a.payload_hash_len > 0 ? bytes + 3 : NULL;
+        a.kind = (enum once_kind)(RND() % 3);
+        a.ttl_ms = U64();
+        a.has_ts = RND() % 2;
+        a.ts_ms = U64();
+        a.window_ms = U64();
+        a.lease_ms = U64();
+        a.max_uses = (uint32_t)(RND() % 2 ? RND() % 3 : RND());
+        a.sliding = RND() % 2;
+        ck_assert_int_eq(client_pack_claim(&a, rid, &got, &len), 0);
+
+        m.scope.len = a.scope_len;
+        m.scope.data = (uint8_t *)(uintptr_t)a.scope;
+        m.key.len = a.key_len;
+        m.key.data = (uint8_t *)(uintptr_t)a.key;
+        m.request_id.len = ONCE_ID_LEN;
+        m.request_id.data = rid;
+        m.execution_id.len = a.execution_id_len;
+        m.execution_id.data = (uint8_t *)(uintptr_t)a.execution_id;
+        m.kind = (Once__Rpc__Kind)a.kind;
+        m.ttl_ms = a.ttl_ms;
+        m.has_ts = a.has_ts;
+        m.ts_ms = a.has_ts ? a.ts_ms : 0;
+        m.window_ms = a.has_ts ? a.window_ms : 0;
+        m.payload_hash.len = a.payload_hash_len;
+        m.payload_hash.data = (uint8_t *)(uintptr_t)a.payload_hash;
+        m.lease_ms = a.lease_ms;
+        m.max_uses = a.max_uses > 1 ? a.max_uses : 0;
+        m.sliding = a.sliding;
+        n = once__rpc__claim_request__get_packed_size(&m);
+        want = malloc(n + 1);
+        ck_assert_ptr_nonnull(want);
+        ck_assert_uint_eq(once__rpc__claim_request__pack(&m, want), n);
+        ck_assert_uint_eq(len, n);
+        ck_assert_int_eq(memcmp(got, want, n), 0);
+        free(want);
+        free(got);
+#undef U64
+#undef RND
+    }
+}
+END_TEST
+
 static void never_cb(void *arg, struct once_result *r)
 {
     (void)arg;
@@ -1090,6 +1162,7 @@ Suite *client_pure_suite(void)
     tcase_add_test(tc, claim_checks);
     tcase_add_test(tc, other_checks);
     tcase_add_test(tc, claim_body);
+    tcase_add_test(tc, claim_body_is_protobuf_c);
     tcase_add_test(tc, lookup_body_and_served_by);
     tcase_add_test(tc, admin_bodies);
     tcase_add_test(tc, result_every_field);

@@ -113,6 +113,39 @@ START_TEST(siphash_equals_openssl)
 }
 END_TEST
 
+/* The stream is read 8 bytes at a time even when the second part starts
+ * off a block boundary (shifted into place): every split of every length
+ * up to 80 (each block offset, each tail size on both sides) equals
+ * OpenSSL's hash of the whole. */
+START_TEST(siphash_every_split)
+{
+    uint8_t key[16], buf[80];
+    unsigned seed = 20261208;
+
+    for (int round = 0; round < 3; round++) {
+        struct hash_keyed h;
+
+        for (int i = 0; i < 16; i++) {
+            key[i] = (uint8_t)rand_r(&seed);
+        }
+        for (size_t i = 0; i < sizeof buf; i++) {
+            buf[i] = (uint8_t)rand_r(&seed);
+        }
+        ck_assert_int_eq(hash_keyed_init(&h, key), 0);
+        for (size_t len = 0; len <= sizeof buf; len++) {
+            uint64_t want = openssl_siphash(key, buf, len, buf, 0);
+
+            for (size_t split = 0; split <= len; split++) {
+                ck_assert_msg(hash_keyed2(&h, buf, split, buf + split,
+                                          len - split) == want,
+                              "length %zu split at %zu", len, split);
+            }
+        }
+        hash_keyed_close(&h);
+    }
+}
+END_TEST
+
 Suite *hash_suite(void)
 {
     Suite *s = suite_create("hash");
@@ -121,6 +154,7 @@ Suite *hash_suite(void)
     tcase_add_test(tc, siphash_reference_vector);
     tcase_add_test(tc, key_changes_hash);
     tcase_add_test(tc, siphash_equals_openssl);
+    tcase_add_test(tc, siphash_every_split);
     suite_add_tcase(s, tc);
     return s;
 }

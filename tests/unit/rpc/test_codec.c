@@ -8,7 +8,10 @@
  * byte strings), packs each with both encoders and requires the same size
  * and the same bytes: protobuf-c decodes its own bytes, so equal bytes are
  * equal messages. A schema test pins the fields the encoders know, so a
- * field added to the .proto fails here until the encoder writes it. */
+ * field added to the .proto fails here until the encoder writes it. The
+ * hand-written readers (pbwire's reader and its tables, the log Batch's
+ * and the ClaimBatchRequest's readers) are compared with protobuf-c's
+ * unpack the same way, and must decline what it might read otherwise. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -654,6 +657,24 @@ START_TEST(batch_matches_protobuf_c)
         b.n_commands = n;
         b.commands = n > 0 ? bins : NULL;
         same_bytes(&b.base, out, len);
+        /* Every batch the leader writes is read back by hand. */
+        {
+            struct command_decoder d;
+            struct command_batch cb;
+
+            command_decoder_init(&d);
+            ck_assert_int_eq(command_read_batch(&d, out, len, &cb), 0);
+            ck_assert_uint_eq(cb.schema_version, schema);
+            ck_assert_uint_eq(cb.leader_time_ms, t);
+            ck_assert_uint_eq(cb.n_commands, n);
+            for (size_t k = 0; k < n; k++) {
+                ck_assert_uint_eq(cb.command_lens[k], lens[k]);
+                ck_assert((cb.commands[k] == NULL) == (lens[k] == 0));
+                ck_assert(lens[k] == 0 ||
+                          memcmp(cb.commands[k], cmds[k], lens[k]) == 0);
+            }
+            command_decoder_close(&d);
+        }
         free(out);
     }
 }
@@ -826,6 +847,162 @@ START_TEST(reader_declines_the_unusual)
 }
 END_TEST
 
+/* The log Batch's reader declines what protobuf-c might read otherwise;
+ * what it accepts equals protobuf-c's. */
+START_TEST(log_batch_reader_declines_the_unusual)
+{
+    /* Batch { schema 1 (1), time 2 (2), commands "a", "" (3) }. */
+    static const struct
+    {
+        const char *why;
+        uint8_t b[16];
+        size_t len;
+        bool accepted;
+    } cases[] = {
+        {"plain", {0x08, 1, 0x10, 2, 0x1a, 1, 'a', 0x1a, 0}, 9, true},
+        {"empty", {0}, 0, true},
+        {"commands first", {0x1a, 1, 'a', 0x08, 1}, 5, true},
+        {"padded varint", {0x08, 0x81, 0x00}, 3, true},
+        {"repeated schema", {0x08, 1, 0x08, 2}, 4, false},
+        {"repeated time", {0x10, 1, 0x10, 2}, 4, false},
+        {"unknown field 4", {0x08, 1, 0x20, 1}, 4, false},
+        {"field 0", {0x00, 1}, 2, false},
+        {"schema as bytes", {0x0a, 1, 1}, 3, false},
+        {"commands as varint", {0x18, 1}, 2, false},
+        {"schema over 32 bits", {0x08, 0x80, 0x80, 0x80, 0x80, 0x10}, 6, false},
+        {"command past the end", {0x1a, 5, 'a'}, 3, false},
+        {"tag unterminated", {0x80}, 1, false},
+    };
+    struct command_decoder d;
+
+    command_decoder_init(&d);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct command_batch cb;
+        Once__Log__Batch *ref;
+        int rv = command_read_batch(&d, cases[i].b, cases[i].len, &cb);
+
+        ck_assert_msg(rv == (cases[i].accepted ? 0 : 1), "%s: %d", cases[i].why,
+                      rv);
+        /* Whichever reader takes it, command_decode_batch agrees with
+         * protobuf-c. */
+        ref = once__log__batch__unpack(NULL, cases[i].len, cases[i].b);
+        rv = command_decode_batch(&d, cases[i].b, cases[i].len, &cb);
+        ck_assert_msg((rv == 0) == (ref != NULL), "%s", cases[i].why);
+        if (ref == NULL) {
+            continue;
+        }
+        ck_assert_uint_eq(cb.schema_version, ref->schema_version);
+        ck_assert_uint_eq(cb.leader_time_ms, ref->leader_time_ms);
+        ck_assert_uint_eq(cb.n_commands, ref->n_commands);
+        for (size_t k = 0; k < cb.n_commands; k++) {
+            ck_assert_uint_eq(cb.command_lens[k], ref->commands[k].len);
+            ck_assert(cb.command_lens[k] == 0 ||
+                      memcmp(cb.commands[k], ref->commands[k].data,
+                             cb.command_lens[k]) == 0);
+        }
+        once__log__batch__free_unpacked(ref, NULL);
+    }
+    command_decoder_close(&d);
+}
+END_TEST
+
+static void *heap_alloc(void *arg, size_t size)
+{
+    (void)arg;
+    return malloc(size);
+}
+
+static void heap_free(void *arg, void *p)
+{
+    (void)arg;
+    free(p);
+}
+
+/* claim_batch_read: random batches packed by protobuf-c read back equal,
+ * and the unusual ones are declined. */
+START_TEST(claim_batch_reader_matches_protobuf_c)
+{
+    static const struct
+    {
+        const char *why;
+        uint8_t b[16];
+        size_t len;
+        bool accepted;
+    } cases[] = {
+        {"two items", {0x0a, 3, 0x0a, 1, 's', 0x0a, 0}, 7, true},
+        {"no item", {0}, 0, false},
+        {"field 2", {0x0a, 0, 0x12, 0}, 4, false},
+        {"items as varint", {0x08, 1}, 2, false},
+        {"item with field 99", {0x0a, 3, 0x98, 0x06, 5}, 5, false},
+        {"item past the end", {0x0a, 5, 0x0a}, 3, false},
+    };
+    ProtobufCAllocator heap = {heap_alloc, heap_free, NULL};
+    Once__Rpc__ClaimBatchRequest fast;
+
+    setup();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rv = claim_batch_read(cases[i].b, cases[i].len, &heap, &fast);
+
+        ck_assert_msg(rv == (cases[i].accepted ? 0 : 1), "%s: %d", cases[i].why,
+                      rv);
+        if (rv == 0) {
+            free(fast.items);
+        }
+    }
+    for (int r = 0; r < ROUNDS / 10; r++) {
+        enum { N = 64 };
+        Once__Rpc__ClaimRequest items[N], *ptrs[N];
+        Once__Rpc__ClaimBatchRequest b = ONCE__RPC__CLAIM_BATCH_REQUEST__INIT;
+        size_t n = 1 + rnd_below(N), len;
+        uint8_t *buf;
+
+        for (size_t k = 0; k < n; k++) {
+            Once__Rpc__ClaimRequest *c = &items[k];
+
+            once__rpc__claim_request__init(c);
+            c->scope.len = rnd_len(40);
+            c->scope.data = rnd_bytes(c->scope.len);
+            c->key.len = rnd_len(100);
+            c->key.data = rnd_bytes(c->key.len);
+            c->request_id.len = rnd_bool() ? 16 : 0;
+            c->request_id.data = rnd_bytes(c->request_id.len);
+            c->kind = (Once__Rpc__Kind)rnd_below(4);
+            c->ttl_ms = rnd_u64();
+            c->has_ts = rnd_bool();
+            c->ts_ms = rnd_u64();
+            c->lease_ms = rnd_u64();
+            c->max_uses = rnd_u32();
+            c->sliding = rnd_bool();
+            ptrs[k] = c;
+        }
+        b.n_items = n;
+        b.items = ptrs;
+        len = once__rpc__claim_batch_request__get_packed_size(&b);
+        buf = malloc(len);
+        ck_assert_ptr_nonnull(buf);
+        once__rpc__claim_batch_request__pack(&b, buf);
+        ck_assert_int_eq(claim_batch_read(buf, len, &heap, &fast), 0);
+        ck_assert_uint_eq(fast.n_items, n);
+        for (size_t k = 0; k < n; k++) {
+            /* Equal items pack to equal bytes. */
+            size_t m = once__rpc__claim_request__get_packed_size(&items[k]);
+            uint8_t *x = malloc(m + 1), *y = malloc(m + 1);
+
+            ck_assert(x != NULL && y != NULL);
+            ck_assert_uint_eq(
+                once__rpc__claim_request__get_packed_size(fast.items[k]), m);
+            once__rpc__claim_request__pack(fast.items[k], x);
+            once__rpc__claim_request__pack(&items[k], y);
+            ck_assert_int_eq(memcmp(x, y, m), 0);
+            free(x);
+            free(y);
+        }
+        free(fast.items);
+        free(buf);
+    }
+}
+END_TEST
+
 Suite *codec_suite(void)
 {
     Suite *s = suite_create("codec");
@@ -842,6 +1019,8 @@ Suite *codec_suite(void)
     tcase_add_test(tc, batch_bounds);
     tcase_add_test(tc, schema_is_what_the_encoders_write);
     tcase_add_test(tc, reader_declines_the_unusual);
+    tcase_add_test(tc, log_batch_reader_declines_the_unusual);
+    tcase_add_test(tc, claim_batch_reader_matches_protobuf_c);
     suite_add_tcase(s, tc);
     return s;
 }
