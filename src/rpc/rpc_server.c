@@ -5,8 +5,11 @@
  * frame and is closed), turns each valid request into a struct call (an
  * rpc_call with what only the layer sees) and hands it to the serve
  * callback. The layer itself answers what the handler must not see: a
- * server closing, another cluster's pin, calls over calls_max, and, with a
- * deadline timer per call, the deadline passing before the handler replied.
+ * server closing, another cluster's pin, calls over calls_max, and the
+ * deadline passing before the handler replied. The deadlines are one heap
+ * per server (deadlines.h) under one timer armed for the earliest: a
+ * timer handle per call cost an init, start, stop and close (with a close
+ * callback through the loop) on every claim.
  * A sweep timer closes connections that are idle, or whose peer stopped
  * reading, for idle_ms, and those that started a frame and did not finish
  * it within frame_ms. The memory the connections hold (read buffers and
@@ -15,16 +18,20 @@
  * under again (from a timer, because the account grows inside reads and
  * sends, where a connection must not be closed).
  *
- * Lifetimes: an rpc_call is freed by rpc_call_reply (after its deadline
- * timer, if any, has closed) and holds a reference on its conn (refs), so a
- * conn outlives its calls; a server is freed when its listener and every
- * conn have closed and every call was replied. */
+ * Lifetimes: an rpc_call is freed by rpc_call_reply (taken off the
+ * deadline heap there, if the layer had not answered it yet) and holds a
+ * reference on its conn (refs), so a conn outlives its calls; the deadline
+ * timer stays open while a call is in flight, also on a closing server,
+ * and is closed with the last one; a server is freed when its listener,
+ * its timers and every conn have closed and every call was replied. */
 #include "common/assert.h"
 #include "common/ratelimit.h"
 #include "rpc/conn_int.h"
+#include "rpc/deadlines.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +42,14 @@ struct rpc_server
     uv_tcp_t listener;
     uv_timer_t idle_timer; /* the sweep: idle_ms and frame_ms */
     uv_timer_t mem_timer;  /* over mem_max: close the largest */
+    /* The calls' deadlines: dl_timer is armed for dl_armed_at, at or
+     * before the earliest queued deadline (a call answered in time leaves
+     * it early: it then fires for nothing and re-arms). Open from the
+     * start until the server is closing with no call left (dl_open). */
+    uv_timer_t dl_timer;
+    struct dl_heap dl;
+    uint64_t dl_armed_at;
+    bool dl_open;
     struct conn_mem mem;
     struct rpc_limits lim;
     rpc_serve_fn serve;
@@ -68,10 +83,9 @@ struct call
     struct conn *c; /* NULL: a local call (rpc_server_call_local) */
     rpc_local_fn local_cb;
     void *local_arg;
-    uv_timer_t timer;
-    bool has_timer;
-    bool answered; /* by the handler or the layer */
-    bool sent;     /* rpc_call_mark_sent */
+    struct dl_node dl; /* queued while it has a deadline and no answer */
+    bool answered;     /* by the handler or the layer */
+    bool sent;         /* rpc_call_mark_sent */
 };
 
 static void srv_logf(struct rpc_server *s,
@@ -127,14 +141,28 @@ static void send_error(struct conn *c,
     (void)conn_send(c, &v, NULL);
 }
 
+static void on_server_handle_closed(uv_handle_t *h);
+
 static void server_maybe_done(struct rpc_server *s)
 {
     void (*cb)(void *arg);
     void *arg;
 
-    if (!s->closing || s->handles > 0 || s->n_conns > 0 || s->n_calls > 0) {
+    if (!s->closing || s->n_conns > 0 || s->n_calls > 0) {
         return;
     }
+    if (s->dl_open) {
+        /* The last call is gone, and a closing server takes no new one:
+         * no deadline can come any more. */
+        ONCE_ASSERT(dl_peek(&s->dl) == NULL, "no deadline without a call");
+        s->dl_open = false;
+        uv_close((uv_handle_t *)&s->dl_timer, on_server_handle_closed);
+        return; /* freed from its close callback */
+    }
+    if (s->handles > 0) {
+        return;
+    }
+    dl_free(&s->dl);
     cb = s->close_cb;
     arg = s->close_arg;
     free(s);
@@ -216,11 +244,6 @@ static void call_free(struct call *k)
     }
 }
 
-static void on_call_timer_closed(uv_handle_t *h)
-{
-    call_free(h->data);
-}
-
 static void call_answered(struct call *k)
 {
     /* Idle time counts from the last frame received or answer given. */
@@ -239,13 +262,11 @@ static void local_answer(struct call *k, const struct rpc_reply *r)
     k->local_cb(k->local_arg, &k->pub, r);
 }
 
-static void on_deadline(uv_timer_t *t)
+/* A call whose deadline passed (already off the heap): answered
+ * DEADLINE_EXCEEDED by the layer; the handler's reply later only frees it. */
+static void call_expire(struct call *k)
 {
-    struct call *k = t->data;
-
-    if (k->answered) {
-        return; /* UNTESTED: the timer is stopped when answered */
-    }
+    ONCE_ASSERT(!k->answered, "an answered call is off the deadline heap");
     call_answered(k);
     k->srv->st.calls_expired++;
     if (k->srv->answered != NULL) {
@@ -266,6 +287,74 @@ static void on_deadline(uv_timer_t *t)
                    k->sent ? "deadline exceeded; the outcome is unknown"
                            : "deadline exceeded before the call was proposed");
     }
+}
+
+static void on_deadlines(uv_timer_t *t);
+
+/* The call a deadline node is embedded in. */
+static struct call *call_of(struct dl_node *x)
+{
+    char *p = (char *)x - offsetof(struct call, dl);
+
+    return (struct call *)(void *)p;
+}
+
+/* Arm the deadline timer for the earliest deadline, unless it is armed
+ * for that or earlier already. It is not stopped when the heap empties or
+ * its earliest call is answered: in a steady flow of calls the next
+ * deadline is later than the armed one, so a call costs no libuv timer
+ * operation at all, only a spurious wake-up per deadline's length. */
+static void dl_arm(struct rpc_server *s)
+{
+    const struct dl_node *x = dl_peek(&s->dl);
+    uint64_t now;
+
+    if (x == NULL || !s->dl_open) {
+        return;
+    }
+    if (uv_is_active((uv_handle_t *)&s->dl_timer) && s->dl_armed_at <= x->at) {
+        return;
+    }
+    now = uv_now(s->loop);
+    s->dl_armed_at = x->at;
+    (void)uv_timer_start(&s->dl_timer, on_deadlines,
+                         x->at > now ? x->at - now : 0, 0);
+}
+
+/* Every call whose deadline is at or before the loop's time, earliest
+ * first (in arrival order for equal deadlines), as per-call timers did. */
+static void on_deadlines(uv_timer_t *t)
+{
+    struct rpc_server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    struct dl_node *x;
+
+    while ((x = dl_pop_due(&s->dl, now)) != NULL) {
+        call_expire(call_of(x));
+    }
+    dl_arm(s);
+}
+
+/* Queue @k's deadline, received_mono_ms + deadline_ms (the time a timer
+ * started at receipt would have fired): 0 or -ENOMEM. */
+static int call_track(struct rpc_server *s, struct call *k)
+{
+    uint64_t at = k->pub.received_mono_ms + k->pub.deadline_ms;
+    int rv;
+
+    dl_node_init(&k->dl);
+    if (k->pub.deadline_ms == 0) {
+        return 0;
+    }
+    if (at < k->pub.received_mono_ms) {
+        at = UINT64_MAX; /* UNTESTED: envelope_check bounds deadline_ms */
+    }
+    ONCE_ASSERT(s->dl_open, "calls are taken only while the timer is open");
+    rv = dl_push(&s->dl, &k->dl, at);
+    if (rv == 0) {
+        dl_arm(s);
+    }
+    return rv;
 }
 
 static void server_request(struct conn *c, struct envelope_view *v)
@@ -318,19 +407,20 @@ static void server_request(struct conn *c, struct envelope_view *v)
     k->pub.peer_member = c->peer_member;
     k->srv = s;
     k->c = c;
+    if (k->pub.deadline_ms == 0) {
+        k->pub.deadline_ms = s->lim.deadline_ms; /* may stay 0: none */
+    }
+    if (call_track(s, k) != 0) { /* UNTESTED: malloc */
+        free(k);
+        send_error(c, v->call_id, v->method, RPC_STATUS_RESOURCE_EXHAUSTED,
+                   RPC_APPLIED_FALSE, "out of memory");
+        return;
+    }
     c->refs++;
     c->calls++;
     s->n_calls++;
     s->st.calls_in_flight++;
     s->st.calls_served++;
-    if (k->pub.deadline_ms == 0) {
-        k->pub.deadline_ms = s->lim.deadline_ms; /* may stay 0: none */
-    }
-    if (k->pub.deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
-        k->has_timer = true;
-        k->timer.data = k;
-        (void)uv_timer_start(&k->timer, on_deadline, k->pub.deadline_ms, 0);
-    }
     s->serve(s->arg, &k->pub, v);
 }
 
@@ -462,17 +552,16 @@ int rpc_server_call_local(struct rpc_server *s,
     k->srv = s;
     k->local_cb = cb;
     k->local_arg = arg;
+    if (call_track(s, k) != 0) { /* UNTESTED: malloc */
+        free(k);
+        return RPC_E_NOMEM;
+    }
     if (peer != NULL && X509_up_ref(peer) == 1) {
         k->pub.peer_cert = peer;
     }
     s->n_calls++;
     s->st.calls_in_flight++;
     s->st.calls_served++;
-    if (k->pub.deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
-        k->has_timer = true;
-        k->timer.data = k;
-        (void)uv_timer_start(&k->timer, on_deadline, k->pub.deadline_ms, 0);
-    }
     s->serve(s->arg, &k->pub, req);
     return 0;
 }
@@ -521,11 +610,7 @@ void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
             }
         }
     }
-    if (k->has_timer) {
-        (void)uv_timer_stop(&k->timer);
-        uv_close((uv_handle_t *)&k->timer, on_call_timer_closed);
-        return;
-    }
+    dl_remove(&s->dl, &k->dl); /* if the layer has not answered it */
     call_free(k);
 }
 
@@ -706,6 +791,7 @@ int rpc_server_start(struct rpc_server **out,
         return RPC_E_NOMEM;
     }
     s->loop = loop;
+    dl_init(&s->dl);
     s->refusal_log.burst = RATELIMIT_REFUSALS_BURST;
     s->refusal_log.window_ms = RATELIMIT_REFUSALS_WINDOW_MS;
     s->lim = cfg->limits;
@@ -738,6 +824,10 @@ int rpc_server_start(struct rpc_server **out,
     s->mem_timer.data = s;
     /* Started by server_over_memory. */
     s->handles++;
+    (void)uv_timer_init(loop, &s->dl_timer);
+    s->dl_timer.data = s;
+    s->dl_open = true;
+    s->handles++; /* closed by server_maybe_done, with the last call */
     if (s->lim.idle_ms > 0 || s->lim.frame_ms > 0) {
         uint64_t every = sweep_period(&s->lim);
 
