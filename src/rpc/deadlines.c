@@ -1,4 +1,5 @@
-/* rpc/deadlines.c: a binary min-heap of deadlines (deadlines.h). */
+/* rpc/deadlines.c: deadlines in order: a sorted list and a binary
+ * min-heap (deadlines.h). */
 #include "rpc/deadlines.h"
 
 #include <errno.h>
@@ -57,15 +58,18 @@ static void sift_down(struct dl_heap *h, size_t i, struct dl_node *x)
 
 void dl_init(struct dl_heap *h)
 {
+    h->head = h->tail = NULL;
     h->v = NULL;
     h->n = 0;
     h->cap = 0;
+    h->count = 0;
     h->next_seq = 0;
 }
 
 void dl_free(struct dl_heap *h)
 {
-    ONCE_ASSERT(h->n == 0, "every node was removed before the heap is freed");
+    ONCE_ASSERT(h->count == 0 && h->n == 0 && h->head == NULL,
+                "every node was removed before the queue is freed");
     free(h->v);
     h->v = NULL;
     h->cap = 0;
@@ -75,12 +79,41 @@ void dl_node_init(struct dl_node *x)
 {
     x->at = 0;
     x->seq = 0;
+    x->prev = x->next = NULL;
     x->idx = DL_NONE;
+    x->where = DL_OUT;
 }
 
-int dl_push(struct dl_heap *h, struct dl_node *x, uint64_t at)
+static void list_append(struct dl_heap *h, struct dl_node *x)
 {
-    ONCE_ASSERT(x->idx == DL_NONE, "a node is queued once");
+    x->where = DL_LIST;
+    x->next = NULL;
+    x->prev = h->tail;
+    if (h->tail != NULL) {
+        h->tail->next = x;
+    } else {
+        h->head = x;
+    }
+    h->tail = x;
+}
+
+static void list_unlink(struct dl_heap *h, struct dl_node *x)
+{
+    if (x->prev != NULL) {
+        x->prev->next = x->next;
+    } else {
+        h->head = x->next;
+    }
+    if (x->next != NULL) {
+        x->next->prev = x->prev;
+    } else {
+        h->tail = x->prev;
+    }
+    x->prev = x->next = NULL;
+}
+
+static int heap_push(struct dl_heap *h, struct dl_node *x)
+{
     if (h->n == h->cap) {
         size_t cap = h->cap > 0 ? h->cap * 2 : DL_CAP_MIN;
         struct dl_node **v;
@@ -95,22 +128,18 @@ int dl_push(struct dl_heap *h, struct dl_node *x, uint64_t at)
         h->v = v;
         h->cap = cap;
     }
-    x->at = at;
-    x->seq = h->next_seq++;
+    x->where = DL_HEAP;
     h->n++;
     sift_up(h, h->n - 1, x);
     return 0;
 }
 
-void dl_remove(struct dl_heap *h, struct dl_node *x)
+static void heap_remove(struct dl_heap *h, struct dl_node *x)
 {
     size_t i = x->idx;
     struct dl_node *last;
 
-    if (i == DL_NONE) {
-        return;
-    }
-    ONCE_ASSERT(i < h->n && h->v[i] == x, "a queued node is where idx says");
+    ONCE_ASSERT(i < h->n && h->v[i] == x, "a heap node is where idx says");
     x->idx = DL_NONE;
     last = h->v[--h->n];
     if (last == x) {
@@ -123,6 +152,55 @@ void dl_remove(struct dl_heap *h, struct dl_node *x)
     } else {
         sift_down(h, i, last);
     }
+}
+
+int dl_push(struct dl_heap *h, struct dl_node *x, uint64_t at)
+{
+    int rv = 0;
+
+    ONCE_ASSERT(x->where == DL_OUT, "a node is queued once");
+    x->at = at;
+    x->seq = h->next_seq++;
+    /* In order (not before the tail; equal deadlines are, by seq): the
+     * list. Else the heap. */
+    if (h->tail == NULL || !before(x, h->tail)) {
+        list_append(h, x);
+    } else {
+        rv = heap_push(h, x);
+        if (rv != 0) {
+            return rv; /* UNTESTED: malloc */
+        }
+    }
+    h->count++;
+    return 0;
+}
+
+void dl_remove(struct dl_heap *h, struct dl_node *x)
+{
+    switch (x->where) {
+        case DL_OUT:
+            return;
+        case DL_LIST:
+            list_unlink(h, x);
+            break;
+        case DL_HEAP:
+            heap_remove(h, x);
+            break;
+    }
+    x->where = DL_OUT;
+    ONCE_ASSERT(h->count > 0, "count counts the queued nodes");
+    h->count--;
+}
+
+struct dl_node *dl_peek(const struct dl_heap *h)
+{
+    struct dl_node *a = h->head;
+    struct dl_node *b = h->n > 0 ? h->v[0] : NULL;
+
+    if (a == NULL) {
+        return b;
+    }
+    return b != NULL && before(b, a) ? b : a;
 }
 
 struct dl_node *dl_pop_due(struct dl_heap *h, uint64_t now)

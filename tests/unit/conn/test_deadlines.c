@@ -1,6 +1,7 @@
-/* test_deadlines: the deadline heap of the RPC server (rpc/deadlines.h)
- * against a plain array searched in full, over random pushes, removals and
- * pops with equal deadlines among them (the tie-break is push order). */
+/* test_deadlines: the deadline queue of the RPC server (rpc/deadlines.h:
+ * a sorted list for calls in order, a heap for the others) against a plain
+ * array searched in full, over random pushes, removals and pops with equal
+ * deadlines among them (the tie-break is push order). */
 #include <check.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,7 +42,7 @@ START_TEST(heap_matches_a_scan)
     static bool in[NODES];
     struct dl_heap h;
     uint64_t now = 0;
-    size_t queued = 0, popped = 0, removed = 0;
+    size_t queued = 0, popped = 0, removed = 0, in_heap = 0, in_list = 0;
 
     dl_init(&h);
     for (size_t i = 0; i < NODES; i++) {
@@ -60,6 +61,8 @@ START_TEST(heap_matches_a_scan)
             ck_assert_int_eq(dl_push(&h, &nodes[i], at), 0);
             ck_assert(dl_queued(&nodes[i]));
             ck_assert_uint_eq(nodes[i].at, at);
+            in_heap += nodes[i].where == DL_HEAP;
+            in_list += nodes[i].where == DL_LIST;
             in[i] = true;
             queued++;
         } else if (r < 7) {
@@ -86,7 +89,8 @@ START_TEST(heap_matches_a_scan)
                 popped++;
             }
         }
-        ck_assert_uint_eq(h.n, queued - popped - removed);
+        ck_assert_uint_eq(h.count, queued - popped - removed);
+        ck_assert_uint_le(h.n, h.count);
     }
     /* Drain: everything comes out in (at, seq) order. */
     for (;;) {
@@ -99,10 +103,14 @@ START_TEST(heap_matches_a_scan)
         }
         in[got - nodes] = false;
     }
+    ck_assert_uint_eq(h.count, 0);
     ck_assert_uint_eq(h.n, 0);
+    ck_assert_ptr_null(h.head);
     /* Enough of each kind happened for the comparison to mean something. */
     ck_assert_uint_gt(popped, OPS / 20);
     ck_assert_uint_gt(removed, OPS / 20);
+    ck_assert_uint_gt(in_heap, OPS / 50);
+    ck_assert_uint_gt(in_list, OPS / 50);
     dl_free(&h);
 }
 END_TEST
@@ -117,6 +125,9 @@ START_TEST(equal_deadlines_in_push_order)
         dl_node_init(&n[i]);
         ck_assert_int_eq(dl_push(&h, &n[i], i == 2 ? 5 : 10), 0);
     }
+    /* 2 came out of order: the heap; the others in order: the list. */
+    ck_assert_int_eq(n[2].where, DL_HEAP);
+    ck_assert_int_eq(n[3].where, DL_LIST);
     ck_assert_ptr_null(dl_pop_due(&h, 4));
     ck_assert_ptr_eq(dl_pop_due(&h, 10), &n[2]);
     dl_remove(&h, &n[1]);
