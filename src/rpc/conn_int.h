@@ -89,6 +89,11 @@ struct conn
     uv_prepare_t flush;
     uint8_t *cbuf;
     size_t clen, ccap;
+    /* The last flush's cork size (0: none yet), where the next cork
+     * starts: growing from 4 KiB by realloc each time copied ~230
+     * instructions per answer at 256 calls in flight (bench/cpu/run). At
+     * most CORK_HINT_MAX, so one burst does not make every later cork big. */
+    size_t chint;
     unsigned calls; /* server: unanswered calls */
     unsigned refs;  /* server: rpc_calls pointing here (answered or not) */
     uint64_t last_active_ms;   /* a whole frame received (or, server:
