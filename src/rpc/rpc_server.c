@@ -158,7 +158,7 @@ static void send_error(struct conn *c,
     struct envelope_view v;
     size_t n = strlen(error);
 
-    memset(&v, 0, sizeof v);
+    envelope_view_clear(&v);
     v.call_id = call_id;
     v.method = method;
     v.direction = RPC_RESPONSE;
@@ -648,7 +648,7 @@ void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
             char errmsg[ERR_MSG_SIZE];
             int rv;
 
-            memset(&v, 0, sizeof v);
+            envelope_view_clear(&v);
             v.call_id = k->pub.call_id;
             v.method = k->pub.method;
             v.direction = RPC_RESPONSE;
