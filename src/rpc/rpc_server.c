@@ -6,7 +6,7 @@
  * rpc_call with what only the layer sees) and hands it to the serve
  * callback. The layer itself answers what the handler must not see: a
  * server closing, another cluster's pin, calls over calls_max, and the
- * deadline passing before the handler replied. The deadlines are one heap
+ * deadline passing before the handler replied. The deadlines are one queue
  * per server (deadlines.h) under one timer armed for the earliest: a
  * timer handle per call cost an init, start, stop and close (with a close
  * callback through the loop) on every claim.
@@ -19,7 +19,8 @@
  * sends, where a connection must not be closed).
  *
  * Lifetimes: an rpc_call is freed by rpc_call_reply (taken off the
- * deadline heap there, if the layer had not answered it yet) and holds a
+ * deadline queue there, if the layer had not answered it yet; kept as a
+ * spare for the next call, poisoned under ASan) and holds a
  * reference on its conn (refs), so a conn outlives its calls; the deadline
  * timer stays open while a call is in flight, also on a closing server,
  * and is closed with the last one; a server is freed when its listener,
