@@ -327,11 +327,11 @@ static void local_answer(struct call *k, const struct rpc_reply *r)
     k->local_cb(k->local_arg, &k->pub, r);
 }
 
-/* A call whose deadline passed (already off the heap): answered
+/* A call whose deadline passed (already off the queue): answered
  * DEADLINE_EXCEEDED by the layer; the handler's reply later only frees it. */
 static void call_expire(struct call *k)
 {
-    ONCE_ASSERT(!k->answered, "an answered call is off the deadline heap");
+    ONCE_ASSERT(!k->answered, "an answered call is off the deadline queue");
     call_answered(k);
     k->srv->st.calls_expired++;
     if (k->srv->answered != NULL) {
@@ -365,7 +365,7 @@ static struct call *call_of(struct dl_node *x)
 }
 
 /* Arm the deadline timer for the earliest deadline, unless it is armed
- * for that or earlier already. It is not stopped when the heap empties or
+ * for that or earlier already. It is not stopped when the queue empties or
  * its earliest call is answered: in a steady flow of calls the next
  * deadline is later than the armed one, so a call costs no libuv timer
  * operation at all, only a spurious wake-up per deadline's length. */
