@@ -43,7 +43,9 @@
 #include "common/assert.h"
 
 #define READ_CHUNK (64u * 1024)
-/* The largest first size of a cork (conn_int.h, chint). */
+/* The first size of a cork (conn_int.h, chint): twice the last flush's
+ * length rounded up to a power of two, within these. */
+#define CORK_HINT_MIN ((size_t)256)
 #define CORK_HINT_MAX ((size_t)64 * 1024)
 
 struct wreq
@@ -377,7 +379,10 @@ static void on_flush(uv_prepare_t *h)
     w->c = c;
     w->len = c->clen;
     w->ext = c->cbuf;
-    c->chint = c->ccap < CORK_HINT_MAX ? c->ccap : CORK_HINT_MAX;
+    c->chint = CORK_HINT_MIN;
+    while (c->chint < 2 * c->clen && c->chint < CORK_HINT_MAX) {
+        c->chint *= 2;
+    }
     c->cbuf = NULL;
     c->clen = 0;
     c->ccap = 0;
