@@ -43,6 +43,10 @@
 #include "common/assert.h"
 
 #define READ_CHUNK (64u * 1024)
+/* The first size of a cork (conn_int.h, chint): twice the last flush's
+ * length rounded up to a power of two, within these. */
+#define CORK_HINT_MIN ((size_t)256)
+#define CORK_HINT_MAX ((size_t)64 * 1024)
 
 struct wreq
 {
@@ -375,6 +379,10 @@ static void on_flush(uv_prepare_t *h)
     w->c = c;
     w->len = c->clen;
     w->ext = c->cbuf;
+    c->chint = CORK_HINT_MIN;
+    while (c->chint < 2 * c->clen && c->chint < CORK_HINT_MAX) {
+        c->chint *= 2;
+    }
     c->cbuf = NULL;
     c->clen = 0;
     c->ccap = 0;
@@ -392,7 +400,7 @@ static void on_flush(uv_prepare_t *h)
 static uint8_t *cork_reserve(struct conn *c, size_t need)
 {
     if (c->ccap - c->clen < need) {
-        size_t cap = c->ccap != 0 ? c->ccap : 4096;
+        size_t cap = c->ccap != 0 ? c->ccap : c->chint > 0 ? c->chint : 4096;
         uint8_t *nb;
 
         /* need <= frame_max + 4, and clen stays under out_max plus one

@@ -89,6 +89,13 @@ struct conn
     uv_prepare_t flush;
     uint8_t *cbuf;
     size_t clen, ccap;
+    /* Where the next cork starts (0: 4 KiB, no flush yet): twice the
+     * last flush's length rounded up to a power of two, 256 B..64 KiB.
+     * Growing from 4 KiB by realloc after every flush copied ~230
+     * instructions per answer at 256 calls in flight, and a lone answer's
+     * 4 KiB missed glibc's per-thread cache (~700 at one call in flight;
+     * bench/cpu/run). Bounded, so one burst does not make every cork big. */
+    size_t chint;
     unsigned calls; /* server: unanswered calls */
     unsigned refs;  /* server: rpc_calls pointing here (answered or not) */
     uint64_t last_active_ms;   /* a whole frame received (or, server:

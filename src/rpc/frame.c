@@ -158,6 +158,11 @@ void envelope_view_init(struct envelope_view *v)
     v->pb.allocator_data = v;
 }
 
+void envelope_view_clear(struct envelope_view *v)
+{
+    memset(v, 0, offsetof(struct envelope_view, arena));
+}
+
 void envelope_view_close(struct envelope_view *v)
 {
     arena_close(&v->arena);

@@ -154,7 +154,8 @@ struct envelope_view
     const uint8_t *caller_cert;
     size_t caller_cert_len;
 
-    /* Private to frame.c (decoding only). */
+    /* Private to frame.c (decoding only); arena first: envelope_view_clear
+     * zeroes what is before it. */
     struct arena arena;
     ProtobufCAllocator pb;
     size_t budget;
@@ -182,6 +183,12 @@ int frame_encode_header(size_t env_len, size_t frame_max, uint8_t *out);
 
 /* Prepare @v for decoding. Allocates nothing. */
 void envelope_view_init(struct envelope_view *v);
+
+/* Zero @v's public fields (call_id .. caller_cert_len): a view to encode,
+ * which nothing of the decoding part is read for. It spares the ~1.1 KiB
+ * of the private part (the error and hint buffers) a memset of the whole
+ * struct clears: 170 instructions of every answer (bench/cpu/run). */
+void envelope_view_clear(struct envelope_view *v);
 
 /* Free the view's arena (what decoding kept). The struct is the caller's.
  * Chunks are otherwise kept for the next decode: a connection that decoded

@@ -499,7 +499,7 @@ int rpc_channel_call(struct rpc_channel *ch,
     if (ch->closing) {
         return RPC_E_CLOSED;
     }
-    memset(&v, 0, sizeof v);
+    envelope_view_clear(&v);
     v.call_id = ch->next_id;
     v.method = req->method;
     v.direction = RPC_REQUEST;

@@ -5,8 +5,11 @@
  * frame and is closed), turns each valid request into a struct call (an
  * rpc_call with what only the layer sees) and hands it to the serve
  * callback. The layer itself answers what the handler must not see: a
- * server closing, another cluster's pin, calls over calls_max, and, with a
- * deadline timer per call, the deadline passing before the handler replied.
+ * server closing, another cluster's pin, calls over calls_max, and the
+ * deadline passing before the handler replied. The deadlines are one queue
+ * per server (deadlines.h) under one timer armed for the earliest: a
+ * timer handle per call cost an init, start, stop and close (with a close
+ * callback through the loop) on every claim.
  * A sweep timer closes connections that are idle, or whose peer stopped
  * reading, for idle_ms, and those that started a frame and did not finish
  * it within frame_ms. The memory the connections hold (read buffers and
@@ -15,19 +18,42 @@
  * under again (from a timer, because the account grows inside reads and
  * sends, where a connection must not be closed).
  *
- * Lifetimes: an rpc_call is freed by rpc_call_reply (after its deadline
- * timer, if any, has closed) and holds a reference on its conn (refs), so a
- * conn outlives its calls; a server is freed when its listener and every
- * conn have closed and every call was replied. */
+ * Lifetimes: an rpc_call is freed by rpc_call_reply (taken off the
+ * deadline queue there, if the layer had not answered it yet; kept as a
+ * spare for the next call, poisoned under ASan) and holds a
+ * reference on its conn (refs), so a conn outlives its calls; the deadline
+ * timer stays open while a call is in flight, also on a closing server,
+ * and is closed with the last one; a server is freed when its listener,
+ * its timers and every conn have closed and every call was replied. */
 #include "common/assert.h"
 #include "common/ratelimit.h"
 #include "rpc/conn_int.h"
+#include "rpc/deadlines.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Under ASan a spare call is poisoned: a use after rpc_call_reply is
+ * still reported as it was when the call was freed. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ONCE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ONCE_ASAN 1
+#endif
+#endif
+#ifdef ONCE_ASAN
+#include <sanitizer/asan_interface.h>
+#define SPARE_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
+#define SPARE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define SPARE_POISON(p, n)   ((void)(p), (void)(n))
+#define SPARE_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 struct rpc_server
 {
@@ -35,6 +61,20 @@ struct rpc_server
     uv_tcp_t listener;
     uv_timer_t idle_timer; /* the sweep: idle_ms and frame_ms */
     uv_timer_t mem_timer;  /* over mem_max: close the largest */
+    /* The calls' deadlines: dl_timer is armed for dl_armed_at, at or
+     * before the earliest queued deadline (a call answered in time leaves
+     * it early: it then fires for nothing and re-arms). Open from the
+     * start until the server is closing with no call left (dl_open). */
+    uv_timer_t dl_timer;
+    struct dl_heap dl;
+    uint64_t dl_armed_at;
+    bool dl_open;
+    /* Freed calls kept for the next ones (call_new), at most SPARE_MAX:
+     * at 256 calls in flight glibc's per-thread cache (7 blocks a size)
+     * overflows, and calloc + free cost ~390 instructions per call
+     * (bench/cpu/run). Freed with the server. */
+    struct call *spare;
+    unsigned n_spare;
     struct conn_mem mem;
     struct rpc_limits lim;
     rpc_serve_fn serve;
@@ -60,6 +100,10 @@ struct rpc_server
     void *close_arg;
 };
 
+/* Spare calls a server keeps at most: the calls of a busy node's
+ * connections (~200 bytes each). */
+#define SPARE_MAX 4096
+
 /* An rpc_call with what only the layer sees. */
 struct call
 {
@@ -68,10 +112,10 @@ struct call
     struct conn *c; /* NULL: a local call (rpc_server_call_local) */
     rpc_local_fn local_cb;
     void *local_arg;
-    uv_timer_t timer;
-    bool has_timer;
-    bool answered; /* by the handler or the layer */
-    bool sent;     /* rpc_call_mark_sent */
+    struct dl_node dl;       /* queued while it has a deadline and no answer */
+    struct call *next_spare; /* on s->spare */
+    bool answered;           /* by the handler or the layer */
+    bool sent;               /* rpc_call_mark_sent */
 };
 
 static void srv_logf(struct rpc_server *s,
@@ -115,7 +159,7 @@ static void send_error(struct conn *c,
     struct envelope_view v;
     size_t n = strlen(error);
 
-    memset(&v, 0, sizeof v);
+    envelope_view_clear(&v);
     v.call_id = call_id;
     v.method = method;
     v.direction = RPC_RESPONSE;
@@ -127,13 +171,34 @@ static void send_error(struct conn *c,
     (void)conn_send(c, &v, NULL);
 }
 
+static void on_server_handle_closed(uv_handle_t *h);
+
 static void server_maybe_done(struct rpc_server *s)
 {
     void (*cb)(void *arg);
     void *arg;
 
-    if (!s->closing || s->handles > 0 || s->n_conns > 0 || s->n_calls > 0) {
+    if (!s->closing || s->n_conns > 0 || s->n_calls > 0) {
         return;
+    }
+    if (s->dl_open) {
+        /* The last call is gone, and a closing server takes no new one:
+         * no deadline can come any more. */
+        ONCE_ASSERT(dl_peek(&s->dl) == NULL, "no deadline without a call");
+        s->dl_open = false;
+        uv_close((uv_handle_t *)&s->dl_timer, on_server_handle_closed);
+        return; /* freed from its close callback */
+    }
+    if (s->handles > 0) {
+        return;
+    }
+    dl_free(&s->dl);
+    while (s->spare != NULL) {
+        struct call *k = s->spare;
+
+        SPARE_UNPOISON(k, sizeof *k);
+        s->spare = k->next_spare;
+        free(k);
     }
     cb = s->close_cb;
     arg = s->close_arg;
@@ -184,6 +249,34 @@ static void server_bad_frame(struct conn *c, const char *errmsg)
     }
 }
 
+/* A zeroed call: a spare, or a new one. NULL: out of memory. */
+static struct call *call_new(struct rpc_server *s)
+{
+    struct call *k = s->spare;
+
+    if (k == NULL) {
+        return calloc(1, sizeof *k);
+    }
+    SPARE_UNPOISON(k, sizeof *k);
+    s->spare = k->next_spare;
+    s->n_spare--;
+    memset(k, 0, sizeof *k);
+    return k;
+}
+
+/* Give @k back: a spare, or freed past SPARE_MAX. */
+static void call_recycle(struct rpc_server *s, struct call *k)
+{
+    if (s->n_spare >= SPARE_MAX) {
+        free(k);
+        return;
+    }
+    k->next_spare = s->spare;
+    s->spare = k;
+    s->n_spare++;
+    SPARE_POISON(k, sizeof *k);
+}
+
 /* Free an answered call and what it kept alive. The conn (and with its
  * last conn a closing server) may be freed here: nothing of either is
  * touched after. */
@@ -197,7 +290,7 @@ static void call_free(struct call *k)
     if (c == NULL) {
         X509_free(k->pub.peer_cert); /* a local call's own reference */
     }
-    free(k);
+    call_recycle(s, k);
     if (c == NULL) {
         s->n_calls--;
         server_maybe_done(s);
@@ -214,11 +307,6 @@ static void call_free(struct call *k)
     } else {
         server_maybe_done(s);
     }
-}
-
-static void on_call_timer_closed(uv_handle_t *h)
-{
-    call_free(h->data);
 }
 
 static void call_answered(struct call *k)
@@ -239,13 +327,11 @@ static void local_answer(struct call *k, const struct rpc_reply *r)
     k->local_cb(k->local_arg, &k->pub, r);
 }
 
-static void on_deadline(uv_timer_t *t)
+/* A call whose deadline passed (already off the queue): answered
+ * DEADLINE_EXCEEDED by the layer; the handler's reply later only frees it. */
+static void call_expire(struct call *k)
 {
-    struct call *k = t->data;
-
-    if (k->answered) {
-        return; /* UNTESTED: the timer is stopped when answered */
-    }
+    ONCE_ASSERT(!k->answered, "an answered call is off the deadline queue");
     call_answered(k);
     k->srv->st.calls_expired++;
     if (k->srv->answered != NULL) {
@@ -266,6 +352,74 @@ static void on_deadline(uv_timer_t *t)
                    k->sent ? "deadline exceeded; the outcome is unknown"
                            : "deadline exceeded before the call was proposed");
     }
+}
+
+static void on_deadlines(uv_timer_t *t);
+
+/* The call a deadline node is embedded in. */
+static struct call *call_of(struct dl_node *x)
+{
+    char *p = (char *)x - offsetof(struct call, dl);
+
+    return (struct call *)(void *)p;
+}
+
+/* Arm the deadline timer for the earliest deadline, unless it is armed
+ * for that or earlier already. It is not stopped when the queue empties or
+ * its earliest call is answered: in a steady flow of calls the next
+ * deadline is later than the armed one, so a call costs no libuv timer
+ * operation at all, only a spurious wake-up per deadline's length. */
+static void dl_arm(struct rpc_server *s)
+{
+    const struct dl_node *x = dl_peek(&s->dl);
+    uint64_t now;
+
+    if (x == NULL || !s->dl_open) {
+        return;
+    }
+    if (uv_is_active((uv_handle_t *)&s->dl_timer) && s->dl_armed_at <= x->at) {
+        return;
+    }
+    now = uv_now(s->loop);
+    s->dl_armed_at = x->at;
+    (void)uv_timer_start(&s->dl_timer, on_deadlines,
+                         x->at > now ? x->at - now : 0, 0);
+}
+
+/* Every call whose deadline is at or before the loop's time, earliest
+ * first (in arrival order for equal deadlines), as per-call timers did. */
+static void on_deadlines(uv_timer_t *t)
+{
+    struct rpc_server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    struct dl_node *x;
+
+    while ((x = dl_pop_due(&s->dl, now)) != NULL) {
+        call_expire(call_of(x));
+    }
+    dl_arm(s);
+}
+
+/* Queue @k's deadline, received_mono_ms + deadline_ms (the time a timer
+ * started at receipt would have fired): 0 or -ENOMEM. */
+static int call_track(struct rpc_server *s, struct call *k)
+{
+    uint64_t at = k->pub.received_mono_ms + k->pub.deadline_ms;
+    int rv;
+
+    dl_node_init(&k->dl);
+    if (k->pub.deadline_ms == 0) {
+        return 0;
+    }
+    if (at < k->pub.received_mono_ms) {
+        at = UINT64_MAX; /* UNTESTED: envelope_check bounds deadline_ms */
+    }
+    ONCE_ASSERT(s->dl_open, "calls are taken only while the timer is open");
+    rv = dl_push(&s->dl, &k->dl, at);
+    if (rv == 0) {
+        dl_arm(s);
+    }
+    return rv;
 }
 
 static void server_request(struct conn *c, struct envelope_view *v)
@@ -299,7 +453,7 @@ static void server_request(struct conn *c, struct envelope_view *v)
                    "connection");
         return;
     }
-    k = calloc(1, sizeof *k);
+    k = call_new(s);
     if (k == NULL) { /* UNTESTED: malloc */
         send_error(c, v->call_id, v->method, RPC_STATUS_RESOURCE_EXHAUSTED,
                    RPC_APPLIED_FALSE, "out of memory");
@@ -318,19 +472,20 @@ static void server_request(struct conn *c, struct envelope_view *v)
     k->pub.peer_member = c->peer_member;
     k->srv = s;
     k->c = c;
+    if (k->pub.deadline_ms == 0) {
+        k->pub.deadline_ms = s->lim.deadline_ms; /* may stay 0: none */
+    }
+    if (call_track(s, k) != 0) { /* UNTESTED: malloc */
+        call_recycle(s, k);
+        send_error(c, v->call_id, v->method, RPC_STATUS_RESOURCE_EXHAUSTED,
+                   RPC_APPLIED_FALSE, "out of memory");
+        return;
+    }
     c->refs++;
     c->calls++;
     s->n_calls++;
     s->st.calls_in_flight++;
     s->st.calls_served++;
-    if (k->pub.deadline_ms == 0) {
-        k->pub.deadline_ms = s->lim.deadline_ms; /* may stay 0: none */
-    }
-    if (k->pub.deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
-        k->has_timer = true;
-        k->timer.data = k;
-        (void)uv_timer_start(&k->timer, on_deadline, k->pub.deadline_ms, 0);
-    }
     s->serve(s->arg, &k->pub, v);
 }
 
@@ -445,7 +600,7 @@ int rpc_server_call_local(struct rpc_server *s,
     if (s->closing) {
         return RPC_E_CLOSED;
     }
-    k = calloc(1, sizeof *k);
+    k = call_new(s);
     if (k == NULL) {
         return RPC_E_NOMEM;
     }
@@ -462,17 +617,16 @@ int rpc_server_call_local(struct rpc_server *s,
     k->srv = s;
     k->local_cb = cb;
     k->local_arg = arg;
+    if (call_track(s, k) != 0) { /* UNTESTED: malloc */
+        call_recycle(s, k);
+        return RPC_E_NOMEM;
+    }
     if (peer != NULL && X509_up_ref(peer) == 1) {
         k->pub.peer_cert = peer;
     }
     s->n_calls++;
     s->st.calls_in_flight++;
     s->st.calls_served++;
-    if (k->pub.deadline_ms > 0 && uv_timer_init(s->loop, &k->timer) == 0) {
-        k->has_timer = true;
-        k->timer.data = k;
-        (void)uv_timer_start(&k->timer, on_deadline, k->pub.deadline_ms, 0);
-    }
     s->serve(s->arg, &k->pub, req);
     return 0;
 }
@@ -495,7 +649,7 @@ void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
             char errmsg[ERR_MSG_SIZE];
             int rv;
 
-            memset(&v, 0, sizeof v);
+            envelope_view_clear(&v);
             v.call_id = k->pub.call_id;
             v.method = k->pub.method;
             v.direction = RPC_RESPONSE;
@@ -521,11 +675,7 @@ void rpc_call_reply(struct rpc_call *call, const struct rpc_reply *r)
             }
         }
     }
-    if (k->has_timer) {
-        (void)uv_timer_stop(&k->timer);
-        uv_close((uv_handle_t *)&k->timer, on_call_timer_closed);
-        return;
-    }
+    dl_remove(&s->dl, &k->dl); /* if the layer has not answered it */
     call_free(k);
 }
 
@@ -706,6 +856,7 @@ int rpc_server_start(struct rpc_server **out,
         return RPC_E_NOMEM;
     }
     s->loop = loop;
+    dl_init(&s->dl);
     s->refusal_log.burst = RATELIMIT_REFUSALS_BURST;
     s->refusal_log.window_ms = RATELIMIT_REFUSALS_WINDOW_MS;
     s->lim = cfg->limits;
@@ -738,6 +889,10 @@ int rpc_server_start(struct rpc_server **out,
     s->mem_timer.data = s;
     /* Started by server_over_memory. */
     s->handles++;
+    (void)uv_timer_init(loop, &s->dl_timer);
+    s->dl_timer.data = s;
+    s->dl_open = true;
+    s->handles++; /* closed by server_maybe_done, with the last call */
     if (s->lim.idle_ms > 0 || s->lim.frame_ms > 0) {
         uint64_t every = sweep_period(&s->lim);
 

@@ -736,6 +736,7 @@ static int node_unwind(struct server *s, int code)
     if (s->up & SERVER_UP_REPLICA) {
         replica_close(&s->rep); /* frees the fsm */
     }
+    service_close(s); /* after replica_close: no op is left */
     if (s->up & SERVER_UP_FSM) {
         fsm_free(s->fsm);
         s->fsm = NULL;

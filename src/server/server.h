@@ -172,6 +172,11 @@ struct server
     struct anchor anchor_next;
     int anchor_rv;
     char anchor_why[256];
+
+    /* Record commands' ops freed for the next ones (service.c), at most
+     * SERVICE_OP_SPARE_MAX; freed by service_close. */
+    struct service_op *op_spare;
+    unsigned n_op_spare;
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */

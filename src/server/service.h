@@ -71,4 +71,8 @@ struct service_method
  * server). Answers every call exactly once, now or later. */
 void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req);
 
+/* Free the record commands' spare ops (service.c keeps freed ones for the
+ * next commands). After replica_close, which ends every op. */
+void service_close(struct server *s);
+
 #endif /* ONCE_SERVER_SERVICE_H_ */

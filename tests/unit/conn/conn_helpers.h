@@ -262,5 +262,6 @@ void lis_start(unsigned port, enum lis_mode mode);
 Suite *conn_suite(void);
 Suite *conn_server_suite(void);
 Suite *conn_channel_suite(void);
+Suite *deadlines_suite(void); /* test_deadlines.c: no fixture */
 
 #endif /* ONCE_TESTS_UNIT_CONN_HELPERS_H_ */

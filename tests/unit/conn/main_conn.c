@@ -1,5 +1,6 @@
 /* unit-conn: the RPC transport (src/rpc: conn.c, rpc_server.c,
- * rpc_channel.c) over loopback sockets. */
+ * rpc_channel.c) over loopback sockets, and the server's deadline heap
+ * (deadlines.c, test_deadlines.c). */
 #include <check.h>
 #include <stdlib.h>
 
@@ -12,6 +13,7 @@ int main(void)
 
     srunner_add_suite(sr, conn_server_suite());
     srunner_add_suite(sr, conn_channel_suite());
+    srunner_add_suite(sr, deadlines_suite());
     srunner_run_all(sr, CK_ENV);
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -382,6 +382,81 @@ START_TEST(deadline_after_mark_sent)
 }
 END_TEST
 
+/* Deadlines that arrive out of order, some calls answered in time: each
+ * expired call is answered no earlier than its deadline and not late,
+ * earliest first, and a call answered in time never expires (the server
+ * keeps one timer over all of them; its earliest deadline moves both
+ * ways). The first call sent has the latest deadline, so the timer must
+ * be re-armed earlier for those behind it. */
+START_TEST(deadlines_out_of_order)
+{
+    enum { N = 16, GAP = 40, FIRST = 100, LATE = 200 };
+    uint64_t dl[N], at[N];
+    bool done[N] = {false};
+    unsigned expired = 0, ok = 0;
+    uint64_t last_dl = 0;
+    struct raw *r;
+
+    fx_init();
+    srv_start(7360);
+    r = raw_connect(7360);
+    for (unsigned i = 0; i < N; i++) {
+        /* i = 0 the latest; the rest scrambled (7 is prime to N). */
+        dl[i] = FIRST + (uint64_t)GAP * ((N - 1 + 7 * i) % N);
+        raw_send_req(r, 100 + i, "hold", dl[i]);
+    }
+    RUN_UNTIL(F.nheld == N);
+    for (unsigned i = 0; i < N; i++) {
+        ck_assert_uint_eq(F.seen[i].call_id, 100 + i);
+        ck_assert_uint_eq(F.seen[i].deadline_ms, dl[i]);
+    }
+    /* Every fourth answered now, well before any deadline (the earliest
+     * among them: its early arm of the timer must expire nothing). */
+    for (unsigned i = 3; i < N; i += 4) {
+        release(i);
+    }
+    while (expired + ok < N) {
+        unsigned i;
+
+        RUN_UNTIL_MS(raw_has_frame(r), 5000);
+        raw_take(r);
+        ck_assert_uint_ge(r->v.call_id, 100);
+        i = (unsigned)(r->v.call_id - 100);
+        ck_assert_uint_lt(i, N);
+        ck_assert(!done[i]);
+        done[i] = true;
+        if (i % 4 == 3) {
+            ck_assert_int_eq(r->v.status, RPC_STATUS_OK);
+            ok++;
+            continue;
+        }
+        ck_assert_msg(r->v.status == RPC_STATUS_DEADLINE_EXCEEDED,
+                      "call %u: status %s", i, rpc_status_name(r->v.status));
+        at[i] = r->data_at - F.seen[i].received_mono_ms;
+        ck_assert_msg(at[i] >= dl[i] && at[i] < dl[i] + LATE,
+                      "call %u: deadline %" PRIu64
+                      " ms, answered after "
+                      "%" PRIu64 " ms",
+                      i, dl[i], at[i]);
+        ck_assert_msg(dl[i] > last_dl,
+                      "call %u (%" PRIu64
+                      " ms) after "
+                      "one of %" PRIu64 " ms",
+                      i, dl[i], last_dl);
+        last_dl = dl[i];
+        expired++;
+    }
+    ck_assert_uint_eq(ok, N / 4);
+    ck_assert_uint_eq(stats().calls_expired, N - N / 4);
+    /* Nothing more comes: the released calls' deadlines pass quietly. */
+    run_for(2 * GAP);
+    ck_assert_uint_eq(r->pos, r->in_len);
+    release_all();
+    ck_assert_uint_eq(stats().calls_in_flight, 0);
+    fx_close();
+}
+END_TEST
+
 START_TEST(server_default_deadline)
 {
     struct rpc_limits lim;
@@ -809,6 +884,7 @@ Suite *conn_server_suite(void)
     tcase_add_test(tc, deadline_after_mark_sent);
     tcase_add_test(tc, deadline_through_the_channel);
     tcase_add_test(tc, server_default_deadline);
+    tcase_add_test(tc, deadlines_out_of_order);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("server_close");

@@ -1,6 +1,7 @@
 /* test_frame: frame headers, envelope round trips and validation
  * (src/rpc/frame.c). */
 #include <check.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,35 @@ START_TEST(round_trip_errors_and_extremes)
             envelope_encode(&v, MAX, frame, sizeof frame, &len, errmsg),
             RPC_E_FIELDS);
     }
+}
+END_TEST
+
+/* envelope_view_clear zeroes every public field (whatever was there) and
+ * leaves the private part alone: a cleared view encodes exactly as a view
+ * zeroed in full. */
+START_TEST(clear_zeroes_the_public_fields)
+{
+    static struct envelope_view a, b;
+    uint8_t fa[128], fb[128];
+    size_t la, lb;
+    char errmsg[ERR_MSG_SIZE];
+
+    memset(&a, 0xa5, sizeof a);
+    envelope_view_clear(&a);
+    memset(&b, 0, sizeof b);
+    ck_assert_int_eq(memcmp(&a, &b, offsetof(struct envelope_view, arena)), 0);
+    ck_assert_uint_eq(a.caller_cert_len, 0);
+    ck_assert_ptr_null(a.caller_cert);
+    ck_assert(!a.forwarded);
+    ck_assert_uint_eq((uint8_t)a.error_buf[0], 0xa5); /* private: untouched */
+    a.call_id = b.call_id = 9;
+    a.method = b.method = RPC_METHOD_CLAIM;
+    a.direction = b.direction = RPC_RESPONSE;
+    a.status = b.status = RPC_STATUS_OK;
+    ck_assert_int_eq(envelope_encode(&a, MAX, fa, sizeof fa, &la, errmsg), 0);
+    ck_assert_int_eq(envelope_encode(&b, MAX, fb, sizeof fb, &lb, errmsg), 0);
+    ck_assert_uint_eq(la, lb);
+    ck_assert_int_eq(memcmp(fa, fb, la), 0);
 }
 END_TEST
 
@@ -1033,6 +1063,7 @@ Suite *frame_suite(void)
     tcase_add_test(tc, round_trip_every_method);
     tcase_add_test(tc, round_trip_errors_and_extremes);
     tcase_add_test(tc, caller_cert_rules);
+    tcase_add_test(tc, clear_zeroes_the_public_fields);
     tcase_add_test(tc, large_body_up_to_the_limit);
     tcase_add_test(tc, refuses_bad_ids);
     tcase_add_test(tc, refuses_bad_texts);
