@@ -25,6 +25,7 @@
  * timer stays open while a call is in flight, also on a closing server,
  * and is closed with the last one; a server is freed when its listener,
  * its timers and every conn have closed and every call was replied. */
+#include "common/asan.h"
 #include "common/assert.h"
 #include "common/ratelimit.h"
 #include "rpc/conn_int.h"
@@ -37,23 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Under ASan a spare call is poisoned: a use after rpc_call_reply is
- * still reported as it was when the call was freed. */
-#if defined(__SANITIZE_ADDRESS__)
-#define ONCE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ONCE_ASAN 1
-#endif
-#endif
-#ifdef ONCE_ASAN
-#include <sanitizer/asan_interface.h>
-#define SPARE_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
-#define SPARE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#else
-#define SPARE_POISON(p, n)   ((void)(p), (void)(n))
-#define SPARE_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+/* Under ASan a spare call is poisoned (common/asan.h): a use after
+ * rpc_call_reply is still reported as it was when the call was freed. */
 
 struct rpc_server
 {
@@ -196,7 +182,7 @@ static void server_maybe_done(struct rpc_server *s)
     while (s->spare != NULL) {
         struct call *k = s->spare;
 
-        SPARE_UNPOISON(k, sizeof *k);
+        ONCE_UNPOISON(k, sizeof *k);
         s->spare = k->next_spare;
         free(k);
     }
@@ -257,7 +243,7 @@ static struct call *call_new(struct rpc_server *s)
     if (k == NULL) {
         return calloc(1, sizeof *k);
     }
-    SPARE_UNPOISON(k, sizeof *k);
+    ONCE_UNPOISON(k, sizeof *k);
     s->spare = k->next_spare;
     s->n_spare--;
     memset(k, 0, sizeof *k);
@@ -274,7 +260,7 @@ static void call_recycle(struct rpc_server *s, struct call *k)
     k->next_spare = s->spare;
     s->spare = k;
     s->n_spare++;
-    SPARE_POISON(k, sizeof *k);
+    ONCE_POISON(k, sizeof *k);
 }
 
 /* Free an answered call and what it kept alive. The conn (and with its

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/asan.h"
 #include "common/err.h"
 #include "server/admin.h"
 #include "server/authz.h"
@@ -65,6 +66,7 @@ static struct service_op *op_new(struct server *s)
     if (op == NULL) {
         return calloc(1, sizeof *op);
     }
+    ONCE_UNPOISON(op, sizeof *op);
     s->op_spare = op->next_spare;
     s->n_op_spare--;
     memset(op, 0, sizeof *op);
@@ -83,6 +85,8 @@ static void op_free(struct service_op *op)
     op->next_spare = s->op_spare;
     s->op_spare = op;
     s->n_op_spare++;
+    /* A use after this release is reported as a use after free would be. */
+    ONCE_POISON(op, sizeof *op);
 }
 
 void service_close(struct server *s)
@@ -90,6 +94,7 @@ void service_close(struct server *s)
     while (s->op_spare != NULL) {
         struct service_op *op = s->op_spare;
 
+        ONCE_UNPOISON(op, sizeof *op);
         s->op_spare = op->next_spare;
         free(op);
     }
