@@ -156,8 +156,6 @@ static void heap_remove(struct dl_heap *h, struct dl_node *x)
 
 int dl_push(struct dl_heap *h, struct dl_node *x, uint64_t at)
 {
-    int rv = 0;
-
     ONCE_ASSERT(x->where == DL_OUT, "a node is queued once");
     x->at = at;
     x->seq = h->next_seq++;
@@ -166,7 +164,8 @@ int dl_push(struct dl_heap *h, struct dl_node *x, uint64_t at)
     if (h->tail == NULL || !before(x, h->tail)) {
         list_append(h, x);
     } else {
-        rv = heap_push(h, x);
+        int rv = heap_push(h, x);
+
         if (rv != 0) {
             return rv; /* UNTESTED: malloc */
         }
