@@ -137,10 +137,10 @@ static size_t seg_of(const struct slog *sl, uint64_t index)
 void store_close_current(struct slog *sl)
 {
     if (sl->cur_fd >= 0) {
-        close(sl->cur_fd);
+        sl->sys->close(sl->sys, sl->cur_fd);
     }
     if (sl->cur_dfd >= 0) {
-        close(sl->cur_dfd);
+        sl->sys->close(sl->sys, sl->cur_dfd);
     }
     sl->cur_fd = sl->cur_dfd = -1;
 }
@@ -423,8 +423,9 @@ static void trunc_done(struct slog *sl, struct job *j)
             memcpy(sl->dtail, t->tail_out, BLOCK);
         }
         sl->cur_end = t->zfrom;
-        sl->cur_cap =
-            fstat(sl->cur_fd, &st) == 0 ? (uint64_t)st.st_size : t->zfrom;
+        sl->cur_cap = sl->sys->fstat(sl->sys, sl->cur_fd, &st) == 0
+                          ? (uint64_t)st.st_size
+                          : t->zfrom;
     }
     if (index < sl->base) {
         sl->base = index;
@@ -522,6 +523,20 @@ void store_async_cb(uv_async_t *h)
         }
         store_kick(sl);
     }
+    store_maybe_shutdown(sl);
+}
+
+/* store_sys.h: one job's completion, for executors other than the
+ * threads' (whose store_async_cb above drains its done queue). */
+void store_job_complete(struct job *j)
+{
+    struct slog *sl = j->sl;
+
+    job_done(sl, j);
+    if (sl->stop) {
+        return; /* (as above) */
+    }
+    store_kick(sl);
     store_maybe_shutdown(sl);
 }
 
