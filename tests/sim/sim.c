@@ -533,8 +533,9 @@ int main(int argc, char **argv)
         "ahead by an unanchored leader %llu, G6b fail-stops %llu, G8 "
         "fail-stops %llu, crashes "
         "%llu (restarts %llu, refused %llu), power losses %llu, failed "
-        "fsyncs %llu, unsynced appends lost %llu (kept %llu), torn tails "
-        "%llu (cut at load %llu), corrupted disks %llu, duplicated "
+        "fsyncs %llu, store jobs lost at crashes %llu (ran unseen %llu), "
+        "torn writes %llu (tails cut at load %llu), corrupted disks %llu, "
+        "duplicated "
         "messages %llu, simulated %.1f s in %.1f s\n",
         (unsigned long long)total.ops, (unsigned long long)total.ok,
         (unsigned long long)total.fail, (unsigned long long)total.info,
