@@ -326,6 +326,7 @@ static const struct
     {"stale-owner", SIM_MUT_STALE_OWNER, 0},
     {"ltime-no-clamp", SIM_MUT_LTIME_NO_CLAMP, 0},
     {"ack-before-fsync", SIM_MUT_ACK_BEFORE_FSYNC, 0},
+    {"store-ack-early", SIM_MUT_STORE_ACK_EARLY, 0},
     {"skip-g1", SIM_MUT_NONE, GUARD_G1},
     {"skip-g2", SIM_MUT_NONE, GUARD_G2},
     {"skip-g4", SIM_MUT_NONE, GUARD_G4},
