@@ -856,21 +856,6 @@ bool sim_fs_corrupt(struct sim_fs *fs, uint64_t pick)
     return false;
 }
 
-size_t sim_fs_unsynced(const struct sim_fs *fs)
-{
-    size_t n = 0;
-
-    for (size_t k = 0; k < fs->n_cur; k++) {
-        const struct sf_ino *in = &fs->inos[fs->cur[k].ino];
-        if (is_segment(fs->cur[k].name)) {
-            for (size_t o = 0; o < in->n_ops; o++) {
-                n += in->ops[o].len;
-            }
-        }
-    }
-    return n;
-}
-
 /* --- life ------------------------------------------------------------------
  */
 

@@ -92,7 +92,4 @@ void sim_fs_power_on(struct sim_fs *fs);
  * bytes, header excluded). False when no segment holds a record. */
 bool sim_fs_corrupt(struct sim_fs *fs, uint64_t pick);
 
-/* Bytes of logged (not yet durable) operations on segment files. */
-size_t sim_fs_unsynced(const struct sim_fs *fs);
-
 #endif /* ONCE_TESTS_SIM_SIM_FS_H_ */
