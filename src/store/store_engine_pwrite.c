@@ -4,10 +4,10 @@
  * it with pwritev (resubmitting short counts and EINTR/EAGAIN) and syncs it
  * with one fdatasync; the completion reaches the loop through the worker's
  * uv_async like every other job (store_queue.c). No loop handles or kernel
- * objects of its own. */
+ * objects of its own, and every file call through sl->sys: the engine the
+ * simulator runs (store_sys.h). */
 #include <errno.h>
 #include <limits.h>
-#include <unistd.h>
 
 #include "common/assert.h"
 #include "store/store_int.h"
@@ -15,14 +15,15 @@
 /* Worker thread. */
 void store_run_write(struct job *j)
 {
+    const struct store_sys *sys = j->sl->sys;
     struct job_write *w = &j->u.write;
     struct iovec *iov = w->iov;
     unsigned n = w->n_iov;
     uint64_t off = w->off;
 
     while (n > 0) {
-        ssize_t got =
-            pwritev(w->fd, iov, (int)(n > IOV_MAX ? IOV_MAX : n), (off_t)off);
+        ssize_t got = sys->pwritev(
+            sys, w->fd, iov, (int)(n > IOV_MAX ? IOV_MAX : n), (off_t)off);
         if (got < 0) {
             if (errno == EINTR || errno == EAGAIN) {
                 continue;
@@ -34,7 +35,7 @@ void store_run_write(struct job *j)
         iov = store_iov_advance(iov, &n, (size_t)got);
     }
     ONCE_ASSERT(off == w->off + w->total, "the iovecs hold the batch's bytes");
-    if (fdatasync(w->fd) != 0) {
+    if (sys->fdatasync(sys, w->fd) != 0) {
         store_job_err(j, -errno, "fdatasync", "segment");
     }
 }

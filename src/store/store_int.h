@@ -15,9 +15,11 @@
  *                         decisions of store_scan.c (store_scan.h)
  *
  * Threads: everything runs on the loop thread except a job's run_* function,
- * which runs on the worker and touches only the job, sl->dirfd, sl->seg_size,
- * sl->direct and sl->prep_ok (worker-owned). Jobs cross between the two
- * under sl->mu only.
+ * which runs on the worker and touches only the job, sl->dirfd, sl->sys,
+ * sl->seg_size, sl->direct and sl->prep_ok (worker-owned). Jobs cross
+ * between the two under sl->mu only (store_exec_threads; another executor,
+ * store_sys.h, runs them on the loop's own thread). Every file call goes
+ * through sl->sys (store_sys.h).
  *
  * Error convention (common/err.h): helpers return 0 or a negated errno;
  * sl->failed, job rv and what the store_ops return are RAFT_* codes,
@@ -34,6 +36,7 @@
 
 #include "common/err.h"
 #include "store/store_log.h"
+#include "store/store_sys.h"
 
 #define DEFAULT_SEGMENT (8u << 20)
 #define MIN_SEGMENT     (4u << 10)
@@ -234,6 +237,8 @@ struct slog
     uv_loop_t *loop;
     char dir[PATH_MAX];
     int dirfd;
+    const struct store_sys *sys;        /* file calls (store_sys.h) */
+    const struct store_exec *exec;      /* where jobs run (store_sys.h) */
     const struct store_engine_ops *eng; /* chosen at init, fixed */
     bool direct;                        /* eng->direct, read by the worker */
     size_t seg_size;                    /* bytes per preallocated segment */
@@ -298,11 +303,22 @@ struct slog
 /* RAFT_NOSPACE for -ENOSPC/-EDQUOT, else RAFT_IOERR. */
 int store_raft_code(int neg_errno);
 /* 0 or a negated errno; retried on EINTR (and short counts). */
-int store_write_all(int fd, const void *buf, size_t len, uint64_t off);
-int store_read_all(int fd, void *buf, size_t len, uint64_t off);
+int store_write_all(const struct store_sys *sys,
+                    int fd,
+                    const void *buf,
+                    size_t len,
+                    uint64_t off);
+int store_read_all(const struct store_sys *sys,
+                   int fd,
+                   void *buf,
+                   size_t len,
+                   uint64_t off);
 /* [from, to) zeroed, from the end backwards one page per write. */
-int store_zero_range(int fd, uint64_t from, uint64_t to);
-int store_fsync_dir(int dirfd);
+int store_zero_range(const struct store_sys *sys,
+                     int fd,
+                     uint64_t from,
+                     uint64_t to);
+int store_fsync_dir(const struct store_sys *sys, int dirfd);
 struct iovec *store_iov_advance(struct iovec *iov, unsigned *n, size_t done);
 void store_seg_name(char out[NAME_LEN], uint64_t first);
 void store_snap_name(char out[NAME_LEN], uint64_t term, uint64_t index);
@@ -316,9 +332,8 @@ void store_job_err(struct job *j,
 
 struct job *store_job_new(struct slog *sl, enum job_kind kind);
 void store_job_free(struct job *j);
-void store_job_submit(struct slog *sl, struct job *j);
+void store_job_submit(struct slog *sl, struct job *j); /* to sl->exec */
 int store_job_add_unlink(struct job *j, const char *name);
-void *store_worker_main(void *arg);
 void store_run_prep(struct job *j);
 void store_run_roll(struct job *j);
 void store_run_unlinks(struct job *j);
@@ -342,7 +357,7 @@ uint64_t store_written(const struct slog *sl);
 void store_write_done(struct slog *sl, int rv, const char *msg);
 /* Start what is queued; close if closing and idle. */
 void store_queue_resume(struct slog *sl);
-void store_async_cb(uv_async_t *h);
+void store_async_cb(uv_async_t *h); /* store_exec_threads' completions */
 /* A queued op of @kind, or NULL with *rv the code to return (a failed
  * store, or out of memory with s->errmsg set). */
 struct op *store_op_alloc(struct slog *sl, enum op_kind kind, int *rv);
@@ -368,7 +383,8 @@ void store_put_done(struct slog *sl, struct job *j);
 void store_start_get(struct slog *sl, struct op *op);
 void store_get_done(struct slog *sl, struct job *j);
 /* Read and check snapshot @name; 0 with *out raft's, or RAFT_* + @err. */
-int store_read_snapshot(int dirfd,
+int store_read_snapshot(const struct store_sys *sys,
+                        int dirfd,
                         const char *name,
                         struct raft_snapshot **out,
                         char *err);

@@ -4,7 +4,6 @@
  * segment's bytes mean (records, a torn tail to cut, or a refusal naming
  * file and offset) is decided by the pure store_scan_segment
  * (store_scan.h). Synchronous, loop thread (raft's contract). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -88,30 +87,36 @@ static int list_one(struct slog *sl, struct scan *sc, const char *n)
         sc->snaps[sc->n_snaps++].index = b;
     } else if (strncmp(n, "tmp-", 4) == 0 || strncmp(n, "prep-", 5) == 0) {
         /* Unfinished: never part of the log (renamed only when durable). */
-        (void)unlinkat(sl->dirfd, n, 0);
+        (void)sl->sys->unlinkat(sl->sys, sl->dirfd, n, 0);
     }
     return 0;
 }
 
+struct list_ctx
+{
+    struct slog *sl;
+    struct scan *sc;
+    int rv;
+};
+
+static int list_each(void *arg, const char *name)
+{
+    struct list_ctx *c = arg;
+
+    c->rv = list_one(c->sl, c->sc, name);
+    return c->rv;
+}
+
 static int list_dir(struct slog *sl, struct scan *sc)
 {
-    DIR *d;
-    struct dirent *e;
-    int fd = dup(sl->dirfd);
-    int rv = 0;
+    struct list_ctx c = {sl, sc, 0};
+    int rv;
 
-    if (fd < 0 || (d = fdopendir(fd)) == NULL) {
-        if (fd >= 0) {
-            close(fd);
-        }
+    if (sl->sys->list(sl->sys, sl->dirfd, list_each, &c) != 0) {
         err_printf(sl->s->errmsg, "list %s: %s", sl->dir, strerror(errno));
         return RAFT_IOERR;
     }
-    rewinddir(d);
-    while (rv == 0 && (e = readdir(d)) != NULL) {
-        rv = list_one(sl, sc, e->d_name);
-    }
-    closedir(d);
+    rv = c.rv;
     if (rv != 0) {
         err_printf(sl->s->errmsg, "out of memory listing %s", sl->dir);
         return rv;
@@ -244,8 +249,8 @@ static int cut_tail(struct slog *sl,
             return rv;
         }
     }
-    err = store_zero_range(fd, res->end, res->cut_end);
-    if (err == 0 && fdatasync(fd) != 0) {
+    err = store_zero_range(sl->sys, fd, res->end, res->cut_end);
+    if (err == 0 && sl->sys->fdatasync(sl->sys, fd) != 0) {
         err = -errno;
     }
     if (err != 0) {
@@ -274,7 +279,8 @@ static int keep_current(struct slog *sl,
     sl->cur_cap = size;
     if (sl->direct) {
         uint64_t a = end / BLOCK * BLOCK;
-        sl->cur_dfd = openat(sl->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+        sl->cur_dfd = sl->sys->openat(sl->sys, sl->dirfd, name,
+                                      O_RDWR | O_DIRECT | O_CLOEXEC, 0);
         if (sl->cur_dfd < 0 || size % BLOCK != 0) {
             err_printf(
                 sl->s->errmsg, "open %s/%s with O_DIRECT: %s", sl->dir, name,
@@ -295,12 +301,13 @@ static int read_segment(struct slog *sl,
                         size_t *size,
                         int *fd_out)
 {
+    const struct store_sys *sys = sl->sys;
     struct stat st;
     uint8_t *f;
     int fd, err, rv;
 
-    fd = openat(sl->dirfd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    fd = sys->openat(sys, sl->dirfd, name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0 || sys->fstat(sys, fd, &st) != 0) {
         err_printf(sl->s->errmsg, "open %s/%s: %s", sl->dir, name,
                    strerror(errno));
         rv = RAFT_IOERR;
@@ -314,7 +321,7 @@ static int read_segment(struct slog *sl,
         rv = RAFT_NOMEM;
         goto err;
     }
-    if ((err = store_read_all(fd, f, *size, 0)) != 0) {
+    if ((err = store_read_all(sys, fd, f, *size, 0)) != 0) {
         err_printf(sl->s->errmsg, "read %s/%s: %s", sl->dir, name,
                    strerror(-err));
         rv = RAFT_IOERR;
@@ -324,7 +331,7 @@ static int read_segment(struct slog *sl,
     return 0;
 err:
     if (fd >= 0) {
-        close(fd);
+        sys->close(sys, fd);
     }
     return rv;
 }
@@ -369,7 +376,7 @@ static int load_segments(struct slog *sl, struct scan *sc)
         if (rv == 0 && in.is_last) {
             rv = keep_current(sl, fd, name, file, size, res.end);
         } else {
-            close(fd);
+            sl->sys->close(sl->sys, fd);
         }
         in.is_first = false;
         in.expect = res.next;
@@ -409,13 +416,14 @@ static int load_snapshot(struct slog *sl,
 
     for (size_t i = 2; i < sc->n_snaps; i++) {
         store_snap_name(name, sc->snaps[i].term, sc->snaps[i].index);
-        (void)unlinkat(sl->dirfd, name, 0); /* older than the two kept */
+        /* older than the two kept */
+        (void)sl->sys->unlinkat(sl->sys, sl->dirfd, name, 0);
     }
     if (sc->n_snaps == 0) {
         return 0;
     }
     store_snap_name(name, sc->snaps[0].term, sc->snaps[0].index);
-    rv = store_read_snapshot(sl->dirfd, name, snapshot, sl->s->errmsg);
+    rv = store_read_snapshot(sl->sys, sl->dirfd, name, snapshot, sl->s->errmsg);
     if (rv != 0) {
         return rv;
     }
@@ -443,12 +451,12 @@ static int drop_stale_log(struct slog *sl, struct scan *sc, uint64_t si)
     for (size_t i = sl->n_segs; i-- > 0;) {
         char name[NAME_LEN];
         store_seg_name(name, sl->segs[i].first);
-        if (unlinkat(sl->dirfd, name, 0) != 0) {
+        if (sl->sys->unlinkat(sl->sys, sl->dirfd, name, 0) != 0) {
             err_printf(sl->s->errmsg, "unlink %s: %s", name, strerror(errno));
             return RAFT_IOERR;
         }
     }
-    if (store_fsync_dir(sl->dirfd) != 0) {
+    if (store_fsync_dir(sl->sys, sl->dirfd) != 0) {
         err_printf(sl->s->errmsg, "fsync %s", sl->dir);
         return RAFT_IOERR;
     }
@@ -700,9 +708,9 @@ static int write_sync(struct slog *sl,
             return rv;
         }
     }
-    err = store_write_all(sl->cur_fd, rec, size, sl->cur_end);
+    err = store_write_all(sl->sys, sl->cur_fd, rec, size, sl->cur_end);
     free(rec);
-    if (err == 0 && fdatasync(sl->cur_fd) != 0) {
+    if (err == 0 && sl->sys->fdatasync(sl->sys, sl->cur_fd) != 0) {
         err = -errno;
     }
     if (err != 0) {
@@ -794,12 +802,13 @@ int store_log_seed(struct store *s, const struct raft_snapshot *sn)
      * (the store holds state) rather than losing. */
     err = store_write_tmp_snap(sl, sn, &what);
     store_snap_name(name, sn->term, sn->index);
-    if (err == 0 && renameat(sl->dirfd, "tmp-snap", sl->dirfd, name) != 0) {
+    if (err == 0 && sl->sys->renameat(sl->sys, sl->dirfd, "tmp-snap", sl->dirfd,
+                                      name) != 0) {
         err = -errno;
         what = "rename";
     }
     if (err == 0) {
-        err = store_fsync_dir(sl->dirfd);
+        err = store_fsync_dir(sl->sys, sl->dirfd);
         what = "fsync the directory of";
     }
     if (err != 0) {

@@ -38,27 +38,23 @@ static void free_state(struct slog *sl)
     free(sl->dtail);
     for (int i = 0; i < 2; i++) {
         if (sl->meta_fd[i] >= 0) {
-            close(sl->meta_fd[i]);
+            sl->sys->close(sl->sys, sl->meta_fd[i]);
         }
     }
     if (sl->dirfd >= 0) {
-        close(sl->dirfd);
+        sl->sys->close(sl->sys, sl->dirfd);
     }
     free(sl->segs);
     free(sl->offs);
     free(sl);
 }
 
-void store_handle_closed(uv_handle_t *h)
+/* Every handle is closed: release the rest and tell the closer. */
+static void finish_close(struct slog *sl)
 {
-    struct slog *sl = h->data;
     struct store *s = sl->s;
     store_close_cb cb = sl->close_cb;
 
-    ONCE_ASSERT(sl->handles > 0, "one close callback per open handle");
-    if (--sl->handles > 0) {
-        return;
-    }
     sl->eng->release(sl);
     free_state(sl);
     s->impl = NULL;
@@ -67,40 +63,36 @@ void store_handle_closed(uv_handle_t *h)
     }
 }
 
-static void stop_worker(struct slog *sl)
+void store_handle_closed(uv_handle_t *h)
 {
-    pthread_mutex_lock(&sl->mu);
-    sl->stop = true;
-    pthread_cond_signal(&sl->cv);
-    pthread_mutex_unlock(&sl->mu);
-    pthread_join(sl->th, NULL);
-    /* Only background preparations can be left: nothing waits for them. */
-    while (sl->dq_head != NULL) {
-        struct job *j = sl->dq_head;
-        sl->dq_head = j->next;
-        store_job_free(j);
+    struct slog *sl = h->data;
+
+    ONCE_ASSERT(sl->handles > 0, "one close callback per open handle");
+    if (--sl->handles > 0) {
+        return;
     }
-    sl->dq_tail = NULL;
-    pthread_mutex_destroy(&sl->mu);
-    pthread_cond_destroy(&sl->cv);
+    finish_close(sl);
 }
 
 void store_maybe_shutdown(struct slog *sl)
 {
-    int eng_handles;
+    int closing;
 
     if (!sl->closing || sl->busy || sl->head != NULL || sl->close_cb == NULL ||
-        sl->handles == 0 || sl->stop || sl->pool_ops != 0) {
+        sl->stop || sl->pool_ops != 0) {
         return;
     }
     ONCE_ASSERT(sl->wjob == NULL && sl->batch == NULL,
                 "nothing is in flight when the worker stops");
-    stop_worker(sl);
-    uv_close((uv_handle_t *)&sl->async, store_handle_closed);
-    eng_handles = sl->eng->close(sl);
-    /* The async handle and the engine's: every handle closes once. */
-    ONCE_ASSERTF(1 + eng_handles == sl->handles,
-                 "closing %d handles of %d open", 1 + eng_handles, sl->handles);
+    closing = sl->exec->stop(sl->exec, sl);
+    sl->stop = true; /* (the threads' executor set it for its worker) */
+    closing += sl->eng->close(sl);
+    /* The executor's handles and the engine's: every handle closes once. */
+    ONCE_ASSERTF(closing == sl->handles, "closing %d handles of %d open",
+                 closing, sl->handles);
+    if (closing == 0) {
+        finish_close(sl); /* an executor without loop handles */
+    }
 }
 
 static void store_close(struct store *s, store_close_cb cb)
@@ -133,13 +125,13 @@ static const struct store_ops store_log_ops = {
 
 /* mkdir @dir; when it is new, sync its parent so that its name is durable
  * before anything in it is acknowledged. RAFT_* with @errmsg. */
-static int make_dir(const char *dir, char *errmsg)
+static int make_dir(const struct store_sys *sys, const char *dir, char *errmsg)
 {
     char parent[PATH_MAX];
     char *slash;
     int pfd;
 
-    if (mkdir(dir, 0700) != 0) {
+    if (sys->mkdir(sys, dir, 0700) != 0) {
         if (errno == EEXIST) {
             return 0;
         }
@@ -155,15 +147,16 @@ static int make_dir(const char *dir, char *errmsg)
     } else {
         snprintf(parent, sizeof parent, ".");
     }
-    pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (pfd < 0 || fsync(pfd) != 0) {
+    pfd = sys->openat(sys, AT_FDCWD, parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                      0);
+    if (pfd < 0 || sys->fsync(sys, pfd) != 0) {
         err_printf(errmsg, "fsync %s: %s", parent, strerror(errno));
         if (pfd >= 0) {
-            close(pfd);
+            sys->close(sys, pfd);
         }
         return RAFT_IOERR;
     }
-    close(pfd);
+    sys->close(sys, pfd);
     return 0;
 }
 
@@ -175,6 +168,14 @@ static int choose_engine(struct slog *sl, char *errmsg)
     char why[128];
     int t;
 
+    if (sl->sys != &store_sys_posix) {
+        /* The ring writes to the kernel itself: not through the table. */
+        if (e == STORE_ENGINE_URING) {
+            err_printf(errmsg, "the uring engine needs the POSIX file calls");
+            return RAFT_INVALID;
+        }
+        e = STORE_ENGINE_PWRITE;
+    }
     if (e == STORE_ENGINE_AUTO || e == STORE_ENGINE_URING) {
         int p = store_uring_probe(why, sizeof why);
         if (p != 0 && e == STORE_ENGINE_URING) {
@@ -198,10 +199,11 @@ static int choose_engine(struct slog *sl, char *errmsg)
     /* O_DIRECT where the file system has it: a direct RWF_DSYNC write
      * completes without io_uring's worker threads (the buffered write's
      * linked fsync always runs on one). */
-    t = openat(sl->dirfd, "meta-a", O_RDONLY | O_DIRECT | O_CLOEXEC);
+    t = sl->sys->openat(sl->sys, sl->dirfd, "meta-a",
+                        O_RDONLY | O_DIRECT | O_CLOEXEC, 0);
     if (t >= 0) {
         sl->eng = &store_engine_uring_direct;
-        close(t);
+        sl->sys->close(sl->sys, t);
         store_notice(sl, "info",
                      "uring appends: O_DIRECT writes with RWF_DSYNC");
     } else {
@@ -234,6 +236,8 @@ static struct slog *slog_new(struct store *s,
     sl->loop = loop;
     snprintf(sl->dir, sizeof sl->dir, "%s", dir);
     sl->o = *o;
+    sl->sys = o->sys != NULL ? o->sys : &store_sys_posix;
+    sl->exec = o->exec != NULL ? o->exec : &store_exec_threads;
     sl->seg_size = o->segment_size == 0 ? DEFAULT_SEGMENT : o->segment_size;
     if (sl->seg_size < MIN_SEGMENT) {
         sl->seg_size = MIN_SEGMENT;
@@ -267,10 +271,11 @@ int store_log_init(struct store *s,
         return RAFT_NOMEM;
     }
     s->impl = sl;
-    if ((rv = make_dir(dir, errmsg)) != 0) {
+    if ((rv = make_dir(sl->sys, dir, errmsg)) != 0) {
         goto err_state;
     }
-    sl->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    sl->dirfd = sl->sys->openat(sl->sys, AT_FDCWD, dir,
+                                O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (sl->dirfd < 0) {
         err_printf(errmsg, "open %s: %s", dir, strerror(errno));
         rv = RAFT_IOERR;
@@ -284,28 +289,15 @@ int store_log_init(struct store *s,
     if ((rv = sl->eng->open(sl, errmsg)) != 0) {
         goto err_state;
     }
-    pthread_mutex_init(&sl->mu, NULL);
-    pthread_cond_init(&sl->cv, NULL);
-    uv_async_init(loop, &sl->async, store_async_cb);
-    sl->async.data = sl;
-    sl->handles = 1;
-    if (pthread_create(&sl->th, NULL, store_worker_main, sl) != 0) {
-        err_printf(errmsg, "cannot start the store's worker thread");
-        rv = RAFT_IOERR;
-        goto err_async;
+    if ((rv = sl->exec->start(sl->exec, sl, &sl->handles, errmsg)) != 0) {
+        goto err_eng;
     }
     sl->handles += sl->eng->start(sl);
     s->ops = &store_log_ops;
     s->name = sl->eng->name;
     return 0;
 
-err_async:
-    /* (unwinding the async handle needs the loop: run it once) */
-    sl->stop = true;
-    uv_close((uv_handle_t *)&sl->async, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    pthread_mutex_destroy(&sl->mu);
-    pthread_cond_destroy(&sl->cv);
+err_eng:
     sl->eng->release(sl);
 err_state:
     free_state(sl);

@@ -32,6 +32,7 @@
 #include <uv.h>
 
 #include "store/store.h"
+#include "store/store_sys.h"
 
 enum store_engine {
     STORE_ENGINE_AUTO = 0, /* uring when the kernel allows it, else pwrite */
@@ -65,6 +66,11 @@ struct store_log_options
      * error level what that accepts, so that the node votes again. Nothing
      * to clear is logged too. Later loads of the same open are as usual. */
     bool accept_cut_tail;
+    /* The seams (store_sys.h), borrowed, outliving the store. NULL:
+     * store_sys_posix and store_exec_threads (production). Anything but
+     * store_sys_posix needs the "pwrite" engine ("auto" then picks it). */
+    const struct store_sys *sys;
+    const struct store_exec *exec;
 };
 
 /* Whether this process may use io_uring: sets up a ring and runs a NOP

@@ -33,8 +33,8 @@ int store_meta_write(struct slog *sl, uint64_t term, uint64_t vote)
     sf_meta_encode(buf, seq, term, vote, sl->meta_cut);
     /* The other slot keeps the previous state: a torn write here loses
      * only this update, which has not been reported durable yet. */
-    err = store_write_all(sl->meta_fd[slot], buf, sizeof buf, 0);
-    if (err == 0 && fdatasync(sl->meta_fd[slot]) != 0) {
+    err = store_write_all(sl->sys, sl->meta_fd[slot], buf, sizeof buf, 0);
+    if (err == 0 && sl->sys->fdatasync(sl->sys, sl->meta_fd[slot]) != 0) {
         err = -errno;
     }
     if (err != 0) {
@@ -75,17 +75,19 @@ static int meta_open_one(struct slog *sl,
                          bool *created,
                          char *errmsg)
 {
+    const struct store_sys *sys = sl->sys;
     uint8_t buf[SF_META_SIZE];
     struct stat sb;
     int fd, err;
 
     *st = -1; /* defined on every return, not only after a decode */
-    fd = openat(sl->dirfd, meta_names[i], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || fstat(fd, &sb) != 0) {
+    fd = sys->openat(sys, sl->dirfd, meta_names[i],
+                     O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || sys->fstat(sys, fd, &sb) != 0) {
         err_printf(errmsg, "open %s/%s: %s", sl->dir, meta_names[i],
                    strerror(errno));
         if (fd >= 0) {
-            close(fd);
+            sys->close(sys, fd);
         }
         return RAFT_IOERR;
     }
@@ -93,8 +95,8 @@ static int meta_open_one(struct slog *sl,
     memset(buf, 0, sizeof buf);
     if (sb.st_size < (off_t)SF_META_SIZE) {
         /* Allocated once, at full size, so an update never needs space. */
-        err = store_write_all(fd, buf, sizeof buf, 0);
-        if (err == 0 && fdatasync(fd) != 0) {
+        err = store_write_all(sys, fd, buf, sizeof buf, 0);
+        if (err == 0 && sys->fdatasync(sys, fd) != 0) {
             err = -errno;
         }
         if (err != 0) {
@@ -103,7 +105,7 @@ static int meta_open_one(struct slog *sl,
             return store_raft_code(err);
         }
         *created = true;
-    } else if ((err = store_read_all(fd, buf, sizeof buf, 0)) != 0) {
+    } else if ((err = store_read_all(sys, fd, buf, sizeof buf, 0)) != 0) {
         err_printf(errmsg, "read %s/%s: %s", sl->dir, meta_names[i],
                    strerror(-err));
         return RAFT_IOERR;
@@ -124,7 +126,7 @@ int store_meta_open(struct slog *sl, char *errmsg)
             return rv;
         }
     }
-    if (created && store_fsync_dir(sl->dirfd) != 0) {
+    if (created && store_fsync_dir(sl->sys, sl->dirfd) != 0) {
         err_printf(errmsg, "fsync %s: %s", sl->dir, strerror(errno));
         return RAFT_IOERR;
     }

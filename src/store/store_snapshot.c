@@ -41,36 +41,38 @@
  * any write error. */
 #define FLUSH_STEP (8u << 20)
 
-static void flush_step(int fd, uint64_t step_end)
+static void flush_step(const struct store_sys *sys, int fd, uint64_t step_end)
 {
     uint64_t start = step_end - FLUSH_STEP;
 
-    (void)sync_file_range(fd, (off_t)start, FLUSH_STEP, SYNC_FILE_RANGE_WRITE);
+    (void)sys->sync_file_range(sys, fd, (off_t)start, FLUSH_STEP,
+                               SYNC_FILE_RANGE_WRITE);
     if (start >= FLUSH_STEP) {
-        (void)sync_file_range(fd, (off_t)(start - FLUSH_STEP), FLUSH_STEP,
-                              SYNC_FILE_RANGE_WAIT_BEFORE |
-                                  SYNC_FILE_RANGE_WRITE |
-                                  SYNC_FILE_RANGE_WAIT_AFTER);
+        (void)sys->sync_file_range(
+            sys, fd, (off_t)(start - FLUSH_STEP), FLUSH_STEP,
+            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                SYNC_FILE_RANGE_WAIT_AFTER);
     }
 }
 
 /* Write @len bytes at *@off, pacing writeback at every FLUSH_STEP boundary
  * of the file crossed. */
-static int write_paced(int fd,
+static int write_paced(const struct store_sys *sys,
+                       int fd,
                        const uint8_t *p,
                        size_t len,
                        uint64_t *off,
                        bool paced)
 {
     if (!paced) {
-        int err = store_write_all(fd, p, len, *off);
+        int err = store_write_all(sys, fd, p, len, *off);
         *off += len;
         return err;
     }
     while (len > 0) {
         uint64_t next = (*off / FLUSH_STEP + 1) * FLUSH_STEP;
         size_t n = len < next - *off ? len : (size_t)(next - *off);
-        int err = store_write_all(fd, p, n, *off);
+        int err = store_write_all(sys, fd, p, n, *off);
 
         if (err != 0) {
             return err;
@@ -79,14 +81,17 @@ static int write_paced(int fd,
         len -= n;
         *off += n;
         if (*off == next) {
-            flush_step(fd, next);
+            flush_step(sys, fd, next);
         }
     }
     return 0;
 }
 
 /* Write @sn's file (header, configuration, data) to @fd. */
-static int write_snap_file(int fd, const struct raft_snapshot *sn, bool paced)
+static int write_snap_file(const struct store_sys *sys,
+                           int fd,
+                           const struct raft_snapshot *sn,
+                           bool paced)
 {
     struct sf_snap_info info;
     uint8_t hdr[SF_SNAP_HDR];
@@ -115,14 +120,15 @@ static int write_snap_file(int fd, const struct raft_snapshot *sn, bool paced)
         crc = crc32c(crc, sn->bufs[i].base, sn->bufs[i].len);
     }
     sf_snap_header(hdr, &info, crc);
-    err = store_write_all(fd, hdr, sizeof hdr, 0);
+    err = store_write_all(sys, fd, hdr, sizeof hdr, 0);
     off = sizeof hdr;
     if (err == 0) {
-        err = store_write_all(fd, conf, info.conf_len, off);
+        err = store_write_all(sys, fd, conf, info.conf_len, off);
         off += info.conf_len;
     }
     for (unsigned i = 0; err == 0 && i < sn->n_bufs; i++) {
-        err = write_paced(fd, sn->bufs[i].base, sn->bufs[i].len, &off, paced);
+        err = write_paced(sys, fd, sn->bufs[i].base, sn->bufs[i].len, &off,
+                          paced);
     }
     free(conf);
     return err;
@@ -132,27 +138,29 @@ int store_write_tmp_snap(const struct slog *sl,
                          const struct raft_snapshot *sn,
                          const char **what)
 {
+    const struct store_sys *sys = sl->sys;
     int dirfd = sl->dirfd;
     int fd, err;
 
     *what = "create";
-    fd = openat(dirfd, "tmp-snap", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                0600);
+    fd = sys->openat(sys, dirfd, "tmp-snap",
+                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         return -errno;
     }
     *what = "write snapshot";
-    err = write_snap_file(fd, sn, !sl->o.no_snapshot_pacing);
-    if (err == 0 && fdatasync(fd) != 0) {
+    err = write_snap_file(sys, fd, sn, !sl->o.no_snapshot_pacing);
+    if (err == 0 && sys->fdatasync(sys, fd) != 0) {
         err = -errno;
     }
-    close(fd);
+    sys->close(sys, fd);
     return err;
 }
 
 /* Worker thread. */
 void store_run_put(struct job *j)
 {
+    const struct store_sys *sys = j->sl->sys;
     int dirfd = j->sl->dirfd;
     const char *what = "write snapshot";
     int err = 0;
@@ -171,11 +179,11 @@ void store_run_put(struct job *j)
             return;
         }
     }
-    if (renameat(dirfd, "tmp-snap", dirfd, j->u.put.sname) != 0) {
+    if (sys->renameat(sys, dirfd, "tmp-snap", dirfd, j->u.put.sname) != 0) {
         err = -errno;
     }
     if (err == 0) {
-        err = store_fsync_dir(dirfd);
+        err = store_fsync_dir(sys, dirfd);
     }
     if (err != 0) {
         store_job_err(j, err, "write snapshot", j->u.put.sname);
@@ -227,7 +235,8 @@ err_conf:
 
 /* Read and check the snapshot file open at @fd (named @name in messages);
  * @fd stays open. */
-static int read_snapshot_fd(int fd,
+static int read_snapshot_fd(const struct store_sys *sys,
+                            int fd,
                             const char *name,
                             struct raft_snapshot **out,
                             char *err)
@@ -240,12 +249,12 @@ static int read_snapshot_fd(int fd,
     uint32_t crc;
     int e, rv = RAFT_CORRUPT;
 
-    if (fstat(fd, &st) != 0) {
+    if (sys->fstat(sys, fd, &st) != 0) {
         err_printf(err, "stat snapshot %s: %s", name, strerror(errno));
         return RAFT_IOERR;
     }
     if ((uint64_t)st.st_size < SF_SNAP_HDR ||
-        store_read_all(fd, hdr, sizeof hdr, 0) != 0 ||
+        store_read_all(sys, fd, hdr, sizeof hdr, 0) != 0 ||
         sf_snap_header_check(hdr, (uint64_t)st.st_size, &info, &crc) != 0) {
         err_printf(err, "snapshot %s: bad header at offset 0", name);
         goto out;
@@ -257,8 +266,8 @@ static int read_snapshot_fd(int fd,
         rv = RAFT_NOMEM;
         goto out;
     }
-    if ((e = store_read_all(fd, conf, info.conf_len, SF_SNAP_HDR)) != 0 ||
-        (e = store_read_all(fd, data, info.data_len,
+    if ((e = store_read_all(sys, fd, conf, info.conf_len, SF_SNAP_HDR)) != 0 ||
+        (e = store_read_all(sys, fd, data, info.data_len,
                             SF_SNAP_HDR + info.conf_len)) != 0) {
         err_printf(err, "read snapshot %s: %s", name, strerror(-e));
         rv = RAFT_IOERR;
@@ -279,20 +288,21 @@ out:
     return rv;
 }
 
-int store_read_snapshot(int dirfd,
+int store_read_snapshot(const struct store_sys *sys,
+                        int dirfd,
                         const char *name,
                         struct raft_snapshot **out,
                         char *err)
 {
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    int fd = sys->openat(sys, dirfd, name, O_RDONLY | O_CLOEXEC, 0);
     int rv;
 
     if (fd < 0) {
         err_printf(err, "open snapshot %s: %s", name, strerror(errno));
         return RAFT_IOERR;
     }
-    rv = read_snapshot_fd(fd, name, out, err);
-    close(fd);
+    rv = read_snapshot_fd(sys, fd, name, out, err);
+    sys->close(sys, fd);
     return rv;
 }
 
@@ -310,8 +320,8 @@ void store_snapshot_free(struct raft_snapshot *sn)
 
 void store_run_get(struct job *j)
 {
-    j->rv = store_read_snapshot(j->sl->dirfd, j->u.get.sname, &j->u.get.got,
-                                j->err);
+    j->rv = store_read_snapshot(j->sl->sys, j->sl->dirfd, j->u.get.sname,
+                                &j->u.get.got, j->err);
 }
 
 /* --- the loop side ---------------------------------------------------------
@@ -451,34 +461,39 @@ struct bg_unlink
     char name[NAME_LEN];
 };
 
-static void cut_down(int dirfd, const char *name, off_t step)
+static void cut_down(const struct store_sys *sys,
+                     int dirfd,
+                     const char *name,
+                     off_t step)
 {
-    int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
+    int fd = sys->openat(sys, dirfd, name, O_WRONLY | O_CLOEXEC, 0);
     struct stat st;
 
     if (fd < 0) {
         return;
     }
-    if (fstat(fd, &st) == 0) {
+    if (sys->fstat(sys, fd, &st) == 0) {
         for (off_t size = st.st_size; size > step;) {
             size -= step;
-            if (ftruncate(fd, size) != 0) {
+            if (sys->ftruncate(sys, fd, size) != 0) {
                 break; /* the unlink does the rest */
             }
             usleep(UNLINK_PAUSE_US);
         }
     }
-    close(fd);
+    sys->close(sys, fd);
 }
 
 static void bg_unlink_work(uv_work_t *w)
 {
     struct bg_unlink *u = w->data;
 
+    const struct store_sys *sys = u->sl->sys;
+
     if (u->cut > 0) {
-        cut_down(u->sl->dirfd, u->name, u->cut);
+        cut_down(sys, u->sl->dirfd, u->name, u->cut);
     }
-    (void)unlinkat(u->sl->dirfd, u->name, 0); /* else load removes it */
+    (void)sys->unlinkat(sys, u->sl->dirfd, u->name, 0); /* else load does */
 }
 
 static void bg_unlink_done(uv_work_t *w, int status)
@@ -507,8 +522,8 @@ static void remove_old_snapshot(struct slog *sl, uint64_t term, uint64_t index)
             sl->o.unlink_step != 0 ? (off_t)sl->o.unlink_step : UNLINK_STEP;
     }
     store_snap_name(u->name, term, index);
-    if (uv_queue_work(sl->loop, &u->work, bg_unlink_work, bg_unlink_done) !=
-        0) {
+    if (sl->exec->queue_work(sl->exec, sl, &u->work, bg_unlink_work,
+                             bg_unlink_done) != 0) {
         free(u);
         return;
     }
@@ -637,8 +652,8 @@ static bool prewrite_start(struct slog *sl, struct op *op)
     }
     op->u.put.sl = sl;
     op->u.put.work.data = op;
-    if (uv_queue_work(sl->loop, &op->u.put.work, prewrite_work,
-                      prewrite_done) != 0) {
+    if (sl->exec->queue_work(sl->exec, sl, &op->u.put.work, prewrite_work,
+                             prewrite_done) != 0) {
         return false;
     }
     sl->pool_ops++;
@@ -677,9 +692,11 @@ static void get_work(uv_work_t *w)
 {
     struct op *op = w->data;
 
-    op->u.get.work_rv = read_snapshot_fd(op->u.get.fd, op->u.get.sname,
+    const struct store_sys *sys = op->u.get.sl->sys;
+
+    op->u.get.work_rv = read_snapshot_fd(sys, op->u.get.fd, op->u.get.sname,
                                          &op->u.get.got, op->u.get.work_err);
-    close(op->u.get.fd);
+    sys->close(sys, op->u.get.fd);
 }
 
 /* The loop: hand the snapshot to raft. A snapshot we wrote that does not
@@ -720,14 +737,15 @@ static bool get_start(struct slog *sl, struct op *op)
         return false;
     }
     store_snap_name(g->sname, sl->snaps[0].term, sl->snaps[0].index);
-    g->fd = openat(sl->dirfd, g->sname, O_RDONLY | O_CLOEXEC);
+    g->fd =
+        sl->sys->openat(sl->sys, sl->dirfd, g->sname, O_RDONLY | O_CLOEXEC, 0);
     if (g->fd < 0) {
         return false;
     }
     g->sl = sl;
     g->work.data = op;
-    if (uv_queue_work(sl->loop, &g->work, get_work, get_done) != 0) {
-        close(g->fd);
+    if (sl->exec->queue_work(sl->exec, sl, &g->work, get_work, get_done) != 0) {
+        sl->sys->close(sl->sys, g->fd);
         return false;
     }
     sl->pool_ops++;

@@ -2,10 +2,11 @@
  * (prepare the next segment, roll, truncate) and the blocking I/O helpers
  * every part of the store uses (store_int.h).
  *
- * The worker takes jobs in order from sl's job queue, runs them and puts
- * them on the done queue, then wakes the loop (uv_async); the loop
- * completes them in store_queue.c. A job's run function touches only the
- * job, sl->dirfd, sl->seg_size, sl->direct and sl->prep_ok. */
+ * Jobs run where sl->exec puts them (store_sys.h): in production on the
+ * worker thread of store_exec_threads, defined here, which completes them
+ * on the loop through store_queue.c. A job's run function touches only
+ * the job, sl->dirfd, sl->sys, sl->seg_size, sl->direct and sl->prep_ok,
+ * and makes every file call through sl->sys. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,12 +27,16 @@ int store_raft_code(int neg_errno)
                                                         : RAFT_IOERR;
 }
 
-int store_write_all(int fd, const void *buf, size_t len, uint64_t off)
+int store_write_all(const struct store_sys *sys,
+                    int fd,
+                    const void *buf,
+                    size_t len,
+                    uint64_t off)
 {
     const uint8_t *p = buf;
 
     while (len > 0) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        ssize_t n = sys->pwrite(sys, fd, p, len, (off_t)off);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -45,12 +50,16 @@ int store_write_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-int store_read_all(int fd, void *buf, size_t len, uint64_t off)
+int store_read_all(const struct store_sys *sys,
+                   int fd,
+                   void *buf,
+                   size_t len,
+                   uint64_t off)
 {
     uint8_t *p = buf;
 
     while (len > 0) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
+        ssize_t n = sys->pread(sys, fd, p, len, (off_t)off);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -67,7 +76,10 @@ int store_read_all(int fd, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-int store_zero_range(int fd, uint64_t from, uint64_t to)
+int store_zero_range(const struct store_sys *sys,
+                     int fd,
+                     uint64_t from,
+                     uint64_t to)
 {
     /* From the end backwards, one page per write: a kill part way leaves
      * the old records' prefix and zeros after it (a shorter log, or a torn
@@ -83,7 +95,7 @@ int store_zero_range(int fd, uint64_t from, uint64_t to)
         if (lo < from) {
             lo = from;
         }
-        err = store_write_all(fd, zeros, (size_t)(to - lo), lo);
+        err = store_write_all(sys, fd, zeros, (size_t)(to - lo), lo);
         if (err != 0) {
             return err;
         }
@@ -92,9 +104,9 @@ int store_zero_range(int fd, uint64_t from, uint64_t to)
     return 0;
 }
 
-int store_fsync_dir(int dirfd)
+int store_fsync_dir(const struct store_sys *sys, int dirfd)
 {
-    return fsync(dirfd) == 0 ? 0 : -errno;
+    return sys->fsync(sys, dirfd) == 0 ? 0 : -errno;
 }
 
 struct iovec *store_iov_advance(struct iovec *iov, unsigned *n, size_t done)
@@ -175,10 +187,10 @@ struct job *store_job_new(struct slog *sl, enum job_kind kind)
     return j;
 }
 
-static void close_if_open(int fd)
+static void close_if_open(const struct store_sys *sys, int fd)
 {
     if (fd >= 0) {
-        close(fd);
+        sys->close(sys, fd);
     }
 }
 
@@ -189,11 +201,11 @@ void store_job_free(struct job *j)
         free(j->u.write.dbuf);
         free(j->u.write.iov_mem);
     } else if (j->kind == J_ROLL) {
-        close_if_open(j->u.roll.fd_out);
-        close_if_open(j->u.roll.dfd_out);
+        close_if_open(j->sl->sys, j->u.roll.fd_out);
+        close_if_open(j->sl->sys, j->u.roll.dfd_out);
     } else if (j->kind == J_TRUNC) {
-        close_if_open(j->u.trunc.fd_out);
-        close_if_open(j->u.trunc.dfd_out);
+        close_if_open(j->sl->sys, j->u.trunc.fd_out);
+        close_if_open(j->sl->sys, j->u.trunc.dfd_out);
         free(j->u.trunc.tail_out);
     }
     free(j->unlink);
@@ -202,17 +214,9 @@ void store_job_free(struct job *j)
 
 void store_job_submit(struct slog *sl, struct job *j)
 {
-    pthread_mutex_lock(&sl->mu);
     ONCE_ASSERT(!sl->stop, "no job is submitted once the worker stops");
     j->next = NULL;
-    if (sl->jq_tail != NULL) {
-        sl->jq_tail->next = j;
-    } else {
-        sl->jq_head = j;
-    }
-    sl->jq_tail = j;
-    pthread_cond_signal(&sl->cv);
-    pthread_mutex_unlock(&sl->mu);
+    sl->exec->submit(sl->exec, sl, j);
 }
 
 int store_job_add_unlink(struct job *j, const char *name)
@@ -230,7 +234,7 @@ int store_job_add_unlink(struct job *j, const char *name)
     return 0;
 }
 
-static void run_job(struct job *j)
+void store_job_run(struct job *j)
 {
     switch (j->kind) {
         case J_PREP:
@@ -254,7 +258,18 @@ static void run_job(struct job *j)
     }
 }
 
-void *store_worker_main(void *arg)
+void store_job_cancel(struct job *j)
+{
+    j->rv = RAFT_CANCELED;
+    err_printf(j->err, "cancelled");
+}
+
+/* --- store_exec_threads: the worker thread (store_sys.h) ------------------
+ * The worker takes jobs in order from sl's job queue, runs them and puts
+ * them on the done queue, then wakes the loop (uv_async, store_async_cb in
+ * store_queue.c). */
+
+static void *worker_main(void *arg)
 {
     struct slog *sl = arg;
 
@@ -274,7 +289,7 @@ void *store_worker_main(void *arg)
             sl->jq_tail = NULL;
         }
         pthread_mutex_unlock(&sl->mu);
-        run_job(j);
+        store_job_run(j);
         pthread_mutex_lock(&sl->mu);
         j->next = NULL;
         if (sl->dq_tail != NULL) {
@@ -291,25 +306,104 @@ void *store_worker_main(void *arg)
     return NULL;
 }
 
+static int threads_start(const struct store_exec *x,
+                         struct slog *sl,
+                         int *handles,
+                         char *errmsg)
+{
+    (void)x;
+    pthread_mutex_init(&sl->mu, NULL);
+    pthread_cond_init(&sl->cv, NULL);
+    uv_async_init(sl->loop, &sl->async, store_async_cb);
+    sl->async.data = sl;
+    if (pthread_create(&sl->th, NULL, worker_main, sl) != 0) {
+        err_printf(errmsg, "cannot start the store's worker thread");
+        /* (unwinding the async handle needs the loop: run it once) */
+        sl->stop = true;
+        uv_close((uv_handle_t *)&sl->async, NULL);
+        uv_run(sl->loop, UV_RUN_NOWAIT);
+        pthread_mutex_destroy(&sl->mu);
+        pthread_cond_destroy(&sl->cv);
+        return RAFT_IOERR;
+    }
+    *handles = 1;
+    return 0;
+}
+
+static void threads_submit(const struct store_exec *x,
+                           struct slog *sl,
+                           struct job *j)
+{
+    (void)x;
+    pthread_mutex_lock(&sl->mu);
+    if (sl->jq_tail != NULL) {
+        sl->jq_tail->next = j;
+    } else {
+        sl->jq_head = j;
+    }
+    sl->jq_tail = j;
+    pthread_cond_signal(&sl->cv);
+    pthread_mutex_unlock(&sl->mu);
+}
+
+static int threads_stop(const struct store_exec *x, struct slog *sl)
+{
+    (void)x;
+    pthread_mutex_lock(&sl->mu);
+    sl->stop = true;
+    pthread_cond_signal(&sl->cv);
+    pthread_mutex_unlock(&sl->mu);
+    pthread_join(sl->th, NULL);
+    /* Only background preparations can be left: nothing waits for them. */
+    while (sl->dq_head != NULL) {
+        struct job *j = sl->dq_head;
+        sl->dq_head = j->next;
+        store_job_free(j);
+    }
+    sl->dq_tail = NULL;
+    pthread_mutex_destroy(&sl->mu);
+    pthread_cond_destroy(&sl->cv);
+    uv_close((uv_handle_t *)&sl->async, store_handle_closed);
+    return 1;
+}
+
+static int threads_queue_work(const struct store_exec *x,
+                              struct slog *sl,
+                              uv_work_t *w,
+                              uv_work_cb work,
+                              uv_after_work_cb done)
+{
+    (void)x;
+    return uv_queue_work(sl->loop, w, work, done);
+}
+
+const struct store_exec store_exec_threads = {
+    .start = threads_start,
+    .submit = threads_submit,
+    .stop = threads_stop,
+    .queue_work = threads_queue_work,
+};
+
 /* --- segment jobs (worker thread) ------------------------------------------
  */
 
 void store_run_prep(struct job *j)
 {
     struct slog *sl = j->sl;
+    const struct store_sys *sys = sl->sys;
     int fd, err;
 
     sl->prep_ok = false;
-    fd = openat(sl->dirfd, "prep-next", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-                0600);
+    fd = sys->openat(sys, sl->dirfd, "prep-next",
+                     O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         store_job_err(j, -errno, "create", "prep-next");
         return;
     }
     /* Zeros written, not fallocated: a later write into unwritten extents
      * costs a metadata update per sync (docs/raft-0.15.md §4.2). */
-    err = store_zero_range(fd, 0, sl->seg_size);
-    if (err == 0 && fdatasync(fd) != 0) {
+    err = store_zero_range(sys, fd, 0, sl->seg_size);
+    if (err == 0 && sys->fdatasync(sys, fd) != 0) {
         err = -errno;
     }
     if (err == 0 && sl->direct) {
@@ -317,11 +411,11 @@ void store_run_prep(struct job *j)
          * write into them first has to invalidate what it covers. Buffered
          * engines keep them: a partial-page write into an uncached page
          * would read it first. */
-        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        (void)sys->fadvise(sys, fd, 0, 0, POSIX_FADV_DONTNEED);
     }
-    close(fd);
+    sys->close(sys, fd);
     if (err != 0) {
-        (void)unlinkat(sl->dirfd, "prep-next", 0);
+        (void)sys->unlinkat(sys, sl->dirfd, "prep-next", 0);
         store_job_err(j, err, "prepare", "prep-next");
         return;
     }
@@ -338,7 +432,7 @@ static int roll_source(struct job *j, const char **src, uint64_t *cap)
 
     if (sl->prep_ok && j->u.roll.need <= sl->seg_size) {
         *src = "prep-next";
-        fd = openat(sl->dirfd, *src, O_RDWR | O_CLOEXEC);
+        fd = sl->sys->openat(sl->sys, sl->dirfd, *src, O_RDWR | O_CLOEXEC, 0);
         if (fd < 0) {
             store_job_err(j, -errno, "open", *src);
         }
@@ -348,7 +442,8 @@ static int roll_source(struct job *j, const char **src, uint64_t *cap)
     if (j->u.roll.need > *cap) {
         *cap = (j->u.roll.need + BLOCK - 1) / BLOCK * BLOCK;
     }
-    fd = openat(sl->dirfd, *src, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    fd = sl->sys->openat(sl->sys, sl->dirfd, *src,
+                         O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         store_job_err(j, -errno, "create", *src);
     }
@@ -358,6 +453,7 @@ static int roll_source(struct job *j, const char **src, uint64_t *cap)
 void store_run_roll(struct job *j)
 {
     struct slog *sl = j->sl;
+    const struct store_sys *sys = sl->sys;
     struct job_roll *r = &j->u.roll;
     uint8_t hdr[SF_SEG_HDR];
     char name[NAME_LEN];
@@ -372,33 +468,34 @@ void store_run_roll(struct job *j)
         return;
     }
     if (strcmp(src, "tmp-roll") == 0) {
-        err = store_zero_range(fd, 0, cap);
+        err = store_zero_range(sys, fd, 0, cap);
     }
     sl->prep_ok = false;
     sf_seg_header(hdr, r->first);
     if (err == 0) {
-        err = store_write_all(fd, hdr, sizeof hdr, 0);
+        err = store_write_all(sys, fd, hdr, sizeof hdr, 0);
     }
-    if (err == 0 && fdatasync(fd) != 0) {
+    if (err == 0 && sys->fdatasync(sys, fd) != 0) {
         err = -errno;
     }
     /* The header is durable before the name appears, so a segment file
      * with a bad header is corruption, never a crash. */
-    if (err == 0 && renameat(sl->dirfd, src, sl->dirfd, name) != 0) {
+    if (err == 0 && sys->renameat(sys, sl->dirfd, src, sl->dirfd, name) != 0) {
         err = -errno;
     }
     if (err == 0) {
-        err = store_fsync_dir(sl->dirfd);
+        err = store_fsync_dir(sys, sl->dirfd);
     }
     if (err != 0) {
-        close(fd);
+        sys->close(sys, fd);
         store_job_err(j, err, "roll to", name);
         return;
     }
     if (sl->direct) {
-        r->dfd_out = openat(sl->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC);
+        r->dfd_out =
+            sys->openat(sys, sl->dirfd, name, O_RDWR | O_DIRECT | O_CLOEXEC, 0);
         if (r->dfd_out < 0) {
-            close(fd);
+            sys->close(sys, fd);
             store_job_err(j, -errno, "open (O_DIRECT)", name);
             return;
         }
@@ -411,14 +508,16 @@ void store_run_roll(struct job *j)
  * keeps the log contiguous if the node crashes midway. */
 void store_run_unlinks(struct job *j)
 {
+    const struct store_sys *sys = j->sl->sys;
     int err;
 
     for (size_t i = 0; i < j->n_unlink; i++) {
-        if (unlinkat(j->sl->dirfd, j->unlink[i], 0) != 0 && errno != ENOENT) {
+        if (sys->unlinkat(sys, j->sl->dirfd, j->unlink[i], 0) != 0 &&
+            errno != ENOENT) {
             store_job_err(j, -errno, "unlink", j->unlink[i]);
             return;
         }
-        err = store_fsync_dir(j->sl->dirfd);
+        err = store_fsync_dir(sys, j->sl->dirfd);
         if (err != 0) {
             store_job_err(j, err, "fsync", "directory");
             return;
@@ -430,18 +529,20 @@ void store_run_unlinks(struct job *j)
  * holding its new end, which the next direct write rewrites. */
 static void trunc_direct_tail(struct job *j, int fd)
 {
+    const struct store_sys *sys = j->sl->sys;
     struct job_trunc *t = &j->u.trunc;
     uint64_t a = t->zfrom / BLOCK * BLOCK;
     ssize_t got;
 
     t->tail_out = calloc(1, BLOCK);
-    t->dfd_out = openat(j->sl->dirfd, t->zname, O_RDWR | O_DIRECT | O_CLOEXEC);
+    t->dfd_out = sys->openat(sys, j->sl->dirfd, t->zname,
+                             O_RDWR | O_DIRECT | O_CLOEXEC, 0);
     if (t->tail_out == NULL || t->dfd_out < 0) {
         store_job_err(j, t->tail_out == NULL ? -ENOMEM : -errno,
                       "open (O_DIRECT)", t->zname);
         return;
     }
-    got = pread(fd, t->tail_out, (size_t)(t->zfrom - a), (off_t)a);
+    got = sys->pread(sys, fd, t->tail_out, (size_t)(t->zfrom - a), (off_t)a);
     if (got != (ssize_t)(t->zfrom - a)) {
         store_job_err(j, got < 0 ? -errno : -EIO, "read the tail of", t->zname);
     }
@@ -449,6 +550,7 @@ static void trunc_direct_tail(struct job *j, int fd)
 
 void store_run_trunc(struct job *j)
 {
+    const struct store_sys *sys = j->sl->sys;
     struct job_trunc *t = &j->u.trunc;
     struct stat st;
     int fd, err;
@@ -457,11 +559,11 @@ void store_run_trunc(struct job *j)
     if (j->rv != 0 || t->zname[0] == '\0') {
         return;
     }
-    fd = openat(j->sl->dirfd, t->zname, O_RDWR | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    fd = sys->openat(sys, j->sl->dirfd, t->zname, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0 || sys->fstat(sys, fd, &st) != 0) {
         store_job_err(j, -errno, "open", t->zname);
         if (fd >= 0) {
-            close(fd);
+            sys->close(sys, fd);
         }
         return;
     }
@@ -470,19 +572,19 @@ void store_run_trunc(struct job *j)
     }
     /* Zeroed, durably: a shorter rewrite must never let an old record after
      * it be read back (resurrection). */
-    err = store_zero_range(fd, t->zfrom, t->zto);
-    if (err == 0 && fdatasync(fd) != 0) {
+    err = store_zero_range(sys, fd, t->zfrom, t->zto);
+    if (err == 0 && sys->fdatasync(sys, fd) != 0) {
         err = -errno;
     }
     if (err != 0) {
-        close(fd);
+        sys->close(sys, fd);
         store_job_err(j, err, "zero the tail of", t->zname);
         return;
     }
     if (j->sl->direct) {
         trunc_direct_tail(j, fd);
         if (j->rv != 0) {
-            close(fd);
+            sys->close(sys, fd);
             return;
         }
     }

@@ -326,6 +326,7 @@ static const struct
     {"stale-owner", SIM_MUT_STALE_OWNER, 0},
     {"ltime-no-clamp", SIM_MUT_LTIME_NO_CLAMP, 0},
     {"ack-before-fsync", SIM_MUT_ACK_BEFORE_FSYNC, 0},
+    {"store-ack-early", SIM_MUT_STORE_ACK_EARLY, 0},
     {"skip-g1", SIM_MUT_NONE, GUARD_G1},
     {"skip-g2", SIM_MUT_NONE, GUARD_G2},
     {"skip-g4", SIM_MUT_NONE, GUARD_G4},
@@ -533,8 +534,9 @@ int main(int argc, char **argv)
         "ahead by an unanchored leader %llu, G6b fail-stops %llu, G8 "
         "fail-stops %llu, crashes "
         "%llu (restarts %llu, refused %llu), power losses %llu, failed "
-        "fsyncs %llu, unsynced appends lost %llu (kept %llu), torn tails "
-        "%llu (cut at load %llu), corrupted disks %llu, duplicated "
+        "fsyncs %llu, store jobs lost at crashes %llu (ran unseen %llu), "
+        "torn writes %llu (tails cut at load %llu), corrupted disks %llu, "
+        "duplicated "
         "messages %llu, simulated %.1f s in %.1f s\n",
         (unsigned long long)total.ops, (unsigned long long)total.ok,
         (unsigned long long)total.fail, (unsigned long long)total.info,

@@ -5,7 +5,9 @@
  *   sim_world.c   stepping with the per-step checks and the nemesis
  *                 (network, clocks, pauses, crashes and restarts, power
  *                 loss, disk faults, membership);
- *   sim_disk.c    each node's simulated disk (a store backend);
+ *   sim_store.c   each node's storage: the production log store over
+ *                 sim_fs.c, its jobs run by a deterministic executor;
+ *   sim_fs.c      each node's simulated file system (crash semantics);
  *   sim_net.c     each node's raft_io over the fixture's, which lets a
  *                 node crash and start again in its slot;
  *   sim_client.c  the client workload (claims, retries, completes,
@@ -133,7 +135,7 @@ void pause_event(void);
 bool member_event(void);
 void disk_event(void);
 void crash_event(void);
-void sim_world_backend(void); /* before cl_init: sim_disk + sim_net */
+void sim_world_backend(void); /* before cl_init: sim_store + sim_net */
 void sim_world_free(void);    /* after cl_close */
 void heal(void);
 void revive(unsigned i);

@@ -17,7 +17,7 @@
  * it to zero goes out twice (two copies, the same latency); raft's
  * callback runs after both.
  *
- * Storage is not routed here: rio sends it to the store (sim_disk.h). */
+ * Storage is not routed here: rio sends it to the store (sim_store.h). */
 #ifndef ONCE_TESTS_SIM_SIM_NET_H_
 #define ONCE_TESTS_SIM_SIM_NET_H_
 

@@ -6,8 +6,8 @@
 
 #include "raft/guard.h"
 #include "sim.h"
-#include "sim_disk.h"
 #include "sim_net.h"
+#include "sim_store.h"
 
 /* A server whose disk was told to fail (raft_fixture_io_fault), or that
  * G6b stopped: its fatal hook is expected; any other fatal is a violation.
@@ -69,8 +69,8 @@ static unsigned n_voters(const struct raft_configuration *conf)
     return v;
 }
 
-/* Each node's disk and network (sim_disk.h, sim_net.h), crash state. */
-static struct sim_disk disks[CL_MAX];
+/* Each node's disk and network (sim_store.h, sim_net.h), crash state. */
+static struct sim_store disks[CL_MAX];
 static struct sim_net nets[CL_MAX];
 static bool disk_made[CL_MAX];
 static bool crashed[CL_MAX];     /* down after a crash, not restarted */
@@ -176,9 +176,11 @@ void do_step(void)
             continue;
         }
         if (C.s[i].fatal_hits > 0 && fsync_armed[i] && !crashed[i] &&
-            strcmp(C.s[i].fatal_what, "append") == 0) {
+            disks[i].fs.failed_fsync) {
             /* G4 fail-stopped the node on its disk's failed fsync (in a
-             * node: abort); it starts again from its disk later. */
+             * node: abort): the log store failed there, and whichever of
+             * its calls reported it first (an append, a truncation, a
+             * put) hit the hook. It starts again from its disk later. */
             vlog("server %u: G4 fail-stop on a failed fsync (%s)", i + 1,
                  C.s[i].fatal_msg);
             st->fsync_stops++;
@@ -382,7 +384,9 @@ void pause_event(void)
 
 /* --- disk ------------------------------------------------------------------
  * A failed fsync: the node's disk fails one of its next appends (within 20),
- * reported in the append's completion as a real disk does (sim_disk.h).
+ * reported in the append's completion as a real disk does: the n-th next
+ * fdatasync of a segment file returns EIO (sim_fs.h), the log store fails
+ * (fail-stop) and its calls fail from then on.
  * rio's G4 fail-stops the node on it (the harness's hook returns where a
  * node aborts); do_step then crashes the node, and it starts again from
  * its disk later. Never more voters down than a minority. */
@@ -401,7 +405,7 @@ void disk_event(void)
         return;
     }
     fsync_armed[i] = true;
-    disks[i].fail_countdown = (int)rnd_range(0, 20);
+    disks[i].fs.fail_countdown = (int)rnd_range(0, 20);
     st->io_faults++;
     vlog("failed fsync armed on %d", i + 1);
 }
@@ -409,9 +413,10 @@ void disk_event(void)
 /* --- crashes -----------------------------------------------------------------
  * A crash is a power cut of one node: its process is gone (cl_crash: the
  * replica, raft and the state machine freed), its disk keeps what was
- * synced and, as unsynced writes may, a prefix of what was queued: none of
- * it (half the time), some whole operations, and sometimes a torn prefix
- * of the next append (a partial record at the tail). A restart loads from
+ * synced and what the crash lets through (sim_store.h: store jobs that ran
+ * unseen, one that ran part way; sim_fs.h: a seeded part of each file's
+ * unsynced writes, sometimes a torn prefix of a write, a seeded prefix of
+ * the unsynced directory operations). A restart loads from
  * the disk through the production restart path (raft_start: load, restore
  * the snapshot, replay the log). Before a restart the disk may be
  * corrupted (a byte of a synced record flipped): the load must refuse or
@@ -420,19 +425,19 @@ void disk_event(void)
  * same instant and all restart together later, the only time more than a
  * minority of the voters is down. */
 
-static unsigned crash_keep;
-static bool crash_torn;
-static size_t crash_torn_bytes;
+static bool crash_torn_ok; /* the crash in progress may tear a segment */
 
 static struct store *sim_adopt(void *arg, unsigned i, struct raft *r)
 {
     (void)arg;
     sim_net_wrap(&nets[i], r);
     if (!disk_made[i]) {
-        sim_disk_init(&disks[i], &C.f.time);
+        /* Small segments: rolls, preparations and removals are frequent. */
+        size_t seg = 8192 * (size_t)rnd_range(1, 4);
+        sim_store_init(&disks[i], &C.f.time, seg);
         disk_made[i] = true;
     }
-    return &disks[i].store;
+    return sim_store_open(&disks[i]);
 }
 
 static void disks_step(void *arg)
@@ -440,7 +445,7 @@ static void disks_step(void *arg)
     (void)arg;
     for (unsigned i = 0; i < CL_MAX; i++) {
         if (disk_made[i]) {
-            sim_disk_run(&disks[i]);
+            sim_store_run(&disks[i]);
         }
     }
 }
@@ -456,12 +461,12 @@ void sim_world_free(void)
 {
     for (unsigned i = 0; i < CL_MAX; i++) {
         if (disk_made[i]) {
-            st->torn += disks[i].stats.torn;
+            st->torn += disks[i].fs.stats.torn;
             st->cuts += disks[i].stats.cuts;
-            st->kept_unsynced += disks[i].stats.kept_unsynced;
-            st->lost_unsynced += disks[i].stats.lost_unsynced;
+            st->kept_unsynced += disks[i].stats.ran_at_crash;
+            st->lost_unsynced += disks[i].stats.lost_at_crash;
             st->duplicated += nets[i].duplicated;
-            sim_disk_free(&disks[i]);
+            sim_store_free(&disks[i]);
             disk_made[i] = false;
         }
     }
@@ -470,7 +475,7 @@ void sim_world_free(void)
 static void before_close(void *arg, unsigned i)
 {
     (void)arg;
-    sim_disk_crash(&disks[i], crash_keep, crash_torn, crash_torn_bytes);
+    sim_store_crash(&disks[i], rnd, crash_torn_ok);
     sim_net_crash(&nets[i]);
 }
 
@@ -486,7 +491,7 @@ static bool other_cut(unsigned i)
         if (disk_doomed[j] || /* down for good until replaced */
             (C.s[j].started
                  ? rio_novote(&C.s[j].rep.rio)
-                 : disks[j].meta_cut != 0 || disks[j].torn_pending)) {
+                 : disks[j].novote_pending || disks[j].fs.torn_pending)) {
             return true;
         }
     }
@@ -495,25 +500,18 @@ static bool other_cut(unsigned i)
 
 static void crash(unsigned i)
 {
-    struct sim_disk *d = &disks[i];
-    size_t pb;
+    struct sim_store *d = &disks[i];
 
-    crash_keep = chance(50) ? 0 : rnd_below(d->queued + 1);
-    crash_torn = chance(40);
-    if (other_cut(i) && !torn_any) {
-        /* rio's no-vote after a cut (the record may have been
-         * acknowledged) on a majority stalls the cluster for good:
-         * tests/sim/README.md, "Found". One node at a time here. */
-        crash_torn = false;
-    }
-    pb = sim_disk_pending_bytes(d, crash_keep);
-    crash_torn_bytes = pb > 1 ? 1 + (size_t)rnd_below((unsigned)(pb - 1)) : 0;
+    /* rio's no-vote after a cut (the record may have been acknowledged)
+     * on a majority stalls the cluster for good: tests/sim/README.md,
+     * "Found". One node at a time here. */
+    crash_torn_ok = torn_any || !other_cut(i);
+    d->novote_pending = C.s[i].started && rio_novote(&C.s[i].rep.rio);
     trace_mix(0xc4a5000000000000ull ^ ((uint64_t)i << 40) ^
-              ((uint64_t)crash_keep << 20) ^ crash_torn_bytes);
-    vlog("crash %u (queued %u, keep %u, torn %zu)", i + 1, d->queued,
-         crash_keep, crash_torn ? crash_torn_bytes : 0);
+              ((uint64_t)d->queued << 20) ^ (uint64_t)crash_torn_ok);
+    vlog("crash %u (queued %u)", i + 1, d->queued);
     cl_crash(&C, i, before_close, NULL);
-    d->fail_countdown = -1;
+    d->fs.fail_countdown = -1;
     crashed[i] = true;
     fsync_armed[i] = false;
     check_restarted(i);
@@ -526,6 +524,9 @@ static void restart(unsigned i)
     int rv = cl_restart(&C, i, err);
 
     crashed[i] = false;
+    /* Loaded: a torn tail is cut (rio's no-vote shows it from now on). */
+    disks[i].fs.torn_pending = false;
+    disks[i].novote_pending = false;
     trace_mix(0x5e57000000000000ull ^ ((uint64_t)i << 40) ^ (uint64_t)rv);
     if (rv != 0) {
         /* The production decision: a log that does not check refuses to
@@ -607,7 +608,7 @@ void crash_event(void)
          * still form a majority without it. */
         if (chance(15) && !doomed_other && (torn_any || !other_cut(k)) &&
             n_down_voters(conf) <= (n_voters(conf) - 1) / 2 &&
-            sim_disk_corrupt(&disks[k], rnd())) {
+            sim_fs_corrupt(&disks[k].fs, rnd())) {
             st->corruptions++;
             vlog("corrupt the disk of %u", k + 1);
         }
@@ -789,7 +790,7 @@ void heal(void)
     power_down = false;
     power_armed = false;
     for (unsigned i = 0; i < C.n; i++) {
-        disks[i].fail_countdown = -1;
+        disks[i].fs.fail_countdown = -1;
         fsync_armed[i] = false;
         nets[i].dup_countdown = -1;
         if (crashed[i] && !removed[i]) {
