@@ -88,9 +88,7 @@ static void inner_tick_cb(struct raft_io *inner)
 
 static bool novote_active(struct rio *rio)
 {
-    struct raft *r = raft_of(rio);
-
-    if (rio->novote && r->last_stored >= rio->novote_until) {
+    if (rio->novote && rio_novote_index(rio) == 0) {
         rio->novote = false; /* the log has passed the cut index again */
     }
     return rio->novote;
