@@ -619,6 +619,7 @@ static int step_rpc(struct server *s)
     }
     s->ids.node_id = s->id;
     s->ids.has_cluster_id = false;
+    service_init(s);
     memset(&rc, 0, sizeof rc);
     rc.addr = s->cfg.client_listen != NULL ? s->cfg.client_listen
                                            : s->cfg.client_addr;

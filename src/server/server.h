@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "common/log.h"
+#include "common/spare.h"
 #include "fsm/fsm.h"
 #include "raft/anchor.h"
 #include "raft/replica.h"
@@ -174,9 +175,9 @@ struct server
     char anchor_why[256];
 
     /* Record commands' ops freed for the next ones (service.c), at most
-     * SERVICE_OP_SPARE_MAX; freed by service_close. */
-    struct service_op *op_spare;
-    unsigned n_op_spare;
+     * SERVICE_OP_SPARE_MAX; set up by service_init, freed by
+     * service_close. */
+    struct spare op_spare;
 };
 
 /* node.c: run the node until it stops; returns the process exit code. */

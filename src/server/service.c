@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/asan.h"
 #include "common/err.h"
+#include "common/spare.h"
 #include "server/admin.h"
 #include "server/authz.h"
 #include "server/backup.h"
@@ -49,8 +49,7 @@ struct service_op
     enum fsm_kind kind; /* a Claim's, for metrics */
     bool has_request_id;
     uint8_t request_id[FSM_REQUEST_ID_LEN];
-    struct replica_req req;        /* req.data = this */
-    struct service_op *next_spare; /* on s->op_spare */
+    struct replica_req req; /* req.data = this */
 };
 
 /* Spare ops kept at most: a busy leader's commands in flight. At 256
@@ -61,44 +60,24 @@ struct service_op
 /* A zeroed op: a spare, or a new one. NULL: out of memory. */
 static struct service_op *op_new(struct server *s)
 {
-    struct service_op *op = s->op_spare;
-
-    if (op == NULL) {
-        return calloc(1, sizeof *op);
-    }
-    ONCE_UNPOISON(op, sizeof *op);
-    s->op_spare = op->next_spare;
-    s->n_op_spare--;
-    memset(op, 0, sizeof *op);
-    return op;
+    return spare_get(&s->op_spare);
 }
 
-/* Give @op back: a spare, or freed past SERVICE_OP_SPARE_MAX. */
+/* Give @op back: a spare (poisoned under ASan: a use after this release
+ * is reported as a use after free would be), or freed past the bound. */
 static void op_free(struct service_op *op)
 {
-    struct server *s = op->s;
+    spare_put(&op->s->op_spare, op);
+}
 
-    if (s->n_op_spare >= SERVICE_OP_SPARE_MAX) {
-        free(op);
-        return;
-    }
-    op->next_spare = s->op_spare;
-    s->op_spare = op;
-    s->n_op_spare++;
-    /* A use after this release is reported as a use after free would be. */
-    ONCE_POISON(op, sizeof *op);
+void service_init(struct server *s)
+{
+    spare_init(&s->op_spare, sizeof(struct service_op), SERVICE_OP_SPARE_MAX);
 }
 
 void service_close(struct server *s)
 {
-    while (s->op_spare != NULL) {
-        struct service_op *op = s->op_spare;
-
-        ONCE_UNPOISON(op, sizeof *op);
-        s->op_spare = op->next_spare;
-        free(op);
-    }
-    s->n_op_spare = 0;
+    spare_drain(&s->op_spare);
 }
 
 /* --- record commands on the ready leader ---------------------------------- */

@@ -71,8 +71,10 @@ struct service_method
  * server). Answers every call exactly once, now or later. */
 void service_serve(void *arg, struct rpc_call *call, struct envelope_view *req);
 
-/* Free the record commands' spare ops (service.c keeps freed ones for the
- * next commands). After replica_close, which ends every op. */
+/* The record commands' spare ops (service.c keeps freed ones for the next
+ * commands): set up before the first call is served, freed after
+ * replica_close, which ends every op. */
+void service_init(struct server *s);
 void service_close(struct server *s);
 
 #endif /* ONCE_SERVER_SERVICE_H_ */
