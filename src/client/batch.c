@@ -188,7 +188,8 @@ static bool batch_args_ok(const struct once_claim *items, size_t n, char *err)
 static struct op *round_op(struct batch *b)
 {
     struct op *op = op_new(b->c, RPC_METHOD_CLAIM_BATCH, true);
-    size_t len = 0, o = 0;
+    size_t len = 0;
+    uint8_t *p;
 
     if (op == NULL) {
         return NULL;
@@ -203,16 +204,13 @@ static struct op *round_op(struct batch *b)
         op_free(op);
         return NULL;
     }
+    p = op->body;
     for (size_t k = 0; k < b->n_idx; k++) {
         size_t i = b->idx[k];
 
-        o = (size_t)(pbw_put_len_head(op->body + o, REQUEST_ITEMS,
-                                      b->item_len[i]) -
-                     op->body);
-        memcpy(op->body + o, b->item[i], b->item_len[i]);
-        o += b->item_len[i];
+        p = pbw_put_len_req(p, REQUEST_ITEMS, b->item[i], b->item_len[i]);
     }
-    op->body_len = o;
+    op->body_len = (size_t)(p - op->body);
     /* Every item carries its request id: retrying the round is safe. */
     op->has_request_id = true;
     memcpy(op->request_id, b->rid[b->idx[0]], ONCE_ID_LEN);

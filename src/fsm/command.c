@@ -364,9 +364,8 @@ void command_decode(struct command_decoder *d,
 
     memset(out, 0, sizeof *out);
     if (decode_claim_fast(buf, len, out)) {
-        return;
+        return; /* (it writes @out only when it decodes) */
     }
-    memset(out, 0, sizeof *out);
     m = once__log__command__unpack(&d->cmd_arena.pb, len, buf);
     if (m == NULL) {
         INVALID(out, "command does not decode");
@@ -872,9 +871,6 @@ int command_encode_batch_with(uint32_t schema_version,
         if (size > FSM_BATCH_MAX) {
             return FSM_E_TOOBIG;
         }
-    }
-    if (size > FSM_BATCH_MAX) {
-        return FSM_E_TOOBIG;
     }
     buf = get_buf(arg, size);
     if (buf == NULL) {

@@ -126,7 +126,7 @@ static void put(struct batch *b,
 {
     Once__Rpc__ClaimBatchItem it = ONCE__RPC__CLAIM_BATCH_ITEM__INIT;
     struct batch_item_plan plan;
-    size_t len;
+    size_t len, need;
 
     ONCE_ASSERT(i < b->n && b->off[i] == SLOT_WAITING && b->left > 0,
                 "each item is answered once");
@@ -140,14 +140,15 @@ static void put(struct batch *b,
     }
     it.result = (Once__Rpc__Result *)(uintptr_t)res;
     len = batch_item_size(&it, &plan);
-    if (out_reserve(b, pbw_size_len_req(ANSWER_ITEMS, len))) {
+    need = pbw_size_len_req(ANSWER_ITEMS, len);
+    if (out_reserve(b, need)) {
         uint8_t *p = pbw_put_len_head(b->out + b->out_len, ANSWER_ITEMS, len);
         size_t packed = batch_item_pack(&it, &plan, p);
 
         ONCE_ASSERT(packed == len, "packed as sized");
         b->off[i] = b->out_len;
-        b->len[i] = (size_t)(p + len - (b->out + b->out_len));
-        b->out_len += b->len[i];
+        b->len[i] = need;
+        b->out_len += need;
     } else {
         b->off[i] = SLOT_EMPTY;
         b->len[i] = 0;

@@ -542,6 +542,19 @@ static void job_done(struct slog *sl, struct job *j)
     store_job_free(j);
 }
 
+/* One job's completion and what it lets start. False when a callback in
+ * job_done closed the store: the worker is gone and mu destroyed, the
+ * handles are closing, and nothing of the store may be touched. */
+static bool complete_one(struct slog *sl, struct job *j)
+{
+    job_done(sl, j);
+    if (sl->stop) {
+        return false;
+    }
+    store_kick(sl);
+    return true;
+}
+
 void store_async_cb(uv_async_t *h)
 {
     struct slog *sl = h->data;
@@ -561,13 +574,9 @@ void store_async_cb(uv_async_t *h)
         if (j == NULL) {
             break;
         }
-        job_done(sl, j);
-        if (sl->stop) {
-            /* A callback in job_done closed the store: the worker is gone
-             * and mu destroyed; the handles are closing. */
+        if (!complete_one(sl, j)) {
             return;
         }
-        store_kick(sl);
     }
     store_maybe_shutdown(sl);
 }
@@ -578,12 +587,9 @@ void store_job_complete(struct job *j)
 {
     struct slog *sl = j->sl;
 
-    job_done(sl, j);
-    if (sl->stop) {
-        return; /* (as above) */
+    if (complete_one(sl, j)) {
+        store_maybe_shutdown(sl);
     }
-    store_kick(sl);
-    store_maybe_shutdown(sl);
 }
 
 /* --- raft's asynchronous calls -------------------------------------------- */
@@ -641,11 +647,11 @@ int store_append(struct store *s,
     sl->next += n;
     if (SIM_MUTANT(SIM_MUT_STORE_ACK_EARLY)) {
         in_append = true;
-        store_enqueue(sl, op);
-        in_append = false;
-        return 0;
     }
     store_enqueue(sl, op);
+    if (SIM_MUTANT(SIM_MUT_STORE_ACK_EARLY)) {
+        in_append = false;
+    }
     return 0;
 }
 
