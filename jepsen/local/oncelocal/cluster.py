@@ -601,10 +601,7 @@ class Cluster:
                                       (o or {}).get("reason") or
                                       (o or {}).get("message") or ""))
         if out == "OK":
-            with self.lock:
-                n.retired = True
-                if n in self.members:
-                    self.members.remove(n)
+            self.retire(n)
             if n.alive() and wait_exit:
                 rc = n.wait_exit(wait_exit)
                 if rc is None:
@@ -614,6 +611,13 @@ class Cluster:
                     self.fail("removed-node-exit",
                               "%s exited %s after its removal (want 0)" % (n.name, rc))
         return out
+
+    def retire(self, n):
+        """@n is no member any more and is never started again."""
+        with self.lock:
+            n.retired = True
+            if n in self.members:
+                self.members.remove(n)
 
     def readd_retired(self, n):
         """Re-adding a retired id must be refused (FAILED_PRECONDITION)."""
@@ -813,10 +817,7 @@ class Cluster:
                           "%s has a tombstone but the directory lists %s as %s"
                           % (n.name, n.id, d[n.read_id()]))
             else:
-                with self.lock:
-                    n.retired = True
-                    if n in self.members:
-                        self.members.remove(n)
+                self.retire(n)
                 log("%s was removed from the cluster (tombstone): not "
                     "restarted for the %s heal" % (n.name, kind))
                 return False

@@ -305,6 +305,10 @@ class RestartOfRemovedNode(unittest.TestCase):
         def heal_failed(self, kind, why):
             raise AssertionError("heal_failed: " + why)
 
+        def retire(self, n):
+            from oncelocal import cluster
+            cluster.Cluster.retire(self, n)
+
     def restart(self, cl, n):
         from oncelocal import cluster
         return cluster.Cluster.restart_verified(cl, n, "clock")
