@@ -543,7 +543,6 @@ static int s_fsync(const struct store_sys *sys, int fd)
         /* The device reported an error: what it holds of these writes
          * is unknown, so nothing of them becomes durable. */
         fs->failed_fsync = true;
-        fs->stats.failed_fsyncs++;
         return fail(EIO);
     }
     ino_sync(&fs->inos[f->ino]);
@@ -744,8 +743,6 @@ static void ino_crash(struct sim_fs *fs,
             data_write(&d, &len, &cap, op->off, op->bytes, op->len);
         }
     }
-    fs->stats.kept_ops += keep;
-    fs->stats.lost_ops += in->n_ops - keep;
     if (torn && !in->ops[keep].trunc && in->ops[keep].len > 1 &&
         (torn_ok || !segment)) {
         const struct sf_op *op = &in->ops[keep];
@@ -768,7 +765,6 @@ void sim_fs_power_cut(struct sim_fs *fs, uint64_t (*draw)(void), bool torn_ok)
 {
     size_t keep = 0;
 
-    fs->stats.power_cuts++;
     /* The directory: the durable entries and a prefix of what followed. */
     if (fs->n_dlog > 0 && draw() % 2 == 1) {
         keep = (size_t)(draw() % (fs->n_dlog + 1));
@@ -776,8 +772,6 @@ void sim_fs_power_cut(struct sim_fs *fs, uint64_t (*draw)(void), bool torn_ok)
     for (size_t k = 0; k < keep; k++) {
         dirop_apply(&fs->dur, &fs->n_dur, &fs->cap_dur, &fs->dlog[k]);
     }
-    fs->stats.kept_dirops += keep;
-    fs->stats.lost_dirops += fs->n_dlog - keep;
     fs->n_dlog = 0;
     fs->cur = grow(fs->cur, &fs->cap_cur, fs->n_dur, sizeof *fs->cur);
     memcpy(fs->cur, fs->dur, fs->n_dur * sizeof *fs->dur);
@@ -842,7 +836,6 @@ bool sim_fs_corrupt(struct sim_fs *fs, uint64_t pick)
                 ONCE_ASSERT(in->n_ops == 0 && in->len == in->dur_len,
                             "a file at rest reads what is durable");
                 in->data[SF_SEG_HDR + pick] ^= 0x5a;
-                fs->stats.corrupted++;
                 return true;
             } else {
                 pick -= end - SF_SEG_HDR;

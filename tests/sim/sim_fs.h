@@ -50,8 +50,7 @@ struct sf_fd;
 
 struct sim_fs_stats
 {
-    uint64_t power_cuts, kept_ops, lost_ops, torn, kept_dirops, lost_dirops,
-        failed_fsyncs, corrupted;
+    uint64_t torn; /* crashes that left a torn write */
 };
 
 struct sim_fs

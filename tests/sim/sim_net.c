@@ -322,7 +322,6 @@ void sim_net_crash(struct sim_net *sn)
 
         LIST_DEL(w);
         w->orphan = true; /* the stub frees it when it comes due */
-        sn->orphaned++;
         rv = orig->work(orig);
         orig->cb(orig, rv);
     }
@@ -331,7 +330,6 @@ void sim_net_crash(struct sim_net *sn)
 
         LIST_DEL(w);
         w->orphan = true; /* the stub frees it when it comes due */
-        sn->orphaned++;
         if (w->cb != NULL) {
             w->cb(w->orig, RAFT_NOCONNECTION);
         }

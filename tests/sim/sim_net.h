@@ -41,7 +41,7 @@ struct sim_net
     int dup_countdown; /* -1: no duplicate armed */
     bool down;         /* crashed, not started again: ticks and messages
                         * for it are dropped */
-    uint64_t duplicated, orphaned;
+    uint64_t duplicated;
 };
 
 /* Put @sn between raft @r and the stub io @r was raft_init'ed with; call

@@ -13,7 +13,6 @@ struct ss_item
 {
     struct ss_item *next;
     raft_time due;
-    uint64_t seq;
     bool ran; /* ran at a crash: only its (cancelled) completion is left */
     struct job *job; /* a job, or: */
     uv_work_t *w;
@@ -39,7 +38,6 @@ static void insert(struct sim_store *d, struct ss_item *it)
 {
     struct ss_item **pp = &d->head;
 
-    it->seq = d->seq++;
     while (*pp != NULL && (*pp)->due <= it->due) {
         pp = &(*pp)->next;
     }
@@ -90,7 +88,6 @@ static void x_submit(const struct store_exec *x, struct slog *sl, struct job *j)
     it->due = from + d->latency_ms;
     d->last_job_due = it->due;
     insert(d, it);
-    d->stats.jobs++;
 }
 
 static int x_stop(const struct store_exec *x, struct slog *sl)
@@ -116,7 +113,6 @@ static int x_queue_work(const struct store_exec *x,
     it->done = done;
     it->due = *d->now + d->latency_ms;
     insert(d, it);
-    d->stats.pool++;
     return 0;
 }
 

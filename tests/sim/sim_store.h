@@ -44,7 +44,7 @@ struct ss_item;
 
 struct sim_store_stats
 {
-    uint64_t jobs, pool, ran_at_crash, lost_at_crash, cuts;
+    uint64_t ran_at_crash, lost_at_crash, cuts;
 };
 
 struct sim_store
@@ -61,7 +61,6 @@ struct sim_store
     bool novote_pending;  /* crashed while in rio's no-vote (a cut) */
     struct ss_item *head; /* by due time, then submission */
     raft_time last_job_due;
-    uint64_t seq;
     unsigned queued;
     struct sim_store_stats stats;
 };
