@@ -791,6 +791,11 @@ int metrics_text(struct metrics *m, struct prom_buf *b)
 void metrics_denied(struct metrics *m)
 {
     authz_count_denied();
+    metrics_item_denied(m);
+}
+
+void metrics_item_denied(struct metrics *m)
+{
     if (m->reg != NULL) {
         prom_inc(m->permission_denied);
     }

@@ -127,6 +127,11 @@ void metrics_synced(struct metrics *m, uint64_t ns);
  * once_permission_denied_total, like a PERMISSION_DENIED answer. */
 void metrics_denied(struct metrics *m);
 
+/* A ClaimBatch item refused for its scope (service_batch.c; authz_check
+ * counted the refusal): in once_permission_denied_total, like a
+ * PERMISSION_DENIED answer. */
+void metrics_item_denied(struct metrics *m);
+
 /* NULL if the node is ready (above), else why not, in @buf (@n bytes). */
 const char *metrics_unready(struct server *s, char *buf, size_t n);
 

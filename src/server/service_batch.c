@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/log.h"
 #include "common/pbwire.h"
 #include "rpc/status.h"
 #include "server/authz.h"
@@ -297,6 +298,14 @@ static bool item_submit(struct batch *b,
     ar.scope = cmd.u.claim.scope;
     ar.scope_len = cmd.u.claim.scope_len;
     if (authz_check(who, &ar, why) != 0) {
+        /* Counted and logged as a refused call is: a tenant probing other
+         * scopes through batches shows in the same metric. */
+        metrics_item_denied(&s->metrics);
+        if (log_enabled(LOG_DEBUG)) {
+            log_kv(LOG_DEBUG, "permission denied", "method=%s item=%zu "
+                   "reason=%s", rpc_method_name(RPC_METHOD_CLAIM_BATCH), i,
+                   log_quote(why, (char[300]){0}, 300));
+        }
         put(b, i, RPC_STATUS_PERMISSION_DENIED, RPC_APPLIED_FALSE, why, NULL);
         return false;
     }

@@ -25,7 +25,9 @@ real clusters (docs/design.md §5, docs/oncectl.md, docs/http-api.md).
      request ids);
   g. with TLS, a tenant's batch through a follower: its own scope's items
      ACCEPTED, the other tenant's scope PERMISSION_DENIED per item (the
-     leader authorizes each item as the forwarded caller).
+     leader authorizes each item as the forwarded caller), and the refused
+     item raises once_permission_denied_total by one across the nodes
+     (scraped over HTTPS with the monitor's certificate).
 """
 
 import base64
@@ -37,6 +39,7 @@ import urllib.request
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oncecluster as oc  # noqa: E402
+import oncehttp as oh  # noqa: E402
 
 
 def item(scope, key, **kw):
@@ -228,7 +231,7 @@ def tls(t):
     oc.make_certs(d, oc.TENANT_CERTS)
     with open(os.path.join(d, "access.json"), "w") as f:
         json.dump(oc.tenant_access(), f)
-    c = oc.Cluster(t, "batchtls", 9750)
+    c = oc.Cluster(t, "batchtls", 9750, http=True)
     c.node_extra = lambda n: [
         "--tls-cert", os.path.join(d, n.name + ".pem"),
         "--tls-key", os.path.join(d, n.name + ".key"),
@@ -250,7 +253,18 @@ def tls(t):
         s = c.session(F)
     finally:
         t.child_env = keep
+    def denied():
+        total = 0.0
+        for n in nodes:
+            st, _, body = oh.request(n.http_addr, "/metrics",
+                                     ctx=oh.tls_context(d, "prom"))
+            if st != 200:
+                return None
+            total += oh.parse_prom(body).get("once_permission_denied_total", 0)
+        return total
+
     p = oc.rand_hex(4)
+    before = denied()
     r = batch(s, [item("tenant-a", p), item("tenant-b", p),
                   item("tenant-a/x", p)])
     items = r.get("items", [])
@@ -259,6 +273,10 @@ def tls(t):
             and "tenant-b" in json.dumps(items[1]),
             "g: tenant A's batch through a follower: its scopes ACCEPTED, "
             "tenant-b's item PERMISSION_DENIED alone", json.dumps(items)[:800])
+    after = denied()
+    t.check(before is not None and after == before + 1,
+            "g: the refused item counts once in once_permission_denied_total",
+            "before %r after %r" % (before, after))
     s.close()
 
 

@@ -83,23 +83,9 @@ def post(n, path, body, d, who):
         return st, {"text": text}
 
 
-def parse_prom(text):
-    """{name{labels}: value} of Prometheus text (format 0.0.4); raises
-    ValueError on a line that is neither a comment nor a sample."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        if not name:
-            raise ValueError("not a sample: %r" % line)
-        out[name] = float(value)
-    return out
-
-
 def scrape(n, d, who="prom"):
     st, _, body = get(n, "/metrics", d, who)
-    return parse_prom(body) if st == 200 else {}
+    return oh.parse_prom(body) if st == 200 else {}
 
 
 def check_health(t, n, d):
@@ -127,7 +113,7 @@ def check_metrics_rights(t, n, d):
     for who in ("prom", "ops"):
         st, hdrs, body = get(n, "/metrics", d, who)
         try:
-            samples = parse_prom(body)
+            samples = oh.parse_prom(body)
         except ValueError as e:
             samples = {}
             body = str(e)

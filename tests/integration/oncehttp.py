@@ -93,6 +93,20 @@ def wait_status(t, addr, path, want, timeout, ctx=None):
     return st, body
 
 
+def parse_prom(text):
+    """{name{labels}: value} of Prometheus text (format 0.0.4); raises
+    ValueError on a line that is neither a comment nor a sample."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        if not name:
+            raise ValueError("not a sample: %r" % line)
+        out[name] = float(value)
+    return out
+
+
 def tool(name):
     return shutil.which(name) or ("/usr/bin/" + name
                                   if os.path.exists("/usr/bin/" + name)
