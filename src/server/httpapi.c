@@ -132,11 +132,16 @@ static json_t *decided(const struct api_call *k,
             httpapi_json_served_by(
                 o, ((const Once__Rpc__LookupResponse *)msg)->served_by);
         }
-        /* The state machine's refusals: nothing was decided. */
+        /* The state machine's refusals: nothing was decided. A full
+         * table or quota, a restored cluster's replay window and a field
+         * the log's schema cannot apply yet are "not applied" (503, with
+         * Retry-After), as the same statuses are for a call. */
         if (res->outcome == ONCE__RPC__OUTCOME__OUTCOME_INVALID_ARGUMENT) {
             *status = 400;
         } else if (res->outcome ==
-                   ONCE__RPC__OUTCOME__OUTCOME_RESOURCE_EXHAUSTED) {
+                       ONCE__RPC__OUTCOME__OUTCOME_RESOURCE_EXHAUSTED ||
+                   res->outcome ==
+                       ONCE__RPC__OUTCOME__OUTCOME_FAILED_PRECONDITION) {
             *status = 503;
         }
     }

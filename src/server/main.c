@@ -42,8 +42,9 @@ static const char usage_text[] =
     "                          /readyz (200 when a member that knows a\n"
     "                          leader and has applied within 64 entries of\n"
     "                          its commit, else 503 with the reason), and\n"
-    "                          the JSON API: POST /v1/claim, /v1/complete,\n"
-    "                          /v1/release, GET /v1/records/SCOPE/KEY,\n"
+    "                          the JSON API: POST /v1/claim, /v1/claims,\n"
+    "                          /v1/complete, /v1/release, GET\n"
+    "                          /v1/records/SCOPE/KEY,\n"
     "                          /v1/status (docs/http-api.md). With --tls-*\n"
     "                          it is HTTPS with the node's certificate:\n"
     "                          /healthz and /readyz for anyone, /metrics\n"
@@ -692,10 +693,16 @@ static int parse_args(struct server_config *c, int argc, char **argv)
         0) {
         return bad("--client-listen", "must differ from --raft-listen");
     }
-    if (c->http_addr != NULL && (strcmp(c->http_addr, c->raft_addr) == 0 ||
-                                 strcmp(c->http_addr, c->client_addr) == 0)) {
+    if (c->http_addr != NULL &&
+        (strcmp(c->http_addr, c->raft_addr) == 0 ||
+         strcmp(c->http_addr, c->client_addr) == 0 ||
+         (c->raft_listen != NULL &&
+          strcmp(c->http_addr, c->raft_listen) == 0) ||
+         (c->client_listen != NULL &&
+          strcmp(c->http_addr, c->client_listen) == 0))) {
         return bad("--http-addr",
-                   "must differ from --raft-addr and --client-addr (\"%s\")",
+                   "must differ from the Raft and client addresses, "
+                   "advertised and listened on (\"%s\")",
                    c->http_addr);
     }
     if (check_tls(c) != 0) {

@@ -302,8 +302,10 @@ static bool item_submit(struct batch *b,
          * scopes through batches shows in the same metric. */
         metrics_item_denied(&s->metrics);
         if (log_enabled(LOG_DEBUG)) {
-            log_kv(LOG_DEBUG, "permission denied", "method=%s item=%zu "
-                   "reason=%s", rpc_method_name(RPC_METHOD_CLAIM_BATCH), i,
+            log_kv(LOG_DEBUG, "permission denied",
+                   "method=%s item=%zu "
+                   "reason=%s",
+                   rpc_method_name(RPC_METHOD_CLAIM_BATCH), i,
                    log_quote(why, (char[300]){0}, 300));
         }
         put(b, i, RPC_STATUS_PERMISSION_DENIED, RPC_APPLIED_FALSE, why, NULL);

@@ -14,7 +14,8 @@ clusters (docs/state-machine.md "N-use nonces", "Sliding retention").
      through the HTTP API; --sliding on a nonce is refused.
   c. a cluster bootstrapped by a node acting as a schema-2 binary
      (ONCE_TEST_SCHEMA_MAX=2, a debug-build hook): --max-uses and --sliding
-     are FAILED_PRECONDITION "schema 3 required", nothing reaches the log
+     are FAILED_PRECONDITION "schema 3 required" (HTTP: 503 with
+     Retry-After; a batch item alone, in a 200), nothing reaches the log
      and the three nodes hold one state digest; `schema upgrade` names the
      old node; after it restarts as an ordinary binary the upgrade applies
      and a --max-uses claim counts its uses on every node.
@@ -183,6 +184,21 @@ def upgrade(t, c, A, B, C):
     t.check(r.outcome == "FAILED_PRECONDITION"
             and "schema 3 required" in str(r.get("reason", "")),
             "c: --sliding at schema 2 -> FAILED_PRECONDITION", r.describe())
+    # Through the HTTP API: 503 (not applied) with Retry-After, the
+    # outcome and its reason in the body (docs/http-api.md, "HTTP status
+    # by class").
+    st, hd, text = oh.request(B.http_addr, "/v1/claim", method="POST",
+                              body=json.dumps({"scope": "inv", "key": "old-5",
+                                               "max_uses": 3}), headers=JSON)
+    try:
+        ans = json.loads(text)
+    except ValueError:
+        ans = {"raw": text}
+    t.check(st == 503 and hd.get("retry-after") == "1"
+            and ans.get("outcome") == "FAILED_PRECONDITION"
+            and "schema 3 required" in str(ans.get("reason", "")),
+            "c: POST /v1/claim with max_uses at schema 2 -> 503, Retry-After, "
+            "FAILED_PRECONDITION", "%s %r %s" % (st, hd.get("retry-after"), ans))
     # A batch item gets the same refusal alone (service_batch.c checks
     # each item's schema as serve_record does a single claim's).
     st, ans = post_batch(B, [{"scope": "inv", "key": "old-3", "max_uses": 3},

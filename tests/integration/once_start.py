@@ -24,6 +24,8 @@ also show as a "uv_loop_close" warning, which no case may print.
                     --raft-addr port is free): exit 1, raft listened there
   listen-same       --client-listen equal to the Raft listen address:
                     exit 2 (a bad flag)
+  http-on-listen    --http-addr equal to --raft-listen (the advertised
+                    addresses differ): exit 2 (a bad flag)
 """
 
 import os
@@ -119,6 +121,10 @@ def scenario(t):
         ("listen-same", 2, "--client-listen",
          lambda d: None, lambda b: ["--client-listen", "127.0.0.1:%d" % b],
          None),
+        ("http-on-listen", 2, "--http-addr",
+         lambda d: None, lambda b: [
+             "--raft-listen", "127.0.0.2:%d" % b,
+             "--http-addr", "127.0.0.2:%d" % b], None),
     ]
     for i, (name, rc, line, prep, flags, hold) in enumerate(cases):
         run_case(t, name, base + 2 * i, rc, line, prep, flags, hold)
