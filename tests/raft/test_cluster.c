@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cluster.h"
+#include "fsm_helpers.h"
 
 static struct cluster C;
 
@@ -172,6 +173,226 @@ START_TEST(observers_match_raft)
 }
 END_TEST
 
+/* --- answers after the next proposal (pipeline.c) ------------------------ */
+
+/* What each answer saw when it was delivered. */
+struct dl_seen
+{
+    struct cl_op op;
+    unsigned seq;         /* order of delivery, from 1 */
+    unsigned calls;       /* exactly one */
+    unsigned cb_depth;    /* > 0: answered inside raft's apply */
+    int inflight;         /* the leader's proposal in flight then */
+    raft_index fl_index;  /* and its index */
+    bool points_into_fsm; /* a stored result, error or attempt list */
+    struct fsm_token token;
+};
+
+static unsigned dl_seq;
+static struct replica *dl_rep;
+
+static void dl_cb(struct replica_req *req,
+                  int status,
+                  const struct fsm_result *res)
+{
+    struct dl_seen *d = req->data;
+
+    d->calls++;
+    d->seq = ++dl_seq;
+    d->cb_depth = dl_rep->cb_depth;
+    d->inflight = (int)dl_rep->inflight;
+    d->fl_index = dl_rep->fl_index;
+    d->op.done = true;
+    d->op.status = status;
+    if (res != NULL) {
+        d->op.outcome = res->outcome;
+        d->points_into_fsm = res->result != NULL || res->stored_error != NULL ||
+                             res->n_attempt_list > 0;
+        d->token = res->owner_token;
+    }
+}
+
+static int dl_submit(unsigned l, struct dl_seen *d, const struct fsm_cmd *cmd)
+{
+    memset(d, 0, sizeof *d);
+    d->op.req.data = d;
+    return replica_submit(&C.s[l].rep, &d->op.req, cmd, dl_cb);
+}
+
+static int dl_claim(unsigned l,
+                    struct dl_seen *d,
+                    const char *key,
+                    uint64_t rid)
+{
+    struct fsm_claim cl;
+    struct fsm_cmd cmd = cl_claim_cmd(&cl, key, rid);
+
+    return dl_submit(l, d, &cmd);
+}
+
+static int dl_lookup(unsigned l, struct dl_seen *d, const char *key)
+{
+    struct fsm_ident id = {(const uint8_t *)CL_SCOPE, strlen(CL_SCOPE),
+                           (const uint8_t *)key, strlen(key)};
+
+    memset(d, 0, sizeof *d);
+    d->op.req.data = d;
+    return replica_lookup(&C.s[l].rep, &d->op.req, &id, dl_cb);
+}
+
+static bool dl_done(struct cluster *c, void *arg)
+{
+    (void)c;
+    return ((struct dl_seen *)arg)->op.done;
+}
+
+/* The leader proposes nothing and has nothing queued or under way. */
+static bool dl_idle(struct cluster *c, void *arg)
+{
+    (void)c;
+    (void)arg;
+    return dl_rep->inflight == INFLIGHT_NONE && dl_rep->q_n == 0 &&
+           dl_rep->member == NULL;
+}
+
+/* A batch's claims are answered outside raft's apply, once the next batch
+ * (queued meanwhile) is proposed: the proposal is not delayed by them. */
+START_TEST(answers_follow_next_proposal)
+{
+    static struct dl_seen a[4], b;
+    raft_index a_index;
+    int l;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    dl_rep = &C.s[l].rep;
+    ck_assert(cl_step_until(&C, dl_idle, NULL, 5000));
+    replica_submit_hold(dl_rep);
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+
+        snprintf(key, sizeof key, "a%d", i);
+        ck_assert_int_eq(dl_claim((unsigned)l, &a[i], key, (uint64_t)i + 1), 0);
+    }
+    replica_submit_release(dl_rep); /* one entry of four claims */
+    ck_assert(dl_rep->inflight == INFLIGHT_BATCH && dl_rep->q_n == 0);
+    ck_assert_int_eq(dl_rep->inflight, INFLIGHT_BATCH);
+    a_index = dl_rep->fl_index;
+    ck_assert_int_eq(dl_claim((unsigned)l, &b, "b", 100), 0); /* queued */
+    ck_assert(cl_step_until(&C, dl_done, &b, 5000));
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(a[i].calls, 1);
+        ck_assert_int_eq(a[i].op.status, 0);
+        ck_assert_int_eq(a[i].op.outcome, FSM_ACCEPTED);
+        ck_assert_uint_eq(a[i].seq, (unsigned)i + 1); /* in order */
+        ck_assert_uint_eq(a[i].cb_depth, 0);
+        ck_assert_int_eq(a[i].inflight, INFLIGHT_BATCH);
+        ck_assert_uint_gt(a[i].fl_index, a_index); /* b's batch proposed */
+    }
+    ck_assert_uint_eq(b.calls, 1);
+    ck_assert_int_eq(b.op.outcome, FSM_ACCEPTED);
+    ck_assert_uint_eq(dl_rep->dl_n, 0);
+    ck_assert_msg(!C.violation, "%s", C.violation_msg);
+    cl_close(&C);
+}
+END_TEST
+
+/* An outcome that points into the fsm (a Lookup of a completed record
+ * carries its stored result) is answered inside the apply, after the
+ * deferred answers before it: one batch's answers keep the commands'
+ * order. */
+START_TEST(deferred_answers_keep_order)
+{
+    static struct dl_seen first, done, x, k, y;
+    struct fsm_claim cl;
+    struct fsm_cmd cmd;
+    int l;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    dl_rep = &C.s[l].rep;
+    fh_claim(&cl, FSM_KIND_IDEMPOTENT, CL_SCOPE, "k", 1);
+    cl.ttl_ms = 3600 * 1000;
+    cmd = fh_cmd_claim(&cl);
+    ck_assert_int_eq(dl_submit((unsigned)l, &first, &cmd), 0);
+    ck_assert(cl_step_until(&C, dl_done, &first, 5000));
+    ck_assert_int_eq(first.op.outcome, FSM_ACCEPTED);
+    cmd = fh_cmd_complete(CL_SCOPE, "k", first.token, "r", 1);
+    ck_assert_int_eq(dl_submit((unsigned)l, &done, &cmd), 0);
+    ck_assert(cl_step_until(&C, dl_done, &done, 5000));
+    ck_assert_int_eq(done.op.outcome, FSM_COMPLETED);
+    ck_assert(cl_step_until(&C, dl_idle, NULL, 5000));
+    dl_seq = 0;
+    replica_submit_hold(dl_rep);
+    ck_assert_int_eq(dl_claim((unsigned)l, &x, "x", 2), 0);
+    ck_assert_int_eq(dl_lookup((unsigned)l, &k, "k"), 0);
+    ck_assert_int_eq(dl_claim((unsigned)l, &y, "y", 3), 0);
+    replica_submit_release(dl_rep); /* one entry of three commands */
+    ck_assert(dl_rep->inflight == INFLIGHT_BATCH && dl_rep->q_n == 0);
+    ck_assert(cl_step_until(&C, dl_done, &y, 5000));
+    ck_assert_int_eq(k.op.outcome, FSM_FOUND);
+    ck_assert(k.points_into_fsm); /* the premise: not self-contained */
+    ck_assert(!x.points_into_fsm && !y.points_into_fsm);
+    ck_assert_uint_eq(x.seq, 1);
+    ck_assert_uint_eq(k.seq, 2);
+    ck_assert_uint_eq(y.seq, 3);
+    ck_assert_uint_gt(x.cb_depth, 0); /* delivered before k, in the apply */
+    ck_assert_uint_gt(k.cb_depth, 0);
+    ck_assert_uint_eq(y.cb_depth, 0); /* deferred */
+    ck_assert(x.calls == 1 && k.calls == 1 && y.calls == 1);
+    ck_assert_msg(!C.violation, "%s", C.violation_msg);
+    cl_close(&C);
+}
+END_TEST
+
+/* Shutting down while answers wait: they are answered as applied (status
+ * 0), once; what was queued gets SHUTDOWN. */
+static void dl_shutdown_hook(void *arg, size_t n, uint64_t ns)
+{
+    (void)arg;
+    (void)ns;
+    ck_assert_uint_eq(dl_rep->dl_n, n); /* every claim waits */
+    replica_shutdown(dl_rep);
+    ck_assert_uint_eq(dl_rep->dl_n, 0);
+}
+
+START_TEST(deferred_answers_at_shutdown)
+{
+    static struct dl_seen a[3], b;
+    int l;
+
+    cl_init(&C, 3, 3);
+    l = cl_wait_ready(&C, 10000);
+    ck_assert_int_ge(l, 0);
+    dl_rep = &C.s[l].rep;
+    ck_assert(cl_step_until(&C, dl_idle, NULL, 5000));
+    replica_submit_hold(dl_rep);
+    for (int i = 0; i < 3; i++) {
+        char key[16];
+
+        snprintf(key, sizeof key, "s%d", i);
+        ck_assert_int_eq(dl_claim((unsigned)l, &a[i], key, (uint64_t)i + 1), 0);
+    }
+    replica_submit_release(dl_rep); /* one entry of three claims */
+    ck_assert(dl_rep->inflight == INFLIGHT_BATCH && dl_rep->q_n == 0);
+    ck_assert_int_eq(dl_claim((unsigned)l, &b, "sb", 9), 0); /* queued */
+    dl_rep->hooks.batch = dl_shutdown_hook;
+    ck_assert(cl_step_until(&C, dl_done, &b, 5000));
+    for (int i = 0; i < 3; i++) {
+        ck_assert_uint_eq(a[i].calls, 1);
+        ck_assert_int_eq(a[i].op.status, 0);
+        ck_assert_int_eq(a[i].op.outcome, FSM_ACCEPTED);
+    }
+    ck_assert_uint_eq(b.calls, 1);
+    ck_assert_int_eq(b.op.status, REPLICA_E_SHUTDOWN);
+    cl_step_ms(&C, 500);
+    ck_assert(a[0].calls == 1 && b.calls == 1);
+    cl_close(&C);
+}
+END_TEST
+
 Suite *cluster_suite(void);
 Suite *cluster_suite(void)
 {
@@ -183,6 +404,9 @@ Suite *cluster_suite(void)
     tcase_add_test(tc, follower_refuses_not_applied);
     tcase_add_test(tc, observers_match_raft);
     tcase_add_test(tc, held_group_shares_one_entry);
+    tcase_add_test(tc, answers_follow_next_proposal);
+    tcase_add_test(tc, deferred_answers_keep_order);
+    tcase_add_test(tc, deferred_answers_at_shutdown);
     suite_add_tcase(s, tc);
     return s;
 }
