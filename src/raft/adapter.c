@@ -77,9 +77,6 @@ static int adapter_apply(struct raft_fsm *rf,
 
     *result = NULL;
     rep->cb_depth++;
-    /* Nothing applies while answers wait (pipeline.c): their callers see
-     * the fsm as their own entry left it. */
-    pipeline_deliver(rep);
     snap_policy_applied(&rep->snap.policy, buf->len);
     if (snap_policy_due(&rep->snap.policy) && rep->snap.view == NULL) {
         /* raft checks its threshold after this batch: due now. snapshot()
@@ -490,9 +487,6 @@ static int adapter_restore(struct raft_fsm *rf, struct raft_buffer *buf)
     uint64_t digest = 0;
     int rv;
 
-    rep->cb_depth++; /* never propose from here (pipeline.c) */
-    pipeline_deliver(rep);
-    rep->cb_depth--;
     rv = restore_state(rep, buf, &digest, errmsg);
     if (rv != 0) {
         /* At start raft_start fails and the node refuses to start; a bad

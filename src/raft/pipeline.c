@@ -85,69 +85,6 @@ static void finish(struct replica_req *req,
     req->cb(req, status, res);
 }
 
-/* --- answers after the next proposal -------------------------------------
- *
- * A batch's outcomes arrive inside raft's apply, and the next batch can be
- * proposed only after raft returns (replica_poll, see the top). Answering
- * ~100 claims in between (the caller packs and queues each answer) delays
- * that proposal, and with one proposal in flight every microsecond of the
- * cycle is throughput. So pipeline_emit copies a self-contained outcome
- * (one that points into no fsm memory: no stored result or error, no
- * attempt list; a claim's usual answer) into its request, and replica_poll
- * delivers it right after dispatch() proposed the next batch. Only the
- * delivery moves: the entry was committed (majority fsync) and applied.
- *
- * Exactly once and in order: a deferred request is in no queue and not in
- * fl_reqs, only on this list, until pipeline_deliver detaches the list and
- * answers each with status 0. That happens in replica_poll (rio calls it
- * after every callback into raft, so right after the apply returned),
- * before any other entry applies or a snapshot installs (adapter.c: the
- * callers also see the fsm as their command left it), before an outcome
- * that is not self-contained is answered, and at shutdown
- * (pipeline_fail_all). */
-static bool self_contained(const struct fsm_result *res)
-{
-    return res->result == NULL && res->stored_error == NULL &&
-           res->n_attempt_list == 0;
-}
-
-static void dl_push(struct replica *rep,
-                    struct replica_req *req,
-                    raft_index index,
-                    const struct fsm_result *res)
-{
-    ONCE_ASSERT(rep->dl_head == NULL || rep->dl_index == index,
-                "deferred answers are of one entry");
-    req->res = *res;
-    req->next = NULL;
-    if (rep->dl_tail != NULL) {
-        rep->dl_tail->next = req;
-    } else {
-        rep->dl_head = req;
-    }
-    rep->dl_tail = req;
-    rep->dl_n++;
-    rep->dl_index = index;
-}
-
-bool pipeline_deliver(struct replica *rep)
-{
-    struct replica_req *req = rep->dl_head;
-    bool any = req != NULL;
-
-    /* Detached first: a callback may submit, or end in a nested poll. */
-    rep->dl_head = rep->dl_tail = NULL;
-    rep->dl_n = 0;
-    while (req != NULL) {
-        struct replica_req *next = req->next; /* cb may free req */
-
-        req->next = NULL;
-        finish(req, 0, &req->res);
-        req = next;
-    }
-    return any;
-}
-
 static void fail_queue(struct replica *rep, int status)
 {
     struct replica_req *req;
@@ -277,11 +214,6 @@ void pipeline_emit(struct replica *rep,
     }
     req = rep->fl_reqs[i];
     rep->fl_reqs[i] = NULL;
-    if (self_contained(res) && !rep->closing) {
-        dl_push(rep, req, index, res);
-        return;
-    }
-    pipeline_deliver(rep); /* the earlier commands' answers first */
     finish(req, 0, res);
 }
 
@@ -664,16 +596,10 @@ void replica_poll(struct replica *rep)
     /* A digest waiting for the view (an install or a snapshot had it). */
     replica_digest_poll(rep);
     dispatch(rep);
-    /* The applied batch's answers, now that the next one is proposed; a
-     * callback may have queued work (a submission, a membership step). */
-    if (pipeline_deliver(rep)) {
-        dispatch(rep);
-    }
 }
 
 void pipeline_fail_all(struct replica *rep, int status)
 {
-    pipeline_deliver(rep); /* applied: answered as such */
     fail_queue(rep, status);
     ri_fail_queue(rep, status);
     reads_fail(rep, status);

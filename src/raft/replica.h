@@ -146,9 +146,6 @@ struct replica_req
     uint8_t key[FSM_KEY_MAX];
     size_t key_len;
     uint64_t read_at; /* replica_read_at: the index it waits for */
-    /* A deferred answer's outcome (pipeline.c, "answers after the next
-     * proposal"): a copy that points into no fsm memory. */
-    struct fsm_result res;
 };
 
 /* A read index asked of the leader (replica_read_index). @status 0:
@@ -368,11 +365,6 @@ struct replica
     raft_index fl_index;
     uint64_t fl_t0_ns; /* uv_hrtime() when the batch was proposed */
     size_t fl_batch_n; /* its commands */
-    /* answers of the applied batch, delivered after the next proposal
-     * (pipeline.c): in command order, each req's outcome in req->res */
-    struct replica_req *dl_head, *dl_tail;
-    size_t dl_n;
-    raft_index dl_index; /* the entry they belong to */
 
     /* read indexes (leader): waiting for the next proposal, and riding
      * the one in flight; answered with its index once it applied */

@@ -65,9 +65,6 @@ void pipeline_emit(struct replica *rep,
                    size_t i,
                    const struct fsm_result *res);
 void pipeline_fail_all(struct replica *rep, int status);
-/* Answer the applied batch's deferred requests (pipeline.c); true if there
- * were any. Called before anything else applies or installs. */
-bool pipeline_deliver(struct replica *rep);
 void member_poll(struct replica *rep);
 void member_fail(struct replica *rep, int status, const char *msg);
 
