@@ -413,6 +413,24 @@ static const char *tls_error(const struct once_client *c, size_t node)
     return rpc_channel_last_error(c->nodes[node].ch);
 }
 
+/* The body of an OK answer into @op's result and outputs: by the hand
+ * reader (answer_read.c) if it takes the bytes, else by protobuf-c. */
+static int read_answer(struct op *op, struct envelope_view *ans, char *err)
+{
+    ProtobufCMessage *body = NULL;
+    int rv = client_read_body_fast(op->method, ans->body, ans->body_len,
+                                   &op->res, &op->out, err);
+
+    if (rv != 1) {
+        return rv;
+    }
+    rv = envelope_unpack_body(ans, &body, err);
+    if (rv != 0) {
+        return rv;
+    }
+    return client_read_body(op->method, body, &op->res, &op->out, err);
+}
+
 static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
 {
     struct op *op = arg;
@@ -421,7 +439,6 @@ static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
     struct once_result *r = &op->res;
     char who[ONCE_ADDR_MAX + 64];
     char err[ERR_MSG_SIZE];
-    ProtobufCMessage *body = NULL;
     struct client_decision d;
 
     if (c->closing) {
@@ -491,8 +508,7 @@ static void on_answer(void *arg, int rv, bool sent, struct envelope_view *ans)
      * certainly nothing changed (a read). */
     if (!ans->has_cluster_id) {
         err_printf(err, "answered OK without a cluster id");
-    } else if (envelope_unpack_body(ans, &body, err) != 0 ||
-               client_read_body(op->method, body, r, &op->out, err) != 0) {
+    } else if (read_answer(op, ans, err) != 0) {
         /* err says why. */
     } else {
         r->status = ONCE_STATUS_OK;

@@ -416,7 +416,7 @@ static bool rpc_status_known(int st)
 }
 
 /* One item of a ClaimBatch answer into @r (cleared first). */
-static int read_batch_item(size_t k,
+int client_read_batch_item(size_t k,
                            const Once__Rpc__ClaimBatchItem *it,
                            struct once_result *r,
                            char *err)
@@ -479,7 +479,7 @@ static int read_batch(const Once__Rpc__ClaimBatchResponse *m,
         return RPC_E_PROTOCOL;
     }
     for (size_t k = 0; k < b->n; k++) {
-        int rv = read_batch_item(k, m->items[k], &b->rs[b->idx[k]], err);
+        int rv = client_read_batch_item(k, m->items[k], &b->rs[b->idx[k]], err);
 
         if (rv != 0) {
             return rv;
