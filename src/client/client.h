@@ -244,10 +244,10 @@ extern const struct pbr_spec client_attempt_pbr_spec;
 extern const struct pbr_spec client_owner_token_pbr_spec;
 
 /* client_read_body of an OK answer's @len body bytes at @body, read by
- * hand: Claim, Complete, Release, Forget, ClaimBatch. 1 if declined (any
- * other method, or bytes the reader declines): the caller unpacks the body
- * with protobuf-c and calls client_read_body; else client_read_body's
- * return for these very fields. */
+ * the hand reader (wire_read.c): Claim, Complete, Release, Forget, ClaimBatch.
+ * 1 if declined (any other method, or bytes the reader declines): the caller
+ * unpacks the body with protobuf-c and calls client_read_body; else
+ * client_read_body's return for these very fields. */
 int client_read_body_fast(enum rpc_method method,
                           const uint8_t *body,
                           size_t len,
