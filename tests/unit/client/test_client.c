@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "client_helpers.h"
@@ -1435,6 +1437,46 @@ START_TEST(answer_reader_batch)
 }
 END_TEST
 
+/* Request ids come from a per-thread buffer (client.c): a forked child
+ * must not hand out the ids its parent has yet to use, else two processes
+ * send one id (a repeat reads as a retry of the other's call). */
+START_TEST(request_ids_after_fork)
+{
+    uint8_t first[ONCE_ID_LEN], mine[ONCE_ID_LEN], childs[ONCE_ID_LEN];
+    int fds[2], status;
+    pid_t pid;
+
+    ck_assert_int_eq(once_request_id_new(first), 0); /* the buffer filled */
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        uint8_t id[ONCE_ID_LEN];
+
+        if (once_request_id_new(id) != 0 ||
+            write(fds[1], id, sizeof id) != (ssize_t)sizeof id) {
+            _exit(1);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    ck_assert_int_eq(read(fds[0], childs, sizeof childs),
+                     (ssize_t)sizeof childs);
+    close(fds[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(once_request_id_new(mine), 0);
+    ck_assert(memcmp(mine, childs, ONCE_ID_LEN) != 0);
+    ck_assert(memcmp(mine, first, ONCE_ID_LEN) != 0);
+    /* Many in a row (past a refill) are all distinct from their neighbour. */
+    for (int i = 0; i < 1000; i++) {
+        memcpy(first, mine, ONCE_ID_LEN);
+        ck_assert_int_eq(once_request_id_new(mine), 0);
+        ck_assert(memcmp(mine, first, ONCE_ID_LEN) != 0);
+    }
+}
+END_TEST
+
 START_TEST(names)
 {
     ck_assert_str_eq(once_outcome_name(ONCE_ACCEPTED), "ACCEPTED");
@@ -1493,6 +1535,7 @@ Suite *client_pure_suite(void)
     tcase_add_test(tc, answer_reader_is_protobuf_c);
     tcase_add_test(tc, answer_reader_declines);
     tcase_add_test(tc, answer_reader_batch);
+    tcase_add_test(tc, request_ids_after_fork);
     suite_add_tcase(s, tc);
     return s;
 }
