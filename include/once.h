@@ -265,8 +265,9 @@ void once_client_free(once_client *c);
 /* The cluster id pinned so far (false: none yet). */
 bool once_client_cluster_id(const once_client *c, uint8_t out[ONCE_ID_LEN]);
 
-/* Fill @out with ONCE_ID_LEN random bytes (OpenSSL RAND_bytes). 0, or -EIO
- * if the generator failed. */
+/* Fill @out with ONCE_ID_LEN random bytes (OpenSSL RAND_bytes, drawn in
+ * blocks into a per-thread buffer that a fork discards). 0, or -EIO if the
+ * generator failed. */
 int once_request_id_new(uint8_t out[ONCE_ID_LEN]);
 
 /* ------------------------------------------------------------------------

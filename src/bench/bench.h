@@ -79,4 +79,12 @@ int bench_parse(int argc,
 /* The --help text. */
 extern const char bench_usage[];
 
+/* once-bench's keys (bench_key.c), NUL-terminated into @buf, which holds
+ * at least BENCH_KEY_MAX + 1 bytes: a unique or replayed key,
+ * "%016" PRIx64 "-%u-%" PRIu64 of (@run_id, @idx, @n), and a hot key,
+ * "%016" PRIx64 "-hot-%" PRIu64 of (@run_id, @n). */
+#define BENCH_KEY_MAX (16 + 1 + 10 + 1 + 20)
+void bench_key_unique(char *buf, uint64_t run_id, unsigned idx, uint64_t n);
+void bench_key_hot(char *buf, uint64_t run_id, uint64_t n);
+
 #endif /* ONCE_BENCH_BENCH_H_ */

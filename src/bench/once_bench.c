@@ -46,6 +46,7 @@
 #define GAPS_MAX   1024
 #define PLOT_MAX_S 3600u
 #define KEY_BUF    96
+_Static_assert(KEY_BUF > BENCH_KEY_MAX, "a key fits its buffer");
 
 struct run;
 struct worker;
@@ -141,8 +142,7 @@ static void next_key(struct worker *w, char *buf)
     switch (cfg->keys) {
         case BENCH_KEYS_HOT:
             n = rng_next(&w->rng) % cfg->hot_keys;
-            (void)snprintf(buf, KEY_BUF, "%016" PRIx64 "-hot-%" PRIu64,
-                           w->run->run_id, n);
+            bench_key_hot(buf, w->run->run_id, n);
             return;
         case BENCH_KEYS_REPLAY:
             if (w->seq > 0 && rng_next(&w->rng) % 100 < cfg->replay_pct) {
@@ -156,8 +156,7 @@ static void next_key(struct worker *w, char *buf)
             n = w->seq++;
             break;
     }
-    (void)snprintf(buf, KEY_BUF, "%016" PRIx64 "-%u-%" PRIu64, w->run->run_id,
-                   w->idx, n);
+    bench_key_unique(buf, w->run->run_id, w->idx, n);
 }
 
 static uint64_t end_of(const struct run *run)

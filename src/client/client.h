@@ -211,4 +211,55 @@ int client_read_body(enum rpc_method method,
                      const struct client_outputs *out,
                      char *err);
 
+/* ------------------------------------------------------------------------
+ * The hand reader of the hot answers (answer_read.c): their bytes into the
+ * protobuf-c structs above without protobuf-c's unpacker, declining (false,
+ * or 1) whatever it cannot decode exactly as protobuf-c would, which the
+ * caller then unpacks with protobuf-c. Byte fields borrow from the input.
+ * ---------------------------------------------------------------------- */
+
+/* A Result, with room for what it points to. */
+struct client_pb_result
+{
+    Once__Rpc__Result res;
+    Once__Rpc__OwnerToken token;
+    Once__Rpc__Attempt attempts[ONCE_ATTEMPTS_MAX];
+    Once__Rpc__Attempt *attempt_ptrs[ONCE_ATTEMPTS_MAX];
+    char reason[sizeof(((struct once_result *)0)->reason)];
+};
+bool client_pb_result(const uint8_t *buf,
+                      size_t len,
+                      struct client_pb_result *out);
+
+/* A ClaimBatchItem and its Result. */
+struct client_pb_item
+{
+    Once__Rpc__ClaimBatchItem item;
+    struct client_pb_result result;
+};
+bool client_pb_item(const uint8_t *buf, size_t len, struct client_pb_item *out);
+
+/* The readers of Attempt and OwnerToken (flat), for the fuzz target. */
+extern const struct pbr_spec client_attempt_pbr_spec;
+extern const struct pbr_spec client_owner_token_pbr_spec;
+
+/* client_read_body of an OK answer's @len body bytes at @body, read by
+ * the hand reader (wire_read.c): Claim, Complete, Release, Forget, ClaimBatch.
+ * 1 if declined (any other method, or bytes the reader declines): the caller
+ * unpacks the body with protobuf-c and calls client_read_body; else
+ * client_read_body's return for these very fields. */
+int client_read_body_fast(enum rpc_method method,
+                          const uint8_t *body,
+                          size_t len,
+                          struct once_result *r,
+                          const struct client_outputs *out,
+                          char *err);
+
+/* One ClaimBatch answer item @k into @r (cleared first): 0 or
+ * RPC_E_PROTOCOL (wire_read.c). */
+int client_read_batch_item(size_t k,
+                           const Once__Rpc__ClaimBatchItem *it,
+                           struct once_result *r,
+                           char *err);
+
 #endif /* ONCE_CLIENT_CLIENT_H_ */

@@ -242,4 +242,16 @@ size_t pbr_field(const uint8_t *buf,
                  uint64_t *value,
                  const uint8_t **data);
 
+/* Store into @msg, by @f, the value of one field pbr_field read (@wire,
+ * @value, @data as it returned them), by pbr_parse's rules: true if
+ * stored; false (decline) for a wire type the kind does not take or a
+ * value it would truncate. For readers that walk a message with
+ * pbr_field because it has fields pbr_parse declines (sub-messages,
+ * strings, repeated fields) and store its flat fields through a spec. */
+bool pbr_store(const struct pbr_field *f,
+               unsigned wire,
+               uint64_t value,
+               const uint8_t *data,
+               void *msg);
+
 #endif /* ONCE_COMMON_PBWIRE_H_ */

@@ -2,12 +2,13 @@
  * (common/pbwire.h's reader with the tables of rpc/frame.c and
  * fsm/command.c) against protobuf-c, their oracle.
  *
- * Input: any bytes, read six ways: as an Envelope, as a ClaimRequest, as
+ * Input: any bytes, read eight ways: as an Envelope, as a ClaimRequest, as
  * the log's Claim, as a log Command holding one Claim (what
- * command_decode tries first), as a ClaimBatchRequest (claim_batch_read)
- * and as the log's Batch (command_read_batch). For each, the hand-written
- * decoder may decline (the node then unpacks the bytes with protobuf-c, as
- * before); when it accepts, checked besides "no crash, no UB":
+ * command_decode tries first), as a ClaimBatchRequest (claim_batch_read),
+ * as the log's Batch (command_read_batch), and as libonce reads answers
+ * (client/answer_read.c): a Result and a ClaimBatchItem. For each, the
+ * hand-written decoder may decline (the node then unpacks the bytes with
+ * protobuf-c, as before); when it accepts, checked besides "no crash, no UB":
  *   - protobuf-c accepts the same bytes too, keeping no unknown field;
  *   - every field is equal: integers, enums, bools, and byte strings
  *     (length and contents; NULL data when empty, as protobuf-c leaves it).
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/client.h"
 #include "fsm/command.h"
 #include "once_log.pb-c.h"
 #include "once_rpc.pb-c.h"
@@ -187,6 +189,86 @@ static void differ_log_batch(const uint8_t *data, size_t size)
     command_decoder_close(&d);
 }
 
+/* A byte field equal in both. */
+static void same_bytes(ProtobufCBinaryData x, ProtobufCBinaryData y)
+{
+    CHECK(x.len == y.len);
+    CHECK((x.data == NULL) == (y.data == NULL));
+    CHECK(x.len == 0 || memcmp(x.data, y.data, x.len) == 0);
+}
+
+/* Every field of a Result, sub-messages and string included. */
+static void same_result(const Once__Rpc__Result *a, const Once__Rpc__Result *b)
+{
+    CHECK(b->base.n_unknown_fields == 0);
+    CHECK(a->outcome == b->outcome && a->retry == b->retry);
+    same_bytes(a->request_id, b->request_id);
+    same_bytes(a->first_request_id, b->first_request_id);
+    CHECK(a->first_index == b->first_index);
+    CHECK(a->first_time_ms == b->first_time_ms);
+    CHECK(a->attempts_total == b->attempts_total);
+    CHECK(a->n_attempts == b->n_attempts);
+    CHECK((a->attempts == NULL) == (b->attempts == NULL));
+    for (size_t i = 0; i < a->n_attempts; i++) {
+        CHECK(b->attempts[i]->base.n_unknown_fields == 0);
+        same_fields(&client_attempt_pbr_spec, a->attempts[i], b->attempts[i]);
+    }
+    CHECK(a->has_owner_token == b->has_owner_token);
+    CHECK((a->owner_token == NULL) == (b->owner_token == NULL));
+    if (a->owner_token != NULL) {
+        CHECK(b->owner_token->base.n_unknown_fields == 0);
+        same_fields(&client_owner_token_pbr_spec, a->owner_token,
+                    b->owner_token);
+    }
+    same_bytes(a->result, b->result);
+    same_bytes(a->stored_error, b->stored_error);
+    CHECK(a->retry_after_ms == b->retry_after_ms);
+    CHECK(a->reason != NULL && b->reason != NULL);
+    CHECK(strcmp(a->reason, b->reason) == 0);
+    CHECK(a->kind == b->kind && a->state == b->state);
+    CHECK(a->expires_ms == b->expires_ms);
+    CHECK(a->lease_expires_ms == b->lease_expires_ms);
+    CHECK(a->owner_attempt == b->owner_attempt);
+    CHECK(a->log_time_ms == b->log_time_ms);
+    CHECK(a->max_uses == b->max_uses && a->uses == b->uses);
+    CHECK(a->uses_left == b->uses_left && a->sliding == b->sliding);
+}
+
+static void differ_result(const uint8_t *data, size_t size)
+{
+    struct client_pb_result fast;
+    Once__Rpc__Result *ref;
+
+    if (!client_pb_result(data, size, &fast)) {
+        return;
+    }
+    ref = once__rpc__result__unpack(NULL, size, data);
+    CHECK(ref != NULL);
+    same_result(&fast.res, ref);
+    once__rpc__result__free_unpacked(ref, NULL);
+}
+
+static void differ_batch_item(const uint8_t *data, size_t size)
+{
+    struct client_pb_item fast;
+    Once__Rpc__ClaimBatchItem *ref;
+
+    if (!client_pb_item(data, size, &fast)) {
+        return;
+    }
+    ref = once__rpc__claim_batch_item__unpack(NULL, size, data);
+    CHECK(ref != NULL);
+    CHECK(ref->base.n_unknown_fields == 0);
+    CHECK(ref->status == fast.item.status);
+    CHECK(ref->applied == fast.item.applied);
+    same_bytes(fast.item.error, ref->error);
+    CHECK((ref->result == NULL) == (fast.item.result == NULL));
+    if (ref->result != NULL) {
+        same_result(fast.item.result, ref->result);
+    }
+    once__rpc__claim_batch_item__free_unpacked(ref, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     differ(&once__rpc__envelope__descriptor, &envelope_pbr_spec, data, size);
@@ -196,5 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     differ_command(data, size);
     differ_claim_batch(data, size);
     differ_log_batch(data, size);
+    differ_result(data, size);
+    differ_batch_item(data, size);
     return 0;
 }

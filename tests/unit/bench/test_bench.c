@@ -1,8 +1,9 @@
 /* test_bench: once-bench's histogram (bucket layout, precision, quantiles,
  * merge, atomic recording) and its flag parser (defaults, every flag, and
- * the refusals with the flag named). */
+ * the refusals with the flag named), and its key strings against printf's. */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -346,6 +347,36 @@ START_TEST(test_args_cluster_bounds)
 }
 END_TEST
 
+/* The hand-written keys are printf's strings: edge values, then random
+ * ones of every magnitude. */
+START_TEST(test_keys_as_printf)
+{
+    static const uint64_t edge[] = {
+        0, 1, 9, 10, 99, 100, UINT32_MAX, UINT64_MAX / 10, UINT64_MAX};
+    char got[BENCH_KEY_MAX + 1], want[BENCH_KEY_MAX + 2];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+
+    for (size_t i = 0; i < 20000; i++) {
+        uint64_t run_id, n;
+        unsigned idx;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        run_id = i < 9 ? edge[i] : x;
+        n = i < 9 ? edge[8 - i] : x >> (x % 64);
+        idx = i < 9 ? (unsigned)edge[i] : (unsigned)(x >> (x % 61));
+        bench_key_unique(got, run_id, idx, n);
+        snprintf(want, sizeof want, "%016" PRIx64 "-%u-%" PRIu64, run_id, idx,
+                 n);
+        ck_assert_str_eq(got, want);
+        bench_key_hot(got, run_id, n);
+        snprintf(want, sizeof want, "%016" PRIx64 "-hot-%" PRIu64, run_id, n);
+        ck_assert_str_eq(got, want);
+    }
+}
+END_TEST
+
 Suite *bench_suite(void)
 {
     Suite *s = suite_create("bench");
@@ -365,6 +396,7 @@ Suite *bench_suite(void)
     tcase_add_test(tc, test_args_op_spread);
     tcase_add_test(tc, test_args_batch);
     tcase_add_test(tc, test_args_cluster_bounds);
+    tcase_add_test(tc, test_keys_as_printf);
     suite_add_tcase(s, tc);
     return s;
 }

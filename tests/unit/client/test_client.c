@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "client/client.h"
 #include "client_helpers.h"
@@ -1117,6 +1119,364 @@ START_TEST(batch_answers)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * The hand reader of answers (answer_read.c) against protobuf-c: random
+ * messages packed by protobuf-c are read back by hand with equal fields
+ * (the reader's struct re-packs to the same bytes), and give the same
+ * once_result as protobuf-c's unpack with client_read_body.
+ * ---------------------------------------------------------------------- */
+
+static uint64_t ar_x = 0x2545f4914f6cdd1dull;
+
+static uint64_t ar_rand(void)
+{
+    ar_x ^= ar_x << 13;
+    ar_x ^= ar_x >> 7;
+    ar_x ^= ar_x << 17;
+    return ar_x;
+}
+
+/* 0, small, or any 64-bit value (varints of every length). */
+static uint64_t ar_value(void)
+{
+    switch (ar_rand() % 4) {
+        case 0:
+            return 0;
+        case 1:
+            return ar_rand() % 200;
+        default:
+            return ar_rand() >> (ar_rand() % 64);
+    }
+}
+
+static uint8_t ar_bytes[4][300];
+
+static ProtobufCBinaryData ar_blob(int slot, size_t max)
+{
+    size_t n = ar_rand() % 3 == 0 ? 0 : ar_rand() % (max + 1);
+
+    if (ar_rand() % 2 == 0 && max >= ONCE_ID_LEN) {
+        n = ONCE_ID_LEN; /* the ids' valid length, most of the time */
+    }
+    for (size_t i = 0; i < n; i++) {
+        ar_bytes[slot][i] = (uint8_t)ar_rand();
+    }
+    return (ProtobufCBinaryData){n, n > 0 ? ar_bytes[slot] : NULL};
+}
+
+struct ar_msg
+{
+    Once__Rpc__Result res;
+    Once__Rpc__OwnerToken tok;
+    Once__Rpc__Attempt at[ONCE_ATTEMPTS_MAX];
+    Once__Rpc__Attempt *atp[ONCE_ATTEMPTS_MAX];
+    uint8_t at_bytes[ONCE_ATTEMPTS_MAX][2][130];
+    char reason[258];
+};
+
+static void ar_result(struct ar_msg *m)
+{
+    Once__Rpc__Result *r = &m->res;
+    size_t n;
+
+    once__rpc__result__init(r);
+    r->outcome = (Once__Rpc__Outcome)(ar_rand() % 10 == 0 ? ar_rand() % 20
+                                                          : ar_rand() % 6);
+    r->retry = ar_rand() % 2;
+    r->request_id = ar_blob(0, 20);
+    r->first_request_id = ar_blob(1, 20);
+    r->first_index = ar_value();
+    r->first_time_ms = ar_value();
+    r->attempts_total = (uint32_t)ar_value();
+    r->n_attempts = ar_rand() % (ONCE_ATTEMPTS_MAX + 1);
+    r->attempts = r->n_attempts > 0 ? m->atp : NULL;
+    for (size_t i = 0; i < r->n_attempts; i++) {
+        Once__Rpc__Attempt *a = &m->at[i];
+
+        once__rpc__attempt__init(a);
+        a->request_id.len = ar_rand() % 4 == 0 ? ar_rand() % 20 : ONCE_ID_LEN;
+        a->request_id.data = a->request_id.len > 0 ? m->at_bytes[i][0] : NULL;
+        a->execution_id.len = ar_rand() % 130;
+        a->execution_id.data =
+            a->execution_id.len > 0 ? m->at_bytes[i][1] : NULL;
+        memset(m->at_bytes[i][0], (int)i + 1, sizeof m->at_bytes[i][0]);
+        memset(m->at_bytes[i][1], 'e', sizeof m->at_bytes[i][1]);
+        a->index = ar_value();
+        a->time_ms = ar_value();
+        a->outcome = (Once__Rpc__Outcome)(ar_rand() % 6);
+        a->retry = ar_rand() % 2;
+        m->atp[i] = a;
+    }
+    r->has_owner_token = ar_rand() % 2;
+    if (ar_rand() % 2 == 0) {
+        once__rpc__owner_token__init(&m->tok);
+        m->tok.group_id = (uint32_t)ar_value();
+        m->tok.index = ar_value();
+        m->tok.slot = (uint32_t)ar_value();
+        r->owner_token = &m->tok;
+    }
+    r->result = ar_blob(2, 300);
+    r->stored_error = ar_blob(3, 300);
+    r->retry_after_ms = ar_value();
+    n = ar_rand() % 3 == 0 ? ar_rand() % 258 : 0;
+    memset(m->reason, 'r', n);
+    m->reason[n] = '\0';
+    r->reason = m->reason;
+    r->kind = (Once__Rpc__Kind)(ar_rand() % 3);
+    r->state = (Once__Rpc__State)(ar_rand() % 5);
+    r->expires_ms = ar_value();
+    r->lease_expires_ms = ar_value();
+    r->owner_attempt = (uint32_t)ar_value();
+    r->log_time_ms = ar_value();
+    r->max_uses = (uint32_t)(ar_rand() % 4);
+    r->uses = (uint32_t)(ar_rand() % 4);
+    r->uses_left = (uint32_t)(ar_rand() % 4);
+    r->sliding = ar_rand() % 2;
+}
+
+/* Two results equal, the result bytes by contents. */
+static void ar_same(struct once_result *a, struct once_result *b)
+{
+    uint8_t *pa = a->result, *pb = b->result;
+
+    ck_assert_uint_eq(a->result_len, b->result_len);
+    ck_assert(a->result_len == 0 || memcmp(pa, pb, a->result_len) == 0);
+    a->result = b->result = NULL;
+    ck_assert(memcmp(a, b, sizeof *a) == 0);
+    a->result = pa;
+    b->result = pb;
+}
+
+START_TEST(answer_reader_is_protobuf_c)
+{
+    static struct ar_msg m;
+    uint8_t buf[4096], again[4096];
+    char err1[ERR_MSG_SIZE], err2[ERR_MSG_SIZE];
+    struct once_result r1, r2;
+
+    for (int i = 0; i < 3000; i++) {
+        Once__Rpc__ClaimResponse cr = ONCE__RPC__CLAIM_RESPONSE__INIT;
+        struct client_pb_result fast;
+        Once__Rpc__ClaimResponse *ref;
+        size_t n, inner;
+        int rv1, rv2;
+        bool over;
+
+        ar_result(&m);
+        /* A reason over once.h's bound is declined (protobuf-c's path
+         * then refuses it); everything else is read. */
+        over = strlen(m.reason) > 256;
+        inner = once__rpc__result__pack(&m.res, buf);
+        ck_assert(client_pb_result(buf, inner, &fast) == !over);
+        if (!over) {
+            ck_assert_uint_eq(once__rpc__result__pack(&fast.res, again), inner);
+            ck_assert(memcmp(buf, again, inner) == 0);
+        }
+
+        cr.result = &m.res;
+        n = once__rpc__claim_response__pack(&cr, buf);
+        once_result_init(&r1);
+        once_result_init(&r2);
+        rv1 = client_read_body_fast(RPC_METHOD_CLAIM, buf, n, &r1, NULL, err1);
+        ref = once__rpc__claim_response__unpack(NULL, n, buf);
+        ck_assert_ptr_nonnull(ref);
+        rv2 = client_read_body(RPC_METHOD_CLAIM, &ref->base, &r2, NULL, err2);
+        if (over) {
+            ck_assert_int_eq(rv1, 1);
+            ck_assert_int_ne(rv2, 0);
+        } else {
+            ck_assert_int_eq(rv1, rv2);
+            if (rv1 == 0) {
+                ar_same(&r1, &r2);
+            } else {
+                ck_assert_str_eq(err1, err2);
+            }
+        }
+        once__rpc__claim_response__free_unpacked(ref, NULL);
+        once_result_clear(&r1);
+        once_result_clear(&r2);
+    }
+}
+END_TEST
+
+/* What the reader declines; protobuf-c's path then decides. */
+START_TEST(answer_reader_declines)
+{
+    static struct ar_msg m;
+    struct client_pb_result fast;
+    uint8_t buf[4096];
+    size_t n;
+
+    ar_x = 7;
+    ar_result(&m);
+    m.res.outcome = ONCE__RPC__OUTCOME__OUTCOME_ACCEPTED;
+    m.res.reason = m.reason;
+    m.reason[0] = '\0';
+    n = once__rpc__result__pack(&m.res, buf);
+    ck_assert(client_pb_result(buf, n, &fast));
+    /* an unknown field (99, varint 1) */
+    buf[n] = ((99 << 3) & 0x7f) | 0x80;
+    buf[n + 1] = 99 >> 4;
+    buf[n + 2] = 1;
+    ck_assert(!client_pb_result(buf, n + 3, &fast));
+    /* a singular field twice (outcome) */
+    buf[n] = 1 << 3;
+    buf[n + 1] = 1;
+    ck_assert(!client_pb_result(buf, n + 2, &fast));
+    /* truncated */
+    ck_assert(!client_pb_result(buf, n - 1, &fast));
+    /* more attempts than once.h keeps; a reason over its bound */
+    m.res.n_attempts = ONCE_ATTEMPTS_MAX;
+    m.res.attempts = m.atp;
+    for (size_t i = 0; i < ONCE_ATTEMPTS_MAX; i++) {
+        once__rpc__attempt__init(&m.at[i]);
+        m.atp[i] = &m.at[i];
+    }
+    n = once__rpc__result__pack(&m.res, buf);
+    ck_assert(client_pb_result(buf, n, &fast));
+    buf[n] = (8 << 3) | 2; /* one more, empty */
+    buf[n + 1] = 0;
+    ck_assert(!client_pb_result(buf, n + 2, &fast));
+    memset(m.reason, 'x', 257);
+    m.reason[257] = '\0';
+    n = once__rpc__result__pack(&m.res, buf);
+    ck_assert(!client_pb_result(buf, n, &fast));
+    m.reason[256] = '\0';
+    n = once__rpc__result__pack(&m.res, buf);
+    ck_assert(client_pb_result(buf, n, &fast));
+    ck_assert_uint_eq(strlen(fast.res.reason), 256);
+    /* methods it does not read */
+    ck_assert_int_eq(
+        client_read_body_fast(RPC_METHOD_LOOKUP, buf, 0, NULL, NULL, NULL), 1);
+}
+END_TEST
+
+/* Batch answers: random items, by hand and by protobuf-c, equal results. */
+START_TEST(answer_reader_batch)
+{
+    static struct ar_msg ms[8];
+    Once__Rpc__ClaimBatchItem it[8], *ip[8];
+    struct once_result rs1[8], rs2[8], r1, r2;
+    static uint8_t buf[65536];
+    size_t idx[8];
+    char err1[ERR_MSG_SIZE], err2[ERR_MSG_SIZE];
+
+    for (int round = 0; round < 500; round++) {
+        Once__Rpc__ClaimBatchResponse m = ONCE__RPC__CLAIM_BATCH_RESPONSE__INIT;
+        Once__Rpc__ClaimBatchResponse *ref;
+        size_t k = 1 + ar_rand() % 8, sent = k, n;
+        struct client_batch_out b1 = {rs1, idx, 0}, b2 = {rs2, idx, 0};
+        struct client_outputs o1, o2;
+        int rv1, rv2;
+
+        if (ar_rand() % 10 == 0) {
+            sent = 1 + ar_rand() % 8; /* a count that may differ */
+        }
+        for (size_t i = 0; i < 8; i++) {
+            idx[i] = 7 - i;
+            once_result_init(&rs1[i]);
+            once_result_init(&rs2[i]);
+        }
+        for (size_t i = 0; i < k; i++) {
+            once__rpc__claim_batch_item__init(&it[i]);
+            ip[i] = &it[i];
+            if (ar_rand() % 3 != 0) {
+                ar_result(&ms[i]);
+                ms[i].res.outcome = (Once__Rpc__Outcome)(ar_rand() % 3 + 1);
+                it[i].result = &ms[i].res;
+            } else {
+                it[i].status = (Once__Rpc__Status)(ar_rand() % 16);
+                it[i].applied = (Once__Rpc__Applied)(ar_rand() % 3);
+                it[i].error.len = ar_rand() % 40;
+                it[i].error.data = it[i].error.len > 0 ? buf : NULL;
+                if (ar_rand() % 4 == 0) {
+                    ar_result(&ms[i]);
+                    it[i].result = &ms[i].res;
+                }
+            }
+            if (it[i].result != NULL) {
+                ms[i].reason[256] = '\0'; /* else declined, see above */
+            }
+        }
+        memset(buf, 'e', 64);
+        m.n_items = k;
+        m.items = ip;
+        n = once__rpc__claim_batch_response__pack(&m, buf + 64);
+        memset(&o1, 0, sizeof o1);
+        memset(&o2, 0, sizeof o2);
+        b1.n = b2.n = sent;
+        o1.batch = &b1;
+        o2.batch = &b2;
+        once_result_init(&r1);
+        once_result_init(&r2);
+        rv1 = client_read_body_fast(RPC_METHOD_CLAIM_BATCH, buf + 64, n, &r1,
+                                    &o1, err1);
+        ref = once__rpc__claim_batch_response__unpack(NULL, n, buf + 64);
+        ck_assert_ptr_nonnull(ref);
+        rv2 = client_read_body(RPC_METHOD_CLAIM_BATCH, &ref->base, &r2, &o2,
+                               err2);
+        if (rv1 == 1) {
+            /* declined: the caller's protobuf-c path decides */
+            ck_assert_int_ne(rv2, 0);
+        } else {
+            ck_assert_int_eq(rv1, 0);
+            ck_assert_int_eq(rv2, 0);
+            ar_same(&r1, &r2);
+            for (size_t i = 0; i < 8; i++) {
+                ar_same(&rs1[i], &rs2[i]);
+            }
+        }
+        once__rpc__claim_batch_response__free_unpacked(ref, NULL);
+        for (size_t i = 0; i < 8; i++) {
+            once_result_clear(&rs1[i]);
+            once_result_clear(&rs2[i]);
+        }
+        once_result_clear(&r1);
+        once_result_clear(&r2);
+    }
+}
+END_TEST
+
+/* Request ids come from a per-thread buffer (client.c): a forked child
+ * must not hand out the ids its parent has yet to use, else two processes
+ * send one id (a repeat reads as a retry of the other's call). */
+START_TEST(request_ids_after_fork)
+{
+    uint8_t first[ONCE_ID_LEN], mine[ONCE_ID_LEN], childs[ONCE_ID_LEN];
+    int fds[2], status;
+    pid_t pid;
+
+    ck_assert_int_eq(once_request_id_new(first), 0); /* the buffer filled */
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        uint8_t id[ONCE_ID_LEN];
+
+        if (once_request_id_new(id) != 0 ||
+            write(fds[1], id, sizeof id) != (ssize_t)sizeof id) {
+            _exit(1);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    ck_assert_int_eq(read(fds[0], childs, sizeof childs),
+                     (ssize_t)sizeof childs);
+    close(fds[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(once_request_id_new(mine), 0);
+    ck_assert(memcmp(mine, childs, ONCE_ID_LEN) != 0);
+    ck_assert(memcmp(mine, first, ONCE_ID_LEN) != 0);
+    /* Many in a row (past a refill) are all distinct from their neighbour. */
+    for (int i = 0; i < 1000; i++) {
+        memcpy(first, mine, ONCE_ID_LEN);
+        ck_assert_int_eq(once_request_id_new(mine), 0);
+        ck_assert(memcmp(mine, first, ONCE_ID_LEN) != 0);
+    }
+}
+END_TEST
+
 START_TEST(names)
 {
     ck_assert_str_eq(once_outcome_name(ONCE_ACCEPTED), "ACCEPTED");
@@ -1172,6 +1532,10 @@ Suite *client_pure_suite(void)
     tcase_add_test(tc, backup_answers);
     tcase_add_test(tc, names);
     tcase_add_test(tc, batch_answers);
+    tcase_add_test(tc, answer_reader_is_protobuf_c);
+    tcase_add_test(tc, answer_reader_declines);
+    tcase_add_test(tc, answer_reader_batch);
+    tcase_add_test(tc, request_ids_after_fork);
     suite_add_tcase(s, tc);
     return s;
 }
