@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/assert.h"
 #include "common/err.h"
 
 #define PROM_BUF_DEFAULT_MAX (4u << 20)
@@ -326,30 +325,16 @@ void prom_set(struct prom_series *s, double v)
 void prom_observe(struct prom_series *s, double v)
 {
     const struct prom_family *f;
-    unsigned lo, hi;
 
     if (s == NULL || s->buckets == NULL || isnan(v)) {
         return;
     }
     f = s->fam;
-    /* The first bound >= v, by bisection: check_bounds made them strictly
-     * increasing and finite, and this runs on every answered call. lo ends
-     * at n_bounds when v is above them all (only +Inf, i.e. count). */
-    lo = 0;
-    hi = f->n_bounds;
-    while (lo < hi) {
-        unsigned mid = lo + (hi - lo) / 2;
-
-        if (v <= f->bounds[mid]) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
+    for (unsigned i = 0; i < f->n_bounds; i++) {
+        if (v <= f->bounds[i]) {
+            s->buckets[i]++;
+            break;
         }
-    }
-    ONCE_ASSERT(lo == f->n_bounds || v <= f->bounds[lo],
-                "a bucket's upper bound holds its observation");
-    if (lo < f->n_bounds) {
-        s->buckets[lo]++;
     }
     s->sum += v;
     s->count++;
