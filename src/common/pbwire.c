@@ -35,11 +35,13 @@ static inline size_t read_varint(const uint8_t *p,
         max = len;
     }
     for (size_t i = 0; i < max; i++) {
-        if (i == 9 && p[i] > 1) {
-            return 0; /* bits past 64 */
-        }
-        v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if ((p[i] & 0x80) == 0) {
+        uint64_t b = p[i];
+
+        v |= (b & 0x7f) << (7 * i);
+        if (b < 0x80) {
+            if (i == 9 && b > 1) {
+                return 0; /* bits past 64 */
+            }
             *out = v;
             return i + 1;
         }
@@ -59,32 +61,12 @@ static size_t read_len(const uint8_t *p, size_t len, uint64_t *n)
     return h;
 }
 
-static bool store(const struct pbr_field *f,
-                  unsigned wire,
-                  const uint8_t *p,
-                  size_t len,
-                  size_t *used,
-                  char *base)
+/* Store the varint @v into @base by @f: false (decline) if @f is a bytes
+ * field or the value would not fit its type. */
+static inline bool store_varint(const struct pbr_field *f,
+                                uint64_t v,
+                                char *base)
 {
-    uint64_t v;
-    size_t h;
-
-    if (f->kind == PBR_BYTES) {
-        ProtobufCBinaryData b;
-
-        if (wire != PBW_LEN || (h = read_len(p, len, &v)) == 0) {
-            return false;
-        }
-        b.len = (size_t)v;
-        b.data = v > 0 ? (uint8_t *)(uintptr_t)(p + h) : NULL;
-        memcpy(base + f->offset, &b, sizeof b);
-        *used = h + (size_t)v;
-        return true;
-    }
-    if (wire != PBW_VARINT || (h = read_varint(p, len, 10, &v)) == 0) {
-        return false;
-    }
-    *used = h;
     switch (f->kind) {
         case PBR_U64:
             memcpy(base + f->offset, &v, sizeof v);
@@ -107,44 +89,87 @@ static bool store(const struct pbr_field *f,
             memcpy(base + f->offset, &e, sizeof e);
             return true;
         }
-        default: { /* PBR_BOOL */
+        case PBR_BOOL: {
             protobuf_c_boolean b = v != 0;
 
             memcpy(base + f->offset, &b, sizeof b);
             return true;
         }
+        default: /* PBR_BYTES */
+            return false;
     }
 }
 
+/* One pass, one byte at a time where the byte is a whole varint (every
+ * tag of fields 1..15, every length under 128, every small value): the
+ * hot messages are mostly that, and this runs three times per claim on
+ * the leader. A length prefix is read as a varint of up to 10 bytes and
+ * declined past 5, which is read_len's rule: a prefix unterminated within
+ * 5 bytes is declined either way. */
 bool pbr_parse(const struct pbr_spec *spec,
                const uint8_t *buf,
                size_t len,
                void *msg)
 {
+    const uint8_t *p = buf, *end = buf + len;
+    char *base = msg;
     uint32_t seen = 0;
-    size_t at = 0;
 
     ONCE_ASSERT(spec->n >= 1 && spec->n <= 32,
                 "a spec's fields fit the 32 bits of seen");
-    while (at < len) {
-        uint64_t tag, number;
-        size_t h = read_varint(buf + at, len - at, 5, &tag), used = 0;
+    while (p < end) {
+        const struct pbr_field *f;
+        uint64_t tag, number, v;
+        uint32_t bit;
+        size_t h;
 
-        if (h == 0) {
+        if (*p < 0x80) {
+            tag = *p++;
+        } else if ((h = read_varint(p, (size_t)(end - p), 5, &tag)) != 0) {
+            p += h;
+        } else {
             return false;
         }
         number = tag >> 3;
-        if (number < 1 || number > spec->n ||
-            (seen & (UINT32_C(1) << (number - 1))) != 0) {
-            return false; /* unknown, field 0, or a repeat */
+        if (number - 1 >= spec->n) {
+            return false; /* unknown, or field 0 (wraps) */
         }
-        seen |= UINT32_C(1) << (number - 1);
-        at += h;
-        if (!store(&spec->fields[number - 1], (unsigned)(tag & 7), buf + at,
-                   len - at, &used, msg)) {
+        bit = UINT32_C(1) << (number - 1);
+        if ((seen & bit) != 0) {
+            return false; /* a repeat */
+        }
+        seen |= bit;
+        f = &spec->fields[number - 1];
+        h = 1;
+        if (p < end && *p < 0x80) {
+            v = *p++;
+        } else if ((h = read_varint(p, (size_t)(end - p), 10, &v)) != 0) {
+            p += h;
+        } else {
             return false;
         }
-        at += used;
+        switch (tag & 7) {
+            case PBW_VARINT:
+                if (!store_varint(f, v, base)) {
+                    return false;
+                }
+                break;
+            case PBW_LEN: {
+                ProtobufCBinaryData b;
+
+                if (f->kind != PBR_BYTES || h > 5 || v > INT_MAX ||
+                    v > (uint64_t)(end - p)) {
+                    return false;
+                }
+                b.len = (size_t)v;
+                b.data = v > 0 ? (uint8_t *)(uintptr_t)p : NULL;
+                memcpy(base + f->offset, &b, sizeof b);
+                p += v;
+                break;
+            }
+            default:
+                return false;
+        }
     }
     return true;
 }

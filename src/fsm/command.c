@@ -770,25 +770,65 @@ static uint8_t *claim_write(const struct fsm_claim *c, uint8_t *p)
     return pbw_put_bool_opt(p, CLAIM_SLIDING, c->sliding);
 }
 
-static int pack_claim(const struct fsm_claim *c, uint8_t **out, size_t *len)
+/* The Claim's size (*inner) and its Command's (*size), or FSM_E_TOOBIG
+ * when a field is over its limit. */
+static int claim_sizes(const struct fsm_claim *c, size_t *inner, size_t *size)
 {
-    size_t inner, size;
-    uint8_t *buf, *end;
-
     if (ident_too_big(c->scope_len, c->key_len) ||
         c->execution_id_len > FSM_EXECUTION_ID_MAX ||
         c->payload_hash_len > FSM_PAYLOAD_HASH_MAX) {
         return FSM_E_TOOBIG;
     }
-    inner = claim_size(c);
-    size = pbw_size_len_req(CMD_CLAIM, inner);
+    *inner = claim_size(c);
+    *size = pbw_size_len_req(CMD_CLAIM, *inner);
+    return 0;
+}
+
+/* Write the Command around @c, @size bytes (claim_sizes), into @buf. */
+static void claim_put(const struct fsm_claim *c,
+                      size_t inner,
+                      size_t size,
+                      uint8_t *buf)
+{
+    uint8_t *end = claim_write(c, pbw_put_len_head(buf, CMD_CLAIM, inner));
+
+    ONCE_ASSERT((size_t)(end - buf) == size, "the claim packs to its size");
+}
+
+static int pack_claim(const struct fsm_claim *c, uint8_t **out, size_t *len)
+{
+    size_t inner, size;
+    uint8_t *buf;
+    int rv = claim_sizes(c, &inner, &size);
+
+    if (rv != 0) {
+        return rv;
+    }
     buf = malloc(size);
     if (buf == NULL) {
         return -ENOMEM;
     }
-    end = claim_write(c, pbw_put_len_head(buf, CMD_CLAIM, inner));
-    ONCE_ASSERT((size_t)(end - buf) == size, "the claim packs to its size");
+    claim_put(c, inner, size, buf);
     *out = buf;
+    *len = size;
+    return 0;
+}
+
+int command_encode_claim_into(const struct fsm_claim *c,
+                              uint8_t *buf,
+                              size_t cap,
+                              size_t *len)
+{
+    size_t inner, size;
+    int rv = claim_sizes(c, &inner, &size);
+
+    if (rv != 0) {
+        return rv;
+    }
+    if (size > cap) {
+        return -ENOSPC;
+    }
+    claim_put(c, inner, size, buf);
     *len = size;
     return 0;
 }

@@ -96,6 +96,16 @@ void command_decoder_reset(struct command_decoder *d);
  * the decoder and the state machine must refuse. */
 int command_encode(const struct fsm_cmd *cmd, uint8_t **out, size_t *len);
 
+/* Encode a Claim command into the caller's @buf of @cap bytes, the bytes
+ * command_encode would malloc (the leader's pipeline keeps a typical claim
+ * in its request, without a malloc and free per claim). Returns 0 and sets
+ * *len; FSM_E_TOOBIG as command_encode; -ENOSPC when it is within its
+ * limits but over @cap (then use command_encode). */
+int command_encode_claim_into(const struct fsm_claim *c,
+                              uint8_t *buf,
+                              size_t cap,
+                              size_t *len);
+
 /* Encode a batch envelope around @n already-encoded commands (borrowed).
  * Returns 0 with *out malloc'd (owned by the caller), -ENOMEM or
  * FSM_E_TOOBIG. Protobuf cannot skip trailing padding, so the raft adapter

@@ -74,12 +74,20 @@ static struct replica_req *q_pop(struct replica *rep)
     return req;
 }
 
+/* Drop @req's encoded command, freed unless it lives in the request. */
+static void cmd_drop(struct replica_req *req)
+{
+    if (req->cmd != req->cmd_inline) {
+        free(req->cmd);
+    }
+    req->cmd = NULL;
+}
+
 static void finish(struct replica_req *req,
                    int status,
                    const struct fsm_result *res)
 {
-    free(req->cmd);
-    req->cmd = NULL;
+    cmd_drop(req);
     req->cmd_len = 0;
     ONCE_ASSERT(req->cb != NULL, "every queued request has its callback");
     req->cb(req, status, res);
@@ -627,7 +635,18 @@ static int admit(struct replica *rep, size_t cmd_len)
 
 static int encode(const struct fsm_cmd *cmd, struct replica_req *req)
 {
-    int rv = command_encode(cmd, &req->cmd, &req->cmd_len);
+    int rv = -ENOSPC;
+
+    if (cmd->type == FSM_CMD_CLAIM) {
+        rv = command_encode_claim_into(&cmd->u.claim, req->cmd_inline,
+                                       sizeof req->cmd_inline, &req->cmd_len);
+        if (rv == 0) {
+            req->cmd = req->cmd_inline;
+        }
+    }
+    if (rv == -ENOSPC) {
+        rv = command_encode(cmd, &req->cmd, &req->cmd_len);
+    }
 
     if (rv == FSM_E_TOOBIG) {
         return REPLICA_E_TOOBIG;
@@ -657,8 +676,7 @@ static int enqueue(struct replica *rep,
         rv = admit(rep, req->cmd_len);
     }
     if (rv != 0) {
-        free(req->cmd);
-        req->cmd = NULL;
+        cmd_drop(req);
         return rv;
     }
     if (lookup != NULL) {

@@ -132,13 +132,17 @@ typedef void (*replica_cb)(struct replica_req *req,
                            int status,
                            const struct fsm_result *res);
 
+/* Bytes of a request's inline command: a claim with a short scope and key
+ * and a 16-byte request id takes ~60-100. */
+#define REPLICA_CMD_INLINE 160
+
 struct replica_req
 {
     void *data; /* the caller's */
     /* private */
     replica_cb cb;
     struct replica_req *next;
-    uint8_t *cmd; /* encoded command (malloc'd) */
+    uint8_t *cmd; /* encoded command (malloc'd, or cmd_inline) */
     size_t cmd_len;
     bool lookup;
     uint8_t scope[FSM_SCOPE_MAX];
@@ -146,6 +150,9 @@ struct replica_req
     uint8_t key[FSM_KEY_MAX];
     size_t key_len;
     uint64_t read_at; /* replica_read_at: the index it waits for */
+    /* A claim's encoded command when it fits (cmd then points here, and
+     * is not freed): no malloc and free per claim. */
+    uint8_t cmd_inline[REPLICA_CMD_INLINE];
 };
 
 /* A read index asked of the leader (replica_read_index). @status 0:

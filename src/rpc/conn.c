@@ -220,7 +220,7 @@ static void conn_on_frame(struct conn *c, const uint8_t *env, size_t len)
 /* Hand every whole frame in rbuf to the side; true if one was large. */
 static bool conn_parse(struct conn *c)
 {
-    uint64_t now = uv_now(c->tcp.loop);
+    uint64_t now = uv_now(c->tcp.loop), now_ns = 0;
     bool big = false, whole = false;
 
     while (!c->closing && !c->close_after_write) {
@@ -247,6 +247,10 @@ static bool conn_parse(struct conn *c)
         /* Idle time counts from the last whole frame, not from any byte. */
         c->last_active_ms = now;
         whole = true;
+        if (now_ns == 0) {
+            now_ns = uv_hrtime();
+        }
+        c->frame_ns = now_ns;
         conn_on_frame(c, c->rbuf + c->rpos, env_len);
         c->rpos += env_len;
     }

@@ -115,7 +115,9 @@ struct rpc_call
     uint64_t deadline_ms;      /* the request's budget, or the server's
                                   default; 0: none */
     uint64_t received_mono_ms; /* uv_now() of the loop at receipt */
-    uint64_t received_ns;      /* uv_hrtime() at receipt (latency) */
+    uint64_t received_ns;      /* uv_hrtime() of the read that completed
+                                  its frame, or of a local call's start
+                                  (latency) */
     bool forwarded;            /* a node forwarded it: never forward again */
     /* The cluster the caller pinned (forwarders pass it on). A request
      * whose id differs from the server's is refused by the layer with

@@ -105,6 +105,10 @@ struct conn
     struct conn_mem *mem;      /* the side's account, or NULL */
     size_t mem_held;           /* what this conn counts in *mem */
     uint64_t last_write_ms;    /* last write completion, or queue start */
+    /* uv_hrtime() when the frames being handed to the side were read: one
+     * clock read per conn_parse, not per frame (a read holds many under
+     * load); a server call's received_ns. Valid during side->frame. */
+    uint64_t frame_ns;
 
     /* TLS (conn_tls_start; all zero for plaintext). Frames wait in the
      * cork until the handshake completed; every write is sealed first. */

@@ -195,22 +195,28 @@ static bool status_known(enum rpc_status s)
     return false;
 }
 
-static int check_text(const char *name,
-                      const char *s,
-                      size_t len,
-                      size_t max,
-                      char *errmsg)
+/* Inline, with the empty text first: every envelope checks two texts
+ * (sent and received, twice per claim) and they are almost always empty,
+ * which passes every rule below. */
+static inline int check_text(const char *name,
+                             const char *s,
+                             size_t len,
+                             size_t max,
+                             char *errmsg)
 {
+    if (len == 0) {
+        return 0;
+    }
     if (len > max) {
         err_printf(errmsg, "%s: %zu bytes, at most %zu allowed", name, len,
                    max);
         return RPC_E_STRING;
     }
-    if (len > 0 && s == NULL) {
+    if (s == NULL) {
         err_printf(errmsg, "%s: NULL with length %zu", name, len);
         return RPC_E_STRING;
     }
-    if (len > 0 && memchr(s, '\0', len) != NULL) {
+    if (memchr(s, '\0', len) != NULL) {
         err_printf(errmsg, "%s: contains a NUL byte", name);
         return RPC_E_STRING;
     }

@@ -423,7 +423,7 @@ static void server_request(struct conn *c, struct envelope_view *v)
     k->pub.group_id = v->group_id;
     k->pub.deadline_ms = v->deadline_ms;
     k->pub.received_mono_ms = uv_now(s->loop);
-    k->pub.received_ns = uv_hrtime();
+    k->pub.received_ns = c->frame_ns; /* read with its frame (conn_parse) */
     k->pub.forwarded = v->forwarded;
     k->pub.has_cluster_id = v->has_cluster_id;
     memcpy(k->pub.cluster_id, v->cluster_id, RPC_ID_LEN);

@@ -189,6 +189,42 @@ START_TEST(histogram_buckets)
 }
 END_TEST
 
+/* prom_observe bisects the bounds: every value lands in the first bucket
+ * whose bound holds it, at, between and beyond the bounds (odd count). */
+START_TEST(histogram_bisection)
+{
+    struct prom_registry *r = prom_new();
+    static const double bounds[] = {1, 2, 3, 4, 5, 6, 7};
+    static const double obs[] = {0.5, 1, 1.5, 2, 4, 4.5, 7, 7.5, 100};
+    static const char *const want[] = {
+        "t_b_bucket{le=\"1\"} 2\n",
+        "t_b_bucket{le=\"2\"} 4\n",
+        "t_b_bucket{le=\"3\"} 4\n",
+        "t_b_bucket{le=\"4\"} 5\n",
+        "t_b_bucket{le=\"5\"} 6\n",
+        "t_b_bucket{le=\"6\"} 6\n",
+        "t_b_bucket{le=\"7\"} 7\n",
+        "t_b_bucket{le=\"+Inf\"} 9\n",
+        "t_b_sum 128\n",
+    };
+    struct prom_family_def d = {"t_b",  "B.", PROM_HISTOGRAM, NULL, 0,
+                                bounds, 7};
+    struct prom_series *s = prom_series(prom_family(r, &d, NULL), NULL);
+    char *t;
+
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i < sizeof obs / sizeof obs[0]; i++) {
+        prom_observe(s, obs[i]);
+    }
+    t = text_of(r);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ck_assert_msg(strstr(t, want[i]) != NULL, "%s not in\n%s", want[i], t);
+    }
+    free(t);
+    prom_free(r);
+}
+END_TEST
+
 START_TEST(summary_and_numbers)
 {
     struct prom_registry *r = prom_new();
@@ -271,6 +307,7 @@ Suite *prom_suite(void)
     tcase_add_test(tc, counter_gauge_and_escaping);
     tcase_add_test(tc, label_value_escaping);
     tcase_add_test(tc, histogram_buckets);
+    tcase_add_test(tc, histogram_bisection);
     tcase_add_test(tc, summary_and_numbers);
     tcase_add_test(tc, limits);
     suite_add_tcase(s, tc);

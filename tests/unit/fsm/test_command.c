@@ -430,6 +430,34 @@ START_TEST(roundtrip_claim_nonce)
 }
 END_TEST
 
+/* command_encode_claim_into writes command_encode's bytes when they fit,
+ * -ENOSPC when they do not (the pipeline then mallocs), and refuses what
+ * command_encode refuses. */
+START_TEST(claim_into_matches_encode)
+{
+    struct fsm_cmd c;
+    uint8_t *heap, buf[512];
+    size_t heap_len, len = 0;
+
+    fill_globals();
+    make_claim(&c, FSM_KIND_IDEMPOTENT);
+    ck_assert_int_eq(command_encode(&c, &heap, &heap_len), 0);
+    ck_assert_uint_le(heap_len, sizeof buf);
+    ck_assert_int_eq(command_encode_claim_into(&c.u.claim, buf, heap_len, &len),
+                     0);
+    ck_assert_uint_eq(len, heap_len);
+    ck_assert_mem_eq(buf, heap, heap_len);
+    ck_assert_int_eq(
+        command_encode_claim_into(&c.u.claim, buf, heap_len - 1, &len),
+        -ENOSPC);
+    free(heap);
+    c.u.claim.key_len = FSM_KEY_MAX + 1;
+    ck_assert_int_eq(
+        command_encode_claim_into(&c.u.claim, buf, sizeof buf, &len),
+        FSM_E_TOOBIG);
+}
+END_TEST
+
 START_TEST(roundtrip_claim_idempotent)
 {
     struct fsm_cmd c;
@@ -1438,6 +1466,7 @@ Suite *command_suite(void)
 
     tc = tcase_create("roundtrip");
     tcase_add_test(tc, roundtrip_claim_nonce);
+    tcase_add_test(tc, claim_into_matches_encode);
     tcase_add_test(tc, roundtrip_claim_idempotent);
     tcase_add_test(tc, roundtrip_complete);
     tcase_add_test(tc, roundtrip_release);
