@@ -500,16 +500,19 @@ def _branches(state, m):
     return out
 
 
-def _tok_eq(rec, t, m):
+def _tok_eq(rec, t, m, shown=False):
     """Can the record's owner token be the literal t? A placeholder (an
     acceptance whose answer was lost) can be a token that an ACCEPTED
-    answer of its own request id showed (a client learns tokens only from
-    those: the runner's limit, jepsen/README.md), unless a NOT_OWNER ruled
-    it out; _pin_tok adds that it is newer than every earlier token."""
+    answer of its own request id showed (a client presents only tokens it
+    learned from those: the runner's limit, jepsen/README.md), unless a
+    NOT_OWNER ruled it out; _pin_tok adds that it is newer than every
+    earlier token. A token @shown by the node (a Lookup's answer shows the
+    owner's, whoever got it) can be any such token: the acceptance that
+    made it may have had no answer at all."""
     if t is None:
         return False
     if isinstance(rec.token, tuple):
-        return t not in rec.token[3] and rec.token[1] in m.owner_of.get(t, ())
+        return t not in rec.token[3] and (shown or rec.token[1] in m.owner_of.get(t, ()))
     return rec.token == t
 
 
@@ -542,9 +545,10 @@ def _pin_tok(rec, hw, t):
     return rec, hw
 
 
-def _shows(rec, hw, dbm, m, outcome, own_token):
+def _shows(rec, hw, dbm, m, outcome, own_token, shown=False):
     """Check (and pin) the record facts an answer shows. Returns (rec, hw)
-    or None when a field contradicts the model."""
+    or None when a field contradicts the model. @shown: the answer is a
+    Lookup's, which shows the owner token whoever got it (_tok_eq)."""
     a = m.a
     if a.get("request-id") is not None and m.rid is not None and a["request-id"] != m.rid:
         return None
@@ -577,7 +581,7 @@ def _shows(rec, hw, dbm, m, outcome, own_token):
             return None
         t = a.get("owner-token")
         if t is not None:
-            if not own_token or not _tok_eq(rec, t, m):
+            if not own_token or not _tok_eq(rec, t, m, shown):
                 return None
             r = _pin_tok(rec, hw, t)
             if r is None:
@@ -764,9 +768,9 @@ def _claim(rec, hw, dbm, m, info, out):
             _finish(rec, hw, dbm, m, o, out)
 
 
-def _finish(rec, hw, dbm, m, o, out, own=False):
+def _finish(rec, hw, dbm, m, o, out, own=False, shown=False):
     b = dbm.copy()
-    r = _shows(rec, hw, b, m, o, own)
+    r = _shows(rec, hw, b, m, o, own, shown)
     if r is not None:
         _end_to(out, r[0], r[1], b)
 
@@ -857,7 +861,7 @@ def _lookup(rec, hw, dbm, m, info, out):
         if m.outcome == "NOT_FOUND":
             _finish(None, hw, dbm, m, "NOT_FOUND", out)
     elif m.outcome == "FOUND":
-        _finish(rec, hw, dbm, m, "FOUND", out, own=True)
+        _finish(rec, hw, dbm, m, "FOUND", out, own=True, shown=True)
 
 
 def _forget(rec, hw, dbm, m, info, out):

@@ -397,6 +397,24 @@ class Model(unittest.TestCase):
                          owner_attempt=1),
                  complete("c", "1:20:0", outcome="COMPLETED")])
 
+    def test_lookup_shows_the_token_of_an_unanswered_takeover(self):
+        # b's takeover (after a's lease) got no answer, so no client knows
+        # its token; a Lookup shows it all the same (CI, seed 667428)
+        a = acc("a")
+        i = idem("b", typ="info")
+        look = lambda tok, att=2: ("lookup", {}, "ok", {
+            "outcome": "FOUND", "first-request-id": "a", "owner-token": tok,
+            "owner-attempt": att, "state": "PENDING"})
+        self.ok([a, i, look("1:20:1")])
+        # not the first owner's token once b took over, nor an older one
+        self.bad([a, i, look("1:10:0")])
+        self.bad([a, i, look("1:9:0")])
+        # a token a NOT_OWNER ruled out is not b's either
+        self.bad([a, i, complete("c", "1:20:1", outcome="NOT_OWNER", owner_attempt=2),
+                  look("1:20:1")])
+        # a client still presents only tokens it learned from an ACCEPTED
+        self.bad([a, i, complete("c", "1:20:1", outcome="COMPLETED")])
+
     def test_roles(self):
         calls, events = pair(read_ops(history([
             claim("a", outcome="ACCEPTED"), claim("b", typ="info"),
