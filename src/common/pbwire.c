@@ -229,8 +229,6 @@ bool pbr_store(const struct pbr_field *f,
                const uint8_t *data,
                void *msg)
 {
-    char *at = (char *)msg + f->offset;
-
     if (f->kind == PBR_BYTES) {
         ProtobufCBinaryData b;
 
@@ -240,39 +238,8 @@ bool pbr_store(const struct pbr_field *f,
         /* pbr_field checked the length (<= INT_MAX, within its input). */
         b.len = (size_t)value;
         b.data = value > 0 ? (uint8_t *)(uintptr_t)data : NULL;
-        memcpy(at, &b, sizeof b);
+        memcpy((char *)msg + f->offset, &b, sizeof b);
         return true;
     }
-    if (wire != PBW_VARINT) {
-        return false;
-    }
-    switch (f->kind) {
-        case PBR_U64:
-            memcpy(at, &value, sizeof value);
-            return true;
-        case PBR_U32: {
-            uint32_t u = (uint32_t)value;
-
-            if (value > UINT32_MAX) {
-                return false;
-            }
-            memcpy(at, &u, sizeof u);
-            return true;
-        }
-        case PBR_ENUM: {
-            int e = (int)value;
-
-            if (value > INT32_MAX) {
-                return false;
-            }
-            memcpy(at, &e, sizeof e);
-            return true;
-        }
-        default: { /* PBR_BOOL */
-            protobuf_c_boolean b = value != 0;
-
-            memcpy(at, &b, sizeof b);
-            return true;
-        }
-    }
+    return wire == PBW_VARINT && store_varint(f, value, msg);
 }
