@@ -256,11 +256,10 @@ def tls(t):
     def denied():
         total = 0.0
         for n in nodes:
-            st, _, body = oh.request(n.http_addr, "/metrics",
-                                     ctx=oh.tls_context(d, "prom"))
-            if st != 200:
+            m = oh.scrape(n.http_addr, oh.tls_context(d, "prom"))
+            if m is None:
                 return None
-            total += oh.parse_prom(body).get("once_permission_denied_total", 0)
+            total += m.get("once_permission_denied_total", 0)
         return total
 
     p = oc.rand_hex(4)

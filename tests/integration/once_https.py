@@ -84,8 +84,7 @@ def post(n, path, body, d, who):
 
 
 def scrape(n, d, who="prom"):
-    st, _, body = get(n, "/metrics", d, who)
-    return oh.parse_prom(body) if st == 200 else {}
+    return oh.scrape(n.http_addr, ctx(d, who)) or {}
 
 
 def check_health(t, n, d):

@@ -90,18 +90,8 @@ def tear_tail(t, n):
 
 
 def metrics(n):
-    """The node's /metrics as {name: value} (unlabelled series), or None."""
-    st, _, body = oh.request(n.http_addr, "/metrics")
-    if st != 200:
-        return None
-    out = {}
-    for ln in body.splitlines():
-        if ln.startswith("#") or "{" in ln:
-            continue
-        parts = ln.split()
-        if len(parts) == 2:
-            out[parts[0]] = float(parts[1])
-    return out
+    """The node's /metrics as {series: value}, or None."""
+    return oh.scrape(n.http_addr)
 
 
 def wait_metrics(n, timeout):

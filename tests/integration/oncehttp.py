@@ -107,6 +107,13 @@ def parse_prom(text):
     return out
 
 
+def scrape(addr, ctx=None, timeout=5):
+    """GET /metrics of the node at @addr (over HTTPS with @ctx), parsed by
+    parse_prom; None unless it answered 200."""
+    st, _, body = request(addr, "/metrics", ctx=ctx, timeout=timeout)
+    return parse_prom(body) if st == 200 else None
+
+
 def tool(name):
     return shutil.which(name) or ("/usr/bin/" + name
                                   if os.path.exists("/usr/bin/" + name)
